@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test` (the whole suite).
+# Both create .venv and install the project into it when it is missing or pyproject.toml changed.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint bench install
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/harvester demo
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -1,0 +1,283 @@
+"""The vocabulary passed between layers: frozen records and enums.
+
+No I/O and no policy here: discovery yields ``DiscoveredUrl``, the fetcher returns ``FetchResult``, the store
+hands out ``ClaimedUrl`` and takes ``Completion``. ORM rows never leave ``frontier/store.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from urllib.parse import urlsplit
+
+
+class UrlKind(StrEnum):
+    """What a URL is for: detail pages are the harvest; the others are how we find them."""
+
+    DETAIL = "detail"
+    LISTING = "listing"
+    FEED = "feed"
+    SITEMAP = "sitemap"
+
+
+class UrlState(StrEnum):
+    """Where a URL is in its crawl cycle. QUEUED and LEASED are live; the rest are outcomes."""
+
+    QUEUED = "queued"
+    LEASED = "leased"
+    DONE = "done"
+    FAILED = "failed"
+    GONE = "gone"
+    DISALLOWED = "disallowed"
+    SKIPPED = "skipped"
+    DUPLICATE = "duplicate"
+
+
+class Source(StrEnum):
+    """The kind of place a URL was found; the full provenance label is ``"<kind>:<where>"``."""
+
+    SEED = "seed"
+    ROBOTS = "robots"
+    SITEMAP = "sitemap"
+    FEED = "feed"
+    LISTING = "listing"
+    LINK = "link"
+    REDIRECT = "redirect"
+
+
+class ErrorClass(StrEnum):
+    """The small taxonomy every failed fetch or refused input is counted under."""
+
+    TIMEOUT = "timeout"
+    TOO_LARGE = "too_large"
+    TOO_MANY_REDIRECTS = "too_many_redirects"
+    CONNECT = "connect"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    HTTP_429 = "http_429"
+    ROBOTS_DISALLOWED = "robots_disallowed"
+    OUT_OF_SCOPE = "out_of_scope"
+    BAD_CONTENT_TYPE = "bad_content_type"
+    BAD_CONTENT = "bad_content"
+    HOOK_FAILED = "hook_failed"
+    STORAGE = "storage"
+    TRAP = "trap"
+
+
+def origin_of(url: str) -> str:
+    """``scheme://netloc`` of an already canonical URL: the key politeness is scoped to."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def provenance(kind: Source, where: str = "") -> str:
+    """The provenance label stored with a URL, e.g. ``sitemap:https://h/sitemap.xml``."""
+    return f"{kind.value}:{where}" if where else kind.value
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveredUrl:
+    """One canonical URL found by discovery or as an outlink, ready for the frontier."""
+
+    url: str
+    kind: UrlKind
+    source: str
+    depth: int = 0
+    score: float = 0.0
+    lastmod: datetime | None = None
+    changefreq: str | None = None
+    priority: float | None = None
+    meta: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def host(self) -> str:
+        return origin_of(self.url)
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    """What a conditional request needs; both None means an unconditional GET."""
+
+    etag: str | None = None
+    last_modified: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.etag or self.last_modified)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """The outcome of one bounded fetch, redirects included. Never raised: failures set ``error_class``."""
+
+    url: str
+    final_url: str
+    status: int | None
+    started_at: float
+    elapsed_s: float
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    content_type: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    body: bytes | None = None
+    bytes_read: int = 0
+    redirects: tuple[str, ...] = ()
+    retry_after_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def not_modified(self) -> bool:
+        return self.status == 304
+
+    @property
+    def gone(self) -> bool:
+        return self.status in (404, 410)
+
+    @property
+    def validators(self) -> Validators:
+        return Validators(self.etag, self.last_modified)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedUrl:
+    """A URL leased to one worker: everything the fetch and its conditional headers need."""
+
+    id: int
+    url: str
+    host: str
+    kind: UrlKind
+    depth: int
+    score: float
+    attempts: int
+    lease_until: datetime
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    lastmod: datetime | None = None
+    last_fetched_at: datetime | None = None
+    changefreq: str | None = None
+    revisit_s: float | None = None
+
+    @property
+    def validators(self) -> Validators:
+        return Validators(self.etag, self.last_modified)
+
+
+@dataclass(frozen=True, slots=True)
+class PageRecord:
+    """What extraction keeps of one fetched page; the store compresses ``body``."""
+
+    final_url: str
+    status: int
+    content_type: str | None
+    content_hash: str
+    body: bytes
+    etag: str | None = None
+    last_modified: str | None = None
+    canonical_url: str | None = None
+    title: str | None = None
+    description: str | None = None
+    language: str | None = None
+    jsonld: list[Any] = field(default_factory=list, compare=False, hash=False)
+    fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The outcome of one claimed URL, written with its outlinks in one transaction by ``complete()``."""
+
+    url_id: int
+    state: UrlState
+    fetched_at: datetime
+    status: int | None = None
+    final_url: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    changed: bool = False
+    next_fetch_at: datetime | None = None
+    revisit_s: float | None = None
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    page: PageRecord | None = None
+    duplicate_of: int | None = None
+    bytes_read: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentState:
+    """A discovery document (robots.txt, sitemap, feed) as last fetched, for conditional re-fetches."""
+
+    url: str
+    kind: str
+    status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    content_hash: str | None = None
+    fetched_at: datetime | None = None
+    next_fetch_at: datetime | None = None
+    url_count: int = 0
+
+    @property
+    def validators(self) -> Validators:
+        return Validators(self.etag, self.last_modified)
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsState:
+    """robots.txt of one host as persisted in ``hosts``: enough to rebuild the rules without a fetch."""
+
+    origin: str
+    status: int | None
+    fetched_at: datetime | None
+    expires_at: datetime | None
+    body: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    error_class: ErrorClass | None = None
+
+
+@dataclass(slots=True)
+class HostDiagnostics:
+    """Live per-host counters the engine keeps and ``harvester status`` / the flows show (mutable)."""
+
+    host: str
+    limit: int = 1
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    queue_depth: int = 0
+    fetched: int = 0
+    not_modified: int = 0
+    bytes: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    first_fetch_at: float | None = None
+    last_fetch_at: float | None = None
+    parked_reason: str | None = None
+
+    @property
+    def rate_per_s(self) -> float:
+        if self.first_fetch_at is None or self.last_fetch_at is None:
+            return 0.0
+        span = self.last_fetch_at - self.first_fetch_at
+        return self.fetched / span if span > 0 else float(self.fetched)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "limit": self.limit,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "queue_depth": self.queue_depth,
+            "fetched": self.fetched,
+            "not_modified": self.not_modified,
+            "bytes": self.bytes,
+            "errors": dict(self.errors),
+            "rate_per_s": round(self.rate_per_s, 2),
+            "parked_reason": self.parked_reason,
+        }

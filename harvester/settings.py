@@ -1,0 +1,327 @@
+"""Every default, unit and bound of harvester, and the per-site profile.
+
+``Settings`` is built once at the edge (CLI, flow parameters) and passed down; library code never reads the
+environment. Precedence, highest first: explicit arguments (CLI flags), ``HARVESTER_*`` environment,
+``harvester.toml`` (or ``--config FILE``), defaults. A bad value raises ``ConfigError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from harvester.errors import ConfigError
+
+DEFAULT_DATABASE_URL = "sqlite:///.harvester/harvester.db"
+"""An embedded SQLite file under the working directory: nothing to install for a first harvest."""
+
+DEFAULT_USER_AGENT = "harvester/0.1 (+https://harvester.invalid/contact; set HARVESTER_HTTP__USER_AGENT)"
+"""Identifies the crawler and where its operator can be reached. Operators should set their own contact."""
+
+DEFAULT_CONFIG_FILE = Path("harvester.toml")
+
+DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
+    "utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "utm_id", "utm_name",
+    "gclid", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "_ga", "_gl",
+    "igshid", "ref_src", "spm", "_hsenc", "_hsmi", "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id",
+)
+"""Query parameters that only say where a click came from; removed from the canonical form."""
+
+DEFAULT_SESSION_PARAMS: tuple[str, ...] = (
+    "sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken", "s",
+)
+"""Session-id parameters: a URL carrying one is a trap (a fresh spelling of the same page per visit)."""
+
+DEFAULT_PRESENTATION_PARAMS: tuple[str, ...] = (
+    "sort", "order", "orderby", "sort_by", "view", "display", "layout", "format", "print", "lang_switch",
+)
+"""Parameters that re-present the same content; they are dropped from the canonical form."""
+
+DEFAULT_FACET_PARAMS: tuple[str, ...] = (
+    "color", "colour", "size", "brand", "price", "filter", "facet", "material", "min_price", "max_price",
+)
+"""Facet parameters: combinations multiply without bound, so URLs carrying many of them are traps."""
+
+
+_toml_file: ContextVar[Path | None] = ContextVar("harvester_toml_file", default=None)
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HttpSettings(_Group):
+    user_agent: str = Field(DEFAULT_USER_AGENT, min_length=8, description="User-Agent with a contact URL.")
+    timeout_s: float = Field(30.0, gt=0, le=600, description="Deadline for a whole fetch: headers and body.")
+    connect_timeout_s: float = Field(10.0, gt=0, le=120, description="Deadline for one TCP/TLS connect.")
+    max_body_bytes: int = Field(10 * 2**20, gt=0, description="Pages larger than this are cut off and failed.")
+    max_redirects: int = Field(5, ge=0, le=20, description="Redirect hops followed, each re-checked.")
+    allowed_content_types: tuple[str, ...] = Field(
+        ("text/html", "application/xhtml+xml"),
+        min_length=1,
+        description="Media types kept for detail and listing pages; others are failed as bad_content_type.",
+    )
+    transport: Literal["aiohttp", "httpcore", "http2"] = Field(
+        "aiohttp", description="httpx transport; aiohttp measured cheapest per request (docs/architecture.md)."
+    )
+
+
+class PolitenessSettings(_Group):
+    per_host_limit: int = Field(2, ge=1, le=64, description="Requests in flight per host at the start.")
+    max_per_host_limit: int = Field(4, ge=1, le=64, description="Ceiling AIMD may raise the per-host limit to.")
+    max_active_hosts: int = Field(64, ge=1, le=10_000, description="Hosts fetched at once; others wait turns.")
+    min_delay_s: float = Field(0.0, ge=0, le=3600, description="Least interval between requests to a host.")
+    max_crawl_delay_s: float = Field(
+        60.0, ge=0, description="robots.txt Crawl-delay above this parks the host instead of crawling it slowly."
+    )
+    slow_response_s: float = Field(5.0, gt=0, description="A response slower than this halves the limit.")
+    backoff_base_s: float = Field(1.0, gt=0, description="First back-off after a 429/503 without Retry-After.")
+    backoff_max_s: float = Field(300.0, gt=0, description="Longest back-off or Retry-After honoured in a run.")
+    park_after_failures: int = Field(
+        20, ge=1, description="Consecutive connect/timeout/5xx failures after which a host is parked."
+    )
+    max_attempts: int = Field(3, ge=1, le=20, description="Attempts per URL before it is marked failed.")
+    host_idle_s: float = Field(2.0, ge=0, description="A host with no queued work this long is retired.")
+
+
+class RobotsSettings(_Group):
+    max_bytes: int = Field(500 * 1024, gt=0, description="RFC 9309 §2.5: parse at least 500 KiB; more is cut.")
+    cache_s: float = Field(86_400.0, gt=0, le=86_400.0, description="RFC 9309 §2.4: at most 24 h.")
+    error_cache_s: float = Field(600.0, gt=0, description="A 5xx/unreachable robots.txt is retried after this.")
+    max_redirects: int = Field(5, ge=0, le=10, description="RFC 9309 §2.3.1.2: follow at least five.")
+
+
+class UrlSettings(_Group):
+    tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
+    session_params: tuple[str, ...] = DEFAULT_SESSION_PARAMS
+    presentation_params: tuple[str, ...] = DEFAULT_PRESENTATION_PARAMS
+    facet_params: tuple[str, ...] = DEFAULT_FACET_PARAMS
+    max_url_length: int = Field(2048, ge=64, description="Longer URLs are traps.")
+    max_path_depth: int = Field(12, ge=1, description="More path segments than this is a trap.")
+    max_repeated_segments: int = Field(2, ge=1, description="One segment repeated more often is a trap.")
+    max_facets: int = Field(1, ge=0, description="More facet parameters than this in one URL is a trap.")
+    max_calendar_urls: int = Field(20, ge=1, description="Date-shaped URLs kept per host path pattern.")
+
+
+class DiscoverySettings(_Group):
+    known_sitemap_paths: tuple[str, ...] = ("/sitemap.xml", "/sitemap_index.xml", "/sitemap.xml.gz")
+    max_sitemap_bytes: int = Field(
+        50 * 10**6 + 10**6, gt=0, description="Decompressed cap per sitemap (protocol limit 50 MB)."
+    )
+    max_sitemap_urls: int = Field(50_000, gt=0, description="URLs kept per sitemap file (protocol limit).")
+    max_sitemap_depth: int = Field(4, ge=1, le=10, description="Index nesting followed.")
+    max_sitemaps_per_host: int = Field(2_000, ge=1, description="Sitemap files fetched per host per run.")
+    max_feed_bytes: int = Field(10 * 2**20, gt=0)
+    listing_max_depth: int = Field(3, ge=0, le=20, description="Listing hops from a seed.")
+    listing_page_budget: int = Field(200, ge=0, description="Listing pages fetched per host per run.")
+    batch_size: int = Field(5_000, ge=1, le=100_000, description="URLs per frontier upsert.")
+    feed_revisit_s: float = Field(12 * 3600.0, gt=0)
+    sitemap_revisit_s: float = Field(24 * 3600.0, gt=0)
+    sitemap_index_revisit_s: float = Field(7 * 24 * 3600.0, gt=0)
+
+
+class StoreSettings(_Group):
+    lease_s: float = Field(300.0, gt=0, description="A claim not completed within this returns to the queue.")
+    claim_batch: int = Field(200, ge=1, le=10_000, description="URLs claimed per host per round trip.")
+    compress_level: int = Field(6, ge=1, le=9, description="zlib level for stored bodies.")
+    sqlite_busy_timeout_s: float = Field(30.0, ge=0, description="Bounded wait on a locked SQLite file.")
+
+
+class RevisitSettings(_Group):
+    min_s: float = Field(3600.0, gt=0, description="Shortest revisit interval after a change.")
+    max_s: float = Field(30 * 86_400.0, gt=0, description="Longest revisit interval after no change.")
+    default_s: float = Field(86_400.0, gt=0, description="First revisit interval without a changefreq.")
+
+
+class Settings(BaseSettings):
+    """Process-wide settings. Build with ``Settings.load()`` so errors come back as ``ConfigError``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HARVESTER_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    database_url: str = Field(DEFAULT_DATABASE_URL, min_length=1, description="SQLAlchemy URL of the frontier.")
+    http: HttpSettings = HttpSettings()
+    politeness: PolitenessSettings = PolitenessSettings()
+    robots: RobotsSettings = RobotsSettings()
+    urls: UrlSettings = UrlSettings()
+    discovery: DiscoverySettings = DiscoverySettings()
+    store: StoreSettings = StoreSettings()
+    revisit: RevisitSettings = RevisitSettings()
+    max_pages_per_host: int = Field(100_000, ge=1, description="Page budget per host per run.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_path = _toml_file.get()
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+    @classmethod
+    def load(cls, config_file: Path | str | None = None, **overrides: Any) -> Settings:
+        """Settings from flags (``overrides``, None values ignored), env, then the TOML file.
+
+        ``config_file`` None means ``./harvester.toml`` when it exists; a named file must exist.
+        """
+        path = Path(config_file) if config_file is not None else None
+        if path is not None and not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing TOML file")
+        if path is None and DEFAULT_CONFIG_FILE.is_file():
+            path = DEFAULT_CONFIG_FILE
+        given = {key: value for key, value in overrides.items() if value is not None}
+        with _using_toml(path):
+            try:
+                return cls(**given)
+            except ValidationError as exc:
+                raise config_error(exc, where=str(path) if path else "settings") from None
+            except (ValueError, OSError) as exc:  # TOML syntax errors surface as ValueError
+                raise ConfigError(f"cannot read {path}: {exc}") from None
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        """A copy with dotted keys changed (``politeness.per_host_limit=4``), validated like the original."""
+        data = self.model_dump()
+        for dotted, value in changes.items():
+            if value is None:
+                continue
+            node = data
+            *parents, leaf = dotted.split(".")
+            for part in parents:
+                node = node[part]
+            node[leaf] = value
+        try:
+            return type(self).model_validate(data)
+        except ValidationError as exc:
+            raise config_error(exc, where="settings") from None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+@contextmanager
+def _using_toml(path: Path | None) -> Iterator[None]:
+    token = _toml_file.set(path)
+    try:
+        yield
+    finally:
+        _toml_file.reset(token)
+
+
+def config_error(exc: ValidationError, *, where: str) -> ConfigError:
+    """Turn pydantic's report into one message that names each bad key, its value and the rule broken."""
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(part) for part in err["loc"]) or "(root)"
+        value = err.get("input")
+        shown = repr(value) if not isinstance(value, dict) else "{...}"
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        problems.append(f"{key}={shown}: {err['msg']}")
+    hint = " (env: HARVESTER_<GROUP>__<KEY>)" if where != "site profile" else ""
+    return ConfigError(f"invalid configuration in {where}{hint}: " + "; ".join(problems))
+
+
+# --- the per-site profile -------------------------------------------------------------------------------
+
+
+class ScoreRule(_Group):
+    """URLs matching ``pattern`` (a regex searched in the URL) get ``boost`` added to their score."""
+
+    pattern: str = Field(..., min_length=1)
+    boost: float = Field(..., ge=-100, le=100)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return _check_regex(value)
+
+
+class Scope(_Group):
+    """Where the crawl may go. Empty ``domains`` means the seed hosts only."""
+
+    domains: tuple[str, ...] = Field((), description="Registrable domains allowed (with their subdomains).")
+    path_prefixes: tuple[str, ...] = Field((), description="Only paths under these prefixes (if any).")
+    allow_patterns: tuple[str, ...] = Field((), description="Regexes; when given, a URL must match one.")
+    deny_patterns: tuple[str, ...] = Field((), description="Regexes; a matching URL is never scheduled.")
+
+    @field_validator("allow_patterns", "deny_patterns")
+    @classmethod
+    def _compile_all(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_check_regex(value) for value in values)
+
+    @field_validator("domains")
+    @classmethod
+    def _lower(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(value.strip().lower().lstrip(".") for value in values if value.strip())
+
+
+class SiteProfile(_Group):
+    """One site's crawl: the typed parameters a Prefect UI run fills in (with defaults and validation)."""
+
+    name: str = Field("site", min_length=1, max_length=100, description="Label used in runs and artifacts.")
+    seeds: tuple[str, ...] = Field(..., min_length=1, description="Absolute http(s) URLs to start from.")
+    scope: Scope = Scope()
+    detail_patterns: tuple[str, ...] = Field((), description="Regexes that mark detail pages (overrides).")
+    listing_patterns: tuple[str, ...] = Field((), description="Regexes that mark listing pages (overrides).")
+    score_rules: tuple[ScoreRule, ...] = ()
+    use_sitemaps: bool = True
+    use_feeds: bool = True
+    use_listings: bool = True
+    max_pages_per_host: int | None = Field(None, ge=1, description="Page budget per host; None: settings.")
+    per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host.")
+    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests.")
+    user_agent: str | None = Field(None, min_length=8, description="Overrides the User-Agent for this site.")
+    extractor: str | None = Field(
+        None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="User hook as 'module:function'."
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _absolute_http(cls, seeds: tuple[str, ...]) -> tuple[str, ...]:
+        for seed in seeds:
+            parts = urlsplit(seed.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"seed {seed!r} is not an absolute http(s) URL like https://example.org/")
+        return tuple(seed.strip() for seed in seeds)
+
+    @field_validator("detail_patterns", "listing_patterns")
+    @classmethod
+    def _compile_all(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_check_regex(value) for value in values)
+
+    @classmethod
+    def build(cls, **fields: Any) -> SiteProfile:
+        """Validated construction that reports problems as ``ConfigError`` naming the field."""
+        try:
+            return cls(**{key: value for key, value in fields.items() if value is not None})
+        except ValidationError as exc:
+            raise config_error(exc, where="site profile") from None
+
+
+def _check_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
+    return value
