@@ -1,0 +1,72 @@
+"""Shared fixtures: a database URL parametrized over a SQLite file and a real PostgreSQL database.
+
+PostgreSQL is at 127.0.0.1:5432 (user postgres, trust auth). With HARVESTER_REQUIRE_POSTGRES=1 (CI) a
+missing server fails the run; elsewhere its cases skip with the reason printed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PG_ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+PG_URL_TEMPLATE = "postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+REQUIRE_POSTGRES = os.environ.get("HARVESTER_REQUIRE_POSTGRES") == "1"
+
+pytest_plugins = ["harvester.testing.fixtures"] if importlib.util.find_spec("harvester.testing.fixtures") else []
+
+
+@functools.cache
+def postgres_problem() -> str | None:
+    """Why PostgreSQL cannot be used here, or None when it answers."""
+    try:
+        with psycopg.connect(PG_ADMIN_DSN) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc}".strip()
+    return None
+
+
+def require_postgres() -> None:
+    """Fail (CI) or skip (elsewhere) when PostgreSQL is missing."""
+    problem = postgres_problem()
+    if problem is None:
+        return
+    if REQUIRE_POSTGRES:
+        pytest.fail(f"{problem} (HARVESTER_REQUIRE_POSTGRES=1: PostgreSQL tests are required here)")
+    pytest.skip(problem)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    require_postgres()
+    name = f"hv_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_URL_TEMPLATE.format(name=name)
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'harvester.db'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The same test against a SQLite file and a real PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'harvester.db'}"
+    else:
+        yield request.getfixturevalue("pg_url")
