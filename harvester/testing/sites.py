@@ -1,0 +1,322 @@
+"""Host specifications and the deterministic site model behind each test-web host (which pages exist, where
+they are published, what changed on which day), plus the demo site.
+
+Pure state: no sockets, no bytes rendered here (render.py turns the model into responses), so the parent of
+a process-mode web can keep an identical model as ground truth. Never reads the clock or global randomness.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BASE_EPOCH",
+    "DAY_S",
+    "HostChange",
+    "HostSpec",
+    "Page",
+    "RobotsSpec",
+    "SiteModel",
+    "demo_site",
+    "small_site",
+]
+
+BASE_EPOCH = 1_767_571_200  # 2026-01-05T00:00:00Z: day 0 of every test web
+"""Wall-clock time of day 0; day ``d`` is ``BASE_EPOCH + d * DAY_S``. Fixed so validators are reproducible."""
+
+DAY_S = 86_400
+
+TOPICS = ("world", "science", "culture", "business", "sport", "technology", "travel", "health")
+
+_WORD_TEXT = (
+    "the of and to in a is that for it as was with be by on not he this are or his from at which but have an they "
+    "you were her she there been one all we their has would when if so no will more about up out who them some "
+    "could what into time only new other then people may these like than first any now over such our made way "
+    "after years most where state also very between through before city water local report council market "
+    "research season project result change school system service family community policy energy village harbour "
+    "winter summer river station museum library festival bridge garden railway budget election committee hospital "
+    "weather forecast farmers rainfall harvest orchard vineyard bakery quarter archive minister plan study team "
+    "survey review record history island coast valley mountain forest province growth price trade export import "
+    "bank loan tax vote court judge police fire road traffic transport science data model theory experiment "
+    "sample measure signal network software hardware device battery solar wind grid storage carbon climate ocean "
+    "ice glacier species habitat bird insect plant seed soil "
+)
+WORDS: tuple[str, ...] = tuple(_WORD_TEXT.split())
+
+DETAIL_SHAPES = (
+    "/articles/{slug}-{id}",
+    "/news/{yyyy}/{mm}/{slug}-{id}.html",
+    "/story/{id}/{slug}",
+    "/blog/{yyyy}/{mm}/{dd}/{slug}/",
+    "/p/{id}",
+    "/{topic}/{slug}-{id}",
+)
+"""Detail URL shapes; each host uses two of them, so no single hard-coded rule classifies every host."""
+
+DISALLOWED_PREFIX = "/members/"
+"""Where sitemap-listed but robots-disallowed details live (robots.txt disallows it when any exist)."""
+
+
+@dataclass(frozen=True)
+class RobotsSpec:
+    """robots.txt of one host. ``body`` overrides the generated text; ``status`` 3xx redirects to ``redirect_to``."""
+
+    status: int = 200
+    disallow: tuple[str, ...] = ()
+    crawl_delay: float | None = None
+    request_rate: str | None = None
+    sitemaps: bool = True
+    redirect_to: str | None = None
+    body: str | None = None
+    agent_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One host of the test web. Fractions are of the detail pages (sitemap_only + feed_only + listing_only +
+    disallowed_in_sitemap must stay below 1; the rest is published in sitemap, feed and listings alike)."""
+
+    name: str
+    pages: int = 100
+    latency_s: float = 0.0
+    robots: RobotsSpec = field(default_factory=RobotsSpec)
+    sitemap_children: int = 2
+    sitemap_only: float = 0.2
+    feed_only: float = 0.1
+    listing_only: float = 0.1
+    disallowed_in_sitemap: float = 0.05
+    listing_page_size: int = 20
+    feeds: tuple[str, ...] = ("rss", "atom")
+    traps: bool = False
+    hostile: bool = False
+    max_in_flight: int | None = None
+    retry_after_s: float = 1.0
+    page_bytes: tuple[int, int] = (5_000, 20_000)
+    link_spellings: bool = True
+
+    def __post_init__(self) -> None:
+        shares = self.sitemap_only + self.feed_only + self.listing_only + self.disallowed_in_sitemap
+        if shares > 1.0 + 1e-9:
+            raise ValueError(f"host {self.name!r}: coverage fractions add up to {shares:.2f} > 1")
+        if self.pages < 0 or self.sitemap_children < 0 or self.listing_page_size < 1:
+            raise ValueError(f"host {self.name!r}: pages/sitemap_children must be >= 0, listing_page_size >= 1")
+        if not self.name or "/" in self.name:
+            raise ValueError(f"host name {self.name!r} must be non-empty and contain no '/'")
+
+
+# Coverage classes: where a detail page is published.
+ALL = "all"
+SITEMAP_ONLY = "sitemap"
+FEED_ONLY = "feed"
+LISTING_ONLY = "listing"
+DISALLOWED = "disallowed"  # in the sitemap only, under DISALLOWED_PREFIX
+
+
+@dataclass(slots=True)
+class Page:
+    """One detail page. ``version`` bumps when its main text changes; ``gone_day`` set means it answers 410."""
+
+    id: int
+    slug: str
+    path: str
+    coverage: str
+    topic: str
+    published_ts: int
+    modified_ts: int
+    created_day: int
+    version: int = 0
+    gone_day: int | None = None
+    size: int = 10_000
+
+    @property
+    def live(self) -> bool:
+        return self.gone_day is None
+
+    @property
+    def in_sitemap(self) -> bool:
+        return self.coverage in (ALL, SITEMAP_ONLY, DISALLOWED)
+
+    @property
+    def in_feed(self) -> bool:
+        return self.coverage in (ALL, FEED_ONLY)
+
+    @property
+    def in_listing(self) -> bool:
+        return self.coverage in (ALL, LISTING_ONLY)
+
+
+@dataclass(frozen=True)
+class HostChange:
+    """What one ``advance`` did to one host, as page paths."""
+
+    changed: tuple[str, ...] = ()
+    new: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()
+
+
+class SiteModel:
+    """The pages of one host and their history; everything derives from (seed, host name, day)."""
+
+    def __init__(self, spec: HostSpec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.day = 0
+        self.last_change = HostChange()
+        rng = self._rng("host")
+        self.topics: tuple[str, ...] = tuple(rng.sample(TOPICS, 4))
+        self.shapes: tuple[str, ...] = tuple(rng.sample(DETAIL_SHAPES, 2))
+        self.pages: list[Page] = []
+        self.by_path: dict[str, Page] = {}
+        self.initial_pages = spec.pages
+        n = spec.pages
+        counts = [
+            (DISALLOWED, round(n * spec.disallowed_in_sitemap)),
+            (SITEMAP_ONLY, round(n * spec.sitemap_only)),
+            (FEED_ONLY, round(n * spec.feed_only)),
+            (LISTING_ONLY, round(n * spec.listing_only)),
+        ]
+        classes: list[str] = []
+        for cls, k in counts:
+            classes.extend([cls] * k)
+        classes = classes[:n] + [ALL] * max(0, n - len(classes))
+        rng.shuffle(classes)
+        for i, cls in enumerate(classes):
+            # Initial pages were published over the weeks before day 0, oldest first.
+            published = BASE_EPOCH - (n - i) * 3_600 * 5 - rng.randrange(3_600)
+            self._add_page(cls, published, day=0)
+        # Details link only to pages reachable through listings, so "sitemap only" stays true.
+        self.linkable: list[int] = [p.id for p in self.pages if p.in_listing]
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random("/".join(str(p) for p in (self.seed, self.spec.name, *parts)))
+
+    def _add_page(self, coverage: str, published: int, *, day: int) -> Page:
+        pid = len(self.pages)
+        rng = self._rng("page", pid)
+        slug = "-".join(rng.choices(WORDS[40:], k=rng.randint(3, 5)))
+        topic = self.topics[pid % len(self.topics)]
+        if coverage == DISALLOWED:
+            path = f"{DISALLOWED_PREFIX}{slug}-{pid}"
+        else:
+            shape = self.shapes[pid % len(self.shapes)]
+            y, m, d = _ymd(published)
+            path = shape.format(slug=slug, id=pid, yyyy=f"{y:04d}", mm=f"{m:02d}", dd=f"{d:02d}", topic=topic)
+        lo, hi = self.spec.page_bytes
+        page = Page(
+            id=pid,
+            slug=slug,
+            path=path,
+            coverage=coverage,
+            topic=topic,
+            published_ts=published,
+            modified_ts=published,
+            created_day=day,
+            size=rng.randint(lo, max(lo, hi)),
+        )
+        self.pages.append(page)
+        self.by_path[path] = page
+        return page
+
+    def live_pages(self) -> list[Page]:
+        return [p for p in self.pages if p.live]
+
+    def advance(self, *, changed: float, new: float, gone: float) -> HostChange:
+        """Move to the next day: ``changed``/``gone`` are fractions of the live pages, ``new`` adds
+        ``round(new * live)`` pages. Deterministic from (seed, host, day)."""
+        self.day += 1
+        day = self.day
+        rng = self._rng("day", day)
+        live = self.live_pages()
+        n_live = len(live)
+        k_changed = min(n_live, round(changed * n_live))
+        k_gone = min(n_live - k_changed, round(gone * n_live))
+        k_new = round(new * n_live)
+        picked = rng.sample(live, k_changed + k_gone)
+        changed_pages, gone_pages = picked[:k_changed], picked[k_changed:]
+        now = BASE_EPOCH + day * DAY_S
+        for p in changed_pages:
+            p.version += 1
+            p.modified_ts = now + rng.randrange(6 * 3_600)
+        for p in gone_pages:
+            p.gone_day = day
+        spec = self.spec
+        cumulative = [
+            (spec.disallowed_in_sitemap, DISALLOWED),
+            (spec.sitemap_only, SITEMAP_ONLY),
+            (spec.feed_only, FEED_ONLY),
+            (spec.listing_only, LISTING_ONLY),
+        ]
+        new_pages = []
+        for _ in range(k_new):
+            r = rng.random()
+            cls = ALL
+            acc = 0.0
+            for share, name in cumulative:
+                acc += share
+                if r < acc:
+                    cls = name
+                    break
+            page = self._add_page(cls, now + rng.randrange(6 * 3_600), day=day)
+            if page.in_listing:
+                self.linkable.append(page.id)
+            new_pages.append(page)
+        self.last_change = HostChange(
+            changed=tuple(p.path for p in changed_pages),
+            new=tuple(p.path for p in new_pages),
+            gone=tuple(p.path for p in gone_pages),
+        )
+        return self.last_change
+
+    def sitemap_child_of(self, page: Page) -> int:
+        """Child sitemaps hold contiguous id ranges and new pages join the last child, so a day that touches
+        no page of a child leaves that child byte-identical (and answering 304)."""
+        n = self.spec.sitemap_children
+        per_child = max(1, math.ceil(self.initial_pages / max(1, n)))
+        return min(page.id // per_child, n - 1)
+
+    def listing_pages(self, topic: str) -> list[list[Page]]:
+        """The pages of one topic's listing, newest first, split into listing pages (at least one, maybe empty)."""
+        items = [p for p in self.pages if p.live and p.in_listing and p.topic == topic]
+        items.sort(key=lambda p: (-p.published_ts, -p.id))
+        size = self.spec.listing_page_size
+        return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def _ymd(ts: int) -> tuple[int, int, int]:
+    t = time.gmtime(ts)
+    return t.tm_year, t.tm_mon, t.tm_mday
+
+
+def small_site() -> list[HostSpec]:
+    """The session-wide ``test_web`` fixture: three small hosts covering the common cases."""
+    return [
+        HostSpec("a", pages=60, robots=RobotsSpec(disallow=("/private/",))),
+        HostSpec("b", pages=40, latency_s=0.005, robots=RobotsSpec(crawl_delay=0.01), sitemap_children=3),
+        HostSpec("c", pages=30, traps=True, hostile=True, max_in_flight=8),
+    ]
+
+
+def demo_site() -> list[HostSpec]:
+    """The site ``harvester demo`` crawls: four hosts, a few hundred pages, some latency, one crawl-delay,
+    modest traps, one host with an agent-specific group."""
+    return [
+        HostSpec("news", pages=160, latency_s=0.01, traps=True, listing_page_size=15),
+        HostSpec(
+            "blog",
+            pages=80,
+            latency_s=0.02,
+            robots=RobotsSpec(crawl_delay=0.05, disallow=("/drafts/",)),
+            sitemap_children=1,
+        ),
+        HostSpec("shop", pages=90, latency_s=0.005, traps=True, feeds=("rss",)),
+        HostSpec(
+            "docs",
+            pages=60,
+            latency_s=0.03,
+            robots=RobotsSpec(agent_groups={"harvester": ("/members/", "/internal/")}, request_rate="20/1s"),
+            max_in_flight=6,
+        ),
+    ]
