@@ -114,6 +114,7 @@ class UrlSettings(_Group):
     max_repeated_segments: int = Field(2, ge=1, description="One segment repeated more often is a trap.")
     max_facets: int = Field(1, ge=0, description="More facet parameters than this in one URL is a trap.")
     max_calendar_urls: int = Field(20, ge=1, description="Date-shaped URLs kept per host path pattern.")
+    max_facet_urls: int = Field(20, ge=1, description="Faceted URLs (any facet parameter) kept per host and path.")
 
 
 class DiscoverySettings(_Group):

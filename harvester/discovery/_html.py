@@ -1,0 +1,97 @@
+"""HTML bytes to an lxml tree with the right charset: header, BOM, meta, UTF-8, then windows-1252.
+
+Never raises on hostile or broken markup (latin-1 bytes without a charset included); None when nothing parses.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Any
+from urllib.parse import urljoin
+
+import lxml.html
+from lxml import etree
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_HEADER_CHARSET = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_META_SCAN = 4096
+"""HTML §13.2.3.2: the encoding sniffer looks at the first 1024 bytes; allow generous heads."""
+
+
+def _codec(name: str | bytes | None) -> str | None:
+    if not name:
+        return None
+    text = name.decode("ascii", "ignore") if isinstance(name, bytes) else name
+    try:
+        codec = codecs.lookup(text.strip().lower()).name
+    except LookupError:
+        return None
+    # WHATWG Encoding: "iso-8859-1"/"latin1"/"ascii" labels mean windows-1252.
+    return "cp1252" if codec in ("latin-1", "iso8859-1", "ascii") else codec
+
+
+def decode_html(body: bytes, content_type: str | None = None) -> str:
+    """``body`` as text: BOM, then the Content-Type charset, then ``<meta charset>``, UTF-8, windows-1252."""
+    for bom, codec in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom) :].decode(codec, errors="replace")
+    candidates: list[str] = []
+    if content_type:
+        match = _HEADER_CHARSET.search(content_type)
+        if match and (declared := _codec(match.group(1))):
+            candidates.append(declared)
+    meta = _META_CHARSET.search(body[:_META_SCAN])
+    if meta and (in_meta := _codec(meta.group(1))):
+        candidates.append(in_meta)
+    for codec in candidates:
+        try:
+            return body.decode(codec)
+        except (UnicodeDecodeError, LookupError):
+            continue
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body.decode(candidates[0] if candidates else "cp1252", errors="replace")
+
+
+def parse_html(body: bytes, content_type: str | None = None) -> Any:
+    """The lxml.html document root, or None for an empty or unparseable body."""
+    if not body or not body.strip():
+        return None
+    text = _XML_DECL.sub("", decode_html(body, content_type), count=1)
+    if not text.strip():
+        return None
+    try:
+        return lxml.html.document_fromstring(text)
+    except (etree.ParserError, ValueError):
+        return None
+
+
+def absolute_http(href: str, base: str) -> str | None:
+    """``href`` resolved against ``base`` when the result is http(s) with a host; else None."""
+    href = href.strip()
+    if not href:
+        return None
+    try:
+        url = urljoin(base, href)
+    except ValueError:
+        return None
+    lowered = url[:8].lower()
+    if not lowered.startswith(("http://", "https://")):
+        return None
+    rest = url.split("//", 1)[1] if "//" in url else ""
+    if not rest or rest[0] in "/?#":
+        return None
+    return url
+
+
+def document_base(root: Any, base_url: str) -> str:
+    """The page's ``<base href>`` resolved against its URL (HTML: the first base element with href wins)."""
+    for el in root.iter("base"):
+        href = (el.get("href") or "").strip()
+        if href:
+            return absolute_http(href, base_url) or base_url
+    return base_url

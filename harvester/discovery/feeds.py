@@ -1,0 +1,258 @@
+"""RSS, Atom and JSON Feed: find feed links in HTML, and turn a feed body into entry links with dates.
+
+Bytes in, records out: never fetches (feedparser is only ever handed bytes, never a URL), never touches SQL.
+Bounded: at most ``max_entries`` entries per feed; entity declarations are refused before parsing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import feedparser
+
+from harvester.discovery._html import absolute_http, document_base, parse_html
+from harvester.errors import ContentRejected
+
+logger = logging.getLogger(__name__)
+
+MAX_FEED_ENTRIES = 10_000
+"""Entries kept per feed; real feeds carry 10–100, anything near this is a sitemap in disguise or hostile."""
+
+FEED_TYPES = frozenset(
+    (
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/feed+json",
+        "application/json",
+        "application/rdf+xml",
+        "application/x.atom+xml",
+        "application/x-atom+xml",
+        "text/xml",
+        "application/xml",
+    )
+)
+"""``<link rel="alternate" type=...>`` media types that name a feed (generic XML only with a feed-like href)."""
+
+_GENERIC_TYPES = frozenset(("application/json", "text/xml", "application/xml"))
+_FEEDISH_HREF = re.compile(r"(?i)(?:^|[/._-])(?:feed|rss|atom|rdf|jsonfeed)(?:$|[/._?-])|\.(?:rss|atom)$")
+_ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
+_JSONFEED_VERSION = "https://jsonfeed.org/version/1"
+
+FeedKind = Literal["rss", "atom", "json", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEntry:
+    """One feed item: its link, and the dates the feed gives (UTC, aware)."""
+
+    link: str
+    published: datetime | None = None
+    updated: datetime | None = None
+    title: str | None = None
+
+    @property
+    def lastmod(self) -> datetime | None:
+        """The newest date the feed states for this entry: what discovery stores as lastmod."""
+        return self.updated or self.published
+
+
+@dataclass(slots=True)
+class FeedDoc:
+    """A parsed feed. ``problems`` names what was dropped or wrong (bozo XML, invalid links, over the cap)."""
+
+    url: str
+    kind: FeedKind
+    entries: list[FeedEntry] = field(default_factory=list)
+    title: str | None = None
+    problems: list[str] = field(default_factory=list)
+    over_limit: bool = False
+
+
+def find_feed_links(html: bytes, *, base_url: str, content_type: str | None = None) -> list[str]:
+    """Absolute feed URLs named by ``<link rel="alternate" type=...>`` (and ``<a>`` to obvious feed URLs).
+
+    Order of appearance, deduplicated; ``<base href>`` honoured. Broken HTML yields what parsed, never raises.
+    """
+    root = parse_html(html, content_type)
+    if root is None:
+        return []
+    return feed_links_in(root, document_base(root, base_url))
+
+
+def feed_links_in(root: Any, base: str) -> list[str]:
+    """``find_feed_links`` over an already parsed document (listings.py parses once for everything)."""
+    found: list[str] = []
+    for el in root.iter("link", "a"):
+        href = (el.get("href") or "").strip()
+        if not href or href.startswith("#"):
+            continue
+        if el.tag == "link":
+            rels = (el.get("rel") or "").lower().split()
+            media = (el.get("type") or "").split(";")[0].strip().lower()
+            if "alternate" not in rels and "feed" not in rels:
+                continue
+            if media not in FEED_TYPES and "feed" not in rels:
+                continue
+            if media in _GENERIC_TYPES and not _FEEDISH_HREF.search(href):
+                continue
+        elif not is_feed_url(href):
+            continue
+        url = absolute_http(href, base)
+        if url is not None and url not in found:
+            found.append(url)
+    return found
+
+
+def is_feed_url(href: str) -> bool:
+    """True for hrefs that are obviously feeds by their shape (/feed, /rss.xml, atom.xml, feed.json, .rss)."""
+    path = href.split("?", 1)[0].split("#", 1)[0]
+    return (
+        bool(path)
+        and _FEEDISH_HREF.search(path) is not None
+        and not href.lower().startswith(("javascript:", "mailto:"))
+    )
+
+
+def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) -> FeedDoc:
+    """Entries of an RSS/Atom (feedparser) or JSON Feed body; links resolved against ``url``.
+
+    Raises ContentRejected for entity declarations (billion laughs, XXE). A body that is not a feed gives
+    ``kind="unknown"`` with no entries and a problem saying so.
+    """
+    head = body[:1024].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if head.startswith(b"{"):
+        return _parse_json_feed(body, url=url, max_entries=max_entries)
+    if _ENTITY_DECL.search(body[:65536]):
+        raise ContentRejected(f"feed {url} declares XML entities (billion laughs / XXE): refused")
+    # feedparser never fetches when handed bytes; resolve_relative_uris and sanitizing are for content we skip.
+    parsed = feedparser.parse(body, resolve_relative_uris=False, sanitize_html=False)
+    version = str(parsed.get("version") or "")
+    kind: FeedKind = "atom" if version.startswith("atom") else "rss" if version.startswith("rss") else "unknown"
+    doc = FeedDoc(url=url, kind=kind, title=_text(parsed.feed.get("title")))
+    if parsed.get("bozo"):
+        doc.problems.append(f"malformed feed XML: {parsed.get('bozo_exception')!s:.200}")
+    if kind == "unknown" and not parsed.entries:
+        doc.problems.append("not an RSS or Atom feed")
+        return doc
+    invalid = 0
+    seen: set[str] = set()
+    for item in parsed.entries:
+        link = _entry_link(item)
+        absolute = absolute_http(link, url) if link else None
+        if absolute is None:
+            invalid += 1
+            continue
+        if absolute in seen:
+            continue
+        if len(doc.entries) >= max_entries:
+            doc.over_limit = True
+            break
+        seen.add(absolute)
+        doc.entries.append(
+            FeedEntry(
+                link=absolute,
+                published=_struct_time(item.get("published_parsed")),
+                updated=_struct_time(item.get("updated_parsed")),
+                title=_text(item.get("title")),
+            )
+        )
+    _finish(doc, invalid, max_entries)
+    return doc
+
+
+def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
+    doc = FeedDoc(url=url, kind="json")
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        doc.kind = "unknown"
+        doc.problems.append(f"invalid JSON: {exc!s:.200}")
+        return doc
+    if not isinstance(data, dict) or not str(data.get("version", "")).startswith(_JSONFEED_VERSION):
+        doc.kind = "unknown"
+        doc.problems.append("JSON without a https://jsonfeed.org/version/1.x version: not a JSON Feed")
+        return doc
+    doc.title = _text(data.get("title"))
+    items = data.get("items")
+    if not isinstance(items, list):
+        doc.problems.append("JSON Feed without an items list")
+        return doc
+    invalid = 0
+    seen: set[str] = set()
+    for item in items:
+        if not isinstance(item, dict):
+            invalid += 1
+            continue
+        # JSON Feed 1.1: "url" is the permalink; "external_url" points elsewhere (a linked article).
+        link = item.get("url") or item.get("external_url")
+        absolute = absolute_http(link, url) if isinstance(link, str) else None
+        if absolute is None:
+            invalid += 1
+            continue
+        if absolute in seen:
+            continue
+        if len(doc.entries) >= max_entries:
+            doc.over_limit = True
+            break
+        seen.add(absolute)
+        doc.entries.append(
+            FeedEntry(
+                link=absolute,
+                published=_rfc3339(item.get("date_published")),
+                updated=_rfc3339(item.get("date_modified")),
+                title=_text(item.get("title")),
+            )
+        )
+    _finish(doc, invalid, max_entries)
+    return doc
+
+
+def _finish(doc: FeedDoc, invalid: int, max_entries: int) -> None:
+    if invalid:
+        doc.problems.append(f"{invalid} entries without an absolute http(s) link dropped")
+    if doc.over_limit:
+        doc.problems.append(f"more than {max_entries} entries: the rest dropped")
+
+
+def _entry_link(item: Any) -> str | None:
+    link = item.get("link")
+    if isinstance(link, str) and link.strip():
+        return link.strip()
+    for candidate in item.get("links") or ():
+        href = candidate.get("href")
+        if href and candidate.get("rel", "alternate") == "alternate":
+            return str(href).strip()
+    guid = item.get("id")
+    if isinstance(guid, str) and guid.startswith(("http://", "https://")) and item.get("guidislink", True):
+        return guid
+    return None
+
+
+def _struct_time(value: Any) -> datetime | None:
+    if not isinstance(value, time.struct_time):
+        return None
+    try:
+        return datetime.fromtimestamp(calendar.timegm(value), tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _rfc3339(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None

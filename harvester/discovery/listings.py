@@ -1,0 +1,355 @@
+"""Listing pages: links out of HTML, and which of them are detail pages, listing pages, or neither.
+
+Never fetches, never touches SQL. ``LinkClassifier`` works without configuration: it learns a site's detail URL
+shapes from URLs known to be details (sitemap and feed entries) and knows common pagination and listing forms;
+the site profile's ``detail_patterns`` / ``listing_patterns`` override it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from harvester.discovery._html import absolute_http, document_base, parse_html
+from harvester.discovery.feeds import feed_links_in, is_feed_url
+from harvester.records import UrlKind
+from harvester.settings import SiteProfile
+
+logger = logging.getLogger(__name__)
+
+MAX_LINKS_PER_PAGE = 10_000
+"""Links kept from one page; a page with more is hostile or a sitemap in HTML clothing."""
+
+NEXT_WORDS = frozenset(
+    (
+        "next",
+        "next page",
+        "next »",
+        "next ›",
+        "next >",
+        "next >>",
+        "»",
+        "›",
+        ">",
+        ">>",
+        "→",
+        "older",
+        "older posts",
+        "older entries",
+        "more",
+        "more posts",
+        "load more",
+        "suivant",
+        "page suivante",
+        "weiter",
+        "nächste",
+        "nächste seite",
+        "siguiente",
+        "volgende",
+        "successivo",
+        "próximo",
+        "próxima",
+        "następna",
+    )
+)
+"""Anchor texts (lower-cased, stripped) that mean "the next page of this listing"."""
+
+LISTING_WORDS = frozenset(
+    (
+        "category",
+        "categories",
+        "tag",
+        "tags",
+        "topic",
+        "topics",
+        "author",
+        "authors",
+        "archive",
+        "archives",
+        "section",
+        "sections",
+        "collection",
+        "collections",
+        "search",
+        "list",
+        "browse",
+        "index",
+        "page",
+        "pages",
+        "kategorie",
+        "categorie",
+        "categoria",
+        "rubrique",
+        "themen",
+    )
+)
+"""Path words that mark a listing (/category/x/, /tag/y, /archive/...) when no learned detail shape matches."""
+
+_PAGINATION_QUERY = re.compile(r"(?:^|&)(?:page|p|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+(?:&|$)")
+_PAGINATION_PATH = re.compile(r"/(?:page|pages|seite|pagina|p)[/-]?\d+/?$", re.IGNORECASE)
+_SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_SEPARATORS = re.compile(r"[-_+~,.]+")
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,5})$")
+_NOT_PAGES = frozenset(("javascript:", "mailto:", "tel:", "data:", "ftp:", "sms:", "file:"))
+
+
+@dataclass(slots=True)
+class PageLinks:
+    """What one HTML page links to, all absolute http(s) URLs (not yet canonical), in document order."""
+
+    links: list[str] = field(default_factory=list)
+    next_pages: list[str] = field(default_factory=list)
+    feeds: list[str] = field(default_factory=list)
+    canonical: str | None = None
+    nofollow: list[str] = field(default_factory=list)
+    base: str | None = None
+    robots_nofollow: bool = False
+    robots_noindex: bool = False
+
+
+def extract_links(html: bytes, *, base_url: str, content_type: str | None = None) -> PageLinks:
+    """Links, pagination (rel=next first, then numbered pages and "Next" anchors), feeds and rel=canonical.
+
+    ``base_url`` is the final URL after redirects; ``<base href>`` overrides it. ``rel=nofollow`` links stay
+    in ``links`` and are also listed in ``nofollow``; ``<meta name=robots content=nofollow>`` sets
+    ``robots_nofollow`` (the caller decides what to follow). Never raises on broken markup or charsets.
+    """
+    root = parse_html(html, content_type)
+    page = PageLinks(base=base_url)
+    if root is None:
+        return page
+    base = document_base(root, base_url)
+    page.base = base
+    seen: set[str] = set()
+    rel_next: list[str] = []
+    numbered: list[str] = []
+    for el in root.iter("a", "area", "link", "meta"):
+        tag = el.tag
+        if tag == "meta":
+            if (el.get("name") or "").strip().lower() in ("robots", "googlebot"):
+                directives = {part.strip() for part in (el.get("content") or "").lower().split(",")}
+                page.robots_nofollow |= bool(directives & {"nofollow", "none"})
+                page.robots_noindex |= bool(directives & {"noindex", "none"})
+            continue
+        href = el.get("href")
+        if not href:
+            continue
+        href = href.strip()
+        if not href or href.startswith("#") or href[:11].lower().startswith(tuple(_NOT_PAGES)):
+            continue
+        rels = (el.get("rel") or "").lower().split()
+        url = absolute_http(href, base)
+        if url is None:
+            continue
+        if tag == "link":
+            if "canonical" in rels and page.canonical is None:
+                page.canonical = url
+            if "next" in rels and url not in rel_next:
+                rel_next.append(url)
+            continue
+        if "next" in rels and url not in rel_next:
+            rel_next.append(url)
+        elif _is_next_anchor(el) or is_pagination(url):
+            numbered.append(url)
+        if url not in seen and len(page.links) < MAX_LINKS_PER_PAGE:
+            seen.add(url)
+            page.links.append(url)
+            if "nofollow" in rels:
+                page.nofollow.append(url)
+    page.next_pages = list(dict.fromkeys(rel_next + numbered))
+    page.feeds = feed_links_in(root, base)
+    return page
+
+
+def _is_next_anchor(el: Any) -> bool:
+    text = " ".join((el.text_content() or "").split()).lower()
+    if text in NEXT_WORDS:
+        return True
+    label = (el.get("aria-label") or el.get("title") or "").strip().lower()
+    return label in NEXT_WORDS or label.startswith("next page")
+
+
+def is_pagination(url: str) -> bool:
+    """True for ``?page=N``-style queries and ``/page/N`` paths (the page number of a listing)."""
+    parts = urlsplit(url)
+    return bool((parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(parts.path))
+
+
+# --- classification ----------------------------------------------------------------------------------------
+
+
+def segment_shape(segment: str) -> str:
+    """A segment's shape: digits → 9, one word → a, several words → a+, mixed → x; separators kept as "-".
+
+    ``my-great-post-123.html`` → ``a+-9.html``; ``12345`` → ``9``; ``about`` → ``a``; ``a1b2c3`` → ``x``.
+    """
+    ext = ""
+    match = _EXTENSION.search(segment)
+    if match is not None and not match.group(1).isdigit():
+        ext = "." + match.group(1).lower()
+        segment = segment[: match.start()]
+    tokens: list[str] = []
+    for chunk in _SEPARATORS.split(segment):
+        if not chunk:
+            continue
+        kind = "9" if chunk.isdigit() else "a" if chunk.isalpha() else "x"
+        if kind == "a" and tokens and tokens[-1] in ("a", "a+"):
+            tokens[-1] = "a+"
+        elif kind == "9" and tokens and tokens[-1] == "9":
+            continue
+        else:
+            tokens.append(kind)
+    return "-".join(tokens) + ext
+
+
+def _path_parts(url: str) -> tuple[str, list[str], str]:
+    parts = urlsplit(url)
+    segments = [seg for seg in parts.path.split("/") if seg]
+    keys = sorted({piece.partition("=")[0] for piece in parts.query.split("&") if piece}) if parts.query else []
+    return parts.netloc.lower().removeprefix("www."), segments, "&".join(keys)
+
+
+def _is_variable(values: Counter[str], examples: int) -> bool:
+    """A path position is a variable (an id or slug) unless it holds a few plain words (a section name)."""
+    if any(any(ch.isdigit() for ch in value) for value in values):
+        return True
+    if any(segment_shape(value) not in ("a", "") for value in values):
+        return True
+    return len(values) > max(3, examples // 5)
+
+
+class _Templates:
+    """URL shapes learned from examples, grouped by (host, depth): which positions are literal words."""
+
+    __slots__ = ("_dirty", "_groups", "_keys", "_max_examples", "_variable")
+
+    def __init__(self, max_examples: int) -> None:
+        self._max_examples = max_examples
+        self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
+        self._variable: dict[tuple[str, int], list[bool]] = {}
+        self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
+        self._dirty: set[tuple[str, int]] = set()
+
+    def add(self, url: str) -> None:
+        host, segments, query = _path_parts(url)
+        group = (host, len(segments))
+        examples = self._groups.setdefault(group, [])
+        if len(examples) < self._max_examples:
+            examples.append((segments, query))
+            self._dirty.add(group)
+
+    def __len__(self) -> int:
+        return sum(len(examples) for examples in self._groups.values())
+
+    def _rebuild(self, group: tuple[str, int]) -> None:
+        examples = self._groups[group]
+        depth = group[1]
+        columns: list[Counter[str]] = [Counter() for _ in range(depth)]
+        for segments, _ in examples:
+            for position, value in enumerate(segments):
+                columns[position][value] += 1
+        variable = [_is_variable(column, len(examples)) for column in columns]
+        self._variable[group] = variable
+        self._keys[group] = {self._key(segments, query, variable) for segments, query in examples}
+        self._dirty.discard(group)
+
+    @staticmethod
+    def _key(segments: list[str], query: str, variable: list[bool]) -> tuple[str, ...]:
+        return (*(segment_shape(seg) if var else seg for seg, var in zip(segments, variable, strict=True)), query)
+
+    def matches(self, url: str) -> bool:
+        host, segments, query = _path_parts(url)
+        group = (host, len(segments))
+        if group not in self._groups:
+            return False
+        if group in self._dirty:
+            self._rebuild(group)
+        return self._key(segments, query, self._variable[group]) in self._keys[group]
+
+
+class LinkClassifier:
+    """Detail or listing, per URL, for one site, with no configuration needed on typical sites.
+
+    Order: profile patterns (detail, then listing); feed and sitemap URLs; pagination (``?page=N``, ``/page/N``);
+    detail shapes learned from ``learn_details`` (sitemap/feed entries); listing shapes learned from
+    ``observe_page`` (pages that link to many details); listing words (/category/, /tag/, date archives, the
+    homepage); generic detail shapes (long slugs, slug-plus-id, ``.html``). ``classify`` returns None for
+    "neither" (for example /about, /contact): the caller queues those as LINK with a low score, or not at all.
+    """
+
+    def __init__(
+        self, profile: SiteProfile | None = None, *, max_examples: int = 5_000, listing_min_details: int = 5
+    ) -> None:
+        self._detail_rules = [re.compile(p) for p in profile.detail_patterns] if profile else []
+        self._listing_rules = [re.compile(p) for p in profile.listing_patterns] if profile else []
+        self._details = _Templates(max_examples)
+        self._listings = _Templates(max_examples)
+        self._listing_min_details = listing_min_details
+
+    def learn_details(self, urls: Iterable[str]) -> None:
+        """Remember these URLs as known details (sitemap and feed entries) to learn the site's shapes."""
+        for url in urls:
+            self._details.add(url)
+
+    def learn_listing(self, url: str) -> None:
+        self._listings.add(url)
+
+    def observe_page(self, url: str, links: Iterable[str]) -> UrlKind | None:
+        """Learn ``url`` as a listing when it links to many details; returns its kind by that evidence."""
+        details = sum(1 for link in links if self.classify(link) is UrlKind.DETAIL)
+        if details >= self._listing_min_details:
+            if not self._details.matches(url):
+                self._listings.add(url)
+            return UrlKind.LISTING
+        return self.classify(url)
+
+    @property
+    def learned(self) -> int:
+        return len(self._details)
+
+    def classify(self, url: str) -> UrlKind | None:
+        for rule in self._detail_rules:
+            if rule.search(url):
+                return UrlKind.DETAIL
+        for rule in self._listing_rules:
+            if rule.search(url):
+                return UrlKind.LISTING
+        parts = urlsplit(url)
+        path = parts.path or "/"
+        if _SITEMAP_PATH.search(path):
+            return UrlKind.SITEMAP
+        if is_feed_url(path):
+            return UrlKind.FEED
+        if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
+            return UrlKind.LISTING
+        if self._details.matches(url):
+            return UrlKind.DETAIL
+        if self._listings.matches(url):
+            return UrlKind.LISTING
+        segments = [seg for seg in path.split("/") if seg]
+        if not segments:
+            return UrlKind.LISTING  # the homepage lists the newest items of most sites
+        if any(seg.lower() in LISTING_WORDS for seg in segments[:-1]) or segments[-1].lower() in LISTING_WORDS:
+            return UrlKind.LISTING
+        if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):
+            return UrlKind.LISTING  # /2024/ or /2024/05/: a date archive
+        return UrlKind.DETAIL if _looks_like_detail(segments[-1]) else None
+
+
+def _looks_like_detail(last: str) -> bool:
+    """Generic detail shapes: a slug of three or more words, a slug with an id, a long id, a .html page."""
+    shape = segment_shape(last)
+    words = len([chunk for chunk in _SEPARATORS.split(last) if chunk.isalpha()])
+    if "a+" in shape and words >= 3:
+        return True
+    if ("a+" in shape or "a" in shape.split("-")) and "9" in shape.split("-") and len(last) >= 6:
+        return True
+    if shape == "9" and len(last) >= 4:
+        return True
+    return shape.endswith((".html", ".htm", ".php", ".aspx")) and ("a+" in shape or "9" in shape or "x" in shape)

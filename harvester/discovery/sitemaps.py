@@ -1,0 +1,611 @@
+"""Sitemaps (urlset, index, plain text, RSS/Atom) from bytes the harvester fetched: bounded records out.
+
+Never fetches and never touches SQL. Hostile input is refused whole (DOCTYPE/ENTITY, gzip bombs) or kept in
+part (malformed XML keeps what parsed); entries stream out of an iterator, never as a whole tree in memory.
+Two XML paths: a streaming lxml ``iterparse`` (the default) and ultimate-sitemap-parser, kept identical on
+well-formed input by a differential test (tests/discovery/test_sitemaps_differential.py).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from email.utils import parsedate_to_datetime
+from io import BytesIO
+from typing import Any, Literal
+
+from lxml import etree
+
+from harvester.discovery.feeds import parse_feed
+from harvester.errors import ContentRejected
+from harvester.settings import DiscoverySettings
+
+logger = logging.getLogger(__name__)
+
+SitemapKind = Literal["index", "urlset", "text", "rss", "atom", "unknown"]
+ParserChoice = Literal["auto", "lxml", "usp"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+DEFAULT_PRIORITY = 0.5
+"""sitemaps.org: "The default priority of a page is 0.5"; also what usp reports for a missing or bad value."""
+
+CHANGEFREQS = frozenset(("always", "hourly", "daily", "weekly", "monthly", "yearly", "never"))
+
+MAX_PROBLEMS = 50
+"""Problem messages kept per sitemap file (counts stay exact; only the messages are capped)."""
+
+MAX_LOC_LENGTH = 8192
+"""A ``<loc>`` longer than this is dropped before canonicalization (the protocol says 2,048 characters)."""
+
+_PROLOG_SCAN = 65_536
+_DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+# Only complete references ending in ";" are decoded: a URL's "&not=1" or "&copy=2" must stay as written
+# (html.unescape, which usp applies, turns them into "¬=1" and "©=2").
+_ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
+_XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+@dataclass(frozen=True, slots=True)
+class SitemapEntry:
+    """One ``<url>`` (or text line / feed item): ``loc`` is absolute http(s) but not yet canonical."""
+
+    loc: str
+    lastmod: datetime | None = None
+    changefreq: str | None = None
+    priority: float | None = None
+    news: dict[str, Any] | None = None
+    images: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SitemapDoc:
+    """A parsed sitemap file.
+
+    ``entries`` is a one-shot iterator; ``problems``, ``over_limit`` and ``counts`` are final only once it is
+    exhausted (or closed). ``children`` (index only) is deduplicated and may include the sitemap itself: the
+    caller's loop detection drops that.
+    """
+
+    url: str
+    kind: SitemapKind
+    entries: Iterator[SitemapEntry]
+    children: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    over_limit: bool = False
+    child_lastmod: dict[str, datetime | None] = field(default_factory=dict)
+    parser: str = "lxml"
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def problem(self, message: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(message)
+
+
+# --- gzip --------------------------------------------------------------------------------------------------
+
+
+def inflate(body: bytes, *, max_bytes: int) -> bytes:
+    """``body`` gunzipped when it starts with the gzip magic (never judged by file name), else unchanged.
+
+    The decompressed size is capped with zlib's ``max_length``, so a bomb costs at most ``max_bytes`` of memory:
+    over the cap raises ContentRejected. Multi-member gzip is followed; a truncated stream keeps what inflated.
+    """
+    if not body.startswith(GZIP_MAGIC):
+        return body
+    out = bytearray()
+    data = body
+    try:
+        while data.startswith(GZIP_MAGIC):
+            inflater = zlib.decompressobj(wbits=31)
+            while data:
+                out += inflater.decompress(data, max_bytes + 1 - len(out))
+                if len(out) > max_bytes:
+                    raise ContentRejected(
+                        f"gzip bomb: sitemap inflates past the {max_bytes}-byte cap; refused after {max_bytes} bytes"
+                    )
+                if inflater.eof:
+                    break
+                data = inflater.unconsumed_tail
+                if not data:
+                    break
+            data = inflater.unused_data if inflater.eof else b""
+    except zlib.error as exc:
+        if not out:
+            raise ContentRejected(f"corrupt gzip: {exc}") from None
+        logger.warning("corrupt gzip tail after %d bytes: %s", len(out), exc, extra={"error_class": "bad_content"})
+    return bytes(out)
+
+
+# --- the entry point ---------------------------------------------------------------------------------------
+
+
+def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser: ParserChoice = "auto") -> SitemapDoc:
+    """Parse one sitemap file (gzipped or not) into a ``SitemapDoc``; ``url`` is where it was fetched from.
+
+    Raises ContentRejected for DOCTYPE/ENTITY declarations and gzip bombs. Entries carry only absolute
+    http(s) ``<loc>`` values (others are dropped and counted in ``problems``), deduplicated, at most
+    ``settings.max_sitemap_urls`` (then ``over_limit``). ``parser="usp"`` uses ultimate-sitemap-parser
+    (whole file in memory; stops at the first XML error); "auto"/"lxml" stream with lxml and recover.
+    """
+    body = inflate(body, max_bytes=settings.max_sitemap_bytes)
+    truncated = len(body) > settings.max_sitemap_bytes
+    if truncated:
+        body = body[: settings.max_sitemap_bytes]
+    head = _head_text(body)
+    stripped = head.lstrip("\ufeff \t\r\n")
+    if not stripped.startswith("<"):
+        doc = SitemapDoc(url=url, kind="text", entries=iter(()), parser="text")
+        doc.entries = _validated(doc, _text_entries(body), settings.max_sitemap_urls)
+    else:
+        if _DTD.search(head):
+            raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
+        doc = _parse_usp(body, url, settings) if parser == "usp" else _parse_lxml(body, url, settings)
+    if truncated:
+        doc.over_limit = True
+        doc.problem(f"larger than {settings.max_sitemap_bytes} bytes: cut at the cap")
+    return doc
+
+
+def _head_text(body: bytes) -> str:
+    """The first bytes as text, for sniffing: UTF-16/32 decoded, anything else read byte for byte."""
+    head = body[:_PROLOG_SCAN]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:4]:
+        for codec in ("utf-32", "utf-16", "utf-16-le", "utf-16-be"):
+            try:
+                return head.decode(codec)
+            except UnicodeDecodeError:
+                continue
+        return head.decode("utf-16", errors="ignore")
+    return head.decode("latin-1")
+
+
+# --- shared normalization (both parsers end here, which is what makes them comparable) --------------------
+
+
+def clean_text(value: str | None) -> str | None:
+    """Stripped text with complete entity references decoded (double-escaped ``&amp;amp;``); None if empty."""
+    if not value:
+        return None
+    if "&" in value:
+        value = _ENTITY_REF.sub(lambda m: html.unescape(m.group(0)), value)
+    value = value.strip()
+    return value or None
+
+
+def is_absolute_http(loc: str) -> bool:
+    """True for an absolute http(s) URL with a host: what a ``<loc>`` must be (sitemaps.org)."""
+    if len(loc) > MAX_LOC_LENGTH:
+        return False
+    lowered = loc[:8].lower()
+    if lowered.startswith("http://"):
+        rest = loc[7:]
+    elif lowered.startswith("https://"):
+        rest = loc[8:]
+    else:
+        return False
+    return bool(rest) and rest[0] not in "/?#:@" and not any(ch in rest for ch in "\n\r\t")
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """Aware UTC; a naive value is taken as UTC (sitemaps.org recommends a zone, many omit it)."""
+    if value is None:
+        return None
+    try:
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return None
+
+
+def parse_lastmod(text: str | None) -> datetime | None:
+    """W3C Datetime (any ISO 8601 form Python reads, plus YYYY and YYYY-MM), or RFC 2822; aware UTC or None."""
+    if not text:
+        return None
+    try:
+        return utc(datetime.fromisoformat(text))
+    except ValueError:
+        pass
+    partial = _W3C_PARTIAL.fullmatch(text)
+    if partial is not None:
+        month = int(partial.group(2) or 1)
+        return datetime(int(partial.group(1)), month, 1, tzinfo=UTC) if 1 <= month <= 12 else None
+    try:
+        return utc(parsedate_to_datetime(text))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def parse_priority(text: str | None) -> float:
+    """sitemaps.org priority in [0, 1]; missing, invalid or out of range gives the default 0.5 (as usp)."""
+    if not text:
+        return DEFAULT_PRIORITY
+    try:
+        value = Decimal(text)
+        if value < 0 or value > 1:
+            return DEFAULT_PRIORITY
+    except InvalidOperation:
+        return DEFAULT_PRIORITY
+    return float(value)
+
+
+def parse_changefreq(text: str | None) -> str | None:
+    """Lower-cased changefreq; an unknown word becomes "always" (usp's reading, kept so both paths agree)."""
+    if not text:
+        return None
+    value = text.lower()
+    return value if value in CHANGEFREQS else "always"
+
+
+def _validated(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iterator[SitemapEntry]:
+    """The entries every parser yields, after the checks every parser shares: valid loc, dedupe, limit."""
+    seen: set[str] = set()
+    invalid: list[str] = []
+    counts = doc.counts
+    counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
+    try:
+        for entry in raw:
+            loc = entry.loc
+            if not is_absolute_http(loc):
+                counts["invalid_loc"] += 1
+                if len(invalid) < 3:
+                    invalid.append(loc[:100])
+                continue
+            if loc in seen:
+                counts["duplicates"] += 1
+                continue
+            if counts["kept"] >= limit:
+                # sitemaps.org: at most 50,000 URLs per file. Stop here: the rest is not ours to parse.
+                doc.over_limit = True
+                counts["over_limit"] += 1
+                doc.problem(f"more than {limit} URLs: the rest of the file dropped")
+                break
+            seen.add(loc)
+            counts["kept"] += 1
+            yield entry
+    finally:
+        if counts["invalid_loc"]:
+            doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+
+
+# --- plain text --------------------------------------------------------------------------------------------
+
+
+def _text_entries(body: bytes) -> Iterator[SitemapEntry]:
+    """sitemaps.org text format: one URL per line, UTF-8."""
+    text = body.decode("utf-8", errors="replace").lstrip("\ufeff")
+    for line in text.splitlines():
+        loc = line.strip()
+        if loc:
+            yield SitemapEntry(loc=loc, priority=DEFAULT_PRIORITY)
+
+
+# --- lxml streaming ----------------------------------------------------------------------------------------
+
+
+def _local(tag: str, non_ns: bool) -> str:
+    """usp's element naming: sitemap:/news:/image:/video: by namespace, non-namespaced sitemaps tolerated."""
+    if tag.startswith("{"):
+        namespace, _, name = tag[1:].partition("}")
+    else:
+        namespace, name = "", tag
+    if "/sitemap/" in namespace:
+        return "sitemap:" + name
+    if "/sitemap-news/" in namespace:
+        return "news:" + name
+    if "/sitemap-image/" in namespace:
+        return "image:" + name
+    if "/sitemap-video/" in namespace:
+        return "video:" + name
+    if name in ("urlset", "sitemapindex") or non_ns:
+        return "sitemap:" + name
+    return name
+
+
+class _Names:
+    """Tag → usp-style name, memoized per document (a sitemap uses a handful of tags millions of times)."""
+
+    __slots__ = ("cache", "non_ns")
+
+    def __init__(self, non_ns: bool) -> None:
+        self.non_ns = non_ns
+        self.cache: dict[Any, str] = {}
+
+    def __call__(self, tag: Any) -> str:
+        name = self.cache.get(tag)
+        if name is None:
+            name = _local(tag, self.non_ns) if isinstance(tag, str) else ""
+            self.cache[tag] = name
+        return name
+
+
+def _iterparse(body: bytes) -> Any:
+    # No DTD, no entities, no network, no huge text nodes: the hardening usp gets from refusing DOCTYPE,
+    # kept here as a second line behind the prolog check. recover=True keeps entries around a bare "&".
+    return etree.iterparse(
+        BytesIO(body),
+        events=("end",),
+        recover=True,
+        resolve_entities=False,
+        no_network=True,
+        huge_tree=False,
+        load_dtd=False,
+        remove_comments=True,
+        remove_pis=True,
+    )
+
+
+def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
+    events = _iterparse(body)
+    doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="lxml")
+    try:
+        first = next(events)[1]
+    except StopIteration:
+        doc.problem("no XML elements")
+        return doc
+    except etree.XMLSyntaxError as exc:
+        doc.problem(f"XML error before any element: {exc!s:.200}")
+        return doc
+    tree = first.getroottree()
+    if tree.docinfo.doctype or tree.docinfo.internalDTD is not None:
+        raise ContentRejected(f"sitemap {url} has a DOCTYPE declaration: refused")
+    root = tree.getroot()
+    root_tag = root.tag if isinstance(root.tag, str) else ""
+    root_name = _local(root_tag, non_ns=False)
+    # usp: a urlset/sitemapindex root without the sitemaps.org namespace puts every plain element in it.
+    names = _Names(non_ns=root_name.startswith("sitemap:") and "/sitemap/" not in root_tag)
+    if root_name == "sitemap:urlset":
+        doc.kind = "urlset"
+        doc.entries = _validated(doc, _urlset_entries(doc, events, first, names), settings.max_sitemap_urls)
+    elif root_name == "sitemap:sitemapindex":
+        doc.kind = "index"
+        _index_children(doc, events, first, names, settings.max_sitemap_urls)
+    elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
+        return _parse_as_feed(body, url, settings, kind="atom" if root_name == "feed" else "rss")
+    else:
+        doc.problem(f"unsupported root element {root_tag!r}")
+    return doc
+
+
+def _events_from(doc: SitemapDoc, events: Any, first: Any) -> Iterator[Any]:
+    yield first
+    try:
+        for _, elem in events:
+            yield elem
+    except etree.XMLSyntaxError as exc:
+        doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
+
+
+def _urlset_entries(doc: SitemapDoc, events: Any, first: Any, names: _Names) -> Iterator[SitemapEntry]:
+    for elem in _events_from(doc, events, first):
+        if names(elem.tag) != "sitemap:url":
+            continue
+        entry = _url_entry(elem, names)
+        # Bounded memory: drop the finished element and everything before it.
+        elem.clear()
+        parent = elem.getparent()
+        if parent is not None:
+            while elem.getprevious() is not None:
+                del parent[0]
+        if entry is not None:
+            yield entry
+
+
+def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
+    loc = lastmod = changefreq = priority = None
+    news: dict[str, str | None] = {}
+    images: list[str] = []
+    for child in elem.iterdescendants():
+        name = names(child.tag)
+        if name == "sitemap:loc":
+            loc = child.text
+        elif name == "sitemap:lastmod":
+            lastmod = child.text
+        elif name == "sitemap:changefreq":
+            changefreq = child.text
+        elif name == "sitemap:priority":
+            priority = child.text
+        elif name == "image:loc":
+            image = clean_text(child.text)
+            if image:
+                images.append(image)
+        elif name.startswith("news:"):
+            news[name[5:]] = child.text
+    loc = clean_text(loc)
+    if loc is None:
+        return None
+    return SitemapEntry(
+        loc=loc,
+        lastmod=parse_lastmod(clean_text(lastmod)),
+        changefreq=parse_changefreq(clean_text(changefreq)),
+        priority=parse_priority(clean_text(priority)),
+        news=_news(news) if news else None,
+        images=images,
+    )
+
+
+def _news(fields: dict[str, str | None]) -> dict[str, Any] | None:
+    """Google News fields, kept only with a title and a readable publication date (as usp does)."""
+    title = clean_text(fields.get("title"))
+    published = parse_lastmod(clean_text(fields.get("publication_date")))
+    if not title or published is None:
+        return None
+    return news_dict(
+        title=title,
+        publish_date=published,
+        publication_name=clean_text(fields.get("name")),
+        publication_language=clean_text(fields.get("language")),
+        access=clean_text(fields.get("access")),
+        genres=_split_list(clean_text(fields.get("genres"))),
+        keywords=_split_list(clean_text(fields.get("keywords"))),
+        stock_tickers=_split_list(clean_text(fields.get("stock_tickers"))),
+    )
+
+
+def news_dict(
+    *,
+    title: str,
+    publish_date: datetime | None,
+    publication_name: str | None,
+    publication_language: str | None,
+    access: str | None,
+    genres: list[str],
+    keywords: list[str],
+    stock_tickers: list[str],
+) -> dict[str, Any]:
+    """The JSON-able ``news`` field of an entry (dates as ISO 8601 UTC strings)."""
+    published = utc(publish_date)
+    return {
+        "title": title,
+        "publish_date": published.isoformat() if published else None,
+        "publication_name": publication_name,
+        "publication_language": publication_language,
+        "access": access,
+        "genres": genres,
+        "keywords": keywords,
+        "stock_tickers": stock_tickers,
+    }
+
+
+def _split_list(value: str | None) -> list[str]:
+    return [part.strip() for part in value.split(",")] if value else []
+
+
+def _index_children(doc: SitemapDoc, events: Any, first: Any, names: _Names, limit: int) -> None:
+    """Index children, read eagerly (an index is at most 50,000 short entries), validated and deduplicated."""
+    invalid = 0
+    for elem in _events_from(doc, events, first):
+        if names(elem.tag) != "sitemap:sitemap":
+            continue
+        loc = lastmod = None
+        for child in elem.iterdescendants():
+            name = names(child.tag)
+            if name == "sitemap:loc":
+                loc = child.text
+            elif name == "sitemap:lastmod":
+                lastmod = child.text
+        elem.clear()
+        parent = elem.getparent()
+        if parent is not None:
+            while elem.getprevious() is not None:
+                del parent[0]
+        _add_child(doc, clean_text(loc), parse_lastmod(clean_text(lastmod)), limit)
+        if loc is not None and not is_absolute_http(clean_text(loc) or ""):
+            invalid += 1
+        if doc.over_limit:
+            break
+    _finish_index(doc, invalid)
+
+
+def _add_child(doc: SitemapDoc, loc: str | None, lastmod: datetime | None, limit: int) -> None:
+    if loc is None or not is_absolute_http(loc) or loc in doc.child_lastmod:
+        return
+    if len(doc.children) >= limit:
+        doc.over_limit = True
+        doc.problem(f"index lists more than {limit} sitemaps: the rest dropped")
+        return
+    doc.children.append(loc)
+    doc.child_lastmod[loc] = lastmod
+
+
+def _finish_index(doc: SitemapDoc, invalid: int) -> None:
+    doc.counts["children"] = len(doc.children)
+    if invalid:
+        doc.counts["invalid_loc"] = invalid
+        doc.problem(f"{invalid} child <loc> values not absolute http(s) URLs dropped")
+    if doc.url in doc.child_lastmod:
+        doc.problem("index lists itself")
+
+
+def _parse_as_feed(body: bytes, url: str, settings: DiscoverySettings, *, kind: SitemapKind) -> SitemapDoc:
+    """sitemaps.org accepts RSS 2.0 and Atom 1.0 feeds as sitemaps: read them with the feed parser."""
+    feed = parse_feed(body, url=url, max_entries=settings.max_sitemap_urls + 1)
+    doc = SitemapDoc(url=url, kind=kind, entries=iter(()), parser="feed")
+    for message in feed.problems:
+        doc.problem(message)
+    raw = (SitemapEntry(loc=item.link, lastmod=item.lastmod) for item in feed.entries)
+    doc.entries = _validated(doc, raw, settings.max_sitemap_urls)
+    return doc
+
+
+# --- ultimate-sitemap-parser -------------------------------------------------------------------------------
+
+
+def decode_xml(body: bytes) -> str:
+    """``body`` as text for usp (which takes ``str``): BOM, then the XML declaration, then UTF-8."""
+    for bom, codec in ((b"\xef\xbb\xbf", "utf-8"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16")):
+        if body.startswith(bom):
+            return body.decode(codec, errors="replace").lstrip("\ufeff")
+    declared = _XML_ENCODING.match(body[:200])
+    codec = declared.group(1).decode("ascii") if declared else "utf-8"
+    try:
+        return body.decode(codec, errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def _parse_usp(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
+    from usp.objects.sitemap import (
+        AbstractIndexSitemap,
+        InvalidSitemap,
+        PagesAtomSitemap,
+        PagesRSSSitemap,
+        PagesXMLSitemap,
+    )
+    from usp.tree import sitemap_from_str
+
+    parsed = sitemap_from_str(decode_xml(body))
+    doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="usp")
+    if isinstance(parsed, AbstractIndexSitemap):
+        doc.kind = "index"
+        for child in parsed.sub_sitemaps:
+            _add_child(doc, clean_text(child.url), None, settings.max_sitemap_urls)
+            if doc.over_limit:
+                break
+        _finish_index(doc, 0)
+        return doc
+    if isinstance(parsed, InvalidSitemap):
+        doc.problem(f"usp: {parsed.reason}")
+        return doc
+    doc.kind = (
+        "urlset"
+        if isinstance(parsed, PagesXMLSitemap)
+        else "rss"
+        if isinstance(parsed, PagesRSSSitemap)
+        else "atom"
+        if isinstance(parsed, PagesAtomSitemap)
+        else "unknown"
+    )
+    doc.entries = _validated(doc, (_from_usp(page) for page in parsed.pages), settings.max_sitemap_urls)
+    return doc
+
+
+def _from_usp(page: Any) -> SitemapEntry:
+    story = page.news_story
+    news = None
+    if story is not None:
+        news = news_dict(
+            title=story.title,
+            publish_date=story.publish_date,
+            publication_name=story.publication_name,
+            publication_language=story.publication_language,
+            access=story.access,
+            genres=list(story.genres),
+            keywords=list(story.keywords),
+            stock_tickers=list(story.stock_tickers),
+        )
+    images = [loc for image in page.images or () if (loc := clean_text(image.loc))]
+    return SitemapEntry(
+        loc=page.url,
+        lastmod=utc(page.last_modified),
+        changefreq=page.change_frequency.value if page.change_frequency is not None else None,
+        priority=float(page.priority) if page.priority is not None else None,
+        news=news,
+        images=images,
+    )

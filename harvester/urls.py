@@ -1,0 +1,415 @@
+"""Canonical URL form, crawl scope, trap filters and the per-host page budget.
+
+Pure functions and small per-site state: never fetches, never touches SQL. Every URL that enters the frontier
+passes ``canonicalize`` then ``UrlFilter.check``; bump ``CANONICAL_VERSION`` whenever the canonical form changes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+from enum import StrEnum
+from functools import lru_cache
+from urllib.parse import quote, urljoin, urlsplit
+
+import idna
+
+from harvester.settings import Settings, SiteProfile, UrlSettings
+
+logger = logging.getLogger(__name__)
+
+CANONICAL_VERSION: int = 1
+"""Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently."""
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+MAX_TRAP_EXAMPLES = 5
+"""Rejected URLs remembered per verdict for the discovery report."""
+
+# RFC 3986 §2.3: unreserved characters; their percent-encodings are decoded (§6.2.2.2).
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_HEX = "0123456789abcdefABCDEF"
+# Characters kept literally when non-ASCII or unsafe characters are percent-encoded (UTF-8, as browsers do).
+_PATH_SAFE = "/!$&'()*+,;=:@%~"
+_QUERY_SAFE = "/?!$&'()*+,;=:@%~"
+_UNSAFE_ASCII = frozenset(' "<>\\^`{|}')
+
+# A URL already in canonical shape: lower-case host, no port, userinfo, query, fragment, escapes or dot segments
+# (the dot-segment check is separate). Most sitemap locs take this path, which is what makes 200k URLs/s.
+_FAST = re.compile(r"https?://[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?")
+_HOST_OK = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
+
+
+def _normalize_escapes(text: str) -> str:
+    """Upper-case percent-escape hex digits and decode escaped unreserved characters (RFC 3986 §6.2.2)."""
+    if "%" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "%" and i + 2 < n and text[i + 1] in _HEX and text[i + 2] in _HEX:
+            decoded = chr(int(text[i + 1 : i + 3], 16))
+            out.append(decoded if decoded in _UNRESERVED else "%" + text[i + 1 : i + 3].upper())
+            i += 3
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _encode_unsafe(text: str, safe: str) -> str:
+    """Percent-encode non-ASCII (as UTF-8) and unsafe ASCII; existing escapes are kept."""
+    if text.isascii() and not any(ch in _UNSAFE_ASCII for ch in text):
+        return text
+    return quote(text, safe=safe)
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4, on an absolute path."""
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    if not any(seg in (".", "..") for seg in segments):
+        return path
+    out: list[str] = []
+    for seg in segments[1:]:
+        if seg == ".":
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(seg)
+    # A trailing "." or ".." names a directory: keep the trailing slash.
+    if segments[-1] in (".", ".."):
+        out.append("")
+    return "/" + "/".join(out)
+
+
+class Canonicalizer:
+    """``canonicalize`` with its settings pre-digested; build one per crawl (or let ``canonicalize`` cache it)."""
+
+    __slots__ = ("_cached", "_drop")
+
+    def __init__(self, settings: UrlSettings, *, cache_size: int = 65_536) -> None:
+        self._drop = frozenset(name.lower() for name in (*settings.tracking_params, *settings.presentation_params))
+        # Links repeat on every page of a site (navigation, footers): a bounded cache pays for itself.
+        self._cached = lru_cache(maxsize=cache_size)(self._canonicalize)
+
+    def __call__(self, url: str, base: str | None = None) -> str | None:
+        if base is not None and url[:8].lower().startswith(("http://", "https://")):
+            base = None
+        return self._cached(url, base)
+
+    def _canonicalize(self, url: str, base: str | None) -> str | None:
+        url = url.strip()
+        if base is None and _FAST.fullmatch(url) is not None and "xn--" not in url:
+            scheme_end = url.index("//") + 2
+            slash = url.find("/", scheme_end)
+            if slash < 0:
+                return url + "/"
+            if "/." not in url:
+                return url
+        return self.slow(url, base)
+
+    def slow(self, url: str, base: str | None = None) -> str | None:
+        """The general path (no fast-path shortcut); public so tests can check both agree."""
+        url = url.strip(" \t\n\r\f\v\x00")
+        if not url:
+            return None
+        try:
+            if base is not None:
+                url = urljoin(base.strip(), url)
+            parts = urlsplit(url)
+            scheme = parts.scheme.lower()
+            if scheme not in DEFAULT_PORTS:
+                return None
+            netloc = self._netloc(parts.netloc, scheme)
+        except (ValueError, UnicodeError):
+            return None
+        if netloc is None:
+            return None
+        path = parts.path or "/"
+        if not path.startswith("/"):
+            path = "/" + path
+        path = remove_dot_segments(_normalize_escapes(_encode_unsafe(path, _PATH_SAFE)))
+        query = self._query(parts.query) if parts.query else ""
+        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path + query):
+            return None
+        return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
+
+    @staticmethod
+    def _netloc(netloc: str, scheme: str) -> str | None:
+        userinfo, at, hostport = netloc.rpartition("@")
+        if hostport.startswith("["):
+            end = hostport.find("]")
+            if end < 0:
+                return None
+            host, rest = hostport[: end + 1], hostport[end + 1 :]
+            if rest and not rest.startswith(":"):
+                return None
+            port_text = rest[1:]
+        else:
+            host, _, port_text = hostport.partition(":")
+        host = host.lower()
+        if not host:
+            return None
+        if not host.isascii():
+            # UTS #46 non-transitional mapping (IDNA 2008), as current browsers resolve it.
+            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        elif "xn--" in host:
+            idna.decode(host)  # an invalid punycode label raises: the URL is unusable
+        if _HOST_OK.fullmatch(host) is None:
+            return None
+        if port_text:
+            if not port_text.isdigit() or not port_text.isascii():
+                return None
+            port = int(port_text)
+            if port > 65535:
+                return None
+            if port != DEFAULT_PORTS[scheme]:
+                host = f"{host}:{port}"
+        elif hostport.endswith(":"):
+            pass  # "host:" is the default port (RFC 3986 §6.2.3)
+        return f"{userinfo}@{host}" if at else host
+
+    def _query(self, query: str) -> str:
+        kept: list[tuple[str, str]] = []
+        for piece in query.split("&"):
+            if not piece:
+                continue
+            piece = _normalize_escapes(_encode_unsafe(piece, _QUERY_SAFE))
+            name = piece.partition("=")[0]
+            if name.lower() in self._drop:
+                continue
+            kept.append((name, piece))
+        # Stable sort by name: repeated keys keep their relative order (a=2&a=1 stays distinct from a=1&a=2).
+        kept.sort(key=lambda item: item[0])
+        return "&".join(piece for _, piece in kept)
+
+
+_canonicalizers: dict[int, tuple[UrlSettings, Canonicalizer]] = {}
+
+
+def canonicalizer_for(settings: UrlSettings) -> Canonicalizer:
+    """The cached ``Canonicalizer`` of these settings (keyed by identity: settings are frozen)."""
+    entry = _canonicalizers.get(id(settings))
+    if entry is None or entry[0] is not settings:
+        if len(_canonicalizers) > 64:
+            _canonicalizers.clear()
+        entry = (settings, Canonicalizer(settings))
+        _canonicalizers[id(settings)] = entry
+    return entry[1]
+
+
+def canonicalize(url: str, *, base: str | None = None, settings: UrlSettings) -> str | None:
+    """The conservative canonical form of ``url`` resolved against ``base``; None when unusable.
+
+    Lower-cases scheme and host (IDNA to punycode), drops fragment, default port, tracking and presentation
+    parameters, sorts the query stably, resolves dot segments and normalizes percent-escapes. Never lower-cases
+    the path. Idempotent. ``base`` is the final URL after redirects of the page the link was found on.
+    """
+    return canonicalizer_for(settings)(url, base)
+
+
+# --- scope, traps, budget ----------------------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """Why ``UrlFilter.check`` refused a URL (None means accepted)."""
+
+    OUT_OF_SCOPE = "out_of_scope"
+    TRAP_LENGTH = "trap:length"
+    TRAP_DEPTH = "trap:depth"
+    TRAP_REPEATED_SEGMENTS = "trap:repeated_segments"
+    TRAP_SESSION_ID = "trap:session_id"
+    TRAP_FACETS = "trap:facets"
+    TRAP_CALENDAR = "trap:calendar"
+    BUDGET = "budget"
+
+    @property
+    def is_trap(self) -> bool:
+        return self.value.startswith("trap:")
+
+
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_DATE_SEGMENT = re.compile(r"(?:19|20)\d\d(?:[-_.]?(?:0?[1-9]|1[0-2])(?:[-_.]?(?:0?[1-9]|[12]\d|3[01]))?)?")
+_SMALL_NUMBER = re.compile(r"\d{1,2}")
+_DATE_PARAMS = frozenset(("date", "day", "month", "year", "week", "y", "m", "d", "ym", "cal", "calendar", "from", "to"))
+
+
+def _split_host_path(url: str) -> tuple[str, str, str]:
+    """(netloc, path, query) of a canonical URL, without re-parsing."""
+    rest = url.partition("://")[2]
+    slash = rest.find("/")
+    netloc, path_query = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+    path, _, query = path_query.partition("?")
+    return netloc, path, query
+
+
+def _calendar_pattern(path: str, query: str) -> str | None:
+    """The URL's pattern with its date generalized when it ENDS in a date (a calendar page); else None.
+
+    /calendar/2026/11, /events/2026-11-05 and /agenda?month=11&year=2026 are calendar pages; a news article
+    /2026/11/05/some-headline is not (the date is followed by a slug), so dated permalinks are never capped.
+    """
+    segments = [seg for seg in path.split("/") if seg]
+    cut = len(segments)
+    while cut > 0 and (_SMALL_NUMBER.fullmatch(segments[cut - 1]) or _DATE_SEGMENT.fullmatch(segments[cut - 1])):
+        cut -= 1
+    tail = segments[cut:]
+    date_in_path = bool(tail) and _DATE_SEGMENT.fullmatch(tail[0]) is not None and _YEAR.match(tail[0]) is not None
+    date_params: list[str] = []
+    if query:
+        for piece in query.split("&"):
+            name, _, value = piece.partition("=")
+            if name.lower() in _DATE_PARAMS and (_DATE_SEGMENT.fullmatch(value) or _SMALL_NUMBER.fullmatch(value)):
+                date_params.append(name.lower())
+    if not date_in_path and not date_params:
+        return None
+    head = "/".join(segments[:cut] if date_in_path else segments)
+    return head + ("/{date}" if date_in_path else "") + "?" + "&".join(sorted(date_params))
+
+
+class UrlFilter:
+    """Scope, trap and budget decisions for one site, with counts per verdict for the discovery report.
+
+    Built once per site. Stateless checks (scope, length, depth, repeated segments, session ids) are pure;
+    calendar and facet pages and the page budget are counted per instance, so one instance must see all of a
+    site's URLs. Re-checking an accepted URL accepts it again without counting it twice.
+    """
+
+    def __init__(self, settings: Settings, profile: SiteProfile | None = None, seeds: Iterable[str] = ()) -> None:
+        urls = settings.urls
+        self._max_length = urls.max_url_length
+        self._max_depth = urls.max_path_depth
+        self._max_repeats = urls.max_repeated_segments
+        self._max_facets = urls.max_facets
+        self._max_calendar = urls.max_calendar_urls
+        self._max_facet_urls = urls.max_facet_urls
+        self._session = frozenset(name.lower() for name in urls.session_params)
+        self._facets = frozenset(name.lower() for name in urls.facet_params)
+        self._budget = (profile.max_pages_per_host if profile and profile.max_pages_per_host else None) or (
+            settings.max_pages_per_host
+        )
+        canon = canonicalizer_for(urls)
+        seed_list = list(seeds) + (list(profile.seeds) if profile else [])
+        self._hosts: set[str] = set()
+        for seed in seed_list:
+            canonical = canon(seed)
+            if canonical is None:
+                continue
+            netloc = _split_host_path(canonical)[0]
+            self._hosts.add(netloc)
+            # www.example.org and example.org are one site in practice (the usual redirect pair).
+            self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+        scope = profile.scope if profile else None
+        self._domains = tuple(scope.domains) if scope else ()
+        self._prefixes = tuple(scope.path_prefixes) if scope else ()
+        self._allow = [re.compile(p) for p in scope.allow_patterns] if scope else []
+        self._deny = [re.compile(p) for p in scope.deny_patterns] if scope else []
+        self._accepted: dict[str, set[int]] = {}
+        self._calendar: dict[str, set[int]] = {}
+        self._faceted: dict[str, set[int]] = {}
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = {}
+
+    # -- scope
+
+    def in_scope(self, url: str) -> bool:
+        """Scope only (no traps, no budget): for redirect hops and sitemap entries of a canonical URL."""
+        return self._scope(url, *_split_host_path(url))
+
+    def _scope(self, url: str, netloc: str, path: str, query: str) -> bool:
+        # Deny first: an operator's deny list beats every allow rule.
+        if any(p.search(url) for p in self._deny):
+            return False
+        host = netloc.rpartition("@")[2]
+        if netloc not in self._hosts and host not in self._hosts:
+            hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if not any(hostname == d or hostname.endswith("." + d) for d in self._domains):
+                return False
+        if self._prefixes and not path.startswith(self._prefixes):
+            return False
+        return not self._allow or any(p.search(url) for p in self._allow)
+
+    # -- the full check
+
+    def check(self, url: str, *, trusted: bool = False) -> Verdict | None:
+        """None when ``url`` (canonical) may be queued; else why not. Counts every verdict.
+
+        ``trusted``: the URL comes from a finite list the site publishes (sitemap, feed), so the calendar and
+        facet counters do not apply; scope, the stateless trap checks and the budget still do.
+        """
+        verdict = self._check(url, trusted)
+        key = verdict.value if verdict is not None else "ok"
+        self.counts[key] += 1
+        if verdict is not None:
+            examples = self.examples.setdefault(key, [])
+            if len(examples) < MAX_TRAP_EXAMPLES:
+                examples.append(url)
+        return verdict
+
+    def _check(self, url: str, trusted: bool) -> Verdict | None:
+        netloc, path, query = _split_host_path(url)
+        if not self._scope(url, netloc, path, query):
+            return Verdict.OUT_OF_SCOPE
+        if len(url) > self._max_length:
+            return Verdict.TRAP_LENGTH
+        if self._has_session_id(path, query):
+            return Verdict.TRAP_SESSION_ID
+        facets = self._facet_names(query) if query else 0
+        if facets > self._max_facets:
+            return Verdict.TRAP_FACETS
+        segments = [seg for seg in path.split("/") if seg]
+        if len(segments) > self._max_depth:
+            return Verdict.TRAP_DEPTH
+        if len(segments) > self._max_repeats and Counter(segments).most_common(1)[0][1] > self._max_repeats:
+            return Verdict.TRAP_REPEATED_SEGMENTS
+        key = hash(url)
+        accepted = self._accepted.setdefault(netloc, set())
+        if key in accepted:
+            return None
+        if not trusted:
+            if facets and not self._admit(self._faceted, f"{netloc}{path}", key, self._max_facet_urls):
+                return Verdict.TRAP_FACETS
+            pattern = _calendar_pattern(path, query)
+            if pattern is not None and not self._admit(self._calendar, netloc + pattern, key, self._max_calendar):
+                return Verdict.TRAP_CALENDAR
+        if len(accepted) >= self._budget:
+            return Verdict.BUDGET
+        accepted.add(key)
+        return None
+
+    @staticmethod
+    def _admit(table: dict[str, set[int]], pattern: str, key: int, cap: int) -> bool:
+        seen = table.setdefault(pattern, set())
+        if key in seen:
+            return True
+        if len(seen) >= cap:
+            return False
+        seen.add(key)
+        return True
+
+    def _has_session_id(self, path: str, query: str) -> bool:
+        if ";" in path:
+            # Path parameters: /page;jsessionid=ABC (Java servlets).
+            for param in path.split(";")[1:]:
+                if param.partition("=")[0].lower() in self._session:
+                    return True
+        if query:
+            for piece in query.split("&"):
+                if piece.partition("=")[0].lower() in self._session:
+                    return True
+        return False
+
+    def _facet_names(self, query: str) -> int:
+        return len({name for piece in query.split("&") if (name := piece.partition("=")[0].lower()) in self._facets})
+
+    @property
+    def accepted_per_host(self) -> dict[str, int]:
+        return {host: len(keys) for host, keys in self._accepted.items()}
