@@ -223,6 +223,9 @@ class DocumentState:
     fetched_at: datetime | None = None
     next_fetch_at: datetime | None = None
     url_count: int = 0
+    error: str | None = None
+    children: tuple[str, ...] = ()
+    """Child sitemaps of an index, so an index answering 304 still leads to its (conditional) children."""
 
     @property
     def validators(self) -> Validators:
@@ -281,3 +284,104 @@ class HostDiagnostics:
             "rate_per_s": round(self.rate_per_s, 2),
             "parked_reason": self.parked_reason,
         }
+
+
+# --- records the frontier store hands back (harvester/frontier/store.py) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HostPolicy:
+    """Per-host politeness state persisted in ``hosts``: what the scheduler must honour across runs."""
+
+    origin: str
+    crawl_delay_s: float | None = None
+    request_rate_s: float | None = None
+    concurrency_limit: int | None = None
+    blocked_until: datetime | None = None
+    parked_reason: str | None = None
+    failures: int = 0
+    next_allowed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What one ``add_discovered`` batch did: new URLs, known URLs touched, finished URLs made due again."""
+
+    inserted: int
+    updated: int
+    made_due: int
+
+    def __add__(self, other: AddResult) -> AddResult:
+        return AddResult(self.inserted + other.inserted, self.updated + other.updated, self.made_due + other.made_due)
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteResult:
+    """What one ``complete_many`` transaction wrote; ``lost`` completions (lease gone) wrote nothing."""
+
+    completed: int
+    lost: int
+    pages: int
+    outlinks: AddResult
+    lost_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Counts by state, by kind and per host (with parked/blocked), for ``harvester status`` and artifacts."""
+
+    total: int
+    by_state: dict[str, int]
+    by_kind: dict[str, int]
+    hosts: dict[str, dict[str, Any]]
+    pages: int = 0
+    fetches: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_state": dict(self.by_state),
+            "by_kind": dict(self.by_kind),
+            "pages": self.pages,
+            "fetches": self.fetches,
+            "hosts": {origin: dict(info) for origin, info in self.hosts.items()},
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPage:
+    """One stored page as read back for export: the URL, the fetch, the decompressed body, extracted fields."""
+
+    page_id: int
+    url_id: int
+    url: str
+    final_url: str
+    fetched_at: datetime
+    status: int
+    content_type: str | None
+    etag: str | None
+    last_modified: str | None
+    content_hash: str
+    body: bytes
+    canonical_url: str | None = None
+    title: str | None = None
+    description: str | None = None
+    language: str | None = None
+    jsonld: list[Any] = field(default_factory=list, compare=False, hash=False)
+    fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFetch:
+    """One completed fetch joined with its URL and, when it stored a body, its page (for WARC records)."""
+
+    fetch_id: int
+    url_id: int
+    url: str
+    fetched_at: datetime
+    status: int | None
+    outcome: str
+    bytes: int
+    error_class: str | None
+    run_id: int | None
+    page: StoredPage | None = None

@@ -1,0 +1,229 @@
+"""Every dialect branch of the frontier in one place: SQLite and PostgreSQL SQL text for the hot paths.
+
+The hot paths (bulk upsert, claims) run as driver-level SQL with positional parameters so a million URLs do not
+pay per-row ORM/Core overhead; everything else in ``store.py`` uses Core over ``models.py``. Any other database
+raises ``StoreError`` naming it. Never called outside ``harvester/frontier/``.
+"""
+
+# ruff: noqa: S608 -- SQL here is assembled from constants and placeholder counts only; values are always bound.
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from harvester.errors import StoreError
+from harvester.frontier.models import from_epoch_us, to_epoch_us
+
+SUPPORTED = ("sqlite", "postgresql")
+
+_UPSERT_SET = """
+    score = {greatest}(urls.score, excluded.score),
+    depth = {least}(urls.depth, excluded.depth),
+    last_seen = excluded.last_seen,
+    lastmod = COALESCE(excluded.lastmod, urls.lastmod),
+    changefreq = COALESCE(excluded.changefreq, urls.changefreq),
+    priority = COALESCE(excluded.priority, urls.priority),
+    next_fetch_at = CASE
+        WHEN urls.state = 'done' AND excluded.lastmod IS NOT NULL
+             AND (urls.lastmod IS NULL OR excluded.lastmod > urls.lastmod)
+             AND (urls.last_fetched_at IS NULL OR excluded.lastmod > urls.last_fetched_at)
+        THEN excluded.last_seen ELSE urls.next_fetch_at END
+"""
+# A newer sitemap lastmod than both the stored lastmod and our last fetch makes a finished URL due now
+# (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
+
+_RETURNED = (
+    "id, url, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash, lastmod,"
+    " last_fetched_at, changefreq, revisit_s"
+)
+
+
+class Dialect:
+    """SQL text and value conversion for one database; built once per store."""
+
+    def __init__(self, name: str) -> None:
+        if name not in SUPPORTED:
+            raise StoreError(f"database dialect {name!r} is not supported; use SQLite or PostgreSQL")
+        self.name = name
+        self.is_sqlite = name == "sqlite"
+        self.p = "?" if self.is_sqlite else "%s"
+
+    # --- values -------------------------------------------------------------------------------------------
+
+    def ts(self, value: datetime | None) -> Any:
+        """A datetime as the driver stores it (SQLite: integer microseconds, see models.UtcDateTime)."""
+        if value is None or not self.is_sqlite:
+            return value
+        return to_epoch_us(value)
+
+    def dt(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, int):
+            return from_epoch_us(value)
+        assert isinstance(value, datetime)
+        return value
+
+    def in_list(self, n: int) -> str:
+        """``(?, ?, ...)`` for SQLite; PostgreSQL binds one array instead (``= ANY(%s)``)."""
+        return "(" + ",".join([self.p] * n) + ")"
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column IN (...)`` with its parameters, in the dialect's cheapest form."""
+        if self.is_sqlite:
+            return f"{column} IN {self.in_list(len(values))}", list(values)
+        return f"{column} = ANY(%s)", [list(values)]
+
+    # --- statements ---------------------------------------------------------------------------------------
+
+    @property
+    def upsert_urls(self) -> str:
+        """One row per parameter tuple: (url, canonical_version, host_id, source_id, kind, score, depth,
+        first_seen, last_seen, lastmod, changefreq, priority). SQLite runs it with executemany."""
+        if self.is_sqlite:
+            return _sqlite_upsert()
+        return _pg_upsert()
+
+    def select_known(self, n: int) -> str:
+        where, _ = self.any_of("url", [None] * n)
+        return f"SELECT id, url, source_id, state, lastmod, last_fetched_at FROM urls WHERE {where}"
+
+    def insert_ignore(self, table: str, columns: Sequence[str], conflict: Sequence[str]) -> str:
+        cols = ", ".join(columns)
+        marks = ", ".join([self.p] * len(columns))
+        return f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
+
+    def claim_sql(self, n_hosts: int, n_kinds: int) -> str:
+        """Top ``per_host`` due URLs of each host, leased in the same statement.
+
+        Per host, two index range scans stop after ``per_host`` rows (queued by ``ix_urls_claim``; finished and
+        due for a revisit); ROW_NUMBER then ranks only those candidates. A plain ROW_NUMBER over every due URL
+        would rank the whole backlog of each host on every claim. PostgreSQL locks candidates with
+        ``FOR UPDATE SKIP LOCKED``, so two claimers never take the same URL; SQLite serializes writers
+        (BEGIN IMMEDIATE).
+        Parameters: see ``claim_params``.
+        """
+        if self.is_sqlite:
+            return _sqlite_claim(n_hosts, n_kinds)
+        return _PG_CLAIM
+
+    def claim_params(
+        self, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime, owner: str,
+        lease_until: datetime,
+    ) -> list[Any]:
+        t = self.ts(now)
+        if self.is_sqlite:
+            params: list[Any] = []
+            for host_id in host_ids:
+                params += [host_id, t, *kinds, per_host, host_id, t, *kinds, per_host]
+            return [*params, owner, self.ts(lease_until), per_host]
+        return [list(host_ids), t, list(kinds), per_host, t, list(kinds), per_host, owner, lease_until, per_host]
+
+    def claim_hosts_sql(self, n_origins: int | None, n_kinds: int | None) -> str:
+        """Lease up to N hosts with due work that nobody else holds (or whose holder's lease ran out).
+
+        Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
+        Parameters: owner, lease_until, then ``claim_hosts_params``.
+        """
+        p = self.p
+        due_kind = "" if n_kinds is None else " AND u.kind IN " + self.in_list(n_kinds)
+        if not self.is_sqlite and n_kinds is not None:
+            due_kind = " AND u.kind = ANY(%s)"
+        origin_filter = ""
+        if n_origins is not None:
+            origin_filter = (
+                " AND h.origin IN " + self.in_list(n_origins) if self.is_sqlite else " AND h.origin = ANY(%s)"
+            )
+        pick = f"""
+            SELECT h.id FROM hosts h
+            WHERE (h.lease_owner IS NULL OR h.lease_owner = {p} OR h.lease_until < {p})
+              AND (h.blocked_until IS NULL OR h.blocked_until <= {p}) AND h.parked_reason IS NULL{origin_filter}
+              AND (EXISTS (SELECT 1 FROM urls u WHERE u.host_id = h.id AND u.state = 'queued'
+                           AND (u.next_fetch_at IS NULL OR u.next_fetch_at <= {p}){due_kind})
+                   OR EXISTS (SELECT 1 FROM urls u WHERE u.host_id = h.id AND u.state = 'done'
+                              AND u.next_fetch_at <= {p}{due_kind}))
+            ORDER BY h.lease_until IS NOT NULL, h.lease_until, h.id
+            LIMIT {p}"""
+        if self.is_sqlite:
+            return f"UPDATE hosts SET lease_owner = ?, lease_until = ? WHERE id IN ({pick}) RETURNING origin"
+        return (
+            f"UPDATE hosts SET lease_owner = %s, lease_until = %s FROM ({pick} FOR UPDATE OF h SKIP LOCKED) AS s"
+            " WHERE hosts.id = s.id RETURNING hosts.origin"
+        )
+
+    def claim_hosts_params(
+        self, owner: str, now: datetime, origins: Sequence[str] | None, kinds: Sequence[str] | None, limit: int
+    ) -> list[Any]:
+        t = self.ts(now)
+        params: list[Any] = [owner, t, t]
+        if origins is not None:
+            params += list(origins) if self.is_sqlite else [list(origins)]
+        kind_params: list[Any] = []
+        if kinds is not None:
+            kind_params = list(kinds) if self.is_sqlite else [list(kinds)]
+        return [*params, t, *kind_params, t, *kind_params, limit]
+
+
+@cache
+def _sqlite_upsert() -> str:
+    return (
+        "INSERT INTO urls (url, canonical_version, host_id, source_id, kind, state, score, depth, first_seen,"
+        " last_seen, lastmod, changefreq, priority) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (url) DO UPDATE SET" + _UPSERT_SET.format(greatest="max", least="min")
+    )
+
+
+@cache
+def _pg_upsert() -> str:
+    # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing).
+    return (
+        "INSERT INTO urls (url, canonical_version, host_id, source_id, kind, state, score, depth, first_seen,"
+        " last_seen, lastmod, changefreq, priority)"
+        " SELECT t.url, %s, t.host_id, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
+        " t.changefreq, t.priority FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[],"
+        " %s::float8[], %s::int[], %s::timestamptz[], %s::text[], %s::float8[])"
+        " AS t(url, host_id, source_id, kind, score, depth, lastmod, changefreq, priority)"
+        " ON CONFLICT (url) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
+        + " RETURNING id, url, source_id"
+    )
+
+
+@cache
+def _sqlite_claim(n_hosts: int, n_kinds: int) -> str:
+    kinds = "(" + ",".join("?" * n_kinds) + ")"
+    branch = (
+        "SELECT * FROM (SELECT id, host_id, score FROM urls WHERE host_id = ? AND state = '{state}' AND {due}"
+        f" AND kind IN {kinds} ORDER BY score DESC, id LIMIT ?)"
+    )
+    queued = branch.format(state="queued", due="(next_fetch_at IS NULL OR next_fetch_at <= ?)")
+    done = branch.format(state="done", due="next_fetch_at <= ?")
+    union = " UNION ALL ".join(f"{queued} UNION ALL {done}" for _ in range(n_hosts))
+    return (
+        f"WITH c(id, host_id, score) AS ({union}),"
+        " r AS (SELECT id, ROW_NUMBER() OVER (PARTITION BY host_id ORDER BY score DESC, id) AS rn FROM c)"
+        " UPDATE urls SET state = 'leased', lease_owner = ?, lease_until = ?"
+        f" WHERE id IN (SELECT id FROM r WHERE rn <= ?) RETURNING {_RETURNED}"
+    )
+
+
+_PG_CLAIM = f"""
+WITH h(id) AS (SELECT unnest(%s::bigint[])),
+c AS (
+    SELECT q.id, q.host_id, q.score FROM h CROSS JOIN LATERAL (
+        SELECT u.id, u.host_id, u.score FROM urls u
+        WHERE u.host_id = h.id AND u.state = 'queued' AND (u.next_fetch_at IS NULL OR u.next_fetch_at <= %s)
+          AND u.kind = ANY(%s)
+        ORDER BY u.score DESC, u.id LIMIT %s FOR UPDATE SKIP LOCKED) q
+    UNION ALL
+    SELECT q.id, q.host_id, q.score FROM h CROSS JOIN LATERAL (
+        SELECT u.id, u.host_id, u.score FROM urls u
+        WHERE u.host_id = h.id AND u.state = 'done' AND u.next_fetch_at <= %s AND u.kind = ANY(%s)
+        ORDER BY u.score DESC, u.id LIMIT %s FOR UPDATE SKIP LOCKED) q
+),
+r AS (SELECT id, ROW_NUMBER() OVER (PARTITION BY host_id ORDER BY score DESC, id) AS rn FROM c)
+UPDATE urls SET state = 'leased', lease_owner = %s, lease_until = %s
+FROM r WHERE urls.id = r.id AND r.rn <= %s
+RETURNING {", ".join("urls." + c.strip() for c in _RETURNED.split(","))}
+"""

@@ -1,0 +1,48 @@
+"""Alembic configured in code: ``migrations/`` is the only schema path, and no alembic.ini is needed in the cwd.
+
+Upgrades run on a connection the caller owns (Alembic cookbook "sharing a connection"), so they work from a CLI
+command, a test or a running event loop alike. Never decides *whether* to upgrade: ``FrontierStore.open`` does.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection
+
+from harvester.errors import StoreError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+"""``migrations/`` at the project root (the project is installed editable, as ``make`` does)."""
+
+
+def alembic_config(connection: Connection | None = None) -> Config:
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        raise StoreError(f"Alembic migrations not found at {MIGRATIONS_DIR}; install the project with pip -e")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if connection is not None:
+        config.attributes["connection"] = connection
+    return config
+
+
+@cache
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:
+        raise StoreError(f"no Alembic revisions under {MIGRATIONS_DIR / 'versions'}")
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def upgrade(connection: Connection, revision: str = "head") -> None:
+    """Migrate the database behind ``connection`` to ``revision``; commits what it ran."""
+    command.upgrade(alembic_config(connection), revision)

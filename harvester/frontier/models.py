@@ -1,0 +1,259 @@
+"""The frontier's tables as typed declarative models; the schema itself only changes through ``migrations/``.
+
+No queries here (``store.py`` speaks SQL). Rows are kept compact because ``urls`` grows to millions: times are
+``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+"""Constraint names come from here, never from autogenerate's defaults (STYLE.md §3)."""
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Id = BigInteger().with_variant(Integer(), "sqlite")
+"""64-bit ids on PostgreSQL; on SQLite ``INTEGER PRIMARY KEY`` so the id is the rowid (no extra column)."""
+
+
+def to_epoch_us(value: datetime) -> int:
+    """Microseconds since the epoch; a naive datetime is taken to be UTC."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    delta = value - EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_epoch_us(value: int) -> datetime:
+    return EPOCH + timedelta(microseconds=value)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC instant: ``timestamptz`` on PostgreSQL, integer microseconds on SQLite."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "sqlite":
+            return dialect.type_descriptor(BigInteger())
+        return dialect.type_descriptor(DateTime(timezone=True))
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if dialect.name == "sqlite":
+            return to_epoch_us(value)
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if isinstance(value, int):
+            return from_epoch_us(value)
+        assert isinstance(value, datetime)
+        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Host(Base):
+    """One origin (``scheme://host[:port]``): robots state, politeness state, host lease and counters."""
+
+    __tablename__ = "hosts"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    origin: Mapped[str] = mapped_column(String(300), unique=True)
+    robots_status: Mapped[int | None] = mapped_column(SmallInteger)
+    robots_body: Mapped[str | None] = mapped_column(Text)
+    robots_etag: Mapped[str | None] = mapped_column(String(300))
+    robots_last_modified: Mapped[str | None] = mapped_column(String(100))
+    robots_fetched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    robots_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    robots_error: Mapped[str | None] = mapped_column(String(40))
+    crawl_delay_s: Mapped[float | None] = mapped_column(Float)
+    request_rate_s: Mapped[float | None] = mapped_column(Float)
+    concurrency_limit: Mapped[int | None] = mapped_column(SmallInteger)
+    next_allowed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    blocked_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    parked_reason: Mapped[str | None] = mapped_column(String(200))
+    failures: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    lastmod_checks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    lastmod_hits: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class Source(Base):
+    """A place URLs were found (``sitemap:https://h/sitemap.xml``); urls refer to it by id, not by label."""
+
+    __tablename__ = "sources"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    label: Mapped[str] = mapped_column(String(2100), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))
+
+
+class Url(Base):
+    """One canonical URL and its crawl cycle. The first source is ``source_id``; further ones in url_sources."""
+
+    __tablename__ = "urls"
+    __table_args__ = (
+        # A claim is one indexed range per host: best score first, stable tie-break by id.
+        Index("ix_urls_claim", "host_id", "state", text("score DESC"), "id"),
+        # Finished URLs whose revisit is due, without walking every finished URL of a host.
+        Index("ix_urls_revisit", "host_id", "next_fetch_at", sqlite_where=text("state = 'done'"),
+              postgresql_where=text("state = 'done'")),
+        # Live leases only: requeue_expired and renewals never walk finished URLs.
+        Index("ix_urls_leased", "lease_until", sqlite_where=text("state = 'leased'"),
+              postgresql_where=text("state = 'leased'")),
+        Index("ix_urls_content_hash", "content_hash", sqlite_where=text("content_hash IS NOT NULL"),
+              postgresql_where=text("content_hash IS NOT NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    url: Mapped[str] = mapped_column(String(2048), unique=True)
+    canonical_version: Mapped[int] = mapped_column(SmallInteger, default=1, server_default=text("1"))
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
+    source_id: Mapped[int | None] = mapped_column(ForeignKey("sources.id"))
+    kind: Mapped[str] = mapped_column(String(12))
+    state: Mapped[str] = mapped_column(String(12))
+    score: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
+    depth: Mapped[int] = mapped_column(SmallInteger, default=0, server_default=text("0"))
+    first_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+    lastmod: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    changefreq: Mapped[str | None] = mapped_column(String(10))
+    priority: Mapped[float | None] = mapped_column(Float)
+    next_fetch_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revisit_s: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(SmallInteger, default=0, server_default=text("0"))
+    last_error_class: Mapped[str | None] = mapped_column(String(30))
+    last_error: Mapped[str | None] = mapped_column(String(500))
+    etag: Mapped[str | None] = mapped_column(String(300))
+    last_modified: Mapped[str | None] = mapped_column(String(100))
+    content_hash: Mapped[str | None] = mapped_column(String(128))
+    last_status: Mapped[int | None] = mapped_column(SmallInteger)
+    last_fetched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    changed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    gone_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    final_url: Mapped[str | None] = mapped_column(String(2048))
+    duplicate_of: Mapped[int | None] = mapped_column(ForeignKey("urls.id"))
+    lease_owner: Mapped[str | None] = mapped_column(String(200))
+    lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class UrlSource(Base):
+    """Further provenance of a URL beyond its first source: (url, source) pairs, WITHOUT ROWID on SQLite."""
+
+    __tablename__ = "url_sources"
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 -- SQLAlchemy reads it once, never mutated
+
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"), primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("sources.id"), primary_key=True)
+
+
+class Document(Base):
+    """A discovery document (robots, sitemap, feed, listing) as last fetched, for conditional re-fetches."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    url: Mapped[str] = mapped_column(String(2048), unique=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    status: Mapped[int | None] = mapped_column(SmallInteger)
+    etag: Mapped[str | None] = mapped_column(String(300))
+    last_modified: Mapped[str | None] = mapped_column(String(100))
+    content_hash: Mapped[str | None] = mapped_column(String(128))
+    fetched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    next_fetch_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    url_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    error: Mapped[str | None] = mapped_column(String(500))
+
+
+class Page(Base):
+    """One stored body (a 200 with new content): compressed, with what extraction kept."""
+
+    __tablename__ = "pages"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"), index=True)
+    fetched_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    status: Mapped[int] = mapped_column(SmallInteger)
+    final_url: Mapped[str] = mapped_column(String(2048))
+    content_type: Mapped[str | None] = mapped_column(String(200))
+    etag: Mapped[str | None] = mapped_column(String(300))
+    last_modified: Mapped[str | None] = mapped_column(String(100))
+    content_hash: Mapped[str] = mapped_column(String(128))
+    canonical_url: Mapped[str | None] = mapped_column(String(2048))
+    title: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    language: Mapped[str | None] = mapped_column(String(40))
+    jsonld: Mapped[list[Any] | None] = mapped_column(JSON)
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    body_size: Mapped[int] = mapped_column(Integer)
+
+
+class Run(Base):
+    """One phase run with its profile and counters (the source of artifacts and ``harvester status``)."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    phase: Mapped[str] = mapped_column(String(20))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(20))
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    owner: Mapped[str | None] = mapped_column(String(200))
+
+
+class Fetch(Base):
+    """One completed fetch (200, 304, 404, failure): WARC export and per-run counters come from here."""
+
+    __tablename__ = "fetches"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    url_id: Mapped[int] = mapped_column(ForeignKey("urls.id"), index=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id"), index=True)
+    fetched_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    status: Mapped[int | None] = mapped_column(SmallInteger)
+    outcome: Mapped[str] = mapped_column(String(16))
+    bytes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    error_class: Mapped[str | None] = mapped_column(String(30))
+    page_id: Mapped[int | None] = mapped_column(ForeignKey("pages.id"))
+
+
+metadata = Base.metadata

@@ -1,0 +1,980 @@
+"""FrontierStore: the durable frontier and the only module that speaks SQL (SQLite or PostgreSQL).
+
+Each public method is one transaction keeping one invariant (``complete_many`` writes outcomes, pages, fetches
+and outlinks together or not at all). Synchronous and thread safe (one Engine, a pooled connection per call):
+async callers use ``asyncio.to_thread``. Never fetches, never parses pages, never builds Settings.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
+from harvester.frontier import migrate
+from harvester.frontier.dialects import Dialect
+from harvester.frontier.models import Document, Fetch, Host, Page, Run, Url
+from harvester.records import (
+    AddResult,
+    ClaimedUrl,
+    CompleteResult,
+    Completion,
+    DiscoveredUrl,
+    DocumentState,
+    ErrorClass,
+    HostPolicy,
+    PageRecord,
+    RobotsState,
+    StoredFetch,
+    StoredPage,
+    StoreStats,
+    UrlKind,
+    UrlState,
+)
+from harvester.settings import DEFAULT_DATABASE_URL, Settings
+
+logger = logging.getLogger(__name__)
+
+MAX_URL_LENGTH = 2048
+"""Longest URL the frontier accepts (after the caller's canonicalization)."""
+
+SQLITE_CHUNK = 5000
+"""Rows per statement when a batch is larger than settings.discovery.batch_size allows (IN-list bound)."""
+
+_ORIGIN = re.compile(r"https?://[^/?#\x00-\x20\x7f]+")
+_BAD_CHARS = re.compile(r"[\x00-\x20\x7f]")
+_KINDS = frozenset(UrlKind)
+_FINAL_OK = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
+
+
+def _canonical_version() -> int:
+    try:
+        urls_module = importlib.import_module("harvester.urls")
+    except ImportError:
+        return 1
+    return int(getattr(urls_module, "CANONICAL_VERSION", 1))
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def _source_kind(label: str) -> str:
+    return label.split(":", 1)[0][:20]
+
+
+@dataclass(slots=True)
+class _Merged:
+    """One URL of a batch after duplicates within the batch were folded together."""
+
+    url: str
+    origin: str
+    kind: str
+    score: float
+    depth: int
+    lastmod: datetime | None
+    changefreq: str | None
+    priority: float | None
+    sources: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Tx:
+    """An open transaction plus the ids it created, published to the caches only after commit."""
+
+    conn: Connection
+    hosts: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+class FrontierStore:
+    """The frontier: URLs, hosts, documents, pages, fetches and runs. Build it with ``FrontierStore.open``."""
+
+    def __init__(self, settings: Settings, engine: Engine) -> None:
+        self.settings = settings
+        self._engine = engine
+        self._d = Dialect(engine.dialect.name)
+        self._host_ids: dict[str, int] = {}
+        self._source_ids: dict[str, int] = {}
+        self._canonical_version = _canonical_version()
+        self._chunk = max(1, min(settings.discovery.batch_size, SQLITE_CHUNK))
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: Settings, *, upgrade: bool | None = None) -> FrontierStore:
+        """Open the frontier at ``settings.database_url``.
+
+        ``upgrade`` None upgrades only the embedded default SQLite file (creating its directory); any other
+        database behind the head revision raises ``SchemaOutOfDate``. True migrates to head; False never does.
+        """
+        url = settings.database_url
+        is_default = url == DEFAULT_DATABASE_URL
+        if is_default:
+            database = make_url(url).database
+            if database:
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+        store = cls(settings, _make_engine(settings))
+        try:
+            if upgrade or (upgrade is None and is_default):
+                store.upgrade()
+            else:
+                store._check_revision()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def __enter__(self) -> FrontierStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def upgrade(self) -> None:
+        """Alembic upgrade to head: ``migrations/`` is the only way the schema changes."""
+        with self._engine.begin() as conn:
+            migrate.upgrade(conn)
+        logger.info("database %s upgraded to %s", self.url_display, migrate.head_revision())
+
+    def _check_revision(self) -> None:
+        with self._engine.connect() as conn:
+            current = migrate.current_revision(conn)
+        head = migrate.head_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"database {self.url_display} is at schema revision {current or 'none (empty)'}, this harvester"
+                f" needs {head}: run `harvester db upgrade` (with HARVESTER_DATABASE_URL set to this database)"
+            )
+
+    @property
+    def url_display(self) -> str:
+        """The database URL with any password masked: safe to log and print."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        return self._d.name
+
+    @contextmanager
+    def _tx(self, *, write: bool = True) -> Iterator[_Tx]:
+        """One transaction. On SQLite a writer takes the write lock up front (BEGIN IMMEDIATE), so a
+        read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord."""
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(harvester_write=write)
+                tx = _Tx(conn)
+                with conn.begin():
+                    yield tx
+        except IntegrityError as exc:
+            raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc.orig}") from exc
+        except DBAPIError as exc:
+            raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
+        self._host_ids.update(tx.hosts)
+        self._source_ids.update(tx.sources)
+
+    # --- hosts and sources --------------------------------------------------------------------------------
+
+    def _ensure_hosts(self, tx: _Tx, origins: Sequence[str]) -> dict[str, int]:
+        wanted = {o: self._host_ids.get(o) or tx.hosts.get(o) for o in set(origins)}
+        missing = [o for o, i in wanted.items() if i is None]
+        if missing:
+            d = self._d
+            tx.conn.exec_driver_sql(
+                d.insert_ignore("hosts", ("origin", "failures", "lastmod_checks", "lastmod_hits"), ("origin",)),
+                [(o, 0, 0, 0) for o in missing],
+            )
+            for start in range(0, len(missing), self._chunk):
+                part = missing[start : start + self._chunk]
+                where, params = d.any_of("origin", part)
+                for host_id, origin in tx.conn.exec_driver_sql(
+                    f"SELECT id, origin FROM hosts WHERE {where}", tuple(params)  # noqa: S608
+                ):
+                    tx.hosts[origin] = host_id
+                    wanted[origin] = host_id
+        return {o: i for o, i in wanted.items() if i is not None}
+
+    def _ensure_sources(self, tx: _Tx, labels: Sequence[str]) -> dict[str, int]:
+        wanted = {s: self._source_ids.get(s) or tx.sources.get(s) for s in set(labels)}
+        missing = [s for s, i in wanted.items() if i is None]
+        if missing:
+            d = self._d
+            tx.conn.exec_driver_sql(
+                d.insert_ignore("sources", ("label", "kind"), ("label",)), [(s, _source_kind(s)) for s in missing]
+            )
+            where, params = d.any_of("label", missing)
+            for source_id, label in tx.conn.exec_driver_sql(
+                f"SELECT id, label FROM sources WHERE {where}", tuple(params)  # noqa: S608
+            ):
+                tx.sources[label] = source_id
+                wanted[label] = source_id
+        return {s: i for s, i in wanted.items() if i is not None}
+
+    def ensure_hosts(self, origins: Sequence[str]) -> None:
+        """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
+        for origin in origins:
+            if not _ORIGIN.fullmatch(origin):
+                raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            self._ensure_hosts(tx, origins)
+
+    def _host_row(self, conn: Connection, origin: str) -> Any:
+        return conn.execute(select(Host.__table__).where(Host.origin == origin)).mappings().first()
+
+    # --- discovery ----------------------------------------------------------------------------------------
+
+    def add_discovered(self, batch: Sequence[DiscoveredUrl], *, now: datetime | None = None) -> AddResult:
+        """Bulk upsert of discovered URLs (one statement per chunk, never one per URL).
+
+        New URLs are QUEUED and due now. A URL seen again keeps its best score and least depth, gains the new
+        source in its provenance, and takes lastmod/changefreq/priority when given; a newer lastmod than both the
+        stored one and the last fetch makes a DONE URL due now (``made_due``). A malformed record raises
+        ``InvalidRecord`` naming it, and nothing of the batch is written.
+        """
+        merged = _merge(batch)
+        if not merged:
+            return AddResult(0, 0, 0)
+        with self._tx() as tx:
+            return self._upsert(tx, merged, _aware(now) or utcnow())
+
+    def _upsert(self, tx: _Tx, merged: list[_Merged], now: datetime) -> AddResult:
+        d, conn = self._d, tx.conn
+        host_ids = self._ensure_hosts(tx, [m.origin for m in merged])
+        source_ids = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
+        t_now = d.ts(now)
+        total = AddResult(0, 0, 0)
+        for start in range(0, len(merged), self._chunk):
+            chunk = merged[start : start + self._chunk]
+            known: dict[str, tuple[int, int | None]] = {}
+            made_due = 0
+            where, params = d.any_of("url", [m.url for m in chunk])
+            rows = conn.exec_driver_sql(
+                f"SELECT id, url, source_id, state, lastmod, last_fetched_at FROM urls WHERE {where}",  # noqa: S608
+                tuple(params),
+            )
+            lastmods = {m.url: m.lastmod for m in chunk if m.lastmod is not None}
+            for url_id, url, source_id, state, old_lastmod, fetched_at in rows:
+                known[url] = (url_id, source_id)
+                new_lastmod = lastmods.get(url)
+                if state == UrlState.DONE and new_lastmod is not None:
+                    old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
+                    if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
+                        made_due += 1
+            first_source = [source_ids[m.sources[0]] for m in chunk]
+            if d.is_sqlite:
+                conn.exec_driver_sql(
+                    d.upsert_urls,
+                    [
+                        (m.url, self._canonical_version, host_ids[m.origin], sid, m.kind, m.score, m.depth, t_now,
+                         t_now, d.ts(m.lastmod), m.changefreq, m.priority)
+                        for m, sid in zip(chunk, first_source, strict=True)
+                    ],
+                )
+                stored: dict[str, tuple[int, int | None]] = dict(known)
+                fresh_multi = [m.url for m in chunk if m.url not in known and len(m.sources) > 1]
+                if fresh_multi:
+                    where, params = d.any_of("url", fresh_multi)
+                    for url_id, url, source_id in conn.exec_driver_sql(
+                        f"SELECT id, url, source_id FROM urls WHERE {where}", tuple(params)  # noqa: S608
+                    ):
+                        stored[url] = (url_id, source_id)
+            else:
+                returned = conn.exec_driver_sql(
+                    d.upsert_urls,
+                    (
+                        self._canonical_version, now, now, [m.url for m in chunk],
+                        [host_ids[m.origin] for m in chunk], first_source, [m.kind for m in chunk],
+                        [m.score for m in chunk], [m.depth for m in chunk], [m.lastmod for m in chunk],
+                        [m.changefreq for m in chunk], [m.priority for m in chunk],
+                    ),
+                )
+                stored = {url: (url_id, source_id) for url_id, url, source_id in returned}
+            pairs = set()
+            for m in chunk:
+                if m.url not in stored:
+                    continue
+                url_id, row_source = stored[m.url]
+                for label in m.sources:
+                    sid = source_ids[label]
+                    if sid != row_source:
+                        pairs.add((url_id, sid))
+            if pairs:
+                conn.exec_driver_sql(
+                    d.insert_ignore("url_sources", ("url_id", "source_id"), ("url_id", "source_id")), sorted(pairs)
+                )
+            total = total + AddResult(len(chunk) - len(known), len(known), made_due)
+        return total
+
+    def sources_of(self, url: str) -> list[str]:
+        """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""
+        p = self._d.p
+        with self._tx(write=False) as tx:
+            rows = tx.conn.exec_driver_sql(
+                "SELECT s.label, 0 AS o FROM urls u JOIN sources s ON s.id = u.source_id"  # noqa: S608
+                f" WHERE u.url = {p} UNION SELECT s.label, 1 FROM urls u JOIN url_sources us ON us.url_id = u.id"
+                f" JOIN sources s ON s.id = us.source_id WHERE u.url = {p} ORDER BY 2, 1",
+                (url, url),
+            ).all()
+        return list(dict.fromkeys(label for label, _ in rows))
+
+    # --- extraction: leases -------------------------------------------------------------------------------
+
+    def claim_hosts(
+        self, owner: str, *, limit: int, lease_s: float, now: datetime | None = None,
+        hosts: Sequence[str] | None = None, kinds: Sequence[UrlKind] | None = None,
+    ) -> list[str]:
+        """Lease up to ``limit`` hosts with due work (of ``kinds``, default any) that no other owner holds
+        and that are neither blocked nor parked. ``hosts`` restricts to a partition. Returns their origins."""
+        if limit <= 0 or (hosts is not None and not hosts):
+            return []
+        now = _aware(now) or utcnow()
+        d = self._d
+        kind_values = None if kinds is None else [str(k) for k in kinds]
+        sql = d.claim_hosts_sql(None if hosts is None else len(hosts), None if kinds is None else len(kinds))
+        params = [owner, d.ts(now + timedelta(seconds=lease_s))]
+        params += d.claim_hosts_params(owner, now, hosts, kind_values, limit)
+        with self._tx() as tx:
+            origins = [row[0] for row in tx.conn.exec_driver_sql(sql, tuple(params))]
+        return sorted(origins)
+
+    def renew_hosts(
+        self, owner: str, origins: Sequence[str], *, lease_s: float, now: datetime | None = None
+    ) -> list[str]:
+        """Extend this owner's leases on ``origins`` (and on the URLs it holds there); returns those still ours."""
+        if not origins:
+            return []
+        now = _aware(now) or utcnow()
+        until = now + timedelta(seconds=lease_s)
+        with self._tx() as tx:
+            kept = tx.conn.execute(
+                update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
+                .values(lease_until=until).returning(Host.origin, Host.id)
+            ).all()
+            ids = [row[1] for row in kept]
+            if ids:
+                tx.conn.execute(
+                    update(Url).where(Url.state == UrlState.LEASED.value, Url.lease_owner == owner,
+                                      Url.host_id.in_(ids)).values(lease_until=until)
+                )
+        return sorted(row[0] for row in kept)
+
+    def release_hosts(self, owner: str, origins: Sequence[str], *, now: datetime | None = None) -> None:
+        """Give up this owner's host leases; ``lease_until`` stays as 'last served' for fair ordering."""
+        if not origins:
+            return
+        now = _aware(now) or utcnow()
+        with self._tx() as tx:
+            tx.conn.execute(
+                update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
+                .values(lease_owner=None, lease_until=now)
+            )
+
+    def claim(
+        self, owner: str, *, hosts: Sequence[str], per_host: int, lease_s: float,
+        kinds: Sequence[UrlKind] = (UrlKind.DETAIL,), now: datetime | None = None,
+    ) -> list[ClaimedUrl]:
+        """Lease the best-scored due URLs, at most ``per_host`` per host, in one indexed statement.
+
+        Due: QUEUED with no ``next_fetch_at`` or one in the past, or DONE whose revisit time has come. Order per
+        host: score descending, then id (stable). Hosts leased by another owner are skipped. Two concurrent
+        claimers never receive the same URL.
+        """
+        if per_host <= 0 or not hosts or not kinds:
+            return []
+        now = _aware(now) or utcnow()
+        until = now + timedelta(seconds=lease_s)
+        d = self._d
+        kind_values = [str(k) for k in kinds]
+        claimed: list[ClaimedUrl] = []
+        with self._tx() as tx:
+            where, params = d.any_of("origin", list(hosts))
+            host_rows = tx.conn.exec_driver_sql(
+                f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"  # noqa: S608
+                f" AND lease_owner <> {d.p} AND lease_until >= {d.p})",
+                (*params, owner, d.ts(now)),
+            ).all()
+            origin_of = {host_id: origin for host_id, origin in host_rows}
+            ids = sorted(origin_of)
+            # SQLite's parameter limit bounds hosts per statement; 200 hosts is ~2,400 parameters.
+            step = 200 if d.is_sqlite else max(1, len(ids))
+            for start in range(0, len(ids), step):
+                part = ids[start : start + step]
+                sql = d.claim_sql(len(part), len(kind_values))
+                rows = tx.conn.exec_driver_sql(
+                    sql, tuple(d.claim_params(part, kind_values, per_host, now, owner, until))
+                ).all()
+                claimed += [self._claimed(row, origin_of) for row in rows]
+        claimed.sort(key=lambda c: (c.host, -c.score, c.id))
+        return claimed
+
+    def _claimed(self, row: Any, origin_of: dict[int, str]) -> ClaimedUrl:
+        d = self._d
+        (url_id, url, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash,
+         lastmod, last_fetched_at, changefreq, revisit_s) = row
+        until = d.dt(lease_until)
+        assert until is not None
+        return ClaimedUrl(
+            id=url_id, url=url, host=origin_of[host_id], kind=UrlKind(kind), depth=depth, score=score,
+            attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified,
+            content_hash=content_hash, lastmod=d.dt(lastmod), last_fetched_at=d.dt(last_fetched_at),
+            changefreq=changefreq, revisit_s=revisit_s,
+        )
+
+    def release(self, owner: str, url_ids: Sequence[int]) -> int:
+        """Unfetched claims back to QUEUED (attempts unchanged); returns how many were still ours."""
+        if not url_ids:
+            return 0
+        with self._tx() as tx:
+            result = tx.conn.execute(
+                update(Url).where(Url.id.in_(list(url_ids)), Url.state == UrlState.LEASED.value,
+                                  Url.lease_owner == owner)
+                .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
+            )
+        return int(result.rowcount)
+
+    def requeue_expired(self, *, now: datetime | None = None) -> int:
+        """Leases that outlived their holder return to the queue (the crash-resume path); returns URLs requeued.
+        Expired host leases are cleared too."""
+        now = _aware(now) or utcnow()
+        with self._tx() as tx:
+            result = tx.conn.execute(
+                update(Url).where(Url.state == UrlState.LEASED.value, Url.lease_until < now)
+                .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
+            )
+            tx.conn.execute(
+                update(Host).where(Host.lease_owner.is_not(None), Host.lease_until < now).values(lease_owner=None)
+            )
+        count = int(result.rowcount)
+        if count:
+            logger.info("requeued %d URLs whose lease expired", count)
+        return count
+
+    # --- extraction: completions --------------------------------------------------------------------------
+
+    def complete(
+        self, owner: str, completion: Completion, outlinks: Sequence[DiscoveredUrl] = (), *, run_id: int | None = None
+    ) -> None:
+        """Record one outcome with its outlinks atomically; ``LeaseLost`` (nothing written) if the lease is gone."""
+        result = self.complete_many(owner, [(completion, outlinks)], run_id=run_id)
+        if result.lost:
+            raise LeaseLost(f"URL id {completion.url_id} is no longer leased by {owner!r}; nothing was written")
+
+    def complete_many(
+        self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None
+    ) -> CompleteResult:
+        """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
+
+        Completions whose URL is no longer LEASED by ``owner`` are skipped and counted in ``lost``. A FAILED
+        completion goes back to QUEUED (due at ``completion.next_fetch_at``) while attempts stay below
+        ``settings.politeness.max_attempts``, and is FAILED for good after that; any other outcome resets
+        attempts. Validators and content_hash are replaced on a 2xx response and kept otherwise (a 304 or an
+        error says nothing new about them).
+        """
+        if not items:
+            return CompleteResult(0, 0, 0, AddResult(0, 0, 0))
+        seen: set[int] = set()
+        for completion, _ in items:
+            _check_completion(completion)
+            if completion.url_id in seen:
+                raise InvalidRecord(f"URL id {completion.url_id} appears twice in one complete_many batch")
+            seen.add(completion.url_id)
+        outlink_batches = {c.url_id: _merge(links) for c, links in items}
+        d = self._d
+        max_attempts = self.settings.politeness.max_attempts
+        level = self.settings.store.compress_level
+        with self._tx() as tx:
+            conn = tx.conn
+            ids = [c.url_id for c, _ in items]
+            where, params = d.any_of("id", ids)
+            lock = "" if d.is_sqlite else " FOR UPDATE"
+            held = {
+                row[0]: row
+                for row in conn.exec_driver_sql(
+                    "SELECT id, attempts, etag, last_modified, content_hash FROM urls"  # noqa: S608
+                    f" WHERE {where} AND state = 'leased' AND lease_owner = {d.p}{lock}",
+                    (*params, owner),
+                )
+            }
+            mine = [(c, links) for c, links in items if c.url_id in held]
+            lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
+            page_ids: dict[int, int] = {}
+            pages = [(c.url_id, c.fetched_at, c.page) for c, _ in mine if c.page is not None]
+            if pages:
+                inserted = conn.execute(
+                    insert(Page).returning(Page.id, sort_by_parameter_order=True),
+                    [_page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
+                ).all()
+                page_ids = {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
+            updates = []
+            fetch_rows = []
+            for c, _ in mine:
+                _, attempts, old_etag, old_lm, old_hash = held[c.url_id]
+                updates.append(_url_update(c, attempts, old_etag, old_lm, old_hash, max_attempts, d))
+                fetch_rows.append({
+                    "url_id": c.url_id, "run_id": run_id, "fetched_at": c.fetched_at, "status": c.status,
+                    "outcome": _outcome(c), "bytes": c.bytes_read,
+                    "error_class": c.error_class.value if c.error_class else None,
+                    "page_id": page_ids.get(c.url_id),
+                })
+            if updates:
+                conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)
+                conn.execute(insert(Fetch), fetch_rows)
+            links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
+            added = AddResult(0, 0, 0)
+            if links:
+                now = max(c.fetched_at for c, _ in mine)
+                added = self._upsert(tx, _merge_merged(links), _aware(now) or utcnow())
+        if lost_ids:
+            logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
+        return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids)
+
+    def duplicates_of(self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = ()) -> dict[str, int]:
+        """content_hash -> the lowest id of a URL (not itself a duplicate) already holding that content."""
+        if not hashes:
+            return {}
+        query = (
+            select(Url.content_hash, func.min(Url.id))
+            .where(Url.content_hash.in_(list(set(hashes))), Url.state != UrlState.DUPLICATE.value)
+            .group_by(Url.content_hash)
+        )
+        if exclude_ids:
+            query = query.where(Url.id.not_in(list(exclude_ids)))
+        with self._tx(write=False) as tx:
+            return {str(h): int(i) for h, i in tx.conn.execute(query)}
+
+    # --- hosts: robots, politeness, lastmod truthfulness --------------------------------------------------
+
+    def load_robots(self, origin: str) -> RobotsState | None:
+        """The persisted robots.txt state of ``origin``, or None when it was never fetched."""
+        with self._tx(write=False) as tx:
+            host = self._host_row(tx.conn, origin)
+        if host is None or (host["robots_fetched_at"] is None and host["robots_status"] is None):
+            return None
+        return RobotsState(
+            origin=origin, status=host["robots_status"], fetched_at=host["robots_fetched_at"],
+            expires_at=host["robots_expires_at"], body=host["robots_body"], etag=host["robots_etag"],
+            last_modified=host["robots_last_modified"],
+            error_class=ErrorClass(host["robots_error"]) if host["robots_error"] else None,
+        )
+
+    def save_robots(self, state: RobotsState) -> None:
+        values = {
+            "robots_status": state.status, "robots_fetched_at": _aware(state.fetched_at),
+            "robots_expires_at": _aware(state.expires_at), "robots_body": state.body, "robots_etag": state.etag,
+            "robots_last_modified": state.last_modified,
+            "robots_error": state.error_class.value if state.error_class else None,
+        }
+        self._update_host(state.origin, values)
+
+    def host_policy(self, origin: str) -> HostPolicy | None:
+        with self._tx(write=False) as tx:
+            host = self._host_row(tx.conn, origin)
+        if host is None:
+            return None
+        return HostPolicy(
+            origin=origin, crawl_delay_s=host["crawl_delay_s"], request_rate_s=host["request_rate_s"],
+            concurrency_limit=host["concurrency_limit"], blocked_until=host["blocked_until"],
+            parked_reason=host["parked_reason"], failures=host["failures"], next_allowed_at=host["next_allowed_at"],
+        )
+
+    def save_host_policy(self, policy: HostPolicy) -> None:
+        values = {
+            "crawl_delay_s": policy.crawl_delay_s, "request_rate_s": policy.request_rate_s,
+            "concurrency_limit": policy.concurrency_limit, "blocked_until": _aware(policy.blocked_until),
+            "parked_reason": policy.parked_reason, "failures": policy.failures,
+            "next_allowed_at": _aware(policy.next_allowed_at),
+        }
+        self._update_host(policy.origin, values)
+
+    def _update_host(self, origin: str, values: dict[str, Any]) -> None:
+        if not _ORIGIN.fullmatch(origin):
+            raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            host_id = self._ensure_hosts(tx, [origin])[origin]
+            tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))
+
+    def record_lastmod_check(self, origin: str, *, predicted_change: bool, changed: bool) -> None:
+        """Count one re-fetch that a newer sitemap lastmod asked for (``predicted_change``) and whether the
+        content really changed. Fetches without a lastmod prediction are not counted."""
+        if not predicted_change:
+            return
+        with self._tx() as tx:
+            host_id = self._ensure_hosts(tx, [origin])[origin]
+            tx.conn.execute(
+                update(Host).where(Host.id == host_id).values(
+                    lastmod_checks=Host.lastmod_checks + 1, lastmod_hits=Host.lastmod_hits + (1 if changed else 0)
+                )
+            )
+
+    def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
+        """(checks, hits): how often this host's newer lastmod came with a real content change."""
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(
+                select(Host.lastmod_checks, Host.lastmod_hits).where(Host.origin == origin)
+            ).first()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    # --- documents and runs -------------------------------------------------------------------------------
+
+    def get_document(self, url: str) -> DocumentState | None:
+        with self._tx(write=False) as tx:
+            doc = tx.conn.execute(select(Document.__table__).where(Document.url == url)).mappings().first()
+        if doc is None:
+            return None
+        return DocumentState(
+            url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
+            last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
+            next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
+        )
+
+    def save_document(self, doc: DocumentState) -> None:
+        """Insert or replace the state of one discovery document (keyed by URL)."""
+        values = {
+            "kind": doc.kind, "status": doc.status, "etag": doc.etag, "last_modified": doc.last_modified,
+            "content_hash": doc.content_hash, "fetched_at": _aware(doc.fetched_at),
+            "next_fetch_at": _aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
+        }
+        with self._tx() as tx:
+            changed = tx.conn.execute(update(Document).where(Document.url == doc.url).values(**values)).rowcount
+            if not changed:
+                tx.conn.execute(insert(Document).values(url=doc.url, **values))
+
+    def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
+        with self._tx() as tx:
+            row = tx.conn.execute(
+                insert(Run).values(phase=phase, started_at=utcnow(), status="running", profile=profile,
+                                   owner=owner).returning(Run.id)
+            ).one()
+        return int(row[0])
+
+    def finish_run(self, run_id: int, *, status: str, counters: dict[str, Any]) -> None:
+        with self._tx() as tx:
+            changed = tx.conn.execute(
+                update(Run).where(Run.id == run_id).values(finished_at=utcnow(), status=status, counters=counters)
+            ).rowcount
+        if not changed:
+            raise InvalidRecord(f"run {run_id} does not exist")
+
+    def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:
+        """The profile of the most recent run (of ``phase``) that recorded one."""
+        query = select(Run.profile).where(Run.profile.is_not(None)).order_by(Run.id.desc()).limit(1)
+        if phase is not None:
+            query = query.where(Run.phase == phase)
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(query).first()
+        return None if row is None or row[0] is None else dict(row[0])
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        with self._tx(write=False) as tx:
+            run = tx.conn.execute(select(Run.__table__).where(Run.id == run_id)).mappings().first()
+        return None if run is None else dict(run)
+
+    # --- reporting ----------------------------------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
+        with self._tx(write=False) as tx:
+            conn = tx.conn
+            by_state = {s: int(n) for s, n in conn.exec_driver_sql("SELECT state, count(*) FROM urls GROUP BY state")}
+            by_kind = {k: int(n) for k, n in conn.exec_driver_sql("SELECT kind, count(*) FROM urls GROUP BY kind")}
+            per_host = conn.exec_driver_sql(
+                "SELECT host_id, state, count(*) FROM urls GROUP BY host_id, state"
+            ).all()
+            hosts = conn.execute(
+                select(Host.id, Host.origin, Host.parked_reason, Host.blocked_until, Host.lease_owner,
+                       Host.lease_until, Host.failures)
+            ).all()
+            pages = int(conn.exec_driver_sql("SELECT count(*) FROM pages").scalar_one())
+            fetches = int(conn.exec_driver_sql("SELECT count(*) FROM fetches").scalar_one())
+        info: dict[int, dict[str, Any]] = {}
+        for host_id, origin, parked, blocked, lease_owner, lease_until, failures in hosts:
+            info[host_id] = {
+                "origin": origin, "states": {}, "total": 0, "parked_reason": parked,
+                "blocked_until": blocked.isoformat() if blocked else None, "lease_owner": lease_owner,
+                "lease_until": lease_until.isoformat() if lease_until else None, "failures": failures,
+            }
+        for host_id, state, n in per_host:
+            entry = info[host_id]
+            entry["states"][state] = int(n)
+            entry["total"] += int(n)
+        return StoreStats(
+            total=sum(by_state.values()), by_state=by_state, by_kind=by_kind,
+            hosts={entry.pop("origin"): entry for entry in info.values()}, pages=pages, fetches=fetches,
+        )
+
+    def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
+        """Per host for one run: fetched, not_modified, gone, failed, and failures by ``error:<class>``."""
+        query = (
+            select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
+            .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+            .where(Fetch.run_id == run_id).group_by(Host.origin, Fetch.outcome, Fetch.error_class)
+        )
+        out: dict[str, dict[str, int]] = {}
+        with self._tx(write=False) as tx:
+            for origin, outcome, error_class, n in tx.conn.execute(query):
+                counts = out.setdefault(origin, {"fetched": 0, "not_modified": 0, "gone": 0, "failed": 0})
+                counts[outcome] = counts.get(outcome, 0) + int(n)
+                if error_class:
+                    key = f"error:{error_class}"
+                    counts[key] = counts.get(key, 0) + int(n)
+        return out
+
+    def iter_pages(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredPage]:
+        """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
+        bounded and no connection or snapshot is held between batches)."""
+        last_id = 0
+        while True:
+            query = (
+                select(Page.__table__, Url.url).join(Url, Url.id == Page.url_id).where(Page.id > last_id)
+                .order_by(Page.id).limit(batch)
+            )
+            if since is not None:
+                query = query.where(Page.fetched_at >= since)
+            with self._tx(write=False) as tx:
+                rows = tx.conn.execute(query).all()
+            if not rows:
+                return
+            for row in rows:
+                yield _stored_page(row)
+            last_id = rows[-1].id
+
+    def iter_fetches(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredFetch]:
+        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC)."""
+        last_id = 0
+        while True:
+            query = (
+                select(Fetch.__table__, Url.url).join(Url, Url.id == Fetch.url_id).where(Fetch.id > last_id)
+                .order_by(Fetch.id).limit(batch)
+            )
+            if since is not None:
+                query = query.where(Fetch.fetched_at >= since)
+            with self._tx(write=False) as tx:
+                rows = tx.conn.execute(query).all()
+                page_ids = [r.page_id for r in rows if r.page_id is not None]
+                pages = {}
+                if page_ids:
+                    for prow in tx.conn.execute(
+                        select(Page.__table__, Url.url).join(Url, Url.id == Page.url_id).where(Page.id.in_(page_ids))
+                    ):
+                        pages[prow.id] = _stored_page(prow)
+            if not rows:
+                return
+            for r in rows:
+                yield StoredFetch(
+                    fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
+                    outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
+                    page=pages.get(r.page_id) if r.page_id is not None else None,
+                )
+            last_id = rows[-1].id
+
+    def url_states(self) -> dict[str, tuple[str, str | None]]:
+        """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""
+        with self._tx(write=False) as tx:
+            return {u: (s, h) for u, s, h in tx.conn.exec_driver_sql("SELECT url, state, content_hash FROM urls")}
+
+    def url_info(self, url: str) -> dict[str, Any] | None:
+        """Every column of one URL row (times as aware datetimes), for diagnostics and tests."""
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(select(Url.__table__).where(Url.url == url)).mappings().first()
+        return None if row is None else dict(row)
+
+
+# --- helpers (no SQL) ----------------------------------------------------------------------------------------
+
+
+def _make_engine(settings: Settings) -> Engine:
+    url = make_url(settings.database_url)
+    backend = url.get_backend_name()
+    if backend == "postgresql" and url.get_driver_name() != "psycopg":
+        url = url.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        busy_ms = int(settings.store.sqlite_busy_timeout_s * 1000)
+        engine = create_engine(
+            url, connect_args={"timeout": settings.store.sqlite_busy_timeout_s, "check_same_thread": False}
+        )
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            # We issue BEGIN ourselves (below): pysqlite's implicit transactions cannot BEGIN IMMEDIATE.
+            dbapi_conn.isolation_level = None
+            cursor = dbapi_conn.cursor()
+            for pragma in (
+                "journal_mode=WAL",
+                "synchronous=NORMAL",
+                "foreign_keys=ON",
+                f"busy_timeout={busy_ms}",
+                "cache_size=-131072",  # 128 MiB page cache: the url index of a million URLs stays hot
+                "mmap_size=268435456",
+                "temp_store=MEMORY",
+            ):
+                cursor.execute(f"PRAGMA {pragma}")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("harvester_write", True)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    if backend == "postgresql":
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+    raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")
+
+
+def _check_url(record: DiscoveredUrl) -> str:
+    """The origin of a valid record; InvalidRecord naming it otherwise."""
+    url = record.url
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
+        raise InvalidRecord(f"URL {str(url)[:200]!r} is longer than {MAX_URL_LENGTH} characters")
+    match = _ORIGIN.match(url)
+    if match is None or _BAD_CHARS.search(url, match.end()):
+        raise InvalidRecord(f"URL {url[:200]!r} is not an absolute http(s) URL without spaces or control characters")
+    if record.kind not in _KINDS:
+        raise InvalidRecord(f"URL {url[:200]!r} has kind {record.kind!r}; expected one of {sorted(_KINDS)}")
+    if not isinstance(record.score, int | float) or not math.isfinite(record.score):
+        raise InvalidRecord(f"URL {url[:200]!r} has a non-finite score {record.score!r}")
+    if not isinstance(record.depth, int) or not 0 <= record.depth <= 32_767:
+        raise InvalidRecord(f"URL {url[:200]!r} has depth {record.depth!r}; expected 0..32767")
+    if not record.source:
+        raise InvalidRecord(f"URL {url[:200]!r} has no source")
+    return match.group(0)
+
+
+def _merge(batch: Sequence[DiscoveredUrl]) -> list[_Merged]:
+    """Validate every record first (so a bad one writes nothing), folding duplicates within the batch."""
+    out: dict[str, _Merged] = {}
+    for record in batch:
+        origin = _check_url(record)
+        prior = out.get(record.url)
+        lastmod = _aware(record.lastmod)
+        if prior is None:
+            out[record.url] = _Merged(
+                record.url, origin, str(record.kind), float(record.score), record.depth, lastmod,
+                record.changefreq, record.priority, [record.source],
+            )
+            continue
+        prior.score = max(prior.score, float(record.score))
+        prior.depth = min(prior.depth, record.depth)
+        if lastmod is not None and (prior.lastmod is None or lastmod > prior.lastmod):
+            prior.lastmod = lastmod
+        prior.changefreq = record.changefreq or prior.changefreq
+        prior.priority = record.priority if record.priority is not None else prior.priority
+        if record.source not in prior.sources:
+            prior.sources.append(record.source)
+    return list(out.values())
+
+
+def _merge_merged(items: list[_Merged]) -> list[_Merged]:
+    out: dict[str, _Merged] = {}
+    for m in items:
+        prior = out.get(m.url)
+        if prior is None:
+            out[m.url] = m
+            continue
+        prior.score = max(prior.score, m.score)
+        prior.depth = min(prior.depth, m.depth)
+        if m.lastmod is not None and (prior.lastmod is None or m.lastmod > prior.lastmod):
+            prior.lastmod = m.lastmod
+        prior.changefreq = m.changefreq or prior.changefreq
+        prior.priority = m.priority if m.priority is not None else prior.priority
+        prior.sources += [s for s in m.sources if s not in prior.sources]
+    return list(out.values())
+
+
+def _check_completion(c: Completion) -> None:
+    if not isinstance(c.state, UrlState) or c.state in (UrlState.LEASED,):
+        raise InvalidRecord(f"completion of URL id {c.url_id}: state {c.state!r} is not an outcome")
+    if not isinstance(c.fetched_at, datetime):
+        raise InvalidRecord(f"completion of URL id {c.url_id}: fetched_at {c.fetched_at!r} is not a datetime")
+    if c.final_url is not None and len(c.final_url) > MAX_URL_LENGTH:
+        raise InvalidRecord(f"completion of URL id {c.url_id}: final_url is longer than {MAX_URL_LENGTH}")
+
+
+def _outcome(c: Completion) -> str:
+    """How a fetch is counted per run: fetched / not_modified / gone / failed / the state otherwise."""
+    if c.status == 304:
+        return "not_modified"
+    if c.state == UrlState.DONE:
+        return "fetched"
+    if c.state == UrlState.QUEUED and c.error_class is not None:
+        return "failed"
+    return c.state.value
+
+
+_URL_UPDATE = (
+    "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
+    " next_fetch_at = ?, revisit_s = ?, attempts = ?, last_error_class = ?, last_error = ?,"
+    " changed_at = COALESCE(?, changed_at), gone_at = ?, final_url = ?, duplicate_of = ?,"
+    " last_fetched_at = COALESCE(?, last_fetched_at), lease_owner = NULL, lease_until = NULL WHERE id = ?"
+)
+
+
+def _url_update(
+    c: Completion, attempts: int, old_etag: str | None, old_lm: str | None, old_hash: str | None,
+    max_attempts: int, d: Dialect,
+) -> tuple[Any, ...]:
+    fetched_at = _aware(c.fetched_at)
+    state = c.state
+    if state == UrlState.FAILED:
+        attempts += 1
+        if attempts < max_attempts:
+            state = UrlState.QUEUED  # retried later, at completion.next_fetch_at
+    elif state in _FINAL_OK:
+        attempts = 0
+    responded = c.status is not None and 200 <= c.status < 300
+    etag = c.etag if responded else (c.etag or old_etag)
+    last_modified = c.last_modified if responded else (c.last_modified or old_lm)
+    content_hash = c.content_hash or old_hash
+    error = c.error[:500] if c.error else None
+    return (
+        state.value, c.status, etag, last_modified, content_hash, d.ts(_aware(c.next_fetch_at)), c.revisit_s,
+        attempts, c.error_class.value if c.error_class else None, error,
+        d.ts(fetched_at) if c.changed else None, d.ts(fetched_at) if state == UrlState.GONE else None,
+        c.final_url, c.duplicate_of, d.ts(fetched_at) if c.status is not None else None, c.url_id,
+    )
+
+
+def _page_row(url_id: int, fetched_at: datetime, page: PageRecord, level: int) -> dict[str, Any]:
+    return {
+        "url_id": url_id, "fetched_at": _aware(fetched_at), "status": page.status, "final_url": page.final_url,
+        "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
+        "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
+        "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
+        "fields": dict(page.fields), "body": zlib.compress(page.body, level), "body_size": len(page.body),
+    }
+
+
+def _stored_page(row: Any) -> StoredPage:
+    page = row
+    return StoredPage(
+        page_id=page.id, url_id=page.url_id, url=row.url, final_url=page.final_url, fetched_at=page.fetched_at,
+        status=page.status, content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
+        content_hash=page.content_hash, body=zlib.decompress(page.body), canonical_url=page.canonical_url,
+        title=page.title, description=page.description, language=page.language, jsonld=list(page.jsonld or []),
+        fields=dict(page.fields or {}),
+    )
