@@ -199,6 +199,7 @@ class Document(Base):
     next_fetch_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     url_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(String(500))
+    children: Mapped[list[str] | None] = mapped_column(JSON)
 
 
 class Page(Base):

@@ -650,6 +650,7 @@ class FrontierStore:
             url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
             last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
             next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
+            children=tuple(doc["children"] or ()),
         )
 
     def save_document(self, doc: DocumentState) -> None:
@@ -658,6 +659,7 @@ class FrontierStore:
             "kind": doc.kind, "status": doc.status, "etag": doc.etag, "last_modified": doc.last_modified,
             "content_hash": doc.content_hash, "fetched_at": _aware(doc.fetched_at),
             "next_fetch_at": _aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
+            "children": list(doc.children) or None,
         }
         with self._tx() as tx:
             changed = tx.conn.execute(update(Document).where(Document.url == doc.url).values(**values)).rowcount

@@ -40,6 +40,7 @@ def upgrade() -> None:
     sa.Column('next_fetch_at', TS, nullable=True),
     sa.Column('url_count', sa.Integer(), server_default=sa.text('0'), nullable=False),
     sa.Column('error', sa.String(length=500), nullable=True),
+    sa.Column('children', sa.JSON(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_documents')),
     sa.UniqueConstraint('url', name=op.f('uq_documents_url'))
     )

@@ -1,0 +1,448 @@
+"""FrontierStore behaviour on SQLite and PostgreSQL: upserts, claims, completions, leases, reporting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from harvester.errors import InvalidRecord, LeaseLost
+from harvester.frontier import FrontierStore
+from harvester.records import (
+    Completion,
+    DiscoveredUrl,
+    DocumentState,
+    ErrorClass,
+    HostPolicy,
+    PageRecord,
+    RobotsState,
+    UrlKind,
+    UrlState,
+)
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+SITEMAP = "sitemap:https://a.test/sitemap.xml"
+FEED = "feed:https://a.test/feed.xml"
+
+
+def found(url: str, *, source: str = SITEMAP, score: float = 0.0, depth: int = 0, kind: UrlKind = UrlKind.DETAIL,
+          lastmod: datetime | None = None) -> DiscoveredUrl:
+    return DiscoveredUrl(url=url, kind=kind, source=source, depth=depth, score=score, lastmod=lastmod)
+
+
+def done(url_id: int, at: datetime = T0, **kw) -> Completion:
+    kw.setdefault("status", 200)
+    return Completion(url_id=url_id, state=kw.pop("state", UrlState.DONE), fetched_at=at, **kw)
+
+
+def page(body: bytes = b"<html>hi</html>", content_hash: str = "h1") -> PageRecord:
+    return PageRecord(final_url="https://a.test/x", status=200, content_type="text/html",
+                      content_hash=content_hash, body=body, title="T", fields={"k": 1}, jsonld=[{"@type": "X"}])
+
+
+def claim_all(store: FrontierStore, owner: str, hosts: list[str], **kw):
+    kw.setdefault("per_host", 100)
+    kw.setdefault("lease_s", 60)
+    kw.setdefault("now", T0)
+    return store.claim(owner, hosts=hosts, **kw)
+
+
+# --- add_discovered ---------------------------------------------------------------------------------------
+
+
+def test_upsert_keeps_best_score_and_merges_sources(store: FrontierStore) -> None:
+    first = store.add_discovered([found("https://a.test/p", score=5.0)], now=T0)
+    assert first.inserted == 1
+    again = store.add_discovered([found("https://a.test/p", source=FEED, score=2.0)], now=T0 + timedelta(hours=1))
+    assert (again.inserted, again.updated) == (0, 1)
+    info = store.url_info("https://a.test/p")
+    assert info is not None
+    assert info["score"] == 5.0
+    assert info["last_seen"] == T0 + timedelta(hours=1)
+    assert info["first_seen"] == T0
+    assert store.sources_of("https://a.test/p") == [SITEMAP, FEED]
+    store.add_discovered([found("https://a.test/p", source=FEED, score=9.0)], now=T0)
+    assert store.url_info("https://a.test/p")["score"] == 9.0  # type: ignore[index]
+    assert store.sources_of("https://a.test/p") == [SITEMAP, FEED]  # no duplicate provenance
+
+
+def test_upsert_keeps_least_depth_and_folds_duplicates_in_one_batch(store: FrontierStore) -> None:
+    result = store.add_discovered(
+        [found("https://a.test/d", depth=3, score=1), found("https://a.test/d", depth=1, source=FEED, score=4)],
+        now=T0,
+    )
+    assert (result.inserted, result.updated) == (1, 0)
+    store.add_discovered([found("https://a.test/d", depth=2)], now=T0)
+    info = store.url_info("https://a.test/d")
+    assert info is not None
+    assert (info["depth"], info["score"]) == (1, 4.0)
+    assert store.sources_of("https://a.test/d") == [SITEMAP, FEED]
+
+
+def test_new_urls_are_queued_and_due_with_their_host(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1"), found("http://b.test:8080/2?q=1")], now=T0)
+    assert store.url_states() == {"https://a.test/1": ("queued", None), "http://b.test:8080/2?q=1": ("queued", None)}
+    assert set(store.stats().hosts) == {"https://a.test", "http://b.test:8080"}
+
+
+def _finish(store: FrontierStore, url: str, at: datetime) -> int:
+    host = url.split("/", 3)[:3]
+    claimed = claim_all(store, "w", ["/".join(host)], now=at)
+    (item,) = [c for c in claimed if c.url == url]
+    store.complete("w", done(item.id, at, next_fetch_at=at + timedelta(days=30)))
+    return item.id
+
+
+def test_newer_lastmod_makes_a_done_url_due(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/n", lastmod=T0 - timedelta(days=2))], now=T0)
+    fetched = T0 + timedelta(hours=1)
+    _finish(store, "https://a.test/n", fetched)
+    later = T0 + timedelta(days=1)
+    # Control: a lastmod older than the last fetch changes nothing.
+    stale = store.add_discovered([found("https://a.test/n", lastmod=T0 - timedelta(days=1))], now=later)
+    assert stale.made_due == 0
+    assert claim_all(store, "w", ["https://a.test"], now=later) == []
+    fresh = store.add_discovered([found("https://a.test/n", lastmod=T0 + timedelta(hours=5))], now=later)
+    assert fresh.made_due == 1
+    assert store.url_info("https://a.test/n")["next_fetch_at"] == later  # type: ignore[index]
+    assert [c.url for c in claim_all(store, "w", ["https://a.test"], now=later)] == ["https://a.test/n"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "ftp://a.test/x",
+        "/relative/path",
+        "https://",
+        "https://a.test/with space",
+        "https://a.test/" + "x" * 2100,
+        "mailto:someone@a.test",
+    ],
+)
+def test_invalid_urls_are_rejected_and_nothing_changes(store: FrontierStore, bad: str) -> None:
+    store.add_discovered([found("https://a.test/keep", score=1.0)], now=T0)
+    before = store.url_states()
+    with pytest.raises(InvalidRecord) as err:
+        store.add_discovered([found("https://a.test/new1", score=3.0), found(bad),
+                              found("https://a.test/keep", score=9.0)], now=T0)
+    assert bad[:50] in str(err.value)
+    assert store.url_states() == before
+    assert store.url_info("https://a.test/keep")["score"] == 1.0  # type: ignore[index]
+
+
+def test_invalid_fields_are_rejected(store: FrontierStore) -> None:
+    with pytest.raises(InvalidRecord, match="kind"):
+        store.add_discovered([DiscoveredUrl("https://a.test/k", "weird", SITEMAP)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidRecord, match="score"):
+        store.add_discovered([found("https://a.test/s", score=float("nan"))])
+    with pytest.raises(InvalidRecord, match="depth"):
+        store.add_discovered([found("https://a.test/s", depth=-1)])
+    assert store.url_states() == {}
+
+
+# --- claims -----------------------------------------------------------------------------------------------
+
+
+def _seed_hosts(store: FrontierStore, hosts: int, per_host: int) -> list[str]:
+    origins = [f"https://h{h}.test" for h in range(hosts)]
+    store.add_discovered(
+        [found(f"{o}/p{i}", score=float(i % 7)) for o in origins for i in range(per_host)], now=T0
+    )
+    return origins
+
+
+def test_claim_is_fair_across_hosts_top_n_per_host(store: FrontierStore) -> None:
+    origins = _seed_hosts(store, 3, 20)
+    claimed = store.claim("w", hosts=origins, per_host=4, lease_s=60, now=T0)
+    per_host: dict[str, list[float]] = {}
+    for c in claimed:
+        per_host.setdefault(c.host, []).append(c.score)
+    assert {h: len(s) for h, s in per_host.items()} == dict.fromkeys(origins, 4)
+    assert all(scores == [6.0, 6.0, 5.0, 5.0] for scores in per_host.values())  # i % 7 over 20 URLs
+
+
+def test_claim_orders_by_score_with_stable_tie_break_by_id(store: FrontierStore) -> None:
+    store.add_discovered([found(f"https://a.test/{i}", score=1.0 if i in (3, 5, 8) else 0.5) for i in range(10)],
+                         now=T0)
+    ids = {u: store.url_info(u)["id"] for u in store.url_states()}  # type: ignore[index]
+    claimed = store.claim("w", hosts=["https://a.test"], per_host=4, lease_s=60, now=T0)
+    assert [c.url for c in claimed] == ["https://a.test/3", "https://a.test/5", "https://a.test/8",
+                                        "https://a.test/0"]
+    assert [c.id for c in claimed[:3]] == sorted(ids[f"https://a.test/{i}"] for i in (3, 5, 8))
+    assert all(c.lease_until == T0 + timedelta(seconds=60) for c in claimed)
+
+
+def test_claimed_urls_are_not_claimed_again_until_released(store: FrontierStore) -> None:
+    origins = _seed_hosts(store, 1, 5)
+    first = claim_all(store, "w1", origins, per_host=3)
+    second = claim_all(store, "w2", origins, per_host=3)
+    assert len(first) == 3
+    assert len(second) == 2
+    assert not {c.id for c in first} & {c.id for c in second}
+    assert claim_all(store, "w3", origins) == []
+    assert store.release("w1", [c.id for c in first]) == 3
+    assert store.release("w1", [second[0].id]) == 0  # not ours
+    again = claim_all(store, "w3", origins)
+    assert {c.id for c in again} == {c.id for c in first}
+    assert all(c.attempts == 0 for c in again)
+
+
+def test_claim_filters_kinds_and_skips_hosts_leased_by_others(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/list", kind=UrlKind.LISTING, score=9),
+                          found("https://a.test/item"), found("https://b.test/item")], now=T0)
+    assert [c.url for c in claim_all(store, "w", ["https://a.test"], kinds=(UrlKind.LISTING,))] == [
+        "https://a.test/list"
+    ]
+    assert store.claim_hosts("other", limit=5, lease_s=60, now=T0, hosts=["https://b.test"]) == ["https://b.test"]
+    claimed = claim_all(store, "w", ["https://a.test", "https://b.test"])
+    assert [c.url for c in claimed] == ["https://a.test/item"]
+
+
+def test_claim_hosts_two_owners_are_disjoint_and_expired_leases_are_taken_over(store: FrontierStore) -> None:
+    origins = _seed_hosts(store, 6, 2)
+    a = store.claim_hosts("A", limit=4, lease_s=60, now=T0)
+    b = store.claim_hosts("B", limit=4, lease_s=60, now=T0)
+    assert len(a) == 4
+    assert len(b) == 2
+    assert set(a) | set(b) == set(origins)
+    assert not set(a) & set(b)
+    assert store.claim_hosts("C", limit=4, lease_s=60, now=T0 + timedelta(seconds=30)) == []
+    assert store.renew_hosts("A", a + b, lease_s=60, now=T0 + timedelta(seconds=30)) == sorted(a)
+    taken = store.claim_hosts("C", limit=10, lease_s=60, now=T0 + timedelta(seconds=75))
+    assert set(taken) == set(b)  # B's leases ran out; A renewed until T0+90s
+    store.release_hosts("A", a)
+    assert set(store.claim_hosts("C", limit=10, lease_s=60, now=T0 + timedelta(seconds=80))) == set(origins)
+
+
+def test_claim_hosts_skips_hosts_without_due_work_and_blocked_or_parked(store: FrontierStore) -> None:
+    origins = _seed_hosts(store, 3, 1)
+    store.ensure_hosts(["https://empty.test"])
+    store.save_host_policy(HostPolicy(origin=origins[0], blocked_until=T0 + timedelta(minutes=5)))
+    store.save_host_policy(HostPolicy(origin=origins[1], parked_reason="crawl-delay 3600s"))
+    assert store.claim_hosts("A", limit=10, lease_s=3600, now=T0) == [origins[2]]
+    assert store.claim_hosts("B", limit=10, lease_s=60, now=T0 + timedelta(minutes=6)) == [origins[0]]
+
+
+# --- completions ------------------------------------------------------------------------------------------
+
+
+def test_complete_records_outcome_page_fetch_and_outlinks(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/p")], now=T0)
+    (c,) = claim_all(store, "w", ["https://a.test"])
+    run_id = store.start_run("extract", profile={"name": "a"})
+    store.complete(
+        "w",
+        done(c.id, etag='"v1"', last_modified="Wed, 01 Jan 2025 00:00:00 GMT", content_hash="h1", changed=True,
+             next_fetch_at=T0 + timedelta(days=1), revisit_s=86400.0, page=page(), bytes_read=15),
+        [found("https://a.test/child", source="link:https://a.test/p", depth=1),
+         found("https://c.test/other", source="link:https://a.test/p", depth=1)],
+        run_id=run_id,
+    )
+    info = store.url_info("https://a.test/p")
+    assert info is not None
+    assert (info["state"], info["last_status"], info["etag"], info["content_hash"]) == ("done", 200, '"v1"', "h1")
+    assert info["changed_at"] == T0
+    assert info["lease_owner"] is None
+    assert store.url_states()["https://a.test/child"] == ("queued", None)
+    assert store.url_info("https://c.test/other")["depth"] == 1  # type: ignore[index]
+    assert store.run_fetch_counts(run_id) == {
+        "https://a.test": {"fetched": 1, "not_modified": 0, "gone": 0, "failed": 0}
+    }
+
+
+def test_revisit_is_claimed_when_due_and_304_keeps_validators(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/r")], now=T0)
+    (c,) = claim_all(store, "w", ["https://a.test"])
+    store.complete("w", done(c.id, etag='"v1"', content_hash="h1", next_fetch_at=T0 + timedelta(days=1)))
+    assert claim_all(store, "w", ["https://a.test"], now=T0 + timedelta(hours=23)) == []  # control: not yet due
+    (r,) = claim_all(store, "w", ["https://a.test"], now=T0 + timedelta(days=1))
+    assert (r.etag, r.content_hash, r.last_fetched_at) == ('"v1"', "h1", T0)
+    store.complete("w", done(r.id, T0 + timedelta(days=1), status=304, next_fetch_at=T0 + timedelta(days=3)))
+    info = store.url_info("https://a.test/r")
+    assert info is not None
+    assert (info["state"], info["etag"], info["content_hash"], info["last_status"]) == ("done", '"v1"', "h1", 304)
+    fetches = list(store.iter_fetches())
+    assert [(f.status, f.outcome, f.page) for f in fetches] == [(200, "fetched", None), (304, "not_modified", None)]
+
+
+def test_complete_with_outlinks_is_atomic(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1"), found("https://a.test/2")], now=T0)
+    c1, c2 = claim_all(store, "w", ["https://a.test"])
+    before = store.url_states()
+    with pytest.raises(InvalidRecord):
+        store.complete_many("w", [
+            (done(c1.id, page=page(), content_hash="h1"), [found("https://a.test/out", source="link:x")]),
+            # duplicate_of points at no URL: the database refuses it after the first item was written.
+            (done(c2.id, state=UrlState.DUPLICATE, duplicate_of=999_999), []),
+        ])
+    assert store.url_states() == before
+    assert list(store.iter_pages()) == []
+    assert list(store.iter_fetches()) == []
+    # Control: the same batch without the bad reference goes through.
+    result = store.complete_many("w", [
+        (done(c1.id, page=page(), content_hash="h1"), [found("https://a.test/out", source="link:x")]),
+        (done(c2.id, state=UrlState.DUPLICATE, duplicate_of=c1.id), []),
+    ])
+    assert (result.completed, result.pages, result.outlinks.inserted) == (2, 1, 1)
+    assert store.url_states()["https://a.test/2"] == ("duplicate", None)
+
+
+def test_invalid_outlink_rejects_the_whole_completion(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1")], now=T0)
+    (c,) = claim_all(store, "w", ["https://a.test"])
+    with pytest.raises(InvalidRecord, match="javascript"):
+        store.complete("w", done(c.id), [found("javascript:alert(1)")])
+    assert store.url_states() == {"https://a.test/1": ("leased", None)}
+
+
+def test_lost_lease_raises_and_nothing_is_written(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1")], now=T0)
+    (c,) = claim_all(store, "w1", ["https://a.test"])
+    assert store.requeue_expired(now=T0 + timedelta(minutes=5)) == 1
+    (c2,) = claim_all(store, "w2", ["https://a.test"], now=T0 + timedelta(minutes=5))
+    assert c2.id == c.id
+    with pytest.raises(LeaseLost):
+        store.complete("w1", done(c.id, page=page()), [found("https://a.test/out")])
+    assert store.url_states() == {"https://a.test/1": ("leased", None)}
+    assert list(store.iter_fetches()) == []
+    result = store.complete_many("w1", [(done(c.id), [])])
+    assert (result.completed, result.lost, result.lost_ids) == (0, 1, (c.id,))
+    store.complete("w2", done(c.id))  # the current holder can
+    assert store.url_states() == {"https://a.test/1": ("done", None)}
+
+
+def test_failed_fetch_is_retried_until_max_attempts(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/f")], now=T0)
+    max_attempts = store.settings.politeness.max_attempts
+    at = T0
+    for attempt in range(1, max_attempts + 1):
+        (c,) = claim_all(store, "w", ["https://a.test"], now=at)
+        assert c.attempts == attempt - 1
+        store.complete("w", done(c.id, at, state=UrlState.FAILED, status=503, error_class=ErrorClass.HTTP_5XX,
+                                 error="503", next_fetch_at=at + timedelta(minutes=10)))
+        info = store.url_info("https://a.test/f")
+        assert info is not None
+        assert info["attempts"] == attempt
+        expected = "failed" if attempt == max_attempts else "queued"
+        assert info["state"] == expected
+        assert claim_all(store, "w", ["https://a.test"], now=at + timedelta(minutes=5)) == []  # not due yet
+        at += timedelta(minutes=10)
+    assert claim_all(store, "w", ["https://a.test"], now=at + timedelta(days=1)) == []
+
+
+def test_requeue_expired_returns_only_expired_leases(store: FrontierStore) -> None:
+    origins = _seed_hosts(store, 2, 3)
+    short = store.claim("w1", hosts=[origins[0]], per_host=10, lease_s=10, now=T0)
+    long = store.claim("w2", hosts=[origins[1]], per_host=10, lease_s=600, now=T0)
+    store.claim_hosts("w1", limit=1, lease_s=10, now=T0, hosts=[origins[0]])
+    assert store.requeue_expired(now=T0 + timedelta(seconds=5)) == 0  # control: nothing expired yet
+    assert store.requeue_expired(now=T0 + timedelta(seconds=11)) == 3
+    states = store.url_states()
+    assert all(states[c.url][0] == "queued" for c in short)
+    assert all(states[c.url][0] == "leased" for c in long)
+    assert store.stats().hosts[origins[0]]["lease_owner"] is None
+
+
+def test_duplicates_of_finds_an_existing_holder(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1"), found("https://a.test/2")], now=T0)
+    c1, _ = claim_all(store, "w", ["https://a.test"])
+    store.complete("w", done(c1.id, content_hash="same"))
+    assert store.duplicates_of(["same", "other"]) == {"same": c1.id}
+    assert store.duplicates_of(["same"], exclude_ids=[c1.id]) == {}
+
+
+# --- robots, documents, runs, policy ----------------------------------------------------------------------
+
+
+def test_robots_round_trip(store: FrontierStore) -> None:
+    assert store.load_robots("https://a.test") is None
+    state = RobotsState(origin="https://a.test", status=200, fetched_at=T0, expires_at=T0 + timedelta(days=1),
+                        body="User-agent: *\nDisallow: /private", etag='"r"', last_modified="x")
+    store.save_robots(state)
+    assert store.load_robots("https://a.test") == state
+    failed = RobotsState(origin="https://a.test", status=None, fetched_at=T0, expires_at=T0,
+                         error_class=ErrorClass.CONNECT)
+    store.save_robots(failed)
+    assert store.load_robots("https://a.test") == failed
+
+
+def test_host_policy_and_lastmod_truthfulness(store: FrontierStore) -> None:
+    policy = HostPolicy(origin="https://a.test", crawl_delay_s=2.5, request_rate_s=1.0, concurrency_limit=3,
+                        blocked_until=T0, parked_reason=None, failures=4, next_allowed_at=T0)
+    store.save_host_policy(policy)
+    assert store.host_policy("https://a.test") == policy
+    assert store.host_policy("https://nope.test") is None
+    store.record_lastmod_check("https://a.test", predicted_change=True, changed=True)
+    store.record_lastmod_check("https://a.test", predicted_change=True, changed=False)
+    store.record_lastmod_check("https://a.test", predicted_change=False, changed=True)
+    assert store.lastmod_truthfulness("https://a.test") == (2, 1)
+
+
+def test_document_round_trip(store: FrontierStore) -> None:
+    assert store.get_document("https://a.test/sitemap.xml") is None
+    doc = DocumentState(url="https://a.test/sitemap.xml", kind="sitemap_index", status=200, etag='"s"',
+                        last_modified="y", content_hash="c", fetched_at=T0, next_fetch_at=T0 + timedelta(days=7),
+                        url_count=3, children=("https://a.test/s1.xml", "https://a.test/s2.xml"))
+    store.save_document(doc)
+    assert store.get_document(doc.url) == doc
+    updated = DocumentState(url=doc.url, kind="sitemap_index", status=304, fetched_at=T0 + timedelta(days=7))
+    store.save_document(updated)
+    assert store.get_document(doc.url) == updated
+
+
+def test_run_round_trip_and_last_profile(store: FrontierStore) -> None:
+    assert store.last_profile() is None
+    r1 = store.start_run("discover", profile={"name": "one", "seeds": ["https://a.test/"]}, owner="me")
+    r2 = store.start_run("extract", profile={"name": "two"})
+    store.finish_run(r1, status="completed", counters={"urls": 3})
+    assert store.last_profile() == {"name": "two"}
+    assert store.last_profile("discover") == {"name": "one", "seeds": ["https://a.test/"]}
+    run = store.get_run(r1)
+    assert run is not None
+    assert (run["status"], run["counters"], run["owner"]) == ("completed", {"urls": 3}, "me")
+    assert store.get_run(r2)["finished_at"] is None  # type: ignore[index]
+    with pytest.raises(InvalidRecord):
+        store.finish_run(12345, status="completed", counters={})
+
+
+# --- reporting --------------------------------------------------------------------------------------------
+
+
+def test_stats_counts_by_state_kind_and_host(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/1"), found("https://a.test/2"),
+                          found("https://a.test/l", kind=UrlKind.LISTING), found("https://b.test/1")], now=T0)
+    (c,) = claim_all(store, "w", ["https://b.test"])
+    store.complete("w", done(c.id, state=UrlState.GONE, status=404))
+    store.save_host_policy(HostPolicy(origin="https://b.test", parked_reason="too slow"))
+    stats = store.stats()
+    assert stats.total == 4
+    assert stats.by_state == {"queued": 3, "gone": 1}
+    assert stats.by_kind == {"detail": 3, "listing": 1}
+    assert stats.hosts["https://a.test"]["states"] == {"queued": 3}
+    assert stats.hosts["https://b.test"]["states"] == {"gone": 1}
+    assert stats.hosts["https://b.test"]["parked_reason"] == "too slow"
+    as_dict = stats.as_dict()
+    import json
+
+    assert json.loads(json.dumps(as_dict))["by_state"]["gone"] == 1
+    assert store.url_info("https://b.test/1")["gone_at"] == T0  # type: ignore[index]
+
+
+def test_iter_pages_streams_in_batches_and_decompresses(store: FrontierStore) -> None:
+    store.add_discovered([found(f"https://a.test/{i}") for i in range(5)], now=T0)
+    claimed = claim_all(store, "w", ["https://a.test"])
+    bodies = {c.id: (f"<html>{c.url}</html>" * 50).encode() for c in claimed}
+    store.complete_many("w", [
+        (done(c.id, T0 + timedelta(minutes=i), page=page(bodies[c.id], f"h{i}"), content_hash=f"h{i}"), [])
+        for i, c in enumerate(claimed)
+    ])
+    pages = list(store.iter_pages(batch=2))
+    assert [p.body for p in pages] == [bodies[c.id] for c in claimed]
+    assert pages[0].title == "T"
+    assert pages[0].fields == {"k": 1}
+    assert pages[0].jsonld == [{"@type": "X"}]
+    recent = list(store.iter_pages(since=T0 + timedelta(minutes=3), batch=2))
+    assert [p.url for p in recent] == [claimed[3].url, claimed[4].url]
+    fetches = list(store.iter_fetches(batch=3))
+    assert len(fetches) == 5
+    assert all(f.page is not None and f.page.body == bodies[f.url_id] for f in fetches)
