@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from enum import StrEnum
 from functools import lru_cache
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import idna
 
@@ -236,8 +236,8 @@ class Verdict(StrEnum):
         return self.value.startswith("trap:")
 
 
-_YEAR = re.compile(r"(?:19|20)\d\d")
-_DATE_SEGMENT = re.compile(r"(?:19|20)\d\d(?:[-_.]?(?:0?[1-9]|1[0-2])(?:[-_.]?(?:0?[1-9]|[12]\d|3[01]))?)?")
+_YEAR = re.compile(r"(?:19|20|21)\d\d")
+_DATE_SEGMENT = re.compile(r"(?:19|20|21)\d\d(?:[-_.]?(?:0?[1-9]|1[0-2])(?:[-_.]?(?:0?[1-9]|[12]\d|3[01]))?)?")
 _SMALL_NUMBER = re.compile(r"\d{1,2}")
 _DATE_PARAMS = frozenset(("date", "day", "month", "year", "week", "y", "m", "d", "ym", "cal", "calendar", "from", "to"))
 
@@ -370,6 +370,8 @@ class UrlFilter:
             return Verdict.TRAP_DEPTH
         if len(segments) > self._max_repeats and Counter(segments).most_common(1)[0][1] > self._max_repeats:
             return Verdict.TRAP_REPEATED_SEGMENTS
+        if query and self._repeats_in_query(query, segments):
+            return Verdict.TRAP_REPEATED_SEGMENTS
         key = hash(url)
         accepted = self._accepted.setdefault(netloc, set())
         if key in accepted:
@@ -405,6 +407,17 @@ class UrlFilter:
             for piece in query.split("&"):
                 if piece.partition("=")[0].lower() in self._session:
                     return True
+        return False
+
+    def _repeats_in_query(self, query: str, segments: list[str]) -> bool:
+        """One parameter name repeated too often, or the page's own path nested in its query
+        (/login?next=/login?next=...): both grow without bound when links are built from the current URL."""
+        names = Counter(piece.partition("=")[0] for piece in query.split("&"))
+        if names and names.most_common(1)[0][1] > self._max_repeats:
+            return True
+        if segments and len(segments[-1]) >= 3 and "%" in query:
+            decoded = unquote(query)
+            return decoded.count(segments[-1]) > self._max_repeats - 1
         return False
 
     def _facet_names(self, query: str) -> int:
