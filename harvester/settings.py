@@ -130,6 +130,7 @@ class DiscoverySettings(_Group):
     listing_page_budget: int = Field(200, ge=0, description="Listing pages fetched per host per run.")
     batch_size: int = Field(5_000, ge=1, le=100_000, description="URLs per frontier upsert.")
     feed_revisit_s: float = Field(12 * 3600.0, gt=0)
+    listing_revisit_s: float = Field(12 * 3600.0, gt=0, description="Listing pages are asked again after this.")
     sitemap_revisit_s: float = Field(24 * 3600.0, gt=0)
     sitemap_index_revisit_s: float = Field(7 * 24 * 3600.0, gt=0)
 
