@@ -14,7 +14,7 @@ import json
 import posixpath
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING
@@ -76,12 +76,14 @@ Reply = tuple[int, bytes, bytes]
 
 @dataclass(slots=True)
 class Stream:
-    """A reply whose body is produced while sending (drip, huge, bomb). ``close`` ends the connection after."""
+    """A reply whose body is produced while sending (drip, huge, bomb). ``head`` (no final CRLF) may be a
+    coroutine function, awaited first; ``delay_s`` passes before the head; ``close`` ends the connection."""
 
     status: int
-    head: bytes
+    head: bytes | Callable[[], Awaitable[bytes]]
     body: Callable[[], AsyncIterator[bytes]]
     close: bool = True
+    delay_s: float = 0.0
 
 
 class Resource:
@@ -501,7 +503,8 @@ class Site:
             f'<li><a href="{self._spell_listing(t, 1, i + 3)}">{t.capitalize()} stories</a></li>'
             for i, t in enumerate(self.model.topics)
         )
-        html = f"{head}<main><h1>Welcome to {escape(self.spec.name)}</h1><ul>{sections}</ul></main>\n{foot}"
+        odd = '<p><a href="/hostile/">Odd corners of this site</a></p>' if self.spec.hostile else ""
+        html = f"{head}<main><h1>Welcome to {escape(self.spec.name)}</h1><ul>{sections}</ul>{odd}</main>\n{foot}"
         self._put("/", make_resource(200, HTML, html, weak=True, lm_ts=BASE_EPOCH))
         about_head, about_foot = self._chrome("About", "/about/")
         about = f"{about_head}<main><h1>About</h1><p>A test site.</p></main>{about_foot}"

@@ -249,8 +249,8 @@ class _Conn(asyncio.Protocol):
                     await self._send_stream(req, reply)
                 else:
                     self._send(req, reply)
-        except asyncio.CancelledError:
-            pass
+        except (asyncio.CancelledError, ConnectionError):
+            pass  # the client went away (or the server is stopping): nothing left to answer
         except Exception:
             logger.exception("test web: answering failed", extra={"host": self.host.name})
             if self.transport is not None:
@@ -288,10 +288,16 @@ class _Conn(asyncio.Protocol):
         transport = self.transport
         assert transport is not None
         close = req[7] or reply.close
-        data = reply.head + (_CLOSE if close else _KEEP)
-        transport.write(data)
-        sent = len(data)
+        sent = 0
         try:
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            head = reply.head if isinstance(reply.head, bytes) else await reply.head()
+            if self._closing:
+                raise ConnectionResetError("client went away")
+            data = head + (_CLOSE if close else _KEEP)
+            transport.write(data)
+            sent = len(data)
             if req[0] != "HEAD":
                 async for chunk in reply.body():
                     if self._closing:
