@@ -158,8 +158,10 @@ def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) ->
         doc.entries.append(
             FeedEntry(
                 link=absolute,
-                published=_struct_time(item.get("published_parsed")),
-                updated=_struct_time(item.get("updated_parsed")),
+                # dict.get: FeedParserDict.get("updated_parsed") falls back to the published date (with a
+                # DeprecationWarning, feedparser issue 310); each date must mean what it says.
+                published=_struct_time(dict.get(item, "published_parsed")),
+                updated=_struct_time(dict.get(item, "updated_parsed")),
                 title=_text(item.get("title")),
             )
         )

@@ -50,6 +50,9 @@ _DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 # (html.unescape, which usp applies, turns them into "¬=1" and "©=2").
 _ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
+# A "&" that does not start one of XML's five named references or a character reference: a bare ampersand,
+# fatal to expat (usp stops there) and mangled by lxml's recovery ("?a=1&b=2" → "?a=1=2"). Escaped up front.
+_BARE_AMP = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -147,7 +150,11 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
     else:
         if _DTD.search(head):
             raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
+        repaired = _BARE_AMP.subn(b"&amp;", body) if b"&" in body else (body, 0)
+        body = repaired[0]
         doc = _parse_usp(body, url, settings) if parser == "usp" else _parse_lxml(body, url, settings)
+        if repaired[1]:
+            doc.problem(f"{repaired[1]} bare '&' escaped (not well-formed XML)")
     if truncated:
         doc.over_limit = True
         doc.problem(f"larger than {settings.max_sitemap_bytes} bytes: cut at the cap")
@@ -460,7 +467,7 @@ def news_dict(
     stock_tickers: list[str],
 ) -> dict[str, Any]:
     """The JSON-able ``news`` field of an entry (dates as ISO 8601 UTC strings)."""
-    published = utc(publish_date)
+    published = utc(publish_date) if isinstance(publish_date, datetime) else None
     return {
         "title": title,
         "publish_date": published.isoformat() if published else None,
@@ -603,8 +610,9 @@ def _from_usp(page: Any) -> SitemapEntry:
     images = [loc for image in page.images or () if (loc := clean_text(image.loc))]
     return SitemapEntry(
         loc=page.url,
-        lastmod=utc(page.last_modified),
-        changefreq=page.change_frequency.value if page.change_frequency is not None else None,
+        # usp hands back "" (not None) for an empty <lastmod></lastmod>.
+        lastmod=utc(page.last_modified) if isinstance(page.last_modified, datetime) else None,
+        changefreq=getattr(page.change_frequency, "value", None),  # "" for an empty element, as lastmod
         priority=float(page.priority) if page.priority is not None else None,
         news=news,
         images=images,

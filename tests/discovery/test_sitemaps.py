@@ -1,0 +1,420 @@
+"""parse_sitemap / inflate: real-world shaped samples, every field, and hostile files refused or kept in part."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import tracemalloc
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harvester.discovery.sitemaps import (
+    SitemapDoc,
+    SitemapEntry,
+    inflate,
+    is_absolute_http,
+    parse_lastmod,
+    parse_sitemap,
+)
+from harvester.errors import ContentRejected
+from harvester.settings import DiscoverySettings
+from harvester.testing.hostile import gzip_bomb
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+SITEMAPS = DATA / "sitemaps"
+HOSTILE = DATA / "hostile"
+SETTINGS = DiscoverySettings()
+PARSERS = ["lxml", "usp"]
+
+
+def parse(
+    body: bytes,
+    *,
+    url: str = "https://x.example/sitemap.xml",
+    parser: str = "auto",
+    settings: DiscoverySettings = SETTINGS,
+) -> tuple[SitemapDoc, list[SitemapEntry]]:
+    doc = parse_sitemap(body, url=url, settings=settings, parser=parser)  # type: ignore[arg-type]
+    return doc, list(doc.entries)
+
+
+def urlset(locs: list[str], extra: str = "") -> bytes:
+    body = "".join(f"<url><loc>{loc}</loc>{extra}</url>\n" for loc in locs)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        f"{body}</urlset>\n"
+    ).encode()
+
+
+# --- samples -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_wordpress_urlset_with_images(parser: str) -> None:
+    doc, entries = parse((SITEMAPS / "wordpress_posts.xml").read_bytes(), parser=parser)
+    assert doc.kind == "urlset"
+    assert len(entries) == 6
+    post = entries[1]
+    assert post.loc == "https://blog.example.org/2026/05/how-we-rebuilt-our-search/"
+    assert post.lastmod == datetime(2026, 5, 29, 15, 3, 10, tzinfo=UTC)
+    assert post.images == [
+        "https://blog.example.org/wp-content/uploads/2026/05/search-diagram.png",
+        "https://blog.example.org/wp-content/uploads/2026/05/latency-chart.png",
+    ]
+    assert entries[3].loc == "https://blog.example.org/2026/03/caf%C3%A9-culture-and-remote-work/"
+    assert entries[4].lastmod == datetime(2026, 1, 1, 4, 59, 59, tzinfo=UTC)
+    assert entries[5].lastmod == datetime(2025, 11, 20, tzinfo=UTC)
+    assert doc.problems == []
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_shop_urlset_fields_dedupe_whitespace_and_cdata(parser: str) -> None:
+    doc, entries = parse((SITEMAPS / "shop_products.xml").read_bytes(), parser=parser)
+    by_loc = {entry.loc: entry for entry in entries}
+    assert len(entries) == 7  # the skillet is listed twice: first one wins
+    mug = by_loc["https://shop.example.com/products/blue-ceramic-mug-350ml-10234"]
+    assert (mug.changefreq, mug.priority) == ("daily", 1.0)
+    assert (
+        by_loc["https://shop.example.com/products/walnut-cutting-board-10235?variant=large&ref=sitemap"].changefreq
+        == "weekly"
+    )
+    assert by_loc["https://shop.example.com/products/linen-tea-towel-set-10236"].priority == 0.6
+    skillet = by_loc["https://shop.example.com/products/cast-iron-skillet-26cm-10237"]
+    assert (skillet.priority, skillet.lastmod, skillet.changefreq) == (0.3, None, "yearly")
+    oven = by_loc["https://shop.example.com/products/enamel-dutch-oven-10238"]  # loc had newlines around it
+    assert (oven.priority, oven.changefreq) == (0.0, "never")
+    if parser == "lxml":  # usp drops duplicates itself, before our count
+        assert doc.counts["duplicates"] == 1
+
+
+def test_legacy_entity_lookalikes_in_locs_are_kept_verbatim() -> None:
+    # "&currency=EUR&notify=1": usp's html.unescape reads "&curren" and "&not" as "¤" and "¬"; ours must not.
+    _, entries = parse((SITEMAPS / "shop_products.xml").read_bytes())
+    locs = {e.loc for e in entries}
+    assert "https://shop.example.com/products/gift-card-25?amount=25&currency=EUR" in locs  # CDATA
+    assert "https://shop.example.com/products/gift-card-50?amount=50&currency=EUR&notify=1" in locs
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_news_sitemap_fields(parser: str) -> None:
+    _, entries = parse((SITEMAPS / "news.xml").read_bytes(), parser=parser)
+    assert len(entries) == 3
+    first = entries[0].news
+    assert first is not None
+    assert first["title"] == "Summit ends without agreement & talks to resume"
+    assert first["publish_date"] == "2026-05-31T18:20:00+00:00"
+    assert first["publication_name"] == "The Example Times"
+    assert first["publication_language"] == "en"
+    assert first["keywords"] == ["summit", "diplomacy", "trade"]
+    assert entries[0].images == ["https://img.example.net/2026/05/31/summit.jpg"]
+    assert entries[1].news is not None
+    assert entries[1].news["stock_tickers"] == ["NASDAQ:EXMP"]
+    assert entries[2].news is not None
+    assert entries[2].news["access"] == "Subscription"
+    assert entries[2].news["publish_date"] == "2026-05-30T20:00:00+00:00"
+    json.dumps([entry.news for entry in entries])  # JSON-able as stored
+
+
+def test_news_genres_kept_by_the_default_path() -> None:
+    _, entries = parse((SITEMAPS / "news.xml").read_bytes())
+    assert entries[0].news is not None
+    assert entries[0].news["genres"] == ["PressRelease", "Blog"]
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_index_children_deduped_in_order_with_lastmod(parser: str) -> None:
+    doc, entries = parse(
+        (SITEMAPS / "index.xml").read_bytes(), url="https://blog.example.org/sitemap_index.xml", parser=parser
+    )
+    assert doc.kind == "index"
+    assert entries == []
+    assert doc.children == [
+        "https://blog.example.org/post-sitemap.xml",
+        "https://blog.example.org/page-sitemap.xml",
+        "https://blog.example.org/category-sitemap.xml.gz",
+        "https://blog.example.org/sitemap-news.xml?lang=en&v=2",
+    ]
+    if parser == "lxml":
+        assert doc.child_lastmod["https://blog.example.org/page-sitemap.xml"] == datetime(2026, 1, 4, tzinfo=UTC)
+        assert doc.child_lastmod["https://blog.example.org/category-sitemap.xml.gz"] is None
+
+
+@pytest.mark.parametrize("name", ["no_namespace.xml", "google_084.xml"])
+@pytest.mark.parametrize("parser", PARSERS)
+def test_legacy_namespaces(name: str, parser: str) -> None:
+    doc, entries = parse((SITEMAPS / name).read_bytes(), parser=parser)
+    assert doc.kind == "urlset"
+    assert len(entries) >= 2
+    assert all(entry.loc.startswith("http://") for entry in entries)
+    assert entries[0].lastmod is not None
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_declared_latin1_encoding(parser: str) -> None:
+    _, entries = parse((SITEMAPS / "latin1.xml").read_bytes(), parser=parser)
+    assert [e.loc for e in entries] == ["https://de.example.org/straßen/köln", "https://de.example.org/münchen"]
+
+
+def test_plain_text_sitemap() -> None:
+    doc, entries = parse((SITEMAPS / "plain.txt").read_bytes(), url="https://plain.example.org/sitemap.txt")
+    assert doc.kind == "text"
+    assert [e.loc for e in entries] == [
+        "https://plain.example.org/",
+        "https://plain.example.org/a",
+        "https://plain.example.org/b",
+        "https://plain.example.org/c?x=1&y=2",
+    ]
+    assert doc.counts["invalid_loc"] == 2
+    assert doc.counts["duplicates"] == 1
+
+
+@pytest.mark.parametrize(("name", "kind"), [("rss_as_sitemap.xml", "rss"), ("atom_as_sitemap.xml", "atom")])
+def test_feeds_accepted_as_sitemaps(name: str, kind: str) -> None:
+    doc, entries = parse((SITEMAPS / name).read_bytes())
+    assert doc.kind == kind
+    assert len(entries) == 2
+    assert all(entry.lastmod is not None for entry in entries)
+    assert entries[0].lastmod == datetime(2026, 5, 31, 10, tzinfo=UTC)
+
+
+def test_gzip_recognized_by_magic_not_name() -> None:
+    body = gzip.compress((SITEMAPS / "wordpress_posts.xml").read_bytes())
+    doc, entries = parse(body, url="https://x.example/sitemap.xml")  # no .gz in the name
+    assert doc.kind == "urlset"
+    assert len(entries) == 6
+    _plain_named_gz, plain_entries = parse((SITEMAPS / "wordpress_posts.xml").read_bytes(), url="https://x/s.xml.gz")
+    assert len(plain_entries) == 6
+
+
+def test_multi_member_gzip_and_truncated_gzip() -> None:
+    body = (SITEMAPS / "wordpress_posts.xml").read_bytes()
+    half = len(body) // 2
+    assert inflate(gzip.compress(body[:half]) + gzip.compress(body[half:]), max_bytes=10**6) == body
+    truncated = gzip.compress(body)[:-40]
+    assert body.startswith(inflate(truncated, max_bytes=10**6)[:100])
+    with pytest.raises(ContentRejected, match="corrupt gzip"):
+        inflate(b"\x1f\x8b" + b"\x00" * 30, max_bytes=10**6)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-05-01", datetime(2026, 5, 1, tzinfo=UTC)),
+        ("2026-05", datetime(2026, 5, 1, tzinfo=UTC)),
+        ("2026", datetime(2026, 1, 1, tzinfo=UTC)),
+        ("2026-05-01T10:20Z", datetime(2026, 5, 1, 10, 20, tzinfo=UTC)),
+        ("2026-05-01T10:20:30Z", datetime(2026, 5, 1, 10, 20, 30, tzinfo=UTC)),
+        ("2026-05-01T10:20:30.45+01:00", datetime(2026, 5, 1, 9, 20, 30, 450000, tzinfo=UTC)),
+        ("2026-05-01T10:20:30-05:30", datetime(2026, 5, 1, 15, 50, 30, tzinfo=UTC)),
+        ("2026-05-01T10:20:30", datetime(2026, 5, 1, 10, 20, 30, tzinfo=UTC)),
+        ("2026-05-01 10:20:30", datetime(2026, 5, 1, 10, 20, 30, tzinfo=UTC)),
+        ("20260501", datetime(2026, 5, 1, tzinfo=UTC)),
+        ("Fri, 01 May 2026 10:20:30 GMT", datetime(2026, 5, 1, 10, 20, 30, tzinfo=UTC)),
+        ("2026-13", None),
+        ("yesterday", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_lastmod_w3c_variants(text: str | None, expected: datetime | None) -> None:
+    assert parse_lastmod(text) == expected
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_over_limit_flagged_and_extra_dropped(parser: str) -> None:
+    body = urlset([f"https://x.example/p{i}" for i in range(50)])
+    doc, entries = parse(body, parser=parser, settings=DiscoverySettings(max_sitemap_urls=10))
+    assert len(entries) == 10
+    assert doc.over_limit
+    assert any("more than 10" in problem for problem in doc.problems)
+    control, control_entries = parse(body, parser=parser, settings=DiscoverySettings(max_sitemap_urls=50))
+    assert len(control_entries) == 50
+    assert not control.over_limit
+
+
+def test_body_over_byte_cap_is_cut_and_flagged() -> None:
+    body = urlset([f"https://x.example/p{i}" for i in range(1000)])
+    doc, entries = parse(body, settings=DiscoverySettings(max_sitemap_bytes=len(body) // 2))
+    assert doc.over_limit
+    assert 400 < len(entries) < 520
+
+
+def test_entries_stream_lazily() -> None:
+    body = urlset([f"https://x.example/p{i}" for i in range(5000)])
+    doc = parse_sitemap(body, url="https://x.example/s.xml", settings=SETTINGS)
+    first = next(doc.entries)
+    assert first.loc == "https://x.example/p0"
+    assert doc.counts["kept"] == 1  # nothing parsed ahead of the consumer beyond the current entry
+    assert sum(1 for _ in doc.entries) == 4999
+
+
+def test_is_absolute_http() -> None:
+    assert is_absolute_http("https://a.example/x")
+    assert is_absolute_http("HTTP://A.EXAMPLE")
+    for bad in ("javascript:alert(1)", "/x", "x.html", "mailto:a@b", "https:///x", "https://", "ftp://a/x"):
+        assert not is_absolute_http(bad)
+
+
+# --- hostile -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["billion_laughs.xml", "xxe.xml", "xxe_parameter.xml"])
+@pytest.mark.parametrize("parser", PARSERS)
+def test_dtd_and_entities_refused(name: str, parser: str) -> None:
+    body = (HOSTILE / name).read_bytes()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ContentRejected, match="DOCTYPE"):
+            parse(body, parser=parser)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20
+
+
+def test_doctype_hidden_past_the_prolog_scan_is_still_refused() -> None:
+    laughs = (HOSTILE / "billion_laughs.xml").read_bytes().split(b"\n", 1)[1]
+    body = b'<?xml version="1.0"?>\n<!--' + b"x" * 70_000 + b"-->\n" + laughs
+    with pytest.raises(ContentRejected, match="DOCTYPE"):
+        parse(body, parser="lxml")
+
+
+def test_hostile_files_do_not_grow_process_memory() -> None:
+    """libxml2 allocates outside tracemalloc's view: measure the peak RSS of a fresh process instead."""
+    script = f"""
+import resource, sys
+from pathlib import Path
+from harvester.discovery.sitemaps import parse_sitemap
+from harvester.errors import ContentRejected
+from harvester.settings import DiscoverySettings
+laughs = Path({str(HOSTILE / "billion_laughs.xml")!r}).read_bytes()
+hidden = b'<?xml version="1.0"?>\\n<!--' + b"x" * 70_000 + b"-->\\n" + laughs.split(b"\\n", 1)[1]
+bodies = [laughs, hidden, Path({str(HOSTILE / "xxe.xml")!r}).read_bytes()]
+parse_sitemap(b"<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'/>", url="u", settings=DiscoverySettings())
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+for body in bodies * 20:
+    for parser in ("lxml", "usp"):
+        try:
+            list(parse_sitemap(body, url="u", settings=DiscoverySettings(), parser=parser).entries)
+        except ContentRejected:
+            pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+    grown_kib = int(
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+        ).stdout.strip()
+    )
+    assert grown_kib < 16 * 1024
+
+
+def test_gzip_bomb_stopped_at_the_cap_without_inflating_it() -> None:
+    bomb = gzip_bomb(inflated=64 * 2**20)
+    cap = 2**20
+    tracemalloc.start()
+    try:
+        with pytest.raises(ContentRejected, match="gzip bomb"):
+            inflate(bomb, max_bytes=cap)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * cap
+    # Control: the same bomb under a cap above its size inflates fully (so the cap, not a bug, stopped it).
+    assert len(inflate(bomb, max_bytes=65 * 2**20)) > 64 * 2**20 - 2**20
+    with pytest.raises(ContentRejected, match="gzip bomb"):
+        parse_sitemap(bomb, url="https://x.example/s.xml.gz", settings=DiscoverySettings(max_sitemap_bytes=cap))
+
+
+def test_bare_ampersand_keeps_every_entry_and_the_right_url() -> None:
+    locs = [f"https://x.example/p{i}" for i in range(1000)]
+    locs[500] = "https://x.example/search?q=salt&pepper"
+    locs[501] = "https://x.example/AT&T"
+    body = urlset(locs)
+    for parser in PARSERS:
+        doc, entries = parse(body, parser=parser)
+        assert [e.loc for e in entries] == locs, parser
+        assert any("bare '&'" in problem for problem in doc.problems)
+
+
+def test_malformed_xml_keeps_what_parsed() -> None:
+    locs = [f"https://x.example/p{i}" for i in range(200)]
+    body = urlset(locs)
+    broken = body.replace(b"<url><loc>https://x.example/p100</loc></url>", b"<url><loc>https://x.example/p100</url>")
+    _, entries = parse(broken)
+    kept = {e.loc for e in entries}
+    assert len(kept & set(locs)) >= 198
+    truncated = body[: len(body) * 3 // 4]
+    _doc, entries = parse(truncated)
+    assert len(entries) >= 140
+    assert [e.loc for e in entries] == locs[: len(entries)]
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_invalid_locs_dropped_and_counted(parser: str) -> None:
+    doc, entries = parse((HOSTILE / "badloc.xml").read_bytes(), parser=parser)
+    assert [e.loc for e in entries] == ["https://ok.example.org/one", "https://ok.example.org/two"]
+    if parser == "lxml":
+        assert doc.counts["invalid_loc"] == 6
+    assert any("not absolute http(s)" in problem for problem in doc.problems)
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_self_referencing_index_lists_itself_once(parser: str) -> None:
+    doc, _ = parse((HOSTILE / "self_index.xml").read_bytes(), url="https://loop.example.org/sitemap.xml", parser=parser)
+    assert doc.children == ["https://loop.example.org/sitemap.xml", "https://loop.example.org/child.xml"]
+    assert "index lists itself" in doc.problems
+
+
+def test_not_a_sitemap() -> None:
+    doc, entries = parse(b"<html><body>hello</body></html>")
+    assert doc.kind == "unknown"
+    assert entries == []
+    assert doc.problems
+    empty, nothing = parse(b"")
+    assert empty.kind == "text"
+    assert nothing == []
+
+
+def test_deflate_stream_without_gzip_header_is_not_inflated() -> None:
+    raw = zlib.compress(b"https://x.example/a\n")
+    assert inflate(raw, max_bytes=1000) == raw
+
+
+# --- the test web ------------------------------------------------------------------------------------------
+
+
+def test_hostile_sitemaps_of_the_test_web(test_web) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    truth = test_web.truth["c"]
+    origin = truth.origin
+    with httpx.Client(timeout=30) as client:
+
+        def get(path: str) -> bytes:
+            response = client.get(origin + path)
+            assert response.status_code == 200
+            return response.content
+
+        for path in ("/hostile/sitemap-billion-laughs.xml", "/hostile/sitemap-xxe.xml"):
+            with pytest.raises(ContentRejected):
+                parse(get(path), url=origin + path)
+        with pytest.raises(ContentRejected, match="gzip bomb"):
+            parse(
+                get("/hostile/sitemap-bomb.xml.gz"),
+                url=origin + "/hostile/sitemap-bomb.xml.gz",
+                settings=DiscoverySettings(max_sitemap_bytes=4 * 2**20),
+            )
+        self_url = origin + "/hostile/sitemap-self-index.xml"
+        doc, _ = parse(get("/hostile/sitemap-self-index.xml"), url=self_url)
+        assert doc.children == [self_url]
+        doc, entries = parse(get("/hostile/sitemap-malformed.xml"), url=origin + "/hostile/sitemap-malformed.xml")
+        assert f"{origin}/search?q=salt&pepper" in {e.loc for e in entries}
+        assert len(entries) == 7  # six valid entries, salt&pepper; "AT&T" is not absolute
+        doc, entries = parse(get("/hostile/sitemap-badloc.xml"), url=origin + "/hostile/sitemap-badloc.xml")
+        assert len(entries) == 3
+        assert all(e.loc.startswith(origin + "/") for e in entries)
