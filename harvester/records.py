@@ -126,6 +126,9 @@ class FetchResult:
     redirects: tuple[str, ...] = ()
     retry_after_s: float | None = None
     headers: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    redirect_statuses: tuple[int, ...] = ()
+    """The status of each hop in ``redirects`` (same order), so a permanent move (all 301/308) can be told
+    from a temporary one; empty when the fetcher did not record them (then no move is assumed)."""
 
     @property
     def ok(self) -> bool:

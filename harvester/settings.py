@@ -146,6 +146,14 @@ class RevisitSettings(_Group):
     min_s: float = Field(3600.0, gt=0, description="Shortest revisit interval after a change.")
     max_s: float = Field(30 * 86_400.0, gt=0, description="Longest revisit interval after no change.")
     default_s: float = Field(86_400.0, gt=0, description="First revisit interval without a changefreq.")
+    changed_factor: float = Field(0.5, gt=0, lt=1, description="Interval multiplier after an observed change.")
+    unchanged_factor: float = Field(1.5, gt=1, le=10, description="Interval multiplier after an unchanged fetch.")
+    lastmod_min_checks: int = Field(
+        10, ge=1, description="Lastmod checks a host needs before its lastmod truthfulness is trusted at all."
+    )
+    lastmod_truthful: float = Field(
+        0.9, gt=0, le=1, description="Truthfulness at or above which an unchanged lastmod skips the request."
+    )
 
 
 class Settings(BaseSettings):

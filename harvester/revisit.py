@@ -1,0 +1,290 @@
+"""When to fetch a page again, and what one fetch means for its URL: the rules of incremental re-crawls.
+
+Pure functions over records and an explicit ``now``: the adaptive revisit interval, a host's lastmod
+truthfulness, the skip-without-request rule, and ``classify_outcome`` (a fetch → the URL's next state). All the
+mapping rules live here so ``phases`` stays a thin loop. Never fetches, never speaks SQL, never sleeps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlState
+from harvester.settings import PolitenessSettings, RevisitSettings, Settings
+
+HOUR_S = 3600.0
+DAY_S = 86_400.0
+
+CHANGEFREQ_S: dict[str, float | None] = {
+    "always": None,  # None: as often as allowed, i.e. settings.min_s
+    "hourly": HOUR_S,
+    "daily": DAY_S,
+    "weekly": 7 * DAY_S,
+    "monthly": 30 * DAY_S,
+    "yearly": 365 * DAY_S,
+    "never": math.inf,  # archived pages: as rarely as allowed, i.e. settings.max_s
+}
+"""sitemaps.org <changefreq> values as first revisit intervals ("a hint, not a command"); clamped to bounds."""
+
+MIN_LASTMOD_CHECKS = 10
+"""Default for ``RevisitSettings.lastmod_min_checks``: fewer checks say nothing about a host's lastmod."""
+
+TRUTHFUL_THRESHOLD = 0.9
+"""Default for ``RevisitSettings.lastmod_truthful``: the smoothed share of correct lastmod predictions needed."""
+
+MAX_SKIP_AGE_S = 30 * DAY_S
+"""A page skipped on its lastmod is still fetched once its last fetch is this old, so truthfulness is re-tested."""
+
+RETRYABLE = frozenset({ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429})
+"""Failures that may go away by themselves; the rest (4xx, too large, wrong type, hook) would fail the same way."""
+
+PERMANENT_REDIRECTS = frozenset({301, 308})
+"""RFC 9110 §15.4.2 / §15.4.9: the target is the resource's new URI; 302/303/307 leave the URI as it is."""
+
+
+# --- the revisit interval -----------------------------------------------------------------------------------
+
+
+def next_revisit(
+    *, previous_s: float | None, changed: bool, changefreq: str | None, settings: RevisitSettings, now: datetime
+) -> tuple[float, datetime]:
+    """(interval in seconds, when the URL is due next) after one fetch.
+
+    Formula: the first interval (``previous_s`` None) is the sitemap changefreq's (``CHANGEFREQ_S``), else
+    ``settings.default_s``; after that ``previous_s × changed_factor`` (0.5) when the content changed and
+    ``previous_s × unchanged_factor`` (1.5) when it did not; always clamped to ``[min_s, max_s]``. A page
+    that changes at a steady rate settles near it (multiplicative decrease, gentler increase).
+    """
+    if previous_s is None or not math.isfinite(previous_s) or previous_s <= 0:
+        interval = first_interval(changefreq, settings)
+    elif changed:
+        interval = previous_s * settings.changed_factor
+    else:
+        interval = previous_s * settings.unchanged_factor
+    interval = min(max(interval, settings.min_s), settings.max_s)
+    return interval, _aware(now) + timedelta(seconds=interval)
+
+
+def first_interval(changefreq: str | None, settings: RevisitSettings) -> float:
+    """The seed interval: changefreq when it is one of the seven protocol values, else ``default_s``."""
+    key = (changefreq or "").strip().lower()
+    if key not in CHANGEFREQ_S:
+        return settings.default_s
+    value = CHANGEFREQ_S[key]
+    if value is None:
+        return settings.min_s
+    return min(max(value, settings.min_s), settings.max_s)
+
+
+# --- lastmod truthfulness -----------------------------------------------------------------------------------
+
+
+def truthfulness(checks: int, hits: int, *, min_checks: int = MIN_LASTMOD_CHECKS) -> float | None:
+    """How often a host's sitemap lastmod told the truth, smoothed; None below ``min_checks`` checks.
+
+    A check is a fetch of a URL whose lastmod and previous fetch are both known; a hit is a correct prediction
+    (lastmod newer than the last fetch and the content changed, or not newer and unchanged). Laplace smoothing
+    ``(hits + 1) / (checks + 2)`` keeps a short perfect record from reading as certainty.
+    """
+    if checks < max(min_checks, 1):
+        return None
+    hits = min(max(hits, 0), checks)
+    return (hits + 1) / (checks + 2)
+
+
+def lastmod_predicts_change(lastmod: datetime | None, last_fetched_at: datetime | None) -> bool | None:
+    """What the sitemap claims about a URL since its last fetch: changed (True), not (False), or no claim (None)."""
+    if lastmod is None or last_fetched_at is None:
+        return None
+    return _aware(lastmod) > _aware(last_fetched_at)
+
+
+def may_skip(
+    *,
+    lastmod: datetime | None,
+    last_fetched_at: datetime | None,
+    truthfulness: float | None,
+    threshold: float = TRUTHFUL_THRESHOLD,
+    now: datetime | None = None,
+    max_age_s: float = MAX_SKIP_AGE_S,
+) -> bool:
+    """True when a due URL may be treated as unchanged without any request.
+
+    Only when its sitemap lastmod is known and not newer than the last fetch, AND the host has proven its
+    lastmod truthful (``truthfulness`` ≥ ``threshold``; None = not enough checks = never skip), AND the last
+    fetch is younger than ``max_age_s`` (so every page is still verified now and then, and a host that stops
+    updating its lastmod is caught).
+    """
+    predicted = lastmod_predicts_change(lastmod, last_fetched_at)
+    if predicted is None or predicted or truthfulness is None or truthfulness < threshold:
+        return False
+    assert last_fetched_at is not None
+    age = (_aware(now) if now is not None else datetime.now(UTC)) - _aware(last_fetched_at)
+    return age.total_seconds() < max_age_s
+
+
+# --- one fetch → the URL's next state -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one fetch means for its URL; the caller copies it into a ``Completion``.
+
+    ``content_hash`` is the hash the URL should hold afterwards (None: keep nothing, e.g. a moved URL, so the
+    target is not taken for a duplicate of its old address). ``counter`` names the outcome for run counters.
+    """
+
+    state: UrlState
+    changed: bool
+    counter: str
+    next_fetch_at: datetime | None = None
+    revisit_s: float | None = None
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    store_page: bool = False
+    expand_links: bool = False
+    moved_to: str | None = None
+    content_hash: str | None = None
+    retry: bool = False
+
+
+def classify_outcome(
+    claimed: ClaimedUrl,
+    result: FetchResult,
+    new_hash: str | None,
+    *,
+    settings: Settings,
+    now: datetime,
+    hook_error: str | None = None,
+    duplicate_of: int | None = None,
+) -> Outcome:
+    """The URL's next state after ``result``. The rules, in order:
+
+    - 304 → DONE, unchanged, no body stored, interval grows.
+    - 404 / 410 → GONE (the store keeps the row and stamps ``gone_at``); not scheduled again.
+    - robots refused → DISALLOWED; a redirect out of scope or into a trap → SKIPPED.
+    - a retryable failure (timeout, connect, 5xx, 429) → QUEUED again after a back-off (Retry-After when the
+      server gave one, else ``backoff_base_s × 2^attempts``, capped by ``backoff_max_s``) until
+      ``politeness.max_attempts`` attempts, then FAILED; any other failure → FAILED at once.
+    - 2xx with a failed hook → FAILED with HOOK_FAILED and the hook's error (validators are not kept, so the
+      next fetch is unconditional and the hook runs again).
+    - 2xx reached through permanent redirects only (301/308) → DONE, ``moved_to`` the final URL (the caller
+      enqueues it), nothing stored here, revisited rarely (``max_s``).
+    - 2xx whose main content is held by another URL (``duplicate_of``) → DUPLICATE, links not expanded.
+    - 2xx with the known content hash → DONE, unchanged; with a new hash → DONE, changed, page stored, links
+      expanded, interval shrinks.
+    """
+    status = result.status
+    if status == 304:
+        return _done(claimed, settings, now, changed=False, counter="not_modified", content_hash=claimed.content_hash)
+    if status in (404, 410):
+        return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="gone")
+    if result.error_class is not None or status is None or not 200 <= status < 300:
+        return _failure(claimed, result, settings.politeness, now)
+    if hook_error is not None:
+        return Outcome(state=UrlState.FAILED, changed=False, counter="hook_failed",
+                       error_class=ErrorClass.HOOK_FAILED, error=hook_error)
+    if is_permanent_move(result):
+        return Outcome(
+            state=UrlState.DONE, changed=False, counter="moved", next_fetch_at=_aware(now) + timedelta(
+                seconds=settings.revisit.max_s), revisit_s=settings.revisit.max_s, moved_to=result.final_url,
+        )
+    if duplicate_of is not None:
+        return Outcome(state=UrlState.DUPLICATE, changed=False, counter="duplicate", content_hash=new_hash)
+    changed = new_hash is not None and new_hash != claimed.content_hash
+    if not changed:
+        return _done(claimed, settings, now, changed=False, counter="unchanged",
+                     content_hash=new_hash or claimed.content_hash)
+    return _done(claimed, settings, now, changed=True, counter="changed", content_hash=new_hash, store_page=True,
+                 expand_links=True)
+
+
+def is_permanent_move(result: FetchResult) -> bool:
+    """Every hop was 301/308 and the fetch ended elsewhere. Unknown hop statuses count as temporary."""
+    return (
+        bool(result.redirects)
+        and len(result.redirect_statuses) == len(result.redirects)
+        and all(code in PERMANENT_REDIRECTS for code in result.redirect_statuses)
+        and result.final_url != result.url
+    )
+
+
+def retry_delay_s(attempts: int, retry_after_s: float | None, settings: PolitenessSettings) -> float:
+    """Back-off before attempt ``attempts + 1``: exponential, never shorter than the server's Retry-After."""
+    delay: float = settings.backoff_base_s * 2.0 ** min(max(attempts, 0), 30)
+    if retry_after_s is not None and math.isfinite(retry_after_s):
+        delay = max(delay, retry_after_s)
+    return min(delay, settings.backoff_max_s)
+
+
+def _done(
+    claimed: ClaimedUrl, settings: Settings, now: datetime, *, changed: bool, counter: str,
+    content_hash: str | None, store_page: bool = False, expand_links: bool = False,
+) -> Outcome:
+    revisit_s, next_at = next_revisit(
+        previous_s=claimed.revisit_s, changed=changed, changefreq=claimed.changefreq, settings=settings.revisit,
+        now=now,
+    )
+    return Outcome(
+        state=UrlState.DONE, changed=changed, counter=counter, next_fetch_at=next_at, revisit_s=revisit_s,
+        store_page=store_page, expand_links=expand_links, content_hash=content_hash,
+    )
+
+
+def _failure(claimed: ClaimedUrl, result: FetchResult, settings: PolitenessSettings, now: datetime) -> Outcome:
+    error_class = result.error_class or _class_for_status(result.status)
+    error = result.error or (f"HTTP {result.status}" if result.status is not None else error_class.value)
+    if error_class is ErrorClass.ROBOTS_DISALLOWED:
+        return Outcome(state=UrlState.DISALLOWED, changed=False, counter="disallowed", error_class=error_class,
+                       error=error)
+    if error_class in (ErrorClass.OUT_OF_SCOPE, ErrorClass.TRAP):
+        return Outcome(state=UrlState.SKIPPED, changed=False, counter="skipped", error_class=error_class, error=error)
+    if error_class.value == "parked":
+        # The host is parked and no request was sent: not an attempt, so it never counts towards FAILED.
+        delay = retry_delay_s(0, result.retry_after_s, settings)
+        return Outcome(
+            state=UrlState.QUEUED, changed=False, counter="parked", retry=True, error_class=error_class, error=error,
+            next_fetch_at=_aware(now) + timedelta(seconds=delay), content_hash=claimed.content_hash,
+        )
+    if error_class in RETRYABLE and claimed.attempts + 1 < settings.max_attempts:
+        delay = retry_delay_s(claimed.attempts, result.retry_after_s, settings)
+        return Outcome(
+            state=UrlState.QUEUED, changed=False, counter="retry", next_fetch_at=_aware(now) + timedelta(seconds=delay),
+            error_class=error_class, error=error, retry=True, content_hash=claimed.content_hash,
+        )
+    return Outcome(state=UrlState.FAILED, changed=False, counter="failed", error_class=error_class, error=error,
+                   content_hash=claimed.content_hash)
+
+
+def _class_for_status(status: int | None) -> ErrorClass:
+    if status is None:
+        return ErrorClass.CONNECT
+    if status == 429:
+        return ErrorClass.HTTP_429
+    if status >= 500:
+        return ErrorClass.HTTP_5XX
+    if status >= 400:
+        return ErrorClass.HTTP_4XX
+    return ErrorClass.BAD_CONTENT  # a 1xx/3xx that was not followed: nothing usable arrived
+
+
+def _aware(moment: datetime) -> datetime:
+    """Naive datetimes are UTC (sitemap dates without an offset, SQLite round trips)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+__all__ = [
+    "CHANGEFREQ_S",
+    "RETRYABLE",
+    "Outcome",
+    "classify_outcome",
+    "first_interval",
+    "is_permanent_move",
+    "lastmod_predicts_change",
+    "may_skip",
+    "next_revisit",
+    "retry_delay_s",
+    "truthfulness",
+]

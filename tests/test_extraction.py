@@ -1,0 +1,272 @@
+"""extraction: what is kept from a page, the main-content hash, charsets, bounds, and the user hook."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harvester.errors import ConfigError
+from harvester.extraction import Page, decode_html, extract_page, load_hook
+from harvester.records import ErrorClass, FetchResult
+from harvester.settings import Settings
+
+PAGES = Path(__file__).parent / "data" / "pages"
+URL = "https://news.example.org/news/harbour-bridge-reopens-4411?ref=home"
+SETTINGS = Settings()
+
+
+def fetched(body: bytes, *, url: str = URL, content_type: str | None = "text/html; charset=utf-8",
+            headers: dict[str, str] | None = None, etag: str | None = '"v1"') -> FetchResult:
+    return FetchResult(
+        url=url, final_url=url, status=200, started_at=0.0, elapsed_s=0.01, content_type=content_type,
+        etag=etag, last_modified="Mon, 10 Jun 2024 08:00:00 GMT", body=body, bytes_read=len(body),
+        headers=headers or {},
+    )
+
+
+def page(name: str) -> bytes:
+    return (PAGES / name).read_bytes()
+
+
+def test_article_metadata_is_kept():
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS)
+    record = out.page
+    assert record.final_url == URL
+    assert record.status == 200
+    assert record.etag == '"v1"'
+    assert record.last_modified == "Mon, 10 Jun 2024 08:00:00 GMT"
+    assert record.title == "Harbour bridge reopens after repairs | The Coastal Times"
+    assert record.description == "The harbour bridge reopened on Monday after eight months of repairs."
+    assert record.language == "en-GB"
+    assert record.canonical_url == "https://news.example.org/news/harbour-bridge-reopens-4411"
+    assert record.body == page("article_day1.html")
+    assert len(record.content_hash) == 64
+    assert int(record.content_hash, 16) >= 0
+
+
+def test_jsonld_blocks_parsed_and_invalid_ones_counted():
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS)
+    assert [block["@type"] for block in out.page.jsonld] == ["NewsArticle"]
+    assert out.page.jsonld[0]["author"]["name"] == "Ana Ruiz"
+    assert out.jsonld_invalid == 1
+
+
+def test_jsonld_nan_and_comment_wrapped():
+    html = (b'<html><head><script type="application/ld+json"><!-- {"a": 1} --></script>'
+            b'<script type="application/ld+json">{"b": NaN}</script></head><body><p>x</p></body></html>')
+    out = extract_page(fetched(html), settings=SETTINGS)
+    assert out.page.jsonld == [{"a": 1}]
+    assert out.jsonld_invalid == 1
+
+
+def test_outlinks_resolved_against_final_url_with_next_and_canonical():
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS)
+    links = set(out.outlinks)
+    assert "https://news.example.org/news/ferry-timetable-change-4409?utm_source=article#top" in links
+    assert "https://news.example.org/news/tram-extension-4402" in links
+    assert "https://news.example.org/news/" in links  # nav links are outlinks too (the caller filters)
+    assert "https://news.example.org/feed.xml" in links  # rel=alternate
+    assert "https://news.example.org/static/site.css" not in links
+    assert out.next_pages == ("https://news.example.org/news/page/2",)
+    assert "https://news.example.org/news/harbour-bridge-reopens-4411" in links  # canonical
+    assert not any(link.startswith(("javascript:", "mailto:")) for link in links)
+
+
+def test_base_href_is_honoured():
+    html = b'<html><head><base href="https://cdn.example.org/root/"></head><body><a href="x">x</a></body></html>'
+    out = extract_page(fetched(html), settings=SETTINGS)
+    assert out.outlinks == ("https://cdn.example.org/root/x",)
+
+
+def test_main_content_hash_ignores_timestamps_ads_and_random_ids():
+    day1 = extract_page(fetched(page("article_day1.html")), settings=SETTINGS)
+    rerender = extract_page(fetched(page("article_day1_rerender.html")), settings=SETTINGS)
+    assert page("article_day1.html") != page("article_day1_rerender.html")  # control: the bytes differ
+    assert day1.content_hash == rerender.content_hash
+
+
+def test_main_content_hash_changes_with_the_article_text():
+    day1 = extract_page(fetched(page("article_day1.html")), settings=SETTINGS)
+    changed = extract_page(fetched(page("article_day2_changed.html")), settings=SETTINGS)
+    assert day1.content_hash != changed.content_hash
+
+
+def test_densest_block_without_landmarks():
+    original = page("no_landmarks.html")
+    rerender = original.replace(b"12:01:07", b"23:59:59").replace(b"118822", b"118999")
+    edited = original.replace(b"zweiter Absatz", b"dritter Absatz")
+    first = extract_page(fetched(original), settings=SETTINGS)
+    assert first.page.language == "de"
+    assert first.content_hash == extract_page(fetched(rerender), settings=SETTINGS).content_hash
+    assert first.content_hash != extract_page(fetched(edited), settings=SETTINGS).content_hash
+
+
+def test_whitespace_is_normalized_in_the_hash():
+    a = b"<html><body><main><p>one two</p>\n<p>three</p></main></body></html>"
+    b = b"<html><body><main>\n  <p>one   two</p>\n\n\t<p>three</p>  </main></body></html>"
+    assert extract_page(fetched(a), settings=SETTINGS).content_hash == \
+        extract_page(fetched(b), settings=SETTINGS).content_hash
+
+
+def test_latin1_without_charset_does_not_crash_and_keeps_accents():
+    body = page("latin1_no_charset.html")
+    out = extract_page(fetched(body, content_type="text/html"), settings=SETTINGS)
+    assert out.page.title == "Café crème"
+    assert out.encoding == "cp1252"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "encoding"),
+    [
+        ("<p>é</p>".encode(), "text/html; charset=UTF-8", "utf-8"),
+        ("<p>é</p>".encode("iso-8859-1"), "text/html; charset=iso-8859-1", "cp1252"),
+        ('<meta charset="windows-1251"><p>ж</p>'.encode("cp1251"), "text/html", "cp1251"),
+        ('<meta http-equiv="Content-Type" content="text/html; charset=koi8-r"><p>ж</p>'.encode("koi8-r"), None,
+         "koi8-r"),
+        (b"\xef\xbb\xbf<p>\xc3\xa9</p>", "text/html; charset=iso-8859-1", "utf-8"),  # BOM wins over header
+        ("<p>é</p>".encode(), "text/html; charset=no-such-charset", "utf-8"),
+    ],
+)
+def test_charset_detection(body, content_type, encoding):
+    text, used = decode_html(body, content_type)
+    assert used == encoding
+    assert "\ufffd" not in text
+
+
+def test_language_from_content_language_header():
+    html = b"<html><head><title>t</title></head><body><p>text</p></body></html>"
+    out = extract_page(fetched(html, headers={"Content-Language": "fr-CA, en"}), settings=SETTINGS)
+    assert out.page.language == "fr-CA"
+
+
+def test_canonical_from_link_header_when_html_has_none():
+    html = b"<html><body><p>text</p></body></html>"
+    headers = {"link": '<https://news.example.org/a>; rel="preload", </canon>; rel="canonical"'}
+    out = extract_page(fetched(html, headers=headers), settings=SETTINGS)
+    assert out.page.canonical_url == "https://news.example.org/canon"
+
+
+def test_deeply_nested_and_huge_documents_are_bounded():
+    deep = b"<html><body>" + b"<div>" * 200_000 + b"<p>deep text</p>" + b"</div>" * 200_000 + b"</body></html>"
+    out = extract_page(fetched(deep), settings=SETTINGS)
+    assert len(out.content_hash) == 64
+    many = b"<html><body>" + b'<a href="/p%d">x</a>' * 1 + b"".join(
+        b'<a href="/p%d">link</a>' % i for i in range(30_000)) + b"</body></html>"
+    out = extract_page(fetched(many), settings=SETTINGS)
+    assert len(out.outlinks) == 10_000
+
+
+@pytest.mark.parametrize("body", [b"", b"   ", b"\x00\x01\x02", b"<", b"<html></html>", b"\xff\xfe\x00"])
+def test_empty_and_garbage_bodies_do_not_crash(body):
+    out = extract_page(fetched(body), settings=SETTINGS)
+    assert len(out.content_hash) == 64
+    assert out.page.body == body
+
+
+def test_non_html_is_hashed_raw_without_parsing():
+    body = b"%PDF-1.7 binary"
+    out = extract_page(fetched(body, content_type="application/pdf"), settings=SETTINGS)
+    assert out.page.title is None
+    assert out.outlinks == ()
+    assert out.page.content_type == "application/pdf"
+
+
+# --- the user hook ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def hook_module(tmp_path, monkeypatch):
+    source = textwrap.dedent(
+        """
+        import datetime
+
+        not_callable = 42
+
+        def fields(page):
+            heading = page.tree.findtext(".//h1")
+            return {"heading": heading, "title_len": len(page.title), "tags": ("a", "b"),
+                    "has_article": page.jsonld[0]["@type"], "header_names": sorted(page.headers)}
+
+        def boom(page):
+            raise RuntimeError("selector .price not found")
+
+        def bad_value(page):
+            return {"when": datetime.datetime(2024, 1, 1)}
+
+        def not_a_dict(page):
+            return ["x"]
+
+        def mutates(page):
+            page.jsonld[0]["@type"] = "Changed"
+            try:
+                page.title = "x"
+            except AttributeError:
+                return {"read_only": True}
+            return {"read_only": False}
+        """
+    )
+    (tmp_path / "my_hooks_mod.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "my_hooks_mod"
+    sys.modules.pop("my_hooks_mod", None)
+
+
+def test_hook_fields_are_stored(hook_module):
+    hook = load_hook(f"{hook_module}:fields")
+    out = extract_page(fetched(page("article_day1.html"), headers={"X-Test": "1"}), settings=SETTINGS, hook=hook)
+    assert not out.failed
+    assert out.page.fields == {
+        "heading": "Harbour bridge reopens after repairs",
+        "title_len": len(out.page.title or ""),
+        "tags": ["a", "b"],
+        "has_article": "NewsArticle",
+        "header_names": ["x-test"],
+    }
+    json.dumps(out.page.fields)
+
+
+def test_hook_that_raises_fails_the_page_with_its_error(hook_module):
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS, hook=load_hook(f"{hook_module}:boom"))
+    assert out.failed
+    assert out.error_class is ErrorClass.HOOK_FAILED
+    assert "RuntimeError: selector .price not found" in (out.error or "")
+    assert out.page.fields == {}
+    # control: the same page without the hook does not fail
+    assert not extract_page(fetched(page("article_day1.html")), settings=SETTINGS).failed
+
+
+@pytest.mark.parametrize("name", ["bad_value", "not_a_dict"])
+def test_hook_returning_non_json_fails_the_page(hook_module, name):
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS, hook=load_hook(f"{hook_module}:{name}"))
+    assert out.error_class is ErrorClass.HOOK_FAILED
+    assert "JSON" in (out.error or "")
+
+
+def test_hook_gets_a_read_only_page_and_a_copy_of_jsonld(hook_module):
+    out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS,
+                       hook=load_hook(f"{hook_module}:mutates"))
+    assert out.page.fields == {"read_only": True}
+    assert out.page.jsonld[0]["@type"] == "NewsArticle"
+    assert Page.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("no_such_module_xyz:f", "cannot import module 'no_such_module_xyz'"),
+        ("my_hooks_mod:missing", "has no attribute 'missing'"),
+        ("my_hooks_mod:not_callable", "not a callable"),
+        ("nocolon", "expected 'module:function'"),
+    ],
+)
+def test_load_hook_errors_name_the_field_and_value(hook_module, spec, needle):
+    with pytest.raises(ConfigError) as info:
+        load_hook(spec)
+    message = str(info.value)
+    assert "extractor" in message
+    assert repr(spec) in message
+    assert needle in message
