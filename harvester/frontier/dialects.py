@@ -35,7 +35,7 @@ _UPSERT_SET = """
 # (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
 
 _RETURNED = (
-    "id, url, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash, lastmod,"
+    "id, path, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash, lastmod,"
     " last_fetched_at, changefreq, revisit_s"
 )
 
@@ -80,15 +80,13 @@ class Dialect:
 
     @property
     def upsert_urls(self) -> str:
-        """One row per parameter tuple: (url, canonical_version, host_id, source_id, kind, score, depth,
-        first_seen, last_seen, lastmod, changefreq, priority). SQLite runs it with executemany."""
+        """SQLite: one row per parameter tuple (host_id, path, canonical_version, source_id, kind, score, depth,
+        first_seen, last_seen, lastmod, changefreq, priority), run with executemany of the one prepared
+        statement. PostgreSQL: one statement per chunk over parallel arrays, returning (id, host_id, path,
+        source_id)."""
         if self.is_sqlite:
             return _sqlite_upsert()
         return _pg_upsert()
-
-    def select_known(self, n: int) -> str:
-        where, _ = self.any_of("url", [None] * n)
-        return f"SELECT id, url, source_id, state, lastmod, last_fetched_at FROM urls WHERE {where}"
 
     def insert_ignore(self, table: str, columns: Sequence[str], conflict: Sequence[str]) -> str:
         cols = ", ".join(columns)
@@ -96,30 +94,42 @@ class Dialect:
         return f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
 
     def claim_sql(self, n_hosts: int, n_kinds: int) -> str:
-        """Top ``per_host`` due URLs of each host, leased in the same statement.
+        """PostgreSQL: the top ``per_host`` due URLs of each host, locked and leased in one statement.
 
-        Per host, two index range scans stop after ``per_host`` rows (queued by ``ix_urls_claim``; finished and
-        due for a revisit); ROW_NUMBER then ranks only those candidates. A plain ROW_NUMBER over every due URL
-        would rank the whole backlog of each host on every claim. PostgreSQL locks candidates with
-        ``FOR UPDATE SKIP LOCKED``, so two claimers never take the same URL; SQLite serializes writers
-        (BEGIN IMMEDIATE).
-        Parameters: see ``claim_params``.
+        Per host, two index range scans stop after ``per_host`` rows (QUEUED by ``ix_urls_claim``; DONE and due
+        for a revisit by ``ix_urls_revisit``), locked with ``FOR UPDATE SKIP LOCKED`` so two claimers never take
+        the same URL; ROW_NUMBER then ranks only those candidates. (A ROW_NUMBER over every due URL would rank
+        each host's whole backlog on every claim.) SQLite uses ``claim_candidates_sql`` + ``lease_sql``.
         """
-        if self.is_sqlite:
-            return _sqlite_claim(n_hosts, n_kinds)
         return _PG_CLAIM
 
     def claim_params(
         self, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime, owner: str,
         lease_until: datetime,
     ) -> list[Any]:
+        return [list(host_ids), now, list(kinds), per_host, now, list(kinds), per_host, owner, lease_until, per_host]
+
+    def claim_candidates_sql(self, n_hosts: int, n_kinds: int) -> str:
+        """SQLite: the same two bounded index range scans per host as one UNION ALL query, returning
+        (id, host_id, score); the store ranks them per host and leases the winners in the same transaction
+        (BEGIN IMMEDIATE: no other writer can interleave)."""
+        return _sqlite_candidates(n_hosts, n_kinds)
+
+    def claim_candidates_params(
+        self, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime
+    ) -> list[Any]:
         t = self.ts(now)
-        if self.is_sqlite:
-            params: list[Any] = []
-            for host_id in host_ids:
-                params += [host_id, t, *kinds, per_host, host_id, t, *kinds, per_host]
-            return [*params, owner, self.ts(lease_until), per_host]
-        return [list(host_ids), t, list(kinds), per_host, t, list(kinds), per_host, owner, lease_until, per_host]
+        params: list[Any] = []
+        for host_id in host_ids:
+            params += [host_id, t, *kinds, per_host, host_id, t, *kinds, per_host]
+        return params
+
+    def lease_sql(self, n_ids: int) -> str:
+        """SQLite: lease the chosen ids; parameters (owner, lease_until, *ids)."""
+        return (
+            "UPDATE urls SET state = 'leased', lease_owner = ?, lease_until = ?"
+            f" WHERE id IN {self.in_list(n_ids)} AND state IN ('queued', 'done') RETURNING {_RETURNED}"
+        )
 
     def claim_hosts_sql(self, n_origins: int | None, n_kinds: int | None) -> str:
         """Lease up to N hosts with due work that nobody else holds (or whose holder's lease ran out).
@@ -169,9 +179,9 @@ class Dialect:
 @cache
 def _sqlite_upsert() -> str:
     return (
-        "INSERT INTO urls (url, canonical_version, host_id, source_id, kind, state, score, depth, first_seen,"
+        "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
         " last_seen, lastmod, changefreq, priority) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (url) DO UPDATE SET" + _UPSERT_SET.format(greatest="max", least="min")
+        " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="max", least="min")
     )
 
 
@@ -179,19 +189,19 @@ def _sqlite_upsert() -> str:
 def _pg_upsert() -> str:
     # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing).
     return (
-        "INSERT INTO urls (url, canonical_version, host_id, source_id, kind, state, score, depth, first_seen,"
+        "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
         " last_seen, lastmod, changefreq, priority)"
-        " SELECT t.url, %s, t.host_id, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
-        " t.changefreq, t.priority FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[],"
+        " SELECT t.host_id, t.path, %s, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
+        " t.changefreq, t.priority FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[],"
         " %s::float8[], %s::int[], %s::timestamptz[], %s::text[], %s::float8[])"
-        " AS t(url, host_id, source_id, kind, score, depth, lastmod, changefreq, priority)"
-        " ON CONFLICT (url) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
-        + " RETURNING id, url, source_id"
+        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority)"
+        " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
+        + " RETURNING id, host_id, path, source_id"
     )
 
 
 @cache
-def _sqlite_claim(n_hosts: int, n_kinds: int) -> str:
+def _sqlite_candidates(n_hosts: int, n_kinds: int) -> str:
     kinds = "(" + ",".join("?" * n_kinds) + ")"
     branch = (
         "SELECT * FROM (SELECT id, host_id, score FROM urls WHERE host_id = ? AND state = '{state}' AND {due}"
@@ -199,13 +209,7 @@ def _sqlite_claim(n_hosts: int, n_kinds: int) -> str:
     )
     queued = branch.format(state="queued", due="(next_fetch_at IS NULL OR next_fetch_at <= ?)")
     done = branch.format(state="done", due="next_fetch_at <= ?")
-    union = " UNION ALL ".join(f"{queued} UNION ALL {done}" for _ in range(n_hosts))
-    return (
-        f"WITH c(id, host_id, score) AS ({union}),"
-        " r AS (SELECT id, ROW_NUMBER() OVER (PARTITION BY host_id ORDER BY score DESC, id) AS rn FROM c)"
-        " UPDATE urls SET state = 'leased', lease_owner = ?, lease_until = ?"
-        f" WHERE id IN (SELECT id FROM r WHERE rn <= ?) RETURNING {_RETURNED}"
-    )
+    return " UNION ALL ".join(f"{queued} UNION ALL {done}" for _ in range(n_hosts))
 
 
 _PG_CLAIM = f"""

@@ -23,6 +23,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -125,24 +126,25 @@ class Source(Base):
 
 
 class Url(Base):
-    """One canonical URL and its crawl cycle. The first source is ``source_id``; further ones in url_sources."""
+    """One canonical URL and its crawl cycle: the URL is ``hosts.origin || path`` (path = everything after the
+    origin). The first source is ``source_id``; further ones are in url_sources. Leases and requeues use
+    ``ix_urls_claim`` through its (host_id, state) prefix."""
 
     __tablename__ = "urls"
     __table_args__ = (
+        # "Seen" is this index: the origin lives once in hosts, so keys stay short (bytes per URL, insert rate).
+        UniqueConstraint("host_id", "path"),
         # A claim is one indexed range per host: best score first, stable tie-break by id.
         Index("ix_urls_claim", "host_id", "state", text("score DESC"), "id"),
         # Finished URLs whose revisit is due, without walking every finished URL of a host.
         Index("ix_urls_revisit", "host_id", "next_fetch_at", sqlite_where=text("state = 'done'"),
               postgresql_where=text("state = 'done'")),
-        # Live leases only: requeue_expired and renewals never walk finished URLs.
-        Index("ix_urls_leased", "lease_until", sqlite_where=text("state = 'leased'"),
-              postgresql_where=text("state = 'leased'")),
         Index("ix_urls_content_hash", "content_hash", sqlite_where=text("content_hash IS NOT NULL"),
               postgresql_where=text("content_hash IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    url: Mapped[str] = mapped_column(String(2048), unique=True)
+    path: Mapped[str] = mapped_column(String(2048))
     canonical_version: Mapped[int] = mapped_column(SmallInteger, default=1, server_default=text("1"))
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"))
     source_id: Mapped[int | None] = mapped_column(ForeignKey("sources.id"))

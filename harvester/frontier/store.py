@@ -5,22 +5,22 @@ and outlinks together or not at all). Synchronous and thread safe (one Engine, a
 async callers use ``asyncio.to_thread``. Never fetches, never parses pages, never builds Settings.
 """
 
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
 import importlib
 import logging
-import math
-import re
-import zlib
+import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -28,6 +28,21 @@ from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreErr
 from harvester.frontier import migrate
 from harvester.frontier.dialects import Dialect
 from harvester.frontier.models import Document, Fetch, Host, Page, Run, Url
+from harvester.frontier.rows import (
+    ORIGIN,
+    Merged,
+    aware,
+    check_completion,
+    fold,
+    merge,
+    outcome,
+    page_row,
+    source_kind,
+    split_url,
+    stored_page,
+    url_outcome,
+    utcnow,
+)
 from harvester.records import (
     AddResult,
     ClaimedUrl,
@@ -37,7 +52,6 @@ from harvester.records import (
     DocumentState,
     ErrorClass,
     HostPolicy,
-    PageRecord,
     RobotsState,
     StoredFetch,
     StoredPage,
@@ -49,16 +63,26 @@ from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
 
-MAX_URL_LENGTH = 2048
-"""Longest URL the frontier accepts (after the caller's canonicalization)."""
+CHUNK = 5000
+"""Most rows per statement (bounded by SQLite's parameter limit); settings.discovery.batch_size if smaller."""
 
-SQLITE_CHUNK = 5000
-"""Rows per statement when a batch is larger than settings.discovery.batch_size allows (IN-list bound)."""
+CHECKPOINT_INTERVAL_S = 0.5
+"""How often the background checkpointer moves SQLite's WAL into the database file (off the claim path)."""
 
-_ORIGIN = re.compile(r"https?://[^/?#\x00-\x20\x7f]+")
-_BAD_CHARS = re.compile(r"[\x00-\x20\x7f]")
-_KINDS = frozenset(UrlKind)
-_FINAL_OK = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
+
+_URL_UPDATE = (
+    "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
+    " next_fetch_at = ?, revisit_s = ?, attempts = ?, last_error_class = ?, last_error = ?,"
+    " changed_at = COALESCE(?, changed_at), gone_at = ?, final_url = ?, duplicate_of = ?,"
+    " last_fetched_at = COALESCE(?, last_fetched_at), lease_owner = NULL, lease_until = NULL WHERE id = ?"
+)
+"""One completion's URL columns (rows.UrlOutcome); run with executemany for a batch of completions."""
+
+_full_url = (Host.origin + Url.path).label("url")
+
+
+def _pages_query() -> Select[Any]:
+    return select(Page.__table__, _full_url).join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
 
 
 def _canonical_version() -> int:
@@ -67,35 +91,6 @@ def _canonical_version() -> int:
     except ImportError:
         return 1
     return int(getattr(urls_module, "CANONICAL_VERSION", 1))
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
-
-
-def _source_kind(label: str) -> str:
-    return label.split(":", 1)[0][:20]
-
-
-@dataclass(slots=True)
-class _Merged:
-    """One URL of a batch after duplicates within the batch were folded together."""
-
-    url: str
-    origin: str
-    kind: str
-    score: float
-    depth: int
-    lastmod: datetime | None
-    changefreq: str | None
-    priority: float | None
-    sources: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -117,7 +112,11 @@ class FrontierStore:
         self._host_ids: dict[str, int] = {}
         self._source_ids: dict[str, int] = {}
         self._canonical_version = _canonical_version()
-        self._chunk = max(1, min(settings.discovery.batch_size, SQLITE_CHUNK))
+        self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
+        self._checkpointer: _Checkpointer | None = None
+        database = engine.url.database
+        if self._d.is_sqlite and database and database != ":memory:" and not database.startswith("file:"):
+            self._checkpointer = _Checkpointer(database, settings.store.sqlite_busy_timeout_s)
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -154,6 +153,9 @@ class FrontierStore:
         self.close()
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
         self._engine.dispose()
 
     def upgrade(self) -> None:
@@ -213,7 +215,7 @@ class FrontierStore:
                 part = missing[start : start + self._chunk]
                 where, params = d.any_of("origin", part)
                 for host_id, origin in tx.conn.exec_driver_sql(
-                    f"SELECT id, origin FROM hosts WHERE {where}", tuple(params)  # noqa: S608
+                    f"SELECT id, origin FROM hosts WHERE {where}", tuple(params)
                 ):
                     tx.hosts[origin] = host_id
                     wanted[origin] = host_id
@@ -225,11 +227,11 @@ class FrontierStore:
         if missing:
             d = self._d
             tx.conn.exec_driver_sql(
-                d.insert_ignore("sources", ("label", "kind"), ("label",)), [(s, _source_kind(s)) for s in missing]
+                d.insert_ignore("sources", ("label", "kind"), ("label",)), [(s, source_kind(s)) for s in missing]
             )
             where, params = d.any_of("label", missing)
             for source_id, label in tx.conn.exec_driver_sql(
-                f"SELECT id, label FROM sources WHERE {where}", tuple(params)  # noqa: S608
+                f"SELECT id, label FROM sources WHERE {where}", tuple(params)
             ):
                 tx.sources[label] = source_id
                 wanted[label] = source_id
@@ -238,7 +240,7 @@ class FrontierStore:
     def ensure_hosts(self, origins: Sequence[str]) -> None:
         """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
         for origin in origins:
-            if not _ORIGIN.fullmatch(origin):
+            if not ORIGIN.fullmatch(origin):
                 raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
         with self._tx() as tx:
             self._ensure_hosts(tx, origins)
@@ -256,71 +258,90 @@ class FrontierStore:
         stored one and the last fetch makes a DONE URL due now (``made_due``). A malformed record raises
         ``InvalidRecord`` naming it, and nothing of the batch is written.
         """
-        merged = _merge(batch)
+        merged = merge(batch)
         if not merged:
             return AddResult(0, 0, 0)
         with self._tx() as tx:
-            return self._upsert(tx, merged, _aware(now) or utcnow())
+            return self._upsert(tx, merged, aware(now) or utcnow())
 
-    def _upsert(self, tx: _Tx, merged: list[_Merged], now: datetime) -> AddResult:
+    def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
+        """Rows for (host_id, path) keys: one statement per host and chunk, through the unique index."""
+        d = self._d
+        rows: list[Any] = []
+        for host_id, paths in paths_by_host.items():
+            for start in range(0, len(paths), self._chunk):
+                where, params = d.any_of("path", paths[start : start + self._chunk])
+                rows += conn.exec_driver_sql(
+                    f"SELECT host_id, path, {columns} FROM urls WHERE host_id = {d.p} AND {where}",
+                    (host_id, *params),
+                ).all()
+        return rows
+
+    def _upsert(self, tx: _Tx, merged: list[Merged], now: datetime) -> AddResult:
         d, conn = self._d, tx.conn
-        host_ids = self._ensure_hosts(tx, [m.origin for m in merged])
-        source_ids = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
+        host_of = self._ensure_hosts(tx, list({m.origin for m in merged}))
+        source_of = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
         t_now = d.ts(now)
+        version = self._canonical_version
         total = AddResult(0, 0, 0)
         for start in range(0, len(merged), self._chunk):
             chunk = merged[start : start + self._chunk]
-            known: dict[str, tuple[int, int | None]] = {}
+            hids = [host_of[m.origin] for m in chunk]
+            paths_by_host: dict[int, list[str]] = {}
+            for host_id, m in zip(hids, chunk, strict=True):
+                paths_by_host.setdefault(host_id, []).append(m.path)
+            lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
+            known: dict[tuple[int, str], tuple[int, int | None]] = {}
             made_due = 0
-            where, params = d.any_of("url", [m.url for m in chunk])
-            rows = conn.exec_driver_sql(
-                f"SELECT id, url, source_id, state, lastmod, last_fetched_at FROM urls WHERE {where}",  # noqa: S608
-                tuple(params),
-            )
-            lastmods = {m.url: m.lastmod for m in chunk if m.lastmod is not None}
-            for url_id, url, source_id, state, old_lastmod, fetched_at in rows:
-                known[url] = (url_id, source_id)
-                new_lastmod = lastmods.get(url)
-                if state == UrlState.DONE and new_lastmod is not None:
+            for host_id, path, url_id, source_id, state, old_lastmod, fetched_at in self._lookup(
+                conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at"
+            ):
+                known[(host_id, path)] = (url_id, source_id)
+                new_lastmod = lastmods.get((host_id, path))
+                if state == "done" and new_lastmod is not None:
+                    # Same rule as the upsert's SET clause (dialects._UPSERT_SET), counted here.
                     old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
                     if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                         made_due += 1
-            first_source = [source_ids[m.sources[0]] for m in chunk]
+            first_source = [source_of[m.sources[0]] for m in chunk]
+            stored: dict[tuple[int, str], tuple[int, int | None]]
             if d.is_sqlite:
+                ts = d.ts
                 conn.exec_driver_sql(
                     d.upsert_urls,
                     [
-                        (m.url, self._canonical_version, host_ids[m.origin], sid, m.kind, m.score, m.depth, t_now,
-                         t_now, d.ts(m.lastmod), m.changefreq, m.priority)
-                        for m, sid in zip(chunk, first_source, strict=True)
+                        (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
+                         None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
+                        for h, m, sid in zip(hids, chunk, first_source, strict=True)
                     ],
                 )
-                stored: dict[str, tuple[int, int | None]] = dict(known)
-                fresh_multi = [m.url for m in chunk if m.url not in known and len(m.sources) > 1]
-                if fresh_multi:
-                    where, params = d.any_of("url", fresh_multi)
-                    for url_id, url, source_id in conn.exec_driver_sql(
-                        f"SELECT id, url, source_id FROM urls WHERE {where}", tuple(params)  # noqa: S608
-                    ):
-                        stored[url] = (url_id, source_id)
+                stored = known
+                multi: dict[int, list[str]] = {}
+                for h, m in zip(hids, chunk, strict=True):
+                    if len(m.sources) > 1 and (h, m.path) not in known:
+                        multi.setdefault(h, []).append(m.path)
+                if multi:
+                    stored = dict(known)
+                    for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+                        stored[(host_id, path)] = (url_id, source_id)
             else:
                 returned = conn.exec_driver_sql(
                     d.upsert_urls,
                     (
-                        self._canonical_version, now, now, [m.url for m in chunk],
-                        [host_ids[m.origin] for m in chunk], first_source, [m.kind for m in chunk],
+                        version, now, now, hids, [m.path for m in chunk], first_source, [m.kind for m in chunk],
                         [m.score for m in chunk], [m.depth for m in chunk], [m.lastmod for m in chunk],
                         [m.changefreq for m in chunk], [m.priority for m in chunk],
                     ),
                 )
-                stored = {url: (url_id, source_id) for url_id, url, source_id in returned}
-            pairs = set()
-            for m in chunk:
-                if m.url not in stored:
+                stored = {(h, path): (url_id, sid) for url_id, h, path, sid in returned}
+            pairs: set[tuple[int, int]] = set()
+            for h, m in zip(hids, chunk, strict=True):
+                entry = stored.get((h, m.path))
+                if entry is None:
                     continue
-                url_id, row_source = stored[m.url]
+                url_id, row_source = entry
                 for label in m.sources:
-                    sid = source_ids[label]
+                    sid = source_of[label]
                     if sid != row_source:
                         pairs.add((url_id, sid))
             if pairs:
@@ -330,15 +351,27 @@ class FrontierStore:
             total = total + AddResult(len(chunk) - len(known), len(known), made_due)
         return total
 
+    def _url_id(self, conn: Connection, url: str) -> int | None:
+        origin, path = split_url(url)
+        p = self._d.p
+        row = conn.exec_driver_sql(
+            f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE h.origin = {p} AND u.path = {p}",
+            (origin, path),
+        ).first()
+        return None if row is None else int(row[0])
+
     def sources_of(self, url: str) -> list[str]:
         """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""
         p = self._d.p
         with self._tx(write=False) as tx:
+            url_id = self._url_id(tx.conn, url)
+            if url_id is None:
+                return []
             rows = tx.conn.exec_driver_sql(
-                "SELECT s.label, 0 AS o FROM urls u JOIN sources s ON s.id = u.source_id"  # noqa: S608
-                f" WHERE u.url = {p} UNION SELECT s.label, 1 FROM urls u JOIN url_sources us ON us.url_id = u.id"
-                f" JOIN sources s ON s.id = us.source_id WHERE u.url = {p} ORDER BY 2, 1",
-                (url, url),
+                "SELECT s.label, 0 AS o FROM urls u JOIN sources s ON s.id = u.source_id"
+                f" WHERE u.id = {p} UNION SELECT s.label, 1 FROM url_sources us"
+                f" JOIN sources s ON s.id = us.source_id WHERE us.url_id = {p} ORDER BY 2, 1",
+                (url_id, url_id),
             ).all()
         return list(dict.fromkeys(label for label, _ in rows))
 
@@ -352,7 +385,7 @@ class FrontierStore:
         and that are neither blocked nor parked. ``hosts`` restricts to a partition. Returns their origins."""
         if limit <= 0 or (hosts is not None and not hosts):
             return []
-        now = _aware(now) or utcnow()
+        now = aware(now) or utcnow()
         d = self._d
         kind_values = None if kinds is None else [str(k) for k in kinds]
         sql = d.claim_hosts_sql(None if hosts is None else len(hosts), None if kinds is None else len(kinds))
@@ -368,7 +401,7 @@ class FrontierStore:
         """Extend this owner's leases on ``origins`` (and on the URLs it holds there); returns those still ours."""
         if not origins:
             return []
-        now = _aware(now) or utcnow()
+        now = aware(now) or utcnow()
         until = now + timedelta(seconds=lease_s)
         with self._tx() as tx:
             kept = tx.conn.execute(
@@ -387,7 +420,7 @@ class FrontierStore:
         """Give up this owner's host leases; ``lease_until`` stays as 'last served' for fair ordering."""
         if not origins:
             return
-        now = _aware(now) or utcnow()
+        now = aware(now) or utcnow()
         with self._tx() as tx:
             tx.conn.execute(
                 update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
@@ -406,41 +439,68 @@ class FrontierStore:
         """
         if per_host <= 0 or not hosts or not kinds:
             return []
-        now = _aware(now) or utcnow()
+        now = aware(now) or utcnow()
         until = now + timedelta(seconds=lease_s)
         d = self._d
         kind_values = [str(k) for k in kinds]
         claimed: list[ClaimedUrl] = []
         with self._tx() as tx:
-            where, params = d.any_of("origin", list(hosts))
+            where, params = d.any_of("origin", list(set(hosts)))
             host_rows = tx.conn.exec_driver_sql(
-                f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"  # noqa: S608
+                f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"
                 f" AND lease_owner <> {d.p} AND lease_until >= {d.p})",
                 (*params, owner, d.ts(now)),
             ).all()
             origin_of = {host_id: origin for host_id, origin in host_rows}
             ids = sorted(origin_of)
-            # SQLite's parameter limit bounds hosts per statement; 200 hosts is ~2,400 parameters.
-            step = 200 if d.is_sqlite else max(1, len(ids))
-            for start in range(0, len(ids), step):
-                part = ids[start : start + step]
-                sql = d.claim_sql(len(part), len(kind_values))
+            if d.is_sqlite:
+                claimed = self._claim_sqlite(tx.conn, ids, origin_of, kind_values, per_host, now, owner, until)
+            elif ids:
                 rows = tx.conn.exec_driver_sql(
-                    sql, tuple(d.claim_params(part, kind_values, per_host, now, owner, until))
+                    d.claim_sql(len(ids), len(kind_values)),
+                    tuple(d.claim_params(ids, kind_values, per_host, now, owner, until)),
                 ).all()
-                claimed += [self._claimed(row, origin_of) for row in rows]
+                claimed = [self._claimed(row, origin_of) for row in rows]
         claimed.sort(key=lambda c: (c.host, -c.score, c.id))
+        return claimed
+
+    def _claim_sqlite(
+        self, conn: Connection, ids: list[int], origin_of: dict[int, str], kinds: list[str], per_host: int,
+        now: datetime, owner: str, until: datetime,
+    ) -> list[ClaimedUrl]:
+        d = self._d
+        claimed: list[ClaimedUrl] = []
+        step = 100  # hosts per statement: ~1,200 parameters, well inside SQLite's limit
+        for start in range(0, len(ids), step):
+            part = ids[start : start + step]
+            candidates = conn.exec_driver_sql(
+                d.claim_candidates_sql(len(part), len(kinds)),
+                tuple(d.claim_candidates_params(part, kinds, per_host, now)),
+            ).all()
+            by_host: dict[int, list[tuple[float, int]]] = {}
+            for url_id, host_id, score in candidates:
+                by_host.setdefault(host_id, []).append((-score, url_id))
+            chosen: list[int] = []
+            for entries in by_host.values():
+                if len(entries) > per_host:  # queued and revisit candidates together: keep the best
+                    entries.sort()
+                    del entries[per_host:]
+                chosen += [url_id for _, url_id in entries]
+            for offset in range(0, len(chosen), CHUNK):
+                batch = chosen[offset : offset + CHUNK]
+                rows = conn.exec_driver_sql(d.lease_sql(len(batch)), (owner, d.ts(until), *batch)).all()
+                claimed += [self._claimed(row, origin_of) for row in rows]
         return claimed
 
     def _claimed(self, row: Any, origin_of: dict[int, str]) -> ClaimedUrl:
         d = self._d
-        (url_id, url, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash,
+        (url_id, path, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash,
          lastmod, last_fetched_at, changefreq, revisit_s) = row
         until = d.dt(lease_until)
         assert until is not None
         return ClaimedUrl(
-            id=url_id, url=url, host=origin_of[host_id], kind=UrlKind(kind), depth=depth, score=score,
-            attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified,
+            id=url_id, url=origin_of[host_id] + path, host=origin_of[host_id], kind=UrlKind(kind), depth=depth,
+            score=score, attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified,
             content_hash=content_hash, lastmod=d.dt(lastmod), last_fetched_at=d.dt(last_fetched_at),
             changefreq=changefreq, revisit_s=revisit_s,
         )
@@ -460,10 +520,12 @@ class FrontierStore:
     def requeue_expired(self, *, now: datetime | None = None) -> int:
         """Leases that outlived their holder return to the queue (the crash-resume path); returns URLs requeued.
         Expired host leases are cleared too."""
-        now = _aware(now) or utcnow()
+        now = aware(now) or utcnow()
         with self._tx() as tx:
+            # host_id IN (all hosts) lets the (host_id, state, ...) claim index find the leased rows.
             result = tx.conn.execute(
-                update(Url).where(Url.state == UrlState.LEASED.value, Url.lease_until < now)
+                update(Url).where(Url.host_id.in_(select(Host.id).scalar_subquery()),
+                                  Url.state == UrlState.LEASED.value, Url.lease_until < now)
                 .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
             )
             tx.conn.execute(
@@ -499,11 +561,11 @@ class FrontierStore:
             return CompleteResult(0, 0, 0, AddResult(0, 0, 0))
         seen: set[int] = set()
         for completion, _ in items:
-            _check_completion(completion)
+            check_completion(completion)
             if completion.url_id in seen:
                 raise InvalidRecord(f"URL id {completion.url_id} appears twice in one complete_many batch")
             seen.add(completion.url_id)
-        outlink_batches = {c.url_id: _merge(links) for c, links in items}
+        outlink_batches = {c.url_id: merge(links) for c, links in items}
         d = self._d
         max_attempts = self.settings.politeness.max_attempts
         level = self.settings.store.compress_level
@@ -515,7 +577,7 @@ class FrontierStore:
             held = {
                 row[0]: row
                 for row in conn.exec_driver_sql(
-                    "SELECT id, attempts, etag, last_modified, content_hash FROM urls"  # noqa: S608
+                    "SELECT id, attempts, etag, last_modified, content_hash FROM urls"
                     f" WHERE {where} AND state = 'leased' AND lease_owner = {d.p}{lock}",
                     (*params, owner),
                 )
@@ -527,17 +589,22 @@ class FrontierStore:
             if pages:
                 inserted = conn.execute(
                     insert(Page).returning(Page.id, sort_by_parameter_order=True),
-                    [_page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
+                    [page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
                 ).all()
                 page_ids = {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
             updates = []
             fetch_rows = []
             for c, _ in mine:
                 _, attempts, old_etag, old_lm, old_hash = held[c.url_id]
-                updates.append(_url_update(c, attempts, old_etag, old_lm, old_hash, max_attempts, d))
+                o = url_outcome(c, attempts, old_etag, old_lm, old_hash, max_attempts)
+                updates.append((
+                    o.state, o.status, o.etag, o.last_modified, o.content_hash, d.ts(o.next_fetch_at), o.revisit_s,
+                    o.attempts, o.error_class, o.error, d.ts(o.changed_at), d.ts(o.gone_at), o.final_url,
+                    o.duplicate_of, d.ts(o.last_fetched_at), c.url_id,
+                ))
                 fetch_rows.append({
                     "url_id": c.url_id, "run_id": run_id, "fetched_at": c.fetched_at, "status": c.status,
-                    "outcome": _outcome(c), "bytes": c.bytes_read,
+                    "outcome": outcome(c), "bytes": c.bytes_read,
                     "error_class": c.error_class.value if c.error_class else None,
                     "page_id": page_ids.get(c.url_id),
                 })
@@ -548,7 +615,7 @@ class FrontierStore:
             added = AddResult(0, 0, 0)
             if links:
                 now = max(c.fetched_at for c, _ in mine)
-                added = self._upsert(tx, _merge_merged(links), _aware(now) or utcnow())
+                added = self._upsert(tx, fold(links), aware(now) or utcnow())
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids)
@@ -584,8 +651,8 @@ class FrontierStore:
 
     def save_robots(self, state: RobotsState) -> None:
         values = {
-            "robots_status": state.status, "robots_fetched_at": _aware(state.fetched_at),
-            "robots_expires_at": _aware(state.expires_at), "robots_body": state.body, "robots_etag": state.etag,
+            "robots_status": state.status, "robots_fetched_at": aware(state.fetched_at),
+            "robots_expires_at": aware(state.expires_at), "robots_body": state.body, "robots_etag": state.etag,
             "robots_last_modified": state.last_modified,
             "robots_error": state.error_class.value if state.error_class else None,
         }
@@ -605,14 +672,14 @@ class FrontierStore:
     def save_host_policy(self, policy: HostPolicy) -> None:
         values = {
             "crawl_delay_s": policy.crawl_delay_s, "request_rate_s": policy.request_rate_s,
-            "concurrency_limit": policy.concurrency_limit, "blocked_until": _aware(policy.blocked_until),
+            "concurrency_limit": policy.concurrency_limit, "blocked_until": aware(policy.blocked_until),
             "parked_reason": policy.parked_reason, "failures": policy.failures,
-            "next_allowed_at": _aware(policy.next_allowed_at),
+            "next_allowed_at": aware(policy.next_allowed_at),
         }
         self._update_host(policy.origin, values)
 
     def _update_host(self, origin: str, values: dict[str, Any]) -> None:
-        if not _ORIGIN.fullmatch(origin):
+        if not ORIGIN.fullmatch(origin):
             raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
         with self._tx() as tx:
             host_id = self._ensure_hosts(tx, [origin])[origin]
@@ -657,8 +724,8 @@ class FrontierStore:
         """Insert or replace the state of one discovery document (keyed by URL)."""
         values = {
             "kind": doc.kind, "status": doc.status, "etag": doc.etag, "last_modified": doc.last_modified,
-            "content_hash": doc.content_hash, "fetched_at": _aware(doc.fetched_at),
-            "next_fetch_at": _aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
+            "content_hash": doc.content_hash, "fetched_at": aware(doc.fetched_at),
+            "next_fetch_at": aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
             "children": list(doc.children) or None,
         }
         with self._tx() as tx:
@@ -752,7 +819,7 @@ class FrontierStore:
         last_id = 0
         while True:
             query = (
-                select(Page.__table__, Url.url).join(Url, Url.id == Page.url_id).where(Page.id > last_id)
+                _pages_query().where(Page.id > last_id)
                 .order_by(Page.id).limit(batch)
             )
             if since is not None:
@@ -762,7 +829,7 @@ class FrontierStore:
             if not rows:
                 return
             for row in rows:
-                yield _stored_page(row)
+                yield stored_page(row)
             last_id = rows[-1].id
 
     def iter_fetches(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredFetch]:
@@ -770,7 +837,8 @@ class FrontierStore:
         last_id = 0
         while True:
             query = (
-                select(Fetch.__table__, Url.url).join(Url, Url.id == Fetch.url_id).where(Fetch.id > last_id)
+                select(Fetch.__table__, _full_url).join(Url, Url.id == Fetch.url_id)
+                .join(Host, Host.id == Url.host_id).where(Fetch.id > last_id)
                 .order_by(Fetch.id).limit(batch)
             )
             if since is not None:
@@ -781,9 +849,9 @@ class FrontierStore:
                 pages = {}
                 if page_ids:
                     for prow in tx.conn.execute(
-                        select(Page.__table__, Url.url).join(Url, Url.id == Page.url_id).where(Page.id.in_(page_ids))
+                        _pages_query().where(Page.id.in_(page_ids))
                     ):
-                        pages[prow.id] = _stored_page(prow)
+                        pages[prow.id] = stored_page(prow)
             if not rows:
                 return
             for r in rows:
@@ -797,13 +865,19 @@ class FrontierStore:
     def url_states(self) -> dict[str, tuple[str, str | None]]:
         """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""
         with self._tx(write=False) as tx:
-            return {u: (s, h) for u, s, h in tx.conn.exec_driver_sql("SELECT url, state, content_hash FROM urls")}
+            rows = tx.conn.exec_driver_sql(
+                "SELECT h.origin, u.path, u.state, u.content_hash FROM urls u JOIN hosts h ON h.id = u.host_id"
+            )
+            return {origin + path: (state, content_hash) for origin, path, state, content_hash in rows}
 
     def url_info(self, url: str) -> dict[str, Any] | None:
         """Every column of one URL row (times as aware datetimes), for diagnostics and tests."""
         with self._tx(write=False) as tx:
-            row = tx.conn.execute(select(Url.__table__).where(Url.url == url)).mappings().first()
-        return None if row is None else dict(row)
+            url_id = self._url_id(tx.conn, url)
+            if url_id is None:
+                return None
+            row = tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one()
+        return {"url": url, **row}
 
 
 # --- helpers (no SQL) ----------------------------------------------------------------------------------------
@@ -828,6 +902,9 @@ def _make_engine(settings: Settings) -> Engine:
             for pragma in (
                 "journal_mode=WAL",
                 "synchronous=NORMAL",
+                # The background checkpointer (below) keeps the WAL short; writers only checkpoint past this.
+                "wal_autocheckpoint=16384",
+                "journal_size_limit=67108864",
                 "foreign_keys=ON",
                 f"busy_timeout={busy_ms}",
                 "cache_size=-131072",  # 128 MiB page cache: the url index of a million URLs stays hot
@@ -848,135 +925,42 @@ def _make_engine(settings: Settings) -> Engine:
     raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")
 
 
-def _check_url(record: DiscoveredUrl) -> str:
-    """The origin of a valid record; InvalidRecord naming it otherwise."""
-    url = record.url
-    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
-        raise InvalidRecord(f"URL {str(url)[:200]!r} is longer than {MAX_URL_LENGTH} characters")
-    match = _ORIGIN.match(url)
-    if match is None or _BAD_CHARS.search(url, match.end()):
-        raise InvalidRecord(f"URL {url[:200]!r} is not an absolute http(s) URL without spaces or control characters")
-    if record.kind not in _KINDS:
-        raise InvalidRecord(f"URL {url[:200]!r} has kind {record.kind!r}; expected one of {sorted(_KINDS)}")
-    if not isinstance(record.score, int | float) or not math.isfinite(record.score):
-        raise InvalidRecord(f"URL {url[:200]!r} has a non-finite score {record.score!r}")
-    if not isinstance(record.depth, int) or not 0 <= record.depth <= 32_767:
-        raise InvalidRecord(f"URL {url[:200]!r} has depth {record.depth!r}; expected 0..32767")
-    if not record.source:
-        raise InvalidRecord(f"URL {url[:200]!r} has no source")
-    return match.group(0)
+class _Checkpointer:
+    """Moves SQLite's WAL into the database file from a daemon thread, so the page copying of a checkpoint
+    is not paid inside a claim or an upsert. PASSIVE: it never blocks readers or writers, and if it falls
+    behind, writers still checkpoint past ``wal_autocheckpoint`` pages."""
 
+    def __init__(self, database: str, busy_timeout_s: float) -> None:
+        self._database = database
+        self._busy_timeout_s = busy_timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="harvester-sqlite-checkpoint", daemon=True)
+        self._thread.start()
 
-def _merge(batch: Sequence[DiscoveredUrl]) -> list[_Merged]:
-    """Validate every record first (so a bad one writes nothing), folding duplicates within the batch."""
-    out: dict[str, _Merged] = {}
-    for record in batch:
-        origin = _check_url(record)
-        prior = out.get(record.url)
-        lastmod = _aware(record.lastmod)
-        if prior is None:
-            out[record.url] = _Merged(
-                record.url, origin, str(record.kind), float(record.score), record.depth, lastmod,
-                record.changefreq, record.priority, [record.source],
-            )
-            continue
-        prior.score = max(prior.score, float(record.score))
-        prior.depth = min(prior.depth, record.depth)
-        if lastmod is not None and (prior.lastmod is None or lastmod > prior.lastmod):
-            prior.lastmod = lastmod
-        prior.changefreq = record.changefreq or prior.changefreq
-        prior.priority = record.priority if record.priority is not None else prior.priority
-        if record.source not in prior.sources:
-            prior.sources.append(record.source)
-    return list(out.values())
+    def _run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        wal = Path(self._database + "-wal")
+        last_size = -1
+        try:
+            while not self._stop.wait(CHECKPOINT_INTERVAL_S):
+                try:
+                    size = wal.stat().st_size
+                except OSError:
+                    continue
+                if size == last_size:
+                    continue
+                if conn is None:
+                    conn = sqlite3.connect(self._database, timeout=self._busy_timeout_s, isolation_level=None,
+                                           check_same_thread=False)
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as exc:  # busy or locked: the next round tries again
+                    logger.debug("checkpoint skipped: %s", exc)
+                last_size = size
+        finally:
+            if conn is not None:
+                conn.close()
 
-
-def _merge_merged(items: list[_Merged]) -> list[_Merged]:
-    out: dict[str, _Merged] = {}
-    for m in items:
-        prior = out.get(m.url)
-        if prior is None:
-            out[m.url] = m
-            continue
-        prior.score = max(prior.score, m.score)
-        prior.depth = min(prior.depth, m.depth)
-        if m.lastmod is not None and (prior.lastmod is None or m.lastmod > prior.lastmod):
-            prior.lastmod = m.lastmod
-        prior.changefreq = m.changefreq or prior.changefreq
-        prior.priority = m.priority if m.priority is not None else prior.priority
-        prior.sources += [s for s in m.sources if s not in prior.sources]
-    return list(out.values())
-
-
-def _check_completion(c: Completion) -> None:
-    if not isinstance(c.state, UrlState) or c.state in (UrlState.LEASED,):
-        raise InvalidRecord(f"completion of URL id {c.url_id}: state {c.state!r} is not an outcome")
-    if not isinstance(c.fetched_at, datetime):
-        raise InvalidRecord(f"completion of URL id {c.url_id}: fetched_at {c.fetched_at!r} is not a datetime")
-    if c.final_url is not None and len(c.final_url) > MAX_URL_LENGTH:
-        raise InvalidRecord(f"completion of URL id {c.url_id}: final_url is longer than {MAX_URL_LENGTH}")
-
-
-def _outcome(c: Completion) -> str:
-    """How a fetch is counted per run: fetched / not_modified / gone / failed / the state otherwise."""
-    if c.status == 304:
-        return "not_modified"
-    if c.state == UrlState.DONE:
-        return "fetched"
-    if c.state == UrlState.QUEUED and c.error_class is not None:
-        return "failed"
-    return c.state.value
-
-
-_URL_UPDATE = (
-    "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
-    " next_fetch_at = ?, revisit_s = ?, attempts = ?, last_error_class = ?, last_error = ?,"
-    " changed_at = COALESCE(?, changed_at), gone_at = ?, final_url = ?, duplicate_of = ?,"
-    " last_fetched_at = COALESCE(?, last_fetched_at), lease_owner = NULL, lease_until = NULL WHERE id = ?"
-)
-
-
-def _url_update(
-    c: Completion, attempts: int, old_etag: str | None, old_lm: str | None, old_hash: str | None,
-    max_attempts: int, d: Dialect,
-) -> tuple[Any, ...]:
-    fetched_at = _aware(c.fetched_at)
-    state = c.state
-    if state == UrlState.FAILED:
-        attempts += 1
-        if attempts < max_attempts:
-            state = UrlState.QUEUED  # retried later, at completion.next_fetch_at
-    elif state in _FINAL_OK:
-        attempts = 0
-    responded = c.status is not None and 200 <= c.status < 300
-    etag = c.etag if responded else (c.etag or old_etag)
-    last_modified = c.last_modified if responded else (c.last_modified or old_lm)
-    content_hash = c.content_hash or old_hash
-    error = c.error[:500] if c.error else None
-    return (
-        state.value, c.status, etag, last_modified, content_hash, d.ts(_aware(c.next_fetch_at)), c.revisit_s,
-        attempts, c.error_class.value if c.error_class else None, error,
-        d.ts(fetched_at) if c.changed else None, d.ts(fetched_at) if state == UrlState.GONE else None,
-        c.final_url, c.duplicate_of, d.ts(fetched_at) if c.status is not None else None, c.url_id,
-    )
-
-
-def _page_row(url_id: int, fetched_at: datetime, page: PageRecord, level: int) -> dict[str, Any]:
-    return {
-        "url_id": url_id, "fetched_at": _aware(fetched_at), "status": page.status, "final_url": page.final_url,
-        "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
-        "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
-        "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
-        "fields": dict(page.fields), "body": zlib.compress(page.body, level), "body_size": len(page.body),
-    }
-
-
-def _stored_page(row: Any) -> StoredPage:
-    page = row
-    return StoredPage(
-        page_id=page.id, url_id=page.url_id, url=row.url, final_url=page.final_url, fetched_at=page.fetched_at,
-        status=page.status, content_type=page.content_type, etag=page.etag, last_modified=page.last_modified,
-        content_hash=page.content_hash, body=zlib.decompress(page.body), canonical_url=page.canonical_url,
-        title=page.title, description=page.description, language=page.language, jsonld=list(page.jsonld or []),
-        fields=dict(page.fields or {}),
-    )
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -89,7 +89,7 @@ def upgrade() -> None:
     )
     op.create_table('urls',
     sa.Column('id', ID, nullable=False),
-    sa.Column('url', sa.String(length=2048), nullable=False),
+    sa.Column('path', sa.String(length=2048), nullable=False),
     sa.Column('canonical_version', sa.SmallInteger(), server_default=sa.text('1'), nullable=False),
     sa.Column('host_id', ID, nullable=False),
     sa.Column('source_id', ID, nullable=True),
@@ -122,11 +122,10 @@ def upgrade() -> None:
     sa.ForeignKeyConstraint(['host_id'], ['hosts.id'], name=op.f('fk_urls_host_id_hosts')),
     sa.ForeignKeyConstraint(['source_id'], ['sources.id'], name=op.f('fk_urls_source_id_sources')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_urls')),
-    sa.UniqueConstraint('url', name=op.f('uq_urls_url'))
+    sa.UniqueConstraint('host_id', 'path', name=op.f('uq_urls_host_id_path'))
     )
     op.create_index('ix_urls_claim', 'urls', ['host_id', 'state', sa.literal_column('score DESC'), 'id'], unique=False)
     op.create_index('ix_urls_content_hash', 'urls', ['content_hash'], unique=False, sqlite_where=sa.text('content_hash IS NOT NULL'), postgresql_where=sa.text('content_hash IS NOT NULL'))
-    op.create_index('ix_urls_leased', 'urls', ['lease_until'], unique=False, sqlite_where=sa.text("state = 'leased'"), postgresql_where=sa.text("state = 'leased'"))
     op.create_index('ix_urls_revisit', 'urls', ['host_id', 'next_fetch_at'], unique=False, sqlite_where=sa.text("state = 'done'"), postgresql_where=sa.text("state = 'done'"))
     op.create_table('pages',
     sa.Column('id', ID, nullable=False),
@@ -190,7 +189,6 @@ def downgrade() -> None:
     op.drop_table('pages')
     op.drop_index('ix_urls_revisit', table_name='urls', sqlite_where=sa.text("state = 'done'"), postgresql_where=sa.text("state = 'done'"))
     op.drop_index('ix_urls_content_hash', table_name='urls', sqlite_where=sa.text('content_hash IS NOT NULL'), postgresql_where=sa.text('content_hash IS NOT NULL'))
-    op.drop_index('ix_urls_leased', table_name='urls')
     op.drop_index('ix_urls_claim', table_name='urls')
     op.drop_table('urls')
     op.drop_table('sources')

@@ -1,0 +1,175 @@
+"""Frontier benchmark: bulk-add N realistic URLs over ~100 hosts, then repeated claims of 1,000 URLs.
+
+    python bench/frontier.py [--urls 1000000] [--hosts 100] [--claims 30] [--no-postgres] [--no-sqlite]
+
+Prints, for SQLite and PostgreSQL side by side: URLs/s added, bytes per URL on disk, claim latency (median,
+p95). PostgreSQL runs in a scratch database at 127.0.0.1:5432 that is created and dropped here.
+Targets (issue 2): >= 100k URLs/s added to SQLite, <= 300 bytes per URL, claim of 1,000 <= 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from harvester.frontier import FrontierStore
+from harvester.records import DiscoveredUrl, UrlKind
+from harvester.settings import Settings
+
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+WORDS = (
+    "market", "city", "council", "school", "energy", "water", "climate", "health", "review", "guide", "local",
+    "world", "sport", "team", "season", "report", "price", "home", "garden", "travel", "music", "film", "science",
+    "space", "data", "policy", "court", "river", "road", "bridge", "festival",
+)
+SECTIONS = ("news", "sport", "business", "culture", "opinion", "tech", "science", "travel", "products", "blog")
+
+
+def make_batches(n: int, hosts: int, batch_size: int, seed: int = 7) -> list[list[DiscoveredUrl]]:
+    """Sitemap-shaped batches: one host per batch (as a sitemap file is), paths like real article URLs."""
+    rng = random.Random(seed)
+    origins = [f"https://www.{rng.choice(WORDS)}-{h:03d}.example.com" for h in range(hosts)]
+    base = datetime(2024, 1, 1, tzinfo=UTC)
+    per_host = n // hosts
+    batches: list[list[DiscoveredUrl]] = []
+    made = 0
+    for h, origin in enumerate(origins):
+        count = per_host if h < hosts - 1 else n - made
+        source = f"sitemap:{origin}/sitemap-{h}.xml"
+        batch: list[DiscoveredUrl] = []
+        for i in range(count):
+            day = rng.randrange(700)
+            slug = "-".join(rng.sample(WORDS, rng.randint(2, 5)))
+            when = base + timedelta(days=day, seconds=rng.randrange(86_400))
+            url = f"{origin}/{rng.choice(SECTIONS)}/{when:%Y/%m/%d}/{slug}-{100_000 + i}"
+            batch.append(DiscoveredUrl(url, UrlKind.DETAIL, source, depth=1, score=rng.random(), lastmod=when))
+            if len(batch) == batch_size:
+                batches.append(batch)
+                batch = []
+        if batch:
+            batches.append(batch)
+        made += count
+    rng.shuffle(batches)
+    return batches
+
+
+def run(label: str, settings: Settings, batches: list[list[DiscoveredUrl]], claims: int,
+        size_of: Any) -> dict[str, Any]:
+    with FrontierStore.open(settings, upgrade=True) as store:
+        base_size = size_of(store)
+        n = sum(len(b) for b in batches)
+        gc.collect()
+        gc.disable()
+        started = time.perf_counter()
+        for batch in batches:
+            store.add_discovered(batch)
+        add_s = time.perf_counter() - started
+        gc.enable()
+        # Re-adding a tenth of the URLs (a daily rediscovery of known URLs).
+        again = batches[: max(1, len(batches) // 10)]
+        started = time.perf_counter()
+        for batch in again:
+            store.add_discovered(batch)
+        readd_rate = sum(len(b) for b in again) / (time.perf_counter() - started)
+        store_size = size_of(store) - base_size
+        hosts = sorted(store.stats().hosts)
+        per_host = max(1, 1000 // len(hosts))
+        latencies = []
+        got = 0
+        for _ in range(claims):
+            t = time.perf_counter()
+            claimed = store.claim("bench", hosts=hosts, per_host=per_host, lease_s=600)
+            latencies.append((time.perf_counter() - t) * 1000)
+            got = len(claimed)
+        latencies.sort()
+    return {
+        "label": label,
+        "urls": n,
+        "add_rate": n / add_s,
+        "readd_rate": readd_rate,
+        "bytes_per_url": store_size / n,
+        "claim_n": got,
+        "claim_median_ms": statistics.median(latencies),
+        "claim_p95_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))],
+    }
+
+
+def sqlite_size(path: Path) -> Any:
+    def size(store: FrontierStore) -> int:
+        raw = store._engine.raw_connection()  # the bench measures the file, not the API
+        try:
+            raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            raw.close()
+        return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
+
+    return size
+
+
+def pg_size(name: str) -> Any:
+    def size(_store: FrontierStore) -> int:
+        with psycopg.connect(PG_ADMIN) as conn:
+            conn.execute("CHECKPOINT")
+            row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    return size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--urls", type=int, default=1_000_000)
+    parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--claims", type=int, default=30)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--no-sqlite", action="store_true")
+    args = parser.parse_args()
+    base = Settings()
+    print(f"generating {args.urls:,} URLs over {args.hosts} hosts, batches of {base.discovery.batch_size} ...")
+    batches = make_batches(args.urls, args.hosts, base.discovery.batch_size)
+    lengths = [len(u.url) for b in batches for u in b]
+    print(f"mean URL length {statistics.mean(lengths):.1f} chars")
+    results = []
+    if not args.no_sqlite:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "bench.db"
+            settings = base.with_overrides(database_url=f"sqlite:///{path}")
+            results.append(run("SQLite", settings, batches, args.claims, sqlite_size(path)))
+    if not args.no_postgres:
+        name = f"hv_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        try:
+            settings = base.with_overrides(database_url=f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}")
+            results.append(run("PostgreSQL", settings, batches, args.claims, pg_size(name)))
+        finally:
+            with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    rows = [
+        ("URLs added", lambda r: f"{r['urls']:,}"),
+        ("added URLs/s (target >= 100k SQLite)", lambda r: f"{r['add_rate']:,.0f}"),
+        ("re-added known URLs/s", lambda r: f"{r['readd_rate']:,.0f}"),
+        ("bytes per URL on disk (target <= 300)", lambda r: f"{r['bytes_per_url']:.0f}"),
+        ("URLs per claim", lambda r: f"{r['claim_n']}"),
+        ("claim median ms (target <= 5)", lambda r: f"{r['claim_median_ms']:.2f}"),
+        ("claim p95 ms", lambda r: f"{r['claim_p95_ms']:.2f}"),
+    ]
+    print()
+    print(f"{'':40}" + "".join(f"{r['label']:>14}" for r in results))
+    for title, fmt in rows:
+        print(f"{title:40}" + "".join(f"{fmt(r):>14}" for r in results))
+
+
+if __name__ == "__main__":
+    main()

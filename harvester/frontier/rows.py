@@ -1,0 +1,228 @@
+"""Row shaping for the frontier: validation of incoming records and the values written for them. No SQL here.
+
+A URL is stored as its host's id plus the rest of the URL after the origin (``path``: path, query), so the
+origin is written once per host rather than once per URL. Validation runs over a whole batch before anything
+is written, so a bad record rejects the batch and leaves the database untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from harvester.errors import InvalidRecord
+from harvester.records import Completion, DiscoveredUrl, PageRecord, StoredPage, UrlKind, UrlState
+
+MAX_URL_LENGTH = 2048
+"""Longest URL the frontier accepts (after the caller's canonicalization)."""
+
+ORIGIN = re.compile(r"https?://[^/?#\x00-\x20\x7f]+")
+"""``scheme://netloc`` at the start of an absolute http(s) URL (the same split as ``records.origin_of``)."""
+
+_BAD_CHARS = re.compile(r"[\x00-\x20\x7f]")
+_KINDS = frozenset(UrlKind)
+_FINAL = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(value: datetime | None) -> datetime | None:
+    """Times are UTC; a naive datetime is taken to be UTC already."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def source_kind(label: str) -> str:
+    return label.split(":", 1)[0][:20]
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """(origin, path) of an absolute http(s) URL; InvalidRecord otherwise."""
+    match = ORIGIN.match(url) if isinstance(url, str) else None
+    if match is None or len(url) > MAX_URL_LENGTH or _BAD_CHARS.search(url, match.end()):
+        shown = str(url)[:200]
+        raise InvalidRecord(
+            f"URL {shown!r} is not an absolute http(s) URL of at most {MAX_URL_LENGTH} characters without"
+            " spaces or control characters"
+        )
+    end = match.end()
+    return url[:end], url[end:]
+
+
+@dataclass(slots=True)
+class Merged:
+    """One URL of a batch after duplicates within the batch were folded together."""
+
+    url: str
+    origin: str
+    path: str
+    kind: str
+    score: float
+    depth: int
+    lastmod: datetime | None
+    changefreq: str | None
+    priority: float | None
+    sources: list[str]
+
+
+def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
+    """Validate every record (a bad one raises InvalidRecord naming it), folding duplicates within the batch:
+    best score, least depth, newest lastmod, every source."""
+    out: dict[str, Merged] = {}
+    kinds = _KINDS
+    isfinite = math.isfinite
+    for record in batch:
+        url = record.url
+        origin, path = split_url(url)
+        score = record.score
+        depth = record.depth
+        if record.kind not in kinds:
+            raise InvalidRecord(f"URL {url[:200]!r} has kind {record.kind!r}; expected one of {sorted(kinds)}")
+        if score.__class__ is not float:
+            if not isinstance(score, int | float):
+                raise InvalidRecord(f"URL {url[:200]!r} has a non-numeric score {score!r}")
+            score = float(score)
+        if not isfinite(score):
+            raise InvalidRecord(f"URL {url[:200]!r} has a non-finite score {score!r}")
+        if depth.__class__ is not int or not 0 <= depth <= 32_767:
+            raise InvalidRecord(f"URL {url[:200]!r} has depth {depth!r}; expected an int 0..32767")
+        if not record.source:
+            raise InvalidRecord(f"URL {url[:200]!r} has no source")
+        lastmod = record.lastmod
+        if lastmod is not None and lastmod.tzinfo is None:
+            lastmod = lastmod.replace(tzinfo=UTC)
+        prior = out.get(url)
+        if prior is None:
+            out[url] = Merged(url, origin, path, record.kind.value if isinstance(record.kind, UrlKind) else record.kind,
+                              score, depth, lastmod, record.changefreq, record.priority, [record.source])
+            continue
+        prior.score = max(prior.score, score)
+        prior.depth = min(prior.depth, depth)
+        if lastmod is not None and (prior.lastmod is None or lastmod > prior.lastmod):
+            prior.lastmod = lastmod
+        prior.changefreq = record.changefreq or prior.changefreq
+        prior.priority = record.priority if record.priority is not None else prior.priority
+        if record.source not in prior.sources:
+            prior.sources.append(record.source)
+    return list(out.values())
+
+
+def fold(items: Sequence[Merged]) -> list[Merged]:
+    """Fold already-validated rows from several batches (outlinks of several pages) into one per URL."""
+    out: dict[str, Merged] = {}
+    for m in items:
+        prior = out.get(m.url)
+        if prior is None:
+            out[m.url] = Merged(m.url, m.origin, m.path, m.kind, m.score, m.depth, m.lastmod, m.changefreq,
+                                m.priority, list(m.sources))
+            continue
+        prior.score = max(prior.score, m.score)
+        prior.depth = min(prior.depth, m.depth)
+        if m.lastmod is not None and (prior.lastmod is None or m.lastmod > prior.lastmod):
+            prior.lastmod = m.lastmod
+        prior.changefreq = m.changefreq or prior.changefreq
+        prior.priority = m.priority if m.priority is not None else prior.priority
+        prior.sources += [s for s in m.sources if s not in prior.sources]
+    return list(out.values())
+
+
+def check_completion(c: Completion) -> None:
+    if not isinstance(c.state, UrlState) or c.state == UrlState.LEASED:
+        raise InvalidRecord(f"completion of URL id {c.url_id}: state {c.state!r} is not an outcome")
+    if not isinstance(c.fetched_at, datetime):
+        raise InvalidRecord(f"completion of URL id {c.url_id}: fetched_at {c.fetched_at!r} is not a datetime")
+    if c.final_url is not None and len(c.final_url) > MAX_URL_LENGTH:
+        raise InvalidRecord(f"completion of URL id {c.url_id}: final_url is longer than {MAX_URL_LENGTH}")
+
+
+def outcome(c: Completion) -> str:
+    """How a fetch is counted per run: fetched / not_modified / gone / failed, else the state's name."""
+    if c.status == 304:
+        return "not_modified"
+    if c.state == UrlState.DONE:
+        return "fetched"
+    return c.state.value
+
+
+@dataclass(frozen=True, slots=True)
+class UrlOutcome:
+    """The URL columns one completion writes (times still datetimes; the dialect converts them)."""
+
+    state: str
+    status: int | None
+    etag: str | None
+    last_modified: str | None
+    content_hash: str | None
+    next_fetch_at: datetime | None
+    revisit_s: float | None
+    attempts: int
+    error_class: str | None
+    error: str | None
+    changed_at: datetime | None
+    gone_at: datetime | None
+    final_url: str | None
+    duplicate_of: int | None
+    last_fetched_at: datetime | None
+
+
+def url_outcome(
+    c: Completion, attempts: int, old_etag: str | None, old_lm: str | None, old_hash: str | None, max_attempts: int
+) -> UrlOutcome:
+    """Apply the completion rules: a FAILED fetch is QUEUED again (at ``next_fetch_at``) until it has failed
+    ``max_attempts`` times; a final outcome resets attempts; validators and the content hash are replaced on a
+    2xx and kept otherwise (a 304 or an error says nothing new about them)."""
+    fetched_at = aware(c.fetched_at)
+    state = c.state
+    if state == UrlState.FAILED:
+        attempts += 1
+        if attempts < max_attempts:
+            state = UrlState.QUEUED
+    elif state in _FINAL:
+        attempts = 0
+    responded = c.status is not None and 200 <= c.status < 300
+    return UrlOutcome(
+        state=state.value,
+        status=c.status,
+        etag=c.etag if responded else (c.etag or old_etag),
+        last_modified=c.last_modified if responded else (c.last_modified or old_lm),
+        content_hash=c.content_hash or old_hash,
+        next_fetch_at=aware(c.next_fetch_at),
+        revisit_s=c.revisit_s,
+        attempts=attempts,
+        error_class=c.error_class.value if c.error_class else None,
+        error=c.error[:500] if c.error else None,
+        changed_at=fetched_at if c.changed else None,
+        gone_at=fetched_at if state == UrlState.GONE else None,
+        final_url=c.final_url,
+        duplicate_of=c.duplicate_of,
+        last_fetched_at=fetched_at if c.status is not None else None,
+    )
+
+
+def page_row(url_id: int, fetched_at: datetime, page: PageRecord, level: int) -> dict[str, Any]:
+    return {
+        "url_id": url_id, "fetched_at": aware(fetched_at), "status": page.status, "final_url": page.final_url,
+        "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
+        "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
+        "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
+        "fields": dict(page.fields), "body": zlib.compress(page.body, level), "body_size": len(page.body),
+    }
+
+
+def stored_page(row: Any) -> StoredPage:
+    """A pages row (joined with its URL as ``url``) back as a record, body decompressed."""
+    return StoredPage(
+        page_id=row.id, url_id=row.url_id, url=row.url, final_url=row.final_url, fetched_at=row.fetched_at,
+        status=row.status, content_type=row.content_type, etag=row.etag, last_modified=row.last_modified,
+        content_hash=row.content_hash, body=zlib.decompress(row.body), canonical_url=row.canonical_url,
+        title=row.title, description=row.description, language=row.language, jsonld=list(row.jsonld or []),
+        fields=dict(row.fields or {}),
+    )
