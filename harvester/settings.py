@@ -36,7 +36,7 @@ DEFAULT_CONFIG_FILE = Path("harvester.toml")
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "utm_id", "utm_name",
     "gclid", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "_ga", "_gl",
-    "igshid", "ref_src", "spm", "_hsenc", "_hsmi", "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id",
+    "igshid", "ref", "ref_src", "spm", "_hsenc", "_hsmi", "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id",
 )
 """Query parameters that only say where a click came from; removed from the canonical form."""
 

@@ -419,3 +419,32 @@ def test_filter_accepts_exactly_what_it_accepted_before(paths: list[str]) -> Non
     first = [flt.check(f"{ORIGIN}/{p}") for p in paths]
     again = [flt.check(f"{ORIGIN}/{p}") for p in paths]
     assert first == again
+
+
+def test_test_web_link_spellings_collapse_to_the_true_urls(test_web) -> None:  # type: ignore[no-untyped-def]
+    """Every link on every page of host ``a`` (tracking params, fragments, upper-case host, permuted queries,
+    relative and dot-segment forms) canonicalizes to a URL the site really has: zero duplicate spellings."""
+    import httpx
+
+    from harvester.discovery.listings import extract_links
+
+    truth = test_web.truth["a"]
+    details = set(truth.detail_urls())
+    pages = [truth.origin + "/", *truth.listing_urls(), *sorted(details)[:40]]
+    spellings: dict[str, set[str]] = {}
+    with httpx.Client(timeout=30) as client:
+        for page_url in pages:
+            response = client.get(page_url)
+            if response.status_code != 200:
+                continue
+            for link in extract_links(response.content, base_url=page_url).links:
+                canonical = canon(link)
+                assert canonical is not None
+                spellings.setdefault(canonical, set()).add(link)
+    known_other = {truth.origin + "/", truth.origin + "/about/", *truth.listing_urls()}
+    unknown = set(spellings) - details - known_other
+    assert not unknown, sorted(unknown)[:5]  # a stray spelling would be a duplicate of some page
+    linked_details = set(spellings) & details
+    assert len(linked_details) > 10
+    # Control: the raw spellings really were many (so the collapse above did work).
+    assert sum(len(raw) for url, raw in spellings.items() if url in details) > len(linked_details)

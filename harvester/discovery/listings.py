@@ -18,7 +18,12 @@ from urllib.parse import urlsplit
 from harvester.discovery._html import absolute_http, document_base, parse_html
 from harvester.discovery.feeds import feed_links_in, is_feed_url
 from harvester.records import UrlKind
-from harvester.settings import SiteProfile
+from harvester.settings import (
+    DEFAULT_PRESENTATION_PARAMS,
+    DEFAULT_SESSION_PARAMS,
+    DEFAULT_TRACKING_PARAMS,
+    SiteProfile,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +83,6 @@ LISTING_WORDS = frozenset(
         "search",
         "list",
         "browse",
-        "index",
-        "page",
-        "pages",
         "kategorie",
         "categorie",
         "categoria",
@@ -208,10 +210,27 @@ def segment_shape(segment: str) -> str:
     return "-".join(tokens) + ext
 
 
+_IGNORED_PARAMS = frozenset(
+    name.lower() for name in (*DEFAULT_TRACKING_PARAMS, *DEFAULT_PRESENTATION_PARAMS, *DEFAULT_SESSION_PARAMS)
+)
+"""Query parameters that say nothing about a URL's shape: raw links carry them, canonical sitemap URLs do not."""
+
+
 def _path_parts(url: str) -> tuple[str, list[str], str]:
+    """(host without www., path segments, sorted meaningful query keys): what a URL shape is made of."""
     parts = urlsplit(url)
     segments = [seg for seg in parts.path.split("/") if seg]
-    keys = sorted({piece.partition("=")[0] for piece in parts.query.split("&") if piece}) if parts.query else []
+    keys = (
+        sorted(
+            {
+                name
+                for piece in parts.query.split("&")
+                if piece and (name := piece.partition("=")[0]).lower() not in _IGNORED_PARAMS
+            }
+        )
+        if parts.query
+        else []
+    )
     return parts.netloc.lower().removeprefix("www."), segments, "&".join(keys)
 
 
@@ -225,15 +244,20 @@ def _is_variable(values: Counter[str], examples: int) -> bool:
 
 
 class _Templates:
-    """URL shapes learned from examples, grouped by (host, depth): which positions are literal words."""
+    """URL shapes learned from examples, grouped by (host, depth): which positions are literal words.
 
-    __slots__ = ("_dirty", "_groups", "_keys", "_max_examples", "_variable")
+    Also the literal leading segments of each shape (``/articles/`` of ``/articles/{slug}``): a URL that IS such
+    a prefix is the section's own listing page.
+    """
+
+    __slots__ = ("_dirty", "_groups", "_keys", "_max_examples", "_prefixes", "_variable")
 
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
         self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
         self._variable: dict[tuple[str, int], list[bool]] = {}
         self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
+        self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._dirty: set[tuple[str, int]] = set()
 
     def add(self, url: str) -> None:
@@ -257,7 +281,13 @@ class _Templates:
         variable = [_is_variable(column, len(examples)) for column in columns]
         self._variable[group] = variable
         self._keys[group] = {self._key(segments, query, variable) for segments, query in examples}
+        literal_head = next((i for i, var in enumerate(variable) if var), depth)
+        self._prefixes[group] = {tuple(segments[:literal_head]) for segments, _ in examples} if literal_head else set()
         self._dirty.discard(group)
+
+    def _fresh(self) -> None:
+        for group in list(self._dirty):
+            self._rebuild(group)
 
     @staticmethod
     def _key(segments: list[str], query: str, variable: list[bool]) -> tuple[str, ...]:
@@ -271,6 +301,19 @@ class _Templates:
         if group in self._dirty:
             self._rebuild(group)
         return self._key(segments, query, self._variable[group]) in self._keys[group]
+
+    def is_section_of(self, url: str) -> bool:
+        """True when ``url``'s path is exactly the literal head of a learned shape (and has no query)."""
+        host, segments, query = _path_parts(url)
+        if not segments or query:
+            return False
+        self._fresh()
+        head = tuple(segments)
+        return any(
+            head in prefixes
+            for (group_host, depth), prefixes in self._prefixes.items()
+            if group_host == host and depth > len(head)
+        )
 
 
 class LinkClassifier:
@@ -322,15 +365,38 @@ class LinkClassifier:
                 return UrlKind.LISTING
         parts = urlsplit(url)
         path = parts.path or "/"
-        if _SITEMAP_PATH.search(path):
+        lowered = path.lower()
+        if _SITEMAP_PATH.search(path) or ("sitemap" in lowered and lowered.endswith((".xml", ".xml.gz", ".txt"))):
             return UrlKind.SITEMAP
+        if lowered.endswith(
+            (
+                ".xml.gz",
+                ".gz",
+                ".zip",
+                ".pdf",
+                ".jpg",
+                ".jpeg",
+                ".png",
+                ".gif",
+                ".webp",
+                ".svg",
+                ".css",
+                ".js",
+                ".ico",
+                ".mp4",
+                ".mp3",
+                ".woff",
+                ".woff2",
+            )
+        ):
+            return None  # files, not pages
         if is_feed_url(path):
             return UrlKind.FEED
         if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
             return UrlKind.LISTING
         if self._details.matches(url):
             return UrlKind.DETAIL
-        if self._listings.matches(url):
+        if self._listings.matches(url) or self._details.is_section_of(url):
             return UrlKind.LISTING
         segments = [seg for seg in path.split("/") if seg]
         if not segments:
@@ -343,13 +409,18 @@ class LinkClassifier:
 
 
 def _looks_like_detail(last: str) -> bool:
-    """Generic detail shapes: a slug of three or more words, a slug with an id, a long id, a .html page."""
+    """Generic detail shapes: a slug of three or more words, a slug with an id, a long id, an id-like page name.
+
+    Two-word slugs (about-us, privacy-policy, wp-login.php) are left undecided: site furniture, mostly.
+    """
     shape = segment_shape(last)
-    words = len([chunk for chunk in _SEPARATORS.split(last) if chunk.isalpha()])
-    if "a+" in shape and words >= 3:
+    tokens = shape.rsplit(".", 1)[0].split("-") if "." in shape else shape.split("-")
+    stem = _EXTENSION.sub("", last)
+    words = len([chunk for chunk in _SEPARATORS.split(stem) if chunk.isalpha()])
+    if words >= 3:
         return True
-    if ("a+" in shape or "a" in shape.split("-")) and "9" in shape.split("-") and len(last) >= 6:
+    if ("a+" in tokens or "a" in tokens) and "9" in tokens and len(last) >= 6:
         return True
-    if shape == "9" and len(last) >= 4:
+    if tokens == ["9"] and len(last) >= 4:
         return True
-    return shape.endswith((".html", ".htm", ".php", ".aspx")) and ("a+" in shape or "9" in shape or "x" in shape)
+    return "x" in tokens and len(last) >= 6 and any(ch.isdigit() for ch in last)

@@ -13,7 +13,7 @@ from typing import Any
 
 from harvester.records import Source
 
-MAX_TRACKED_URLS = 500_000
+MAX_TRACKED_URLS = 200_000
 """URLs whose source set is tracked for the overlap table; beyond it overlap is computed on the first ones."""
 
 MAX_LASTMOD_VALUES = 10_000

@@ -1,0 +1,237 @@
+"""extract_links and LinkClassifier over real-world shaped pages, and against the test web with no configuration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harvester.discovery.listings import LinkClassifier, extract_links, is_pagination, segment_shape
+from harvester.records import UrlKind
+from harvester.settings import Settings, SiteProfile
+from harvester.urls import canonicalize
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "html"
+TRUTH = json.loads((DATA / "truth.json").read_text())
+KIND = {"details": UrlKind.DETAIL, "listings": UrlKind.LISTING, "neither": None}
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_extract_links_on_samples(name: str) -> None:
+    truth = TRUTH[name]
+    page = extract_links((DATA / name).read_bytes(), base_url=truth["base_url"])
+    assert page.canonical == truth["canonical"]
+    assert page.feeds == truth["feeds"]
+    assert page.next_pages == truth["next_pages"]
+    assert page.nofollow == truth["nofollow"]
+    links = set(page.links)
+    # Every detail and listing link on the page was extracted, resolved against the right base.
+    for url in truth["details"] + truth["listings"] + truth["neither"]:
+        if url.startswith("https://news.example.net/") and url == "https://news.example.net/":
+            continue
+        assert url in links or url.lower() in {link.lower() for link in links}, url
+    assert not [link for link in page.links if not link.startswith(("http://", "https://"))]
+    assert len(page.links) == len(set(page.links))
+
+
+def test_base_href_and_relative_forms() -> None:
+    page = extract_links((DATA / "news_section.html").read_bytes(), base_url="https://news.example.net/world/x")
+    assert page.base == "https://news.example.net/world/"
+    assert "https://news.example.net/world/2026/05/31/summit-ends-without-agreement-5512" in page.links
+
+
+def test_meta_robots_and_junk_hrefs() -> None:
+    html = b"""<html><head><meta name="robots" content="noindex, nofollow"></head><body>
+    <a href="javascript:void(0)">j</a><a href="mailto:x@y">m</a><a href="tel:+1">t</a><a href="#x">f</a>
+    <a href=" /ok ">ok</a><a>no href</a><a href="">empty</a><a href="data:text/html,x">d</a></body></html>"""
+    page = extract_links(html, base_url="https://h.example/a/")
+    assert page.links == ["https://h.example/ok"]
+    assert page.robots_nofollow
+    assert page.robots_noindex
+
+
+def test_latin1_without_charset_does_not_crash_and_decodes() -> None:
+    page = extract_links((DATA / "latin1_listing.html").read_bytes(), base_url="https://rezepte.example.de/")
+    assert "https://rezepte.example.de/rezepte/käsespätzle-mit-röstzwiebeln-412" in page.links
+    assert page.next_pages == ["https://rezepte.example.de/rezepte/seite/2"]
+    canonical = canonicalize(page.links[0], settings=Settings().urls)
+    assert canonical == "https://rezepte.example.de/rezepte/k%C3%A4sesp%C3%A4tzle-mit-r%C3%B6stzwiebeln-412"
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "expected"),
+    [
+        ("text/html; charset=windows-1251", "Привет".encode("cp1251"), "Привет"),
+        (None, "日本".encode("shift_jis"), "日本"),
+        ("text/html; charset=utf-8", "naïve".encode(), "naïve"),
+        ("text/html; charset=bogus-charset", "naïve".encode(), "naïve"),
+        (None, "naïve".encode("latin-1"), "naïve"),
+    ],
+)
+def test_charsets(header: str | None, body: bytes, expected: str) -> None:
+    meta = b'<meta charset="shift_jis">' if header is None and expected == "日本" else b""
+    html = b"<html><head>" + meta + b'</head><body><a href="/' + body + b'">x</a></body></html>'
+    page = extract_links(html, base_url="https://h.example/", content_type=header)
+    assert page.links == [f"https://h.example/{expected}"]
+
+
+def test_garbage_and_empty_pages() -> None:
+    for body in (b"", b"   ", b"\x00\x01\x02", b"<<<>>>", b"<?xml version='1.0' encoding='utf-8'?><html/>"):
+        page = extract_links(body, base_url="https://h.example/")
+        assert page.links == []
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://h.example/list?page=2", True),
+        ("https://h.example/list?order=recent&page=12", True),
+        ("https://h.example/blog/page/3/", True),
+        ("https://h.example/page-4", True),
+        ("https://h.example/articles/page-turner-9", False),
+        ("https://h.example/list?pages=2", False),
+        ("https://h.example/p/12345/blue-widget", False),
+    ],
+)
+def test_is_pagination(url: str, expected: bool) -> None:
+    assert is_pagination(url) is expected
+
+
+def test_segment_shapes() -> None:
+    assert segment_shape("my-great-post-123.html") == "a+-9.html"
+    assert segment_shape("12345") == "9"
+    assert segment_shape("about") == "a"
+    assert segment_shape("a1b2c3") == "x"
+    assert segment_shape("2026-05-31") == "9"
+
+
+# --- classification ----------------------------------------------------------------------------------------
+
+
+def _accuracy(classifier: LinkClassifier, truth: dict[str, list[str]]) -> tuple[float, list[tuple[str, object]]]:
+    total = wrong = 0
+    misses = []
+    for key, kind in KIND.items():
+        for url in truth[key]:
+            total += 1
+            got = classifier.classify(url)
+            if got is not kind:
+                wrong += 1
+                misses.append((url, got))
+    return 1 - wrong / total, misses
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_classifier_accuracy_on_samples_with_learned_details(name: str) -> None:
+    classifier = LinkClassifier()
+    classifier.learn_details(TRUTH[name]["known_details"])
+    accuracy, misses = _accuracy(classifier, TRUTH[name])
+    assert accuracy == 1.0, misses
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_classifier_without_any_examples_still_works_on_samples(name: str) -> None:
+    accuracy, misses = _accuracy(LinkClassifier(), TRUTH[name])
+    assert accuracy >= 0.9, misses
+
+
+def test_learning_generalizes_shapes_the_generic_rules_miss() -> None:
+    known = [
+        f"https://food.example/recipes/{dish}"
+        for dish in ("goulash", "risotto", "ramen", "paella", "moussaka", "bibimbap", "pierogi", "ceviche")
+    ]
+    unseen = "https://food.example/recipes/tagine"
+    assert LinkClassifier().classify(unseen) is None  # control: one word, no id: undecided without examples
+    classifier = LinkClassifier()
+    classifier.learn_details(known)
+    assert classifier.classify(unseen) is UrlKind.DETAIL
+    assert classifier.classify("https://food.example/recipes/") is UrlKind.LISTING  # the section itself
+    assert classifier.classify("https://food.example/about") is None
+    assert classifier.classify("https://other.example/recipes/tagine") is None  # shapes are per host
+
+
+def test_learned_shapes_ignore_tracking_parameters_and_www() -> None:
+    classifier = LinkClassifier()
+    classifier.learn_details([f"https://www.h.example/item.php?id={i}" for i in range(10)])
+    assert classifier.classify("https://h.example/item.php?id=77&utm_source=x&sid=abc") is UrlKind.DETAIL
+    assert classifier.classify("https://h.example/item.php?cat=77") is not UrlKind.DETAIL
+
+
+def test_profile_patterns_override() -> None:
+    profile = SiteProfile(
+        seeds=("https://h.example/",), detail_patterns=(r"/about$",), listing_patterns=(r"/products/",)
+    )
+    classifier = LinkClassifier(profile)
+    classifier.learn_details([f"https://h.example/products/thing-{i}" for i in range(10)])
+    assert classifier.classify("https://h.example/about") is UrlKind.DETAIL
+    assert classifier.classify("https://h.example/products/thing-99") is UrlKind.LISTING
+
+
+def test_observe_page_learns_listing_shapes() -> None:
+    classifier = LinkClassifier()
+    classifier.learn_details([f"https://h.example/a/story-number-{i}" for i in range(20)])
+    links = [f"https://h.example/a/story-number-{i}" for i in range(100, 110)]
+    assert classifier.classify("https://h.example/hub/x1y2") is None
+    assert classifier.observe_page("https://h.example/hub/x1y2", links) is UrlKind.LISTING
+    assert classifier.classify("https://h.example/hub/z9w8") is UrlKind.LISTING
+    # Control: a page with few detail links teaches nothing.
+    assert classifier.observe_page("https://h.example/misc/q7r6", links[:2]) is None
+    assert classifier.classify("https://h.example/misc/q5r4") is None
+
+
+def test_feeds_and_sitemaps_are_recognized() -> None:
+    classifier = LinkClassifier()
+    assert classifier.classify("https://h.example/feed/") is UrlKind.FEED
+    assert classifier.classify("https://h.example/feeds/atom.xml") is UrlKind.FEED
+    assert classifier.classify("https://h.example/sitemap_index.xml") is UrlKind.SITEMAP
+    assert classifier.classify("https://h.example/sitemaps/pages-1.xml.gz") is not UrlKind.DETAIL
+
+
+# --- the test web ------------------------------------------------------------------------------------------
+
+
+def test_test_web_details_classified_without_configuration(test_web) -> None:  # type: ignore[no-untyped-def]
+    """Learn from the sitemap (as discovery does), then walk the listing pages breadth-first from the homepage,
+    following only what the classifier calls a listing, and classify every link found on the way."""
+    from collections import deque
+
+    import httpx
+
+    from harvester.discovery.sitemaps import parse_sitemap
+
+    settings = Settings()
+    urls = settings.urls
+    with httpx.Client(timeout=30) as client:
+        for name in test_web.truth:
+            truth = test_web.truth[name]
+            classifier = LinkClassifier()
+            for doc_url in truth.sitemap_documents()[1:]:
+                doc = parse_sitemap(client.get(doc_url).content, url=doc_url, settings=settings.discovery)
+                classifier.learn_details(e.loc for e in doc.entries)
+            details = set(truth.detail_urls())
+            found_details: set[str] = set()
+            wrong = []
+            queue, seen = deque([truth.origin + "/"]), {truth.origin + "/"}
+            while queue and len(seen) < 300:
+                listing = queue.popleft()
+                response = client.get(listing)
+                if response.status_code != 200 or "html" not in response.headers.get("content-type", ""):
+                    continue
+                page = extract_links(response.content, base_url=listing, content_type=response.headers["content-type"])
+                for link in page.links + page.next_pages:
+                    canonical = canonicalize(link, settings=urls)
+                    if canonical is None or not canonical.startswith(truth.origin + "/"):
+                        continue
+                    kind = classifier.classify(link)
+                    if canonical in details:
+                        found_details.add(canonical)
+                        if kind is not UrlKind.DETAIL:
+                            wrong.append((link, kind))
+                    elif kind is UrlKind.DETAIL and "/hostile/" not in canonical:
+                        wrong.append((link, kind))
+                    if kind is UrlKind.LISTING and canonical not in seen and "/hostile/" not in canonical:
+                        seen.add(canonical)
+                        queue.append(canonical)
+            assert set(truth.listed_urls()) <= found_details, (name, set(truth.listed_urls()) - found_details)
+            assert not wrong, (name, wrong[:10])
