@@ -441,43 +441,56 @@ class _ThreadRunner:
 
 
 def _child_main(conn: Connection, specs: list[HostSpec], seed: int) -> None:
-    """Entry point of the process-mode child: serve, and answer control messages on the pipe."""
+    """Entry point of the process-mode child: serve on the loop, answer control messages from a thread.
+
+    The control thread blocks on the pipe (holding no GIL) and runs each operation on the loop, so a large
+    record transfer never stalls serving and the pipe stays blocking (an event-loop reader would make it not).
+    """
     loop = _new_loop()
     asyncio.set_event_loop(loop)
     server = _Server(specs, seed)
     stopped = asyncio.Event()
 
-    def on_message() -> None:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            stopped.set()
-            return
-        op = msg[0]
-        try:
-            if op == "records":
-                conn.send(("ok", list(server.records)))
-            elif op == "clear":
-                server.records.clear()
-                conn.send(("ok", None))
-            elif op == "advance":
-                conn.send(("ok", server.advance(*msg[1:])))
-            elif op == "cpu":
-                conn.send(("ok", time.process_time()))
-            elif op == "stop":
-                stopped.set()
-                conn.send(("ok", None))
-            else:
-                conn.send(("error", f"unknown op {op!r}"))
-        except Exception as exc:
-            conn.send(("error", repr(exc)))
+    def on_loop(fn: Callable[[], Any]) -> Any:
+        async def run() -> Any:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+
+    def take_records() -> list[_RawRecord]:
+        return list(server.records)
+
+    def control() -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                loop.call_soon_threadsafe(stopped.set)
+                return
+            op = msg[0]
+            try:
+                if op == "records":
+                    conn.send(("ok", on_loop(take_records)))
+                elif op == "clear":
+                    conn.send(("ok", on_loop(server.records.clear)))
+                elif op == "advance":
+                    conn.send(("ok", on_loop(functools.partial(server.advance, *msg[1:]))))
+                elif op == "cpu":
+                    conn.send(("ok", time.process_time()))
+                elif op == "stop":
+                    loop.call_soon_threadsafe(stopped.set)
+                    conn.send(("ok", None))
+                    return
+                else:
+                    conn.send(("error", f"unknown op {op!r}"))
+            except Exception as exc:
+                conn.send(("error", repr(exc)))
 
     async def main() -> None:
         await server.start()
         conn.send(("ready", server.ports))
-        loop.add_reader(conn.fileno(), on_message)
+        threading.Thread(target=control, name="testweb-control", daemon=True).start()
         await stopped.wait()
-        loop.remove_reader(conn.fileno())
         await server.close()
 
     try:
