@@ -165,11 +165,15 @@ def classify_outcome(
     - 304 → DONE, unchanged, no body stored, interval grows.
     - 404 / 410 → GONE (the store keeps the row and stamps ``gone_at``); not scheduled again.
     - robots refused → DISALLOWED; a redirect out of scope or into a trap → SKIPPED.
-    - a retryable failure (timeout, connect, 5xx, 429) → QUEUED again after a back-off (Retry-After when the
-      server gave one, else ``backoff_base_s × 2^attempts``, capped by ``backoff_max_s``) until
-      ``politeness.max_attempts`` attempts, then FAILED; any other failure → FAILED at once.
-    - 2xx with a failed hook → FAILED with HOOK_FAILED and the hook's error (validators are not kept, so the
-      next fetch is unconditional and the hook runs again).
+    - a failure → FAILED with ``next_fetch_at`` set; the store counts the attempt and queues the URL again at
+      that time while attempts stay below ``politeness.max_attempts`` (then it stays FAILED, next_fetch_at
+      None). Retryable failures (timeout, connect, 5xx, 429; ``retry`` True) come back after a back-off
+      (Retry-After when the server gave one, else ``backoff_base_s × 2^attempts``, capped by
+      ``backoff_max_s``); the others (4xx, too large, wrong type) only after ``revisit.max_s``, since they
+      would fail the same way now. A parked host (no request sent) → QUEUED, no attempt counted.
+    - 2xx with a failed hook → FAILED with HOOK_FAILED and the hook's error, like a non-retryable failure.
+      The caller must not keep the response's validators (pass etag/last_modified None), so the next fetch
+      is unconditional and the (fixed) hook runs again.
     - 2xx reached through permanent redirects only (301/308) → DONE, ``moved_to`` the final URL (the caller
       enqueues it), nothing stored here, revisited rarely (``max_s``).
     - 2xx whose main content is held by another URL (``duplicate_of``) → DUPLICATE, links not expanded.
@@ -182,10 +186,11 @@ def classify_outcome(
     if status in (404, 410):
         return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="gone")
     if result.error_class is not None or status is None or not 200 <= status < 300:
-        return _failure(claimed, result, settings.politeness, now)
+        return _failure(claimed, result, settings, now)
     if hook_error is not None:
-        return Outcome(state=UrlState.FAILED, changed=False, counter="hook_failed",
-                       error_class=ErrorClass.HOOK_FAILED, error=hook_error)
+        last = claimed.attempts + 1 >= settings.politeness.max_attempts
+        next_at = None if last else _aware(now) + timedelta(seconds=settings.revisit.max_s)
+        return _failed(claimed, ErrorClass.HOOK_FAILED, hook_error, next_at, counter="hook_failed", retry=False)
     if is_permanent_move(result):
         return Outcome(
             state=UrlState.DONE, changed=False, counter="moved", next_fetch_at=_aware(now) + timedelta(
@@ -233,7 +238,8 @@ def _done(
     )
 
 
-def _failure(claimed: ClaimedUrl, result: FetchResult, settings: PolitenessSettings, now: datetime) -> Outcome:
+def _failure(claimed: ClaimedUrl, result: FetchResult, settings: Settings, now: datetime) -> Outcome:
+    politeness = settings.politeness
     error_class = result.error_class or _class_for_status(result.status)
     error = result.error or (f"HTTP {result.status}" if result.status is not None else error_class.value)
     if error_class is ErrorClass.ROBOTS_DISALLOWED:
@@ -242,20 +248,32 @@ def _failure(claimed: ClaimedUrl, result: FetchResult, settings: PolitenessSetti
     if error_class in (ErrorClass.OUT_OF_SCOPE, ErrorClass.TRAP):
         return Outcome(state=UrlState.SKIPPED, changed=False, counter="skipped", error_class=error_class, error=error)
     if error_class.value == "parked":
-        # The host is parked and no request was sent: not an attempt, so it never counts towards FAILED.
-        delay = retry_delay_s(0, result.retry_after_s, settings)
+        # The host is parked and no request was sent: QUEUED keeps ``attempts`` as it is (the store counts an
+        # attempt only for FAILED), so parking never turns into a failure.
+        delay = retry_delay_s(0, result.retry_after_s, politeness)
         return Outcome(
             state=UrlState.QUEUED, changed=False, counter="parked", retry=True, error_class=error_class, error=error,
             next_fetch_at=_aware(now) + timedelta(seconds=delay), content_hash=claimed.content_hash,
         )
-    if error_class in RETRYABLE and claimed.attempts + 1 < settings.max_attempts:
-        delay = retry_delay_s(claimed.attempts, result.retry_after_s, settings)
-        return Outcome(
-            state=UrlState.QUEUED, changed=False, counter="retry", next_fetch_at=_aware(now) + timedelta(seconds=delay),
-            error_class=error_class, error=error, retry=True, content_hash=claimed.content_hash,
-        )
-    return Outcome(state=UrlState.FAILED, changed=False, counter="failed", error_class=error_class, error=error,
-                   content_hash=claimed.content_hash)
+    if claimed.attempts + 1 >= politeness.max_attempts:
+        return Outcome(state=UrlState.FAILED, changed=False, counter="failed", error_class=error_class, error=error,
+                       content_hash=claimed.content_hash)
+    # FAILED below max_attempts: the store counts the attempt and queues the URL again at next_fetch_at.
+    if error_class in RETRYABLE:
+        delay = retry_delay_s(claimed.attempts, result.retry_after_s, politeness)
+        counter = "retry"
+    else:
+        delay = settings.revisit.max_s  # would fail the same way now: try again only after the longest interval
+        counter = "failed"
+    return _failed(claimed, error_class, error, now + timedelta(seconds=delay), counter=counter,
+                   retry=error_class in RETRYABLE)
+
+
+def _failed(
+    claimed: ClaimedUrl, error_class: ErrorClass, error: str, next_at: datetime | None, *, counter: str, retry: bool
+) -> Outcome:
+    return Outcome(state=UrlState.FAILED, changed=False, counter=counter, error_class=error_class, error=error,
+                   next_fetch_at=_aware(next_at) if next_at else None, retry=retry, content_hash=claimed.content_hash)
 
 
 def _class_for_status(status: int | None) -> ErrorClass:

@@ -158,7 +158,7 @@ def test_permanent_move_records_the_target():
 def test_retryable_failures_requeue_until_max_attempts(error_class):
     failing = result(503 if error_class is ErrorClass.HTTP_5XX else None, error_class=error_class, error="boom")
     first = classify_outcome(claimed(attempts=0), failing, None, settings=SETTINGS, now=NOW)
-    assert first.state is UrlState.QUEUED
+    assert first.state is UrlState.FAILED  # the store queues it again at next_fetch_at (attempts < max)
     assert first.retry
     assert first.next_fetch_at is not None
     assert first.next_fetch_at > NOW
@@ -167,6 +167,7 @@ def test_retryable_failures_requeue_until_max_attempts(error_class):
                             settings=SETTINGS, now=NOW)
     assert last.state is UrlState.FAILED
     assert not last.retry
+    assert last.next_fetch_at is None
 
 
 def test_retry_after_is_honoured_and_capped():
@@ -192,6 +193,18 @@ def test_final_failures(error_class, state):
     assert out.state is state
     assert not out.retry
     assert out.error_class is error_class
+    if state is UrlState.FAILED:  # not retryable now: tried again only after the longest revisit interval
+        assert out.next_fetch_at == NOW + timedelta(seconds=SETTINGS.revisit.max_s)
+
+
+def test_parked_host_is_requeued_without_an_attempt():
+    parked = ErrorClass("parked") if "parked" in ErrorClass._value2member_map_ else None
+    if parked is None:
+        pytest.skip("ErrorClass.PARKED not in records.py yet")
+    out = classify_outcome(claimed(attempts=SETTINGS.politeness.max_attempts), result(None, error_class=parked),
+                           None, settings=SETTINGS, now=NOW)
+    assert out.state is UrlState.QUEUED
+    assert out.next_fetch_at is not None
 
 
 def test_hook_failure_fails_the_page():
