@@ -1,0 +1,30 @@
+"""discover_flow: phase one, one task per host (robots, sitemaps, feeds, listing pages into the frontier)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from prefect import flow
+
+from flows.artifacts import publish
+from flows.tasks import discover_host, load_settings
+from harvester import phases
+from harvester.settings import SiteProfile
+
+
+@flow(name="discover", flow_run_name="discover-{profile.name}", validate_parameters=True)
+async def discover_flow(
+    profile: SiteProfile, refresh: bool = False, config_file: str | None = None, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Find the site's URLs from what it publishes; ``refresh`` re-asks every document (conditionally)."""
+    overrides = overrides or {}
+    settings = load_settings(config_file, overrides)
+    run_id = await phases.begin_run(settings, "discover", profile)
+    origins = phases.site_hosts(settings, profile)
+    results = await asyncio.gather(
+        *(discover_host(profile, origin, run_id, refresh, config_file, overrides) for origin in origins)
+    )
+    result, stats = await phases.finish_run(settings, run_id, "discover", results)
+    await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)
+    return result.counters

@@ -1,0 +1,96 @@
+"""One Prefect task per library call, per host (discovery) or per extraction worker; never one per URL.
+
+Idempotence comes from the frontier, not from Prefect's result cache (``cache_policy=NO_CACHE``): a retried or
+rerun task resumes from database state (expired or orphaned leases requeued, completed URLs never refetched).
+Task results are small counters.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from uuid import UUID
+
+from prefect import get_run_logger, task
+from prefect.artifacts import aupdate_progress_artifact
+from prefect.cache_policies import NO_CACHE
+
+from harvester import phases
+from harvester.errors import ConfigError, InvalidRecord, SchemaOutOfDate
+from harvester.frontier import FrontierStore
+from harvester.phases import Progress
+from harvester.settings import Settings, SiteProfile
+
+PROGRESS_EVERY_S = 2.0
+"""How often the progress artifact is updated during extraction."""
+
+LOG_EVERY_S = 15.0
+"""How often per-host diagnostics are logged: readable, never a line per URL."""
+
+RETRY_DELAYS_S: list[float] = [2.0, 10.0, 60.0]
+
+
+def is_retryable(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry everything except errors a retry cannot fix (bad configuration, schema, malformed rows)."""
+    try:
+        state.result()
+    except (ConfigError, SchemaOutOfDate, InvalidRecord):
+        return False
+    except Exception:
+        return True
+    return False
+
+
+def load_settings(config_file: str | None, overrides: dict[str, Any]) -> Settings:
+    """Settings at the edge: flags/overrides, then HARVESTER_* env, then the TOML file."""
+    return Settings.load(config_file).with_overrides(**overrides)
+
+
+@task(
+    retries=3, retry_delay_seconds=RETRY_DELAYS_S, retry_jitter_factor=0.5, retry_condition_fn=is_retryable,
+    cache_policy=NO_CACHE, task_run_name="discover-{origin}",
+)
+async def discover_host(
+    profile: SiteProfile, origin: str, run_id: int, refresh: bool, config_file: str | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Discovery of one host; a rerun skips documents this run already processed."""
+    settings = load_settings(config_file, overrides)
+    with FrontierStore.open(settings) as store:
+        result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh)
+    return result.as_dict()
+
+
+@task(
+    retries=3, retry_delay_seconds=RETRY_DELAYS_S, retry_jitter_factor=0.5, retry_condition_fn=is_retryable,
+    cache_policy=NO_CACHE, task_run_name="extract-{worker}",
+)
+async def extract_worker(
+    profile: SiteProfile, worker: int, run_id: int, progress_id: str | None, config_file: str | None,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
+    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs."""
+    settings = load_settings(config_file, overrides)
+    reporter = _Reporter(progress_id)
+    with FrontierStore.open(settings) as store:
+        result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter)
+    return result.as_dict()
+
+
+class _Reporter:
+    """Turns the library's progress callbacks into a progress artifact and throttled per-host log lines."""
+
+    def __init__(self, progress_id: str | None) -> None:
+        self._progress_id = progress_id
+        self._logger = get_run_logger()
+        self._last_progress = 0.0
+        self._last_log = time.monotonic()
+
+    async def __call__(self, progress: Progress, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if self._progress_id and (final or now - self._last_progress >= PROGRESS_EVERY_S):
+            self._last_progress = now
+            await aupdate_progress_artifact(artifact_id=UUID(self._progress_id), progress=progress.percent)
+        if final or now - self._last_log >= LOG_EVERY_S:
+            self._last_log = now
+            for line in progress.host_lines():
+                self._logger.info("%s", line)

@@ -1,0 +1,371 @@
+"""The ``harvester`` command line: thin over the flows and the library, with a rich progress display.
+
+The only module of the library that may import ``prefect`` and ``flows``, and it does so inside the commands
+that need them, so ``harvester status`` starts fast and works without a Prefect API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Coroutine
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from harvester.errors import HarvesterError
+from harvester.settings import Settings, SiteProfile
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
+db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
+app.add_typer(db_app, name="db")
+console = Console()
+err_console = Console(stderr=True)
+
+PREFECT_QUIET_DEFAULTS = {
+    # This machine has no internet: no telemetry, no update checks.
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # The temporary server prints CancelledError tracebacks when stopped with a task-run backlog; small
+    # batches flushed every second leave none (measured, see docs/architecture.md).
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "50",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "50",
+    "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+}
+
+DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: HARVESTER_DATABASE_URL or SQLite).")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default ./harvester.toml).")]
+PerHostOpt = Annotated[int | None, typer.Option("--per-host", help="Requests in flight per host.")]
+MaxHostsOpt = Annotated[int | None, typer.Option("--max-hosts", help="Hosts fetched at once.")]
+BudgetOpt = Annotated[int | None, typer.Option("--budget", help="Page budget per host.")]
+WorkersOpt = Annotated[int, typer.Option("--workers", help="Extraction workers (each leases its own hosts).")]
+
+
+def main() -> None:
+    """Console-script entry point: configuration errors are one clear line, never a traceback."""
+    try:
+        app()
+    except HarvesterError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        raise SystemExit(2) from None
+
+
+# --- helpers -------------------------------------------------------------------------------------------------
+
+
+def _settings(db: str | None, config: Path | None, **overrides: Any) -> Settings:
+    settings = Settings.load(config, database_url=db)
+    return settings.with_overrides(**overrides)
+
+
+def _prepare_prefect(settings: Settings) -> None:
+    """Environment for in-process flow runs: quiet Prefect, and the DB URL handed to tasks by env, not params."""
+    for key, value in PREFECT_QUIET_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    # Tasks load Settings at their edge; passing the URL by environment keeps passwords out of Prefect's DB.
+    os.environ["HARVESTER_DATABASE_URL"] = settings.database_url
+
+
+def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile:
+    if not seeds:
+        from harvester.frontier import FrontierStore
+
+        with FrontierStore.open(settings) as store:
+            last = store.last_profile()
+        if last is None:
+            raise typer.BadParameter("no SEED given and no earlier harvest in this database to take them from")
+        data = {**last, **{key: value for key, value in fields.items() if value is not None}}
+        return SiteProfile.build(**data)
+    return SiteProfile.build(seeds=tuple(seeds), **fields)
+
+
+def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    if per_host is not None:
+        overrides["politeness.per_host_limit"] = per_host
+        overrides["politeness.max_per_host_limit"] = per_host
+    if max_hosts is not None:
+        overrides["politeness.max_active_hosts"] = max_hosts
+    return overrides
+
+
+def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a flow while a rich display shows the frontier filling and emptying."""
+    from harvester.frontier import FrontierStore
+
+    async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
+        with FrontierStore.open(settings) as store:
+            while not done.is_set():
+                stats = (await asyncio.to_thread(store.stats)).as_dict()
+                states = stats.get("by_state") or {}
+                total = sum(states.values())
+                finished = total - states.get("queued", 0) - states.get("leased", 0)
+                progress.update(task_id, total=max(total, 1), completed=finished,
+                                description=f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=0.5)
+
+    async def run() -> Any:
+        done = asyncio.Event()
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=False,
+        ) as progress:
+            task_id = progress.add_task(title, total=None)
+            watcher = asyncio.create_task(watch(progress, task_id, done))
+            try:
+                return await coro
+            finally:
+                done.set()
+                await watcher
+
+    return asyncio.run(run())
+
+
+def _print_counters(title: str, counters: dict[str, Any]) -> None:
+    table = Table(title=title, show_header=True)
+    table.add_column("phase")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for phase, values in counters.items():
+        if isinstance(values, dict):
+            for key, value in sorted(values.items()):
+                if not isinstance(value, dict | list):
+                    table.add_row(phase, key, str(value))
+    console.print(table)
+
+
+def _print_status(settings: Settings) -> dict[str, Any]:
+    from harvester.frontier import FrontierStore
+
+    with FrontierStore.open(settings) as store:
+        stats = store.stats().as_dict()
+    table = Table(title=f"Frontier {stats.get('database', '')}".strip())
+    table.add_column("host")
+    states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("by_state") or {})})
+    for state in states:
+        table.add_column(state, justify="right")
+    for origin, host in sorted((stats.get("hosts") or {}).items()):
+        by_state = host.get("by_state") or {}
+        table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
+    console.print(table)
+    return stats
+
+
+# --- commands ------------------------------------------------------------------------------------------------
+
+
+@app.command()
+def harvest(
+    seeds: Annotated[list[str], typer.Argument(help="Start URLs (http/https).")],
+    db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
+    budget: BudgetOpt = None, workers: WorkersOpt = 1,
+    name: Annotated[str, typer.Option(help="Profile name shown in runs and artifacts.")] = "site",
+    extractor: Annotated[str | None, typer.Option(help="User extractor hook, module:function.")] = None,
+) -> None:
+    """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
+    settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, extractor=extractor)
+    _prepare_prefect(settings)
+    from flows.harvest import harvest_flow
+
+    result = _run_with_progress(
+        settings, "harvest",
+        harvest_flow(profile, workers=workers, config_file=str(config) if config else None,
+                     overrides=_overrides(per_host, max_hosts)),
+    )
+    _print_counters("harvest", result)
+    _print_status(settings)
+
+
+@app.command()
+def discover(
+    seeds: Annotated[list[str], typer.Argument(help="Start URLs (http/https).")],
+    db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
+    budget: BudgetOpt = None, refresh: Annotated[bool, typer.Option(help="Ask every document again.")] = False,
+    name: Annotated[str, typer.Option(help="Profile name.")] = "site",
+) -> None:
+    """Phase one only: robots.txt, sitemaps, feeds and listing pages into the frontier."""
+    settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget)
+    _prepare_prefect(settings)
+    from flows.discover import discover_flow
+
+    result = _run_with_progress(
+        settings, "discover",
+        discover_flow(profile, refresh=refresh, config_file=str(config) if config else None,
+                      overrides=_overrides(per_host, max_hosts)),
+    )
+    _print_counters("discover", {"discover": result})
+    _print_status(settings)
+
+
+@app.command()
+def extract(
+    seeds: Annotated[list[str] | None, typer.Argument(help="Profile seeds (default: the last harvest's).")] = None,
+    db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
+    workers: WorkersOpt = 1,
+) -> None:
+    """Phase two only: fetch what is due in the frontier."""
+    settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    profile = _profile(list(seeds or []), settings)
+    _prepare_prefect(settings)
+    from flows.extract import extract_flow
+
+    result = _run_with_progress(
+        settings, "extract",
+        extract_flow(profile, workers=workers, config_file=str(config) if config else None,
+                     overrides=_overrides(per_host, max_hosts)),
+    )
+    _print_counters("extract", {"extract": result})
+    _print_status(settings)
+
+
+@app.command()
+def recrawl(
+    seeds: Annotated[list[str] | None, typer.Argument(help="Profile seeds (default: the last harvest's).")] = None,
+    db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
+    workers: WorkersOpt = 1,
+    refresh: Annotated[bool, typer.Option(help="Treat everything as due now (still conditional).")] = False,
+) -> None:
+    """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
+    settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    profile = _profile(list(seeds or []), settings)
+    _prepare_prefect(settings)
+    from flows.recrawl import recrawl_flow
+
+    result = _run_with_progress(
+        settings, "recrawl",
+        recrawl_flow(profile, refresh=refresh, workers=workers, config_file=str(config) if config else None,
+                     overrides=_overrides(per_host, max_hosts)),
+    )
+    _print_counters("recrawl", result)
+    changes = result.get("changes") or {}
+    console.print(f"new URLs: {changes.get('new', 0)}   gone URLs: {changes.get('gone', 0)}")
+    for url in (changes.get("gone_urls") or [])[:20]:
+        console.print(f"  gone: {url}")
+
+
+@app.command()
+def status(
+    db: DbOpt = None, config: ConfigOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Counts per state and per host."""
+    settings = _settings(db, config)
+    if as_json:
+        from harvester.frontier import FrontierStore
+
+        with FrontierStore.open(settings) as store:
+            print(json.dumps(store.stats().as_dict(), indent=2, default=str))
+        return
+    _print_status(settings)
+
+
+@app.command()
+def export(
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or warc.")] = "jsonl",
+    since: Annotated[datetime | None, typer.Option(help="Only fetches at or after this time (UTC).")] = None,
+    db: DbOpt = None, config: ConfigOpt = None,
+) -> None:
+    """Stream the harvest out as JSONL (one record per page) or WARC 1.1 (responses, revisits, requests)."""
+    from harvester import export as exporter
+    from harvester.frontier import FrontierStore
+
+    if fmt not in ("jsonl", "warc"):
+        raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
+    settings = _settings(db, config)
+    since_utc = since.astimezone() if since and since.tzinfo is None else since
+    with FrontierStore.open(settings) as store, output.open("wb") as out:
+        if fmt == "jsonl":
+            count = exporter.export_jsonl(store.iter_pages(since=since_utc), out)
+        else:
+            count = exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent)
+    console.print(f"wrote {count} records to {output}")
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Apply the migrations to the frontier database (the only way its schema changes)."""
+    from harvester.frontier import FrontierStore
+
+    settings = _settings(db, config)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        console.print(f"{store.url_display}: schema at head")
+
+
+@app.command()
+def serve(
+    seeds: Annotated[list[str], typer.Argument(help="Seeds of the profile the deployments run.")],
+    name: Annotated[str, typer.Option(help="Profile name.")] = "site",
+    harvest_cron: Annotated[str, typer.Option(help="Cron of the full harvest.")] = "0 2 * * 0",
+    recrawl_cron: Annotated[str, typer.Option(help="Cron of the daily re-crawl.")] = "0 3 * * *",
+    workers: WorkersOpt = 1, config: ConfigOpt = None,
+) -> None:
+    """Register the harvest and daily recrawl deployments with their schedules, and serve their runs."""
+    for key, value in PREFECT_QUIET_DEFAULTS.items():
+        if not key.endswith("LOGGING_LEVEL"):
+            os.environ.setdefault(key, value)
+    from flows.serve import serve_deployments
+
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name)
+    serve_deployments(profile, harvest_cron=harvest_cron, recrawl_cron=recrawl_cron, workers=workers,
+                      config_file=str(config) if config else None)
+
+
+@app.command()
+def demo(
+    db: DbOpt = None,
+    keep: Annotated[bool, typer.Option(help="Keep the test web running after the harvest, until Ctrl-C.")] = False,
+) -> None:
+    """Start the bundled local test web and harvest it end to end on the embedded defaults."""
+    from harvester.testing.sites import demo_site
+    from harvester.testing.web import TestWeb
+
+    settings = _settings(db, None)
+    _prepare_prefect(settings)
+    from flows.harvest import harvest_flow
+
+    started = time.monotonic()
+    with TestWeb(demo_site(), seed=7, mode="process") as web:
+        console.print(f"[bold]test web[/] serving {len(web.seeds)} hosts on 127.0.0.1: " + ", ".join(web.seeds))
+        profile = SiteProfile.build(seeds=tuple(web.seeds), name="demo")
+        result = _run_with_progress(settings, "demo harvest", harvest_flow(profile, workers=2))
+        _print_counters("demo harvest", result)
+        _print_status(settings)
+        console.print(f"harvested in {time.monotonic() - started:.1f} s")
+        _where_to_look(settings)
+        if keep:
+            console.print("test web still running; Ctrl-C to stop")
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
+
+
+def _where_to_look(settings: Settings) -> None:
+    from harvester.frontier import FrontierStore
+
+    with FrontierStore.open(settings) as store:
+        where = store.url_display
+    console.print(
+        "\n[bold]Where to look[/]\n"
+        f"  database:   {where}\n"
+        "  status:     harvester status   (or --json)\n"
+        "  export:     harvester export --format jsonl -o demo.jsonl   (or --format warc -o demo.warc.gz)\n"
+        "  Prefect UI: the demo used Prefect's temporary API, which stops with it. To browse runs and artifacts,\n"
+        "              start a server (prefect server start), export PREFECT_API_URL=http://127.0.0.1:4200/api,\n"
+        "              rerun harvester demo, and open http://127.0.0.1:4200/runs"
+    )
+
+

@@ -1,0 +1,415 @@
+"""Discovery of one host through the polite client: robots.txt, sitemaps, listing pages, then feeds.
+
+Composes the pure parsers of ``harvester.discovery`` with the fetch engine and the frontier. Resumable: a
+document already processed in this run is not fetched again, and the listing crawl lives in the frontier
+(listing URLs are leased and completed with their outlinks in one transaction), so a killed discovery
+picks up where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from harvester.discovery.feeds import parse_feed
+from harvester.discovery.listings import extract_links
+from harvester.discovery.sitemaps import parse_sitemap
+from harvester.errors import ContentRejected
+from harvester.records import (
+    ClaimedUrl,
+    Completion,
+    DiscoveredUrl,
+    DocumentState,
+    ErrorClass,
+    FetchResult,
+    Source,
+    UrlKind,
+    UrlState,
+    Validators,
+    origin_of,
+    provenance,
+)
+from harvester.runtime import db, make_owner, utcnow
+
+if TYPE_CHECKING:
+    from harvester.engine import PoliteClient
+    from harvester.frontier import FrontierStore
+    from harvester.pipeline import Site
+    from harvester.robots import RobotsRules
+    from harvester.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+FEED_TYPES = None
+"""Feeds and sitemaps are served under many media types (text/xml, application/rss+xml, text/plain, gzip ...):
+accept any and let the parser decide."""
+
+
+class HostDiscovery:
+    """One host's discovery in one run. ``counters`` and ``problems`` are what the task reports."""
+
+    def __init__(
+        self,
+        store: FrontierStore,
+        settings: Settings,
+        site: Site,
+        client: PoliteClient,
+        origin: str,
+        *,
+        run_id: int | None,
+        run_started: datetime,
+        refresh: bool,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.site = site
+        self.client = client
+        self.origin = origin
+        self.run_id = run_id
+        self.run_started = run_started
+        self.refresh = refresh
+        self.owner = make_owner(f"discover:{origin}")
+        self.counters: Counter[str] = Counter()
+        self.problems: list[str] = []
+        self.report = site.report(origin)
+        self.rules: RobotsRules | None = None
+        self._feeds: deque[str] = deque()
+        self._feeds_seen: set[str] = set()
+
+    async def run(self) -> None:
+        self.rules = await self.client.robots(self.origin)
+        parked = self.client.parked(self.origin)
+        if parked:
+            self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
+            return
+        profile = self.site.profile
+        now = utcnow()
+        seeds = [
+            item for url in self.site.seeds_of(self.origin) or [self.origin + "/"]
+            if (item := self.site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
+                                        allowed=self.rules.allowed, kind=UrlKind.LISTING, trusted=True))
+        ]
+        if seeds:
+            await db(self.store.add_discovered, seeds)
+        if profile.use_sitemaps:
+            await self._sitemaps()
+        await self._listings()
+        if profile.use_feeds:
+            await self._drain_feeds()
+        self.report.add_rejections({}, source="link")
+
+    # -- sitemaps -------------------------------------------------------------------------------------------
+
+    async def _sitemaps(self) -> None:
+        assert self.rules is not None
+        discovery = self.settings.discovery
+        named = [url for url in self.rules.sitemaps if self.site.in_scope(url)]
+        if self.rules.sitemaps and not named:
+            self._problem(f"{self.origin}: robots.txt names only out-of-scope sitemaps; none fetched")
+        # Known paths are probed only where robots.txt names no sitemap (usp probes 14 paths regardless).
+        start = named if self.rules.sitemaps else [self.origin + path for path in discovery.known_sitemap_paths]
+        queue: deque[tuple[str, int, bool]] = deque((url, 1, not named) for url in start)
+        seen: set[str] = set()
+        while queue:
+            url, depth, probing = queue.popleft()
+            canonical = self.site.canonicalize(url)
+            if canonical is None or canonical in seen:
+                if canonical is not None:
+                    self.counters["sitemap_loops"] += 1
+                continue
+            if len(seen) >= discovery.max_sitemaps_per_host:
+                self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
+                break
+            seen.add(canonical)
+            for child in await self._sitemap(canonical, probing):
+                if depth >= discovery.max_sitemap_depth:
+                    self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
+                    break
+                if self.site.in_scope(child):
+                    queue.append((child, depth + 1, False))
+                else:
+                    self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+
+    async def _sitemap(self, url: str, probing: bool) -> list[str]:
+        """Process one sitemap file; returns the children of an index (known ones when it is unchanged)."""
+        known = await db(self.store.get_document, url)
+        if known is not None and not self._due(known):
+            self.counters["documents_skipped"] += 1
+            return list(known.children)
+        result = await self.client.fetch(
+            url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+            max_bytes=self.settings.discovery.max_sitemap_bytes,
+        )
+        now = utcnow()
+        if result.not_modified and known is not None:
+            self.counters["sitemaps_not_modified"] += 1
+            self.report.add_sitemap(url, known.kind, not_modified=True)
+            await db(self.store.save_document, self._refetched(known, now))
+            return list(known.children)
+        if not result.ok or result.body is None:
+            if not (probing and result.status == 404):
+                self._failed_document(url, "sitemap", result)
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
+            return []
+        try:
+            doc = parse_sitemap(result.body, url=url, settings=self.settings.discovery)
+            if doc.kind in ("rss", "atom"):
+                self._queue_feed(url)
+            count = await self._ingest_entries(doc.entries, source=url, fetched_at=now)
+        except ContentRejected as exc:
+            self.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
+            self._problem(f"sitemap {url} refused: {exc}")
+            logger.warning(
+                "sitemap %s refused: %s", url, exc, extra={"host": self.origin, "error_class": "bad_content"}
+            )
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            return []
+        kind = "sitemap_index" if doc.kind == "index" else "sitemap"
+        children = [child for child in doc.children if self.site.canonicalize(child) != url]
+        if len(children) != len(doc.children):
+            self.counters["sitemap_loops"] += 1
+            doc.problem("the index lists itself")
+        self.counters["sitemaps_parsed"] += 1
+        self.report.add_sitemap(url, kind, entries=count, over_limit=doc.over_limit, problems=doc.problems)
+        revisit = self.settings.discovery.sitemap_index_revisit_s if kind == "sitemap_index" else (
+            self.settings.discovery.sitemap_revisit_s
+        )
+        canonical_children = [c for child in children if (c := self.site.canonicalize(child))]
+        await db(
+            self.store.save_document,
+            DocumentState(
+                url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
+                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
+                next_fetch_at=now + timedelta(seconds=revisit), url_count=count, children=tuple(canonical_children),
+            ),
+        )
+        return canonical_children
+
+    async def _ingest_entries(self, entries: Iterable[object], *, source: str, fetched_at: datetime) -> int:
+        """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once."""
+        assert self.rules is not None
+        batch: list[DiscoveredUrl] = []
+        details: list[str] = []
+        count = 0
+        size = self.settings.discovery.batch_size
+        for entry in entries:
+            loc = getattr(entry, "loc")  # noqa: B009 - SitemapEntry; typed loosely to share with feeds
+            meta: dict[str, Any] | None = None
+            news, images = getattr(entry, "news", None), list(getattr(entry, "images", None) or ())[:50]
+            if news or images:
+                meta = {"news": news, "images": images}
+            item = self.site.admit(
+                loc, base=source, source=Source.SITEMAP, where=source, depth=1, now=fetched_at,
+                allowed=self.rules.allowed, kind=self.site.published_kind(loc), lastmod=getattr(entry, "lastmod", None),
+                changefreq=getattr(entry, "changefreq", None), priority=getattr(entry, "priority", None),
+                meta=meta, trusted=True, fetched_at=fetched_at, report_to=self.origin,
+            )
+            count += 1
+            if item is None:
+                continue
+            batch.append(item)
+            if item.kind is UrlKind.DETAIL:
+                details.append(item.url)
+            if len(batch) >= size:
+                await self._flush(batch, details)
+        await self._flush(batch, details)
+        return count
+
+    async def _flush(self, batch: list[DiscoveredUrl], details: list[str]) -> None:
+        if details:
+            self.site.classifier.learn_details(details)
+            details.clear()
+        if batch:
+            added = await db(self.store.add_discovered, list(batch))
+            self.counters["urls_new"] += added.inserted
+            self.counters["urls_seen_again"] += added.updated
+            self.counters["urls_made_due"] += added.made_due
+            batch.clear()
+
+    # -- listing pages ----------------------------------------------------------------------------------------
+
+    async def _listings(self) -> None:
+        """Breadth-first over listing pages held in the frontier, within the depth and page budget."""
+        discovery = self.settings.discovery
+        budget = discovery.listing_page_budget
+        fetched = 0
+        limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
+        while fetched < budget:
+            claimed = await db(
+                self.store.claim, self.owner, hosts=[self.origin], per_host=min(2 * limit, budget - fetched),
+                lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
+            )
+            if not claimed:
+                break
+            items = await asyncio.gather(*(self._listing(item) for item in claimed))
+            done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id)
+            self.counters["listing_pages"] += len(claimed) - done.lost
+            fetched += len(claimed)
+            if self._feeds and self.site.profile.use_feeds:
+                await self._drain_feeds()
+        if fetched >= budget:
+            self._problem(f"{self.origin}: listing page budget of {budget} reached")
+
+    async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
+        assert self.rules is not None
+        result = await self.client.fetch(
+            claimed.url, validators=claimed.validators, accept=self.settings.http.allowed_content_types
+        )
+        now = utcnow()
+        revisit = self.settings.discovery.listing_revisit_s
+        base = Completion(
+            url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
+            etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
+            next_fetch_at=now + timedelta(seconds=revisit), revisit_s=revisit, bytes_read=result.bytes_read,
+        )
+        if result.not_modified:
+            return base, []
+        if not result.ok or result.body is None:
+            return self._listing_failure(claimed, result, base), []
+        page = extract_links(result.body, base_url=result.final_url, content_type=result.content_type)
+        for feed in page.feeds:
+            self._queue_feed(feed)
+        completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)
+        if page.robots_nofollow:
+            return completion, []
+        self.site.classifier.observe_page(claimed.url, page.links)
+        depth = claimed.depth + 1
+        follow_listings = self.site.profile.use_listings and depth <= self.settings.discovery.listing_max_depth
+        nofollow = set(page.nofollow)
+        outlinks: dict[str, DiscoveredUrl] = {}
+        next_pages = set(page.next_pages)
+        for link in page.links + page.next_pages:
+            if link in nofollow:
+                continue
+            kind = UrlKind.LISTING if link in next_pages else self.site.classifier.classify(link)
+            if kind is UrlKind.FEED:
+                self._queue_feed(link)
+                continue
+            if kind not in (UrlKind.DETAIL, UrlKind.LISTING) or (kind is UrlKind.LISTING and not follow_listings):
+                continue
+            item = self.site.admit(
+                link, base=None, source=Source.LISTING, where=claimed.url, depth=depth, now=now,
+                allowed=self.rules.allowed, kind=kind, report_to=self.origin,
+            )
+            if item is not None:
+                outlinks[item.url] = item
+        return completion, list(outlinks.values())
+
+    def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
+        error_class = result.error_class or ErrorClass.HTTP_4XX
+        if result.gone:
+            return replace(base, state=UrlState.GONE, error_class=error_class)
+        if error_class is ErrorClass.ROBOTS_DISALLOWED:
+            return replace(base, state=UrlState.DISALLOWED, error_class=error_class)
+        retry = result.error_class in RETRYABLE and claimed.attempts + 1 < self.settings.politeness.max_attempts
+        delay = self.settings.politeness.backoff_base_s * (2 ** claimed.attempts)
+        return replace(
+            base, state=UrlState.QUEUED if retry else UrlState.FAILED, error_class=error_class, error=result.error,
+            next_fetch_at=utcnow() + timedelta(seconds=delay) if retry else base.next_fetch_at,
+        )
+
+    # -- feeds --------------------------------------------------------------------------------------------------
+
+    def _queue_feed(self, url: str) -> None:
+        canonical = self.site.canonicalize(url)
+        if canonical is None or canonical in self._feeds_seen or not self.site.in_scope(canonical):
+            return
+        self._feeds_seen.add(canonical)
+        self._feeds.append(canonical)
+
+    async def _drain_feeds(self) -> None:
+        while self._feeds:
+            await self._feed(self._feeds.popleft())
+
+    async def _feed(self, url: str) -> None:
+        assert self.rules is not None
+        known = await db(self.store.get_document, url)
+        if known is not None and not self._due(known):
+            self.counters["documents_skipped"] += 1
+            return
+        result = await self.client.fetch(
+            url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+            max_bytes=self.settings.discovery.max_feed_bytes,
+        )
+        now = utcnow()
+        if result.not_modified and known is not None:
+            self.counters["feeds_not_modified"] += 1
+            await db(self.store.save_document, self._refetched(known, now))
+            return
+        if not result.ok or result.body is None:
+            self._failed_document(url, "feed", result)
+            await db(self.store.save_document, self._failure(url, "feed", result, now, known))
+            return
+        doc = parse_feed(result.body, url=url)
+        for problem in doc.problems[:5]:
+            self._problem(f"feed {url}: {problem}")
+        batch: list[DiscoveredUrl] = []
+        details: list[str] = []
+        for entry in doc.entries:
+            item = self.site.admit(
+                entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
+                kind=self.site.published_kind(entry.link), lastmod=entry.lastmod, trusted=True, fetched_at=now,
+                report_to=self.origin,
+            )
+            if item is not None:
+                batch.append(item)
+                if item.kind is UrlKind.DETAIL:
+                    details.append(item.url)
+        await self._flush(batch, details)
+        self.counters["feeds_parsed"] += 1
+        revisit = self.settings.discovery.feed_revisit_s
+        await db(
+            self.store.save_document,
+            DocumentState(
+                url=url, kind="feed", status=result.status, etag=result.etag, last_modified=result.last_modified,
+                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
+                next_fetch_at=now + timedelta(seconds=revisit), url_count=len(doc.entries),
+            ),
+        )
+
+    # -- documents ----------------------------------------------------------------------------------------------
+
+    def _due(self, doc: DocumentState) -> bool:
+        """Fetch again unless this run already did, or (without ``refresh``) its revisit time has not come."""
+        if doc.fetched_at is not None and doc.fetched_at >= self.run_started:
+            return False
+        if self.refresh or doc.next_fetch_at is None:
+            return True
+        return doc.next_fetch_at <= utcnow()
+
+    def _refetched(self, doc: DocumentState, now: datetime) -> DocumentState:
+        revisit = (doc.next_fetch_at - doc.fetched_at) if doc.next_fetch_at and doc.fetched_at else timedelta(days=1)
+        return replace(doc, fetched_at=now, next_fetch_at=now + revisit)
+
+    def _failure(
+        self, url: str, kind: str, result: FetchResult, now: datetime, known: DocumentState | None,
+        *, error: str | None = None,
+    ) -> DocumentState:
+        retry = timedelta(seconds=self.settings.robots.error_cache_s)
+        base = known or DocumentState(url=url, kind=kind)
+        return replace(
+            base, status=result.status, fetched_at=now, next_fetch_at=now + retry,
+            error=error or result.error or (result.error_class.value if result.error_class else None),
+        )
+
+    def _failed_document(self, url: str, kind: str, result: FetchResult) -> None:
+        error_class = result.error_class.value if result.error_class else f"status_{result.status}"
+        self.counters[f"{kind}_errors:{error_class}"] += 1
+        self._problem(f"{kind} {url}: {error_class} {result.error or ''}".strip())
+        logger.info(
+            "%s %s failed: %s", kind, url, error_class, extra={"host": origin_of(url), "error_class": error_class}
+        )
+
+    def _problem(self, message: str) -> None:
+        if len(self.problems) < 100:
+            self.problems.append(message)
+        self.report.add_problem(message)
+
+
+RETRYABLE = frozenset({ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429})

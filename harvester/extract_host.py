@@ -1,0 +1,241 @@
+"""Extraction's unit of work over the frontier: leased hosts in, completions (with outlinks) out.
+
+``ExtractWork`` is what the fetch engine's per-host workers pull jobs from and hand results to. It turns a
+fetch into the URL's next state (``revisit.classify_outcome``), extracts the page, spots duplicates, and
+writes completions in small batched transactions (each URL atomically with its outlinks). A crash loses at
+most the completions of the last fraction of a second, whose leases a rerun reclaims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from harvester import revisit
+from harvester.engine import Job
+from harvester.extraction import ExtractorHook, extract_page
+from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, FetchResult, Source, UrlKind, UrlState
+from harvester.runtime import db, utcnow
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
+    from harvester.pipeline import Site
+    from harvester.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+FLUSH_ITEMS = 64
+"""Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
+
+FLUSH_EVERY_S = 0.25
+"""A pending completion waits at most this long before it is written."""
+
+MAX_CLAIM = 50
+"""URLs leased per host per claim: a crawl-delayed host must finish its batch well inside the lease."""
+
+
+class CompletionWriter:
+    """Batches completions into ``complete_many`` transactions, marking content duplicates on the way."""
+
+    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None) -> None:
+        self._store = store
+        self._owner = owner
+        self._run_id = run_id
+        self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
+        self._first_at = 0.0
+        self._lock = asyncio.Lock()
+        self.counters: Counter[str] = Counter()
+
+    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        if not self._pending:
+            self._first_at = time.monotonic()
+        self._pending.append((completion, outlinks))
+        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def tick(self) -> None:
+        """Called periodically so a quiet host's last completions are not held back."""
+        if self._pending and time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            items, self._pending = self._pending, []
+            if not items:
+                return
+            items = await self._mark_duplicates(items)
+            result = await db(self._store.complete_many, self._owner, items, run_id=self._run_id)
+            self.counters["lease_lost"] += result.lost
+            for completion, _ in items:
+                self.counters[completion.state.value] += 1
+
+    async def _mark_duplicates(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]]
+    ) -> list[tuple[Completion, list[DiscoveredUrl]]]:
+        """A page whose main content is already held by another URL is a duplicate; its links are not expanded."""
+        fresh = [c for c, _ in items if c.page is not None and c.content_hash]
+        if not fresh:
+            return items
+        known = await db(
+            self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
+            exclude_ids=[c.url_id for c in fresh],
+        )
+        out = []
+        for completion, outlinks in items:
+            digest = completion.content_hash
+            if completion.page is not None and digest:
+                holder = known.get(digest)
+                if holder is not None and holder != completion.url_id:
+                    completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=holder, page=None)
+                    outlinks = []
+                else:
+                    known[digest] = completion.url_id
+            out.append((completion, outlinks))
+        return out
+
+
+class ExtractWork:
+    """The engine's ``HostWork`` over the frontier for one extraction worker (one lease owner)."""
+
+    def __init__(
+        self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
+        hook: ExtractorHook | None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.site = site
+        self.owner = owner
+        self.hook = hook
+        self.writer = CompletionWriter(store, owner, run_id=run_id)
+        self.counters: Counter[str] = Counter()
+        self.leased: set[str] = set()
+        self.exhausted: set[str] = set()
+        self.claimed_total = 0
+        self._truth: dict[str, float | None] = {}
+
+    # -- engine protocol --------------------------------------------------------------------------------------
+
+    async def hosts(self) -> Sequence[str]:
+        """Lease more hosts with due work (SKIP LOCKED on PostgreSQL); those already ours come first."""
+        politeness = self.settings.politeness
+        room = politeness.max_active_hosts - len(self.leased - self.exhausted)
+        if room > 0:
+            got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s)
+            for origin in got:
+                self.leased.add(origin)
+                self.exhausted.discard(origin)
+                if origin not in self._truth:
+                    checks, hits = await db(self.store.lastmod_truthfulness, origin)
+                    self._truth[origin] = revisit.truthfulness(checks, hits)
+        return [origin for origin in self.leased if origin not in self.exhausted]
+
+    async def claim(self, host: str, n: int) -> Sequence[Job]:
+        """Up to ``n`` jobs; URLs the host's truthful lastmod says are unchanged are completed without a request.
+
+        Claims are capped at ``MAX_CLAIM`` so a slow, crawl-delayed host finishes its batch inside the lease.
+        """
+        await self.writer.tick()
+        while True:
+            claimed = await db(
+                self.store.claim, self.owner, hosts=[host], per_host=min(n, MAX_CLAIM),
+                lease_s=self.settings.store.lease_s, kinds=(UrlKind.DETAIL,),
+            )
+            if not claimed:
+                self.exhausted.add(host)
+                await self.writer.flush()
+                await db(self.store.release_hosts, self.owner, [host])
+                self.leased.discard(host)
+                return []
+            jobs = [job for item in claimed if (job := await self._job(host, item)) is not None]
+            if jobs:
+                self.claimed_total += len(jobs)
+                return jobs
+
+    async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
+        now = utcnow()
+        if item.content_hash and revisit.may_skip(
+            lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
+        ):
+            revisit_s, next_at = revisit.next_revisit(
+                previous_s=item.revisit_s, changed=False, changefreq=item.changefreq,
+                settings=self.settings.revisit, now=now,
+            )
+            self.counters["skipped_by_lastmod"] += 1
+            await self.writer.put(
+                Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
+                           content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
+                           etag=item.etag, last_modified=item.last_modified),
+                [],
+            )
+            return None
+        return Job(url=item.url, host=host, validators=item.validators,
+                   accept=self.settings.http.allowed_content_types, payload=item)
+
+    async def done(self, job: Job, result: FetchResult) -> None:
+        claimed: ClaimedUrl = job.payload
+        completion, outlinks = self._complete(claimed, result)
+        if claimed.lastmod is not None and claimed.last_fetched_at is not None and result.status in (200, 304):
+            predicted = claimed.lastmod > claimed.last_fetched_at
+            await db(self.store.record_lastmod_check, claimed.host, predicted_change=predicted,
+                     changed=completion.changed)
+        await self.writer.put(completion, outlinks)
+
+    # -- decisions ----------------------------------------------------------------------------------------------
+
+    def _complete(self, claimed: ClaimedUrl, result: FetchResult) -> tuple[Completion, list[DiscoveredUrl]]:
+        now = utcnow()
+        extracted = None
+        new_hash = None
+        hook_error = None
+        if result.ok and result.body is not None:
+            extracted = extract_page(result, settings=self.settings, hook=self.hook)
+            new_hash = extracted.content_hash
+            if extracted.failed:
+                hook_error = extracted.error
+        outcome = revisit.classify_outcome(
+            claimed, result, new_hash, settings=self.settings, now=now, hook_error=hook_error
+        )
+        self.counters[outcome.counter] += 1
+        page = extracted.page if extracted is not None and outcome.store_page else None
+        completion = Completion(
+            url_id=claimed.id, state=outcome.state, fetched_at=now, status=result.status,
+            final_url=result.final_url if result.final_url != claimed.url else None,
+            etag=result.etag or (claimed.etag if result.not_modified else None),
+            last_modified=result.last_modified or (claimed.last_modified if result.not_modified else None),
+            content_hash=new_hash or claimed.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
+            revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
+            bytes_read=result.bytes_read,
+        )
+        outlinks: list[DiscoveredUrl] = []
+        if extracted is not None and outcome.expand_links:
+            outlinks = self._outlinks(claimed, result.final_url, extracted.outlinks, now)
+        if outcome.moved_to:
+            target = self.site.admit(
+                outcome.moved_to, base=None, source=Source.REDIRECT, where=claimed.url, depth=claimed.depth,
+                now=now, kind=UrlKind.DETAIL,
+            )
+            if target is not None:
+                outlinks.append(target)
+        return completion, outlinks
+
+    def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:
+        """Links of a detail page that look like details too: the pages sitemaps and listings missed."""
+        found: dict[str, DiscoveredUrl] = {}
+        depth = claimed.depth + 1
+        for link in links:
+            canonical = self.site.canonicalize(link, base)
+            if canonical is None or canonical in found:
+                continue
+            if self.site.classifier.classify(canonical) is not UrlKind.DETAIL:
+                continue
+            item = self.site.admit(canonical, base=None, source=Source.LINK, where=claimed.url, depth=depth, now=now,
+                                   kind=UrlKind.DETAIL)
+            if item is not None:
+                found[item.url] = item
+        return list(found.values())
+

@@ -1,0 +1,315 @@
+"""The plain async entry points the flows and the CLI call: discover, extract, and run bookkeeping.
+
+Idempotent and resumable from the database alone: discovery skips documents this run already processed and
+keeps its listing-page crawl in the frontier (leased, completed with its outlinks in one transaction);
+extraction requeues leases whose holder died and never refetches a completed URL. Never imports prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harvester.discovery_host import HostDiscovery
+from harvester.engine import PoliteClient, run_hosts
+from harvester.extract_host import ExtractWork
+from harvester.extraction import load_hook
+from harvester.frontier import FrontierStore
+from harvester.pipeline import Site
+from harvester.records import HostDiagnostics, RobotsState
+from harvester.runtime import db, make_owner, owner_is_dead, utcnow
+from harvester.settings import Settings, SiteProfile
+
+logger = logging.getLogger(__name__)
+
+async def recover_leases(store: FrontierStore) -> int:
+    """The crash-resume path: expired leases and leases of dead local processes go back to the queue."""
+    recovered = await db(store.requeue_expired)
+    for owner in await db(store.lease_owners):
+        if owner_is_dead(owner):
+            recovered += await db(store.release_owner, owner)
+    if recovered:
+        logger.info("requeued %d URLs whose lease holder died or expired", recovered)
+    return recovered
+
+
+class StoreRobots:
+    """robots.txt persistence for the fetch engine, over the synchronous store."""
+
+    def __init__(self, store: FrontierStore) -> None:
+        self._store = store
+
+    async def load_robots(self, origin: str) -> RobotsState | None:
+        return await db(self._store.load_robots, origin)
+
+    async def save_robots(self, state: RobotsState) -> None:
+        await db(self._store.save_robots, state)
+
+
+def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile, site: Site) -> PoliteClient:
+    """The one polite client of a task: per-host limits, robots.txt persisted in the frontier, scope on hops."""
+    return PoliteClient(
+        settings,
+        user_agent=profile.user_agent,
+        per_host_limit=profile.per_host_limit,
+        min_delay_s=profile.min_delay_s,
+        robots_store=StoreRobots(store),
+        in_scope=site.in_scope,
+        canonicalize=lambda url: site.canonicalize(url) or url,
+    )
+
+
+# --- results -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseResult:
+    """Small, JSON-able counters of one phase (what a Prefect task returns and artifacts show)."""
+
+    phase: str
+    counters: Counter[str] = field(default_factory=Counter)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase, "counters": dict(self.counters), "hosts": self.hosts, "reports": self.reports,
+            "problems": self.problems[:200],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PhaseResult:
+        return cls(
+            phase=data["phase"], counters=Counter(data.get("counters") or {}), hosts=dict(data.get("hosts") or {}),
+            reports=dict(data.get("reports") or {}), problems=list(data.get("problems") or []),
+        )
+
+    @classmethod
+    def merge(cls, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]) -> PhaseResult:
+        merged = cls(phase=phase)
+        for part in parts:
+            item = part if isinstance(part, PhaseResult) else cls.from_dict(part)
+            merged.counters.update(item.counters)
+            for origin, host in item.hosts.items():
+                merged.hosts[origin] = _merge_host(merged.hosts.get(origin), host)
+            merged.reports.update(item.reports)
+            merged.problems.extend(item.problems)
+        return merged
+
+
+def _merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    if old is None:
+        return dict(new)
+    out = dict(old)
+    for key, value in new.items():
+        if key == "errors":
+            errors = Counter(out.get("errors") or {})
+            errors.update(value or {})
+            out["errors"] = dict(errors)
+        elif key in ("peak_in_flight", "limit", "rate_per_s"):
+            out[key] = max(out.get(key) or 0, value or 0)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = (out.get(key) or 0) + value
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot handed to ``on_progress`` during extraction."""
+
+    done: int
+    total: int
+    hosts: dict[str, HostDiagnostics]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if self.total <= 0 else min(100.0, 100.0 * self.done / self.total)
+
+    def host_lines(self) -> list[str]:
+        lines = []
+        for origin, diag in sorted(self.hosts.items()):
+            errors = ",".join(f"{name}={count}" for name, count in sorted(diag.errors.items())) or "-"
+            lines.append(
+                f"{origin} fetched={diag.fetched} 304={diag.not_modified} in_flight={diag.in_flight}/{diag.limit} "
+                f"peak={diag.peak_in_flight} queue={diag.queue_depth} rate={diag.rate_per_s:.1f}/s errors={errors}"
+                + (f" parked={diag.parked_reason}" if diag.parked_reason else "")
+            )
+        return lines
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None]]
+
+
+# --- runs ----------------------------------------------------------------------------------------------------
+
+
+def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
+    """The seed origins of a profile: discovery runs one task per host."""
+    return Site(settings, profile).origins
+
+
+async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
+    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
+    with FrontierStore.open(settings) as store:
+        return await db(
+            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
+        )
+
+
+async def finish_run(
+    settings: Settings, run_id: int, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]
+) -> tuple[PhaseResult, dict[str, Any]]:
+    """Merge the tasks' counters, close the run, and return them with the frontier's stats."""
+    result = PhaseResult.merge(phase, parts)
+    with FrontierStore.open(settings) as store:
+        await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
+        stats = (await db(store.stats)).as_dict()
+    return result, stats
+
+
+async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
+    """Make every known URL and discovery document of the profile's hosts due now (still conditional)."""
+    now = utcnow()
+    with FrontierStore.open(settings) as store:
+        await db(store.make_due, site_hosts(settings, profile), now=now)
+    return now
+
+
+async def changes_since(settings: Settings, since: datetime) -> dict[str, Any]:
+    """URLs that appeared or vanished since ``since``: what a re-crawl reports."""
+    with FrontierStore.open(settings) as store:
+        return await db(store.changes_since, since)
+
+
+# --- discovery -----------------------------------------------------------------------------------------------
+
+
+async def discover(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    hosts: Sequence[str] | None = None,
+    run_id: int | None = None,
+    refresh: bool = False,
+) -> PhaseResult:
+    """Phase one for ``hosts`` (default: the profile's seed hosts), concurrently, each politely.
+
+    A rerun with the same ``run_id`` skips every document already processed in that run; ``refresh`` asks
+    for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
+    """
+    site = Site(settings, profile)
+    origins = list(hosts) if hosts else site.origins
+    started = await db(store.run_started_at, run_id) if run_id is not None else None
+    await recover_leases(store)
+    result = PhaseResult(phase="discover")
+    async with polite_client(store, settings, profile, site) as client:
+        discoveries = [
+            HostDiscovery(store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
+                          refresh=refresh)
+            for origin in origins
+        ]
+        await asyncio.gather(*(item.run() for item in discoveries))
+        for item in discoveries:
+            result.counters.update(item.counters)
+            result.problems.extend(item.problems)
+        for origin, diag in client.diagnostics().items():
+            result.hosts[origin] = diag.as_dict()
+    for origin, report in site.reports.items():
+        result.reports[origin] = report.to_dict()
+    return result
+
+
+# --- extraction ----------------------------------------------------------------------------------------------
+
+
+async def extract(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    run_id: int | None = None,
+    worker: int = 0,
+    on_progress: ProgressCallback | None = None,
+) -> PhaseResult:
+    """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
+
+    Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
+    of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
+    """
+
+    site = Site(settings, profile)
+    hook = load_hook(profile.extractor) if profile.extractor else None
+    await recover_leases(store)
+    await _teach_classifier(store, site)
+    owner = make_owner(f"extract-{worker}")
+    work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook)
+    total = await db(store.due_count)
+    result = PhaseResult(phase="extract")
+    async with polite_client(store, settings, profile, site) as client:
+
+        def snapshot() -> Progress:
+            return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
+
+        keeper = asyncio.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
+        try:
+            for _round in range(settings.politeness.max_attempts + 1):
+                await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
+                await work.writer.flush()
+                # Retryable failures come back after a short back-off: wait for them rather than leave them
+                # to the next scheduled run, but never longer than RETRY_WAIT_MAX_S.
+                soonest = await db(store.next_due_at, kinds=("detail",))
+                if soonest is None or (soonest - utcnow()).total_seconds() > RETRY_WAIT_MAX_S:
+                    break
+                await asyncio.sleep(max(0.0, (soonest - utcnow()).total_seconds()))
+                work.exhausted.clear()
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+            await work.writer.flush()
+            await db(store.release_hosts, owner, sorted(work.leased))
+        diagnostics = client.diagnostics()
+        if on_progress is not None:
+            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics))
+    result.counters.update(work.counters)
+    result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
+    for origin, diag in diagnostics.items():
+        result.hosts[origin] = diag.as_dict()
+    return result
+
+
+RETRY_WAIT_MAX_S = 30.0
+"""Extraction waits this long at most for backed-off retries before it ends and leaves them to the next run."""
+
+PROGRESS_EVERY_S = 1.0
+
+
+async def _keep_leases(
+    store: FrontierStore, settings: Settings, work: ExtractWork, on_progress: ProgressCallback | None,
+    snapshot: Callable[[], Progress],
+) -> None:
+    """Renew this worker's host leases well before they expire, flush idle completions, report progress."""
+    renew_every = settings.store.lease_s / 3
+    last_renew = asyncio.get_running_loop().time()
+    while True:
+        await asyncio.sleep(PROGRESS_EVERY_S)
+        await work.writer.tick()
+        now = asyncio.get_running_loop().time()
+        if now - last_renew >= renew_every and work.leased:
+            last_renew = now
+            await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
+        if on_progress is not None:
+            await on_progress(snapshot())
+
+
+async def _teach_classifier(store: FrontierStore, site: Site) -> None:
+    """Detail URL shapes learned from what the frontier already holds, so outlinks are classified like discovery."""
+    site.classifier.learn_details(await db(store.sample_urls, kind="detail", limit=5_000))

@@ -1,0 +1,125 @@
+"""One site's URL pipeline: canonicalize → scope, traps and budget → robots.txt → classify → score.
+
+Every URL that discovery or extraction finds passes through ``Site.admit`` once, so the rules live in one
+place and every refusal is counted by class in the host's discovery report. Never fetches, never speaks SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from harvester import scoring
+from harvester.discovery.listings import LinkClassifier, is_pagination
+from harvester.discovery.report import DiscoveryReport
+from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provenance
+from harvester.settings import Settings, SiteProfile
+from harvester.urls import CANONICAL_VERSION, UrlFilter, canonicalizer_for
+
+__all__ = ["CANONICAL_VERSION", "Site"]
+
+Allowed = Callable[[str], bool]
+"""robots.txt's verdict for a canonical URL of the host being discovered."""
+
+
+class Site:
+    """Per-site state shared by all hosts of one run: the filter's counters and the learned URL shapes."""
+
+    def __init__(self, settings: Settings, profile: SiteProfile) -> None:
+        self.settings = settings
+        self.profile = profile
+        self.canonicalize = canonicalizer_for(settings.urls)
+        self.filter = UrlFilter(settings, profile)
+        self.classifier = LinkClassifier(profile)
+        self.reports: dict[str, DiscoveryReport] = {}
+        self.truthfulness: dict[str, float | None] = {}
+        origins: dict[str, None] = {}
+        for seed in profile.seeds:
+            canonical = self.canonicalize(seed)
+            if canonical is not None:
+                origins[origin_of(canonical)] = None
+        self.origins = list(origins)
+
+    def report(self, origin: str) -> DiscoveryReport:
+        report = self.reports.get(origin)
+        if report is None:
+            report = self.reports[origin] = DiscoveryReport(host=origin)
+        return report
+
+    def in_scope(self, url: str) -> bool:
+        """For redirect hops and documents: scope only, no budget or trap counting."""
+        canonical = self.canonicalize(url)
+        return canonical is not None and self.filter.in_scope(canonical)
+
+    def seeds_of(self, origin: str) -> list[str]:
+        """The profile's seed URLs on ``origin``, canonical."""
+        found = []
+        for seed in self.profile.seeds:
+            canonical = self.canonicalize(seed)
+            if canonical is not None and origin_of(canonical) == origin:
+                found.append(canonical)
+        return found
+
+    def admit(
+        self,
+        raw: str,
+        *,
+        base: str | None,
+        source: Source,
+        where: str,
+        depth: int,
+        now: datetime,
+        allowed: Allowed | None = None,
+        kind: UrlKind | None = None,
+        lastmod: datetime | None = None,
+        changefreq: str | None = None,
+        priority: float | None = None,
+        meta: dict[str, Any] | None = None,
+        trusted: bool = False,
+        fetched_at: datetime | None = None,
+        report_to: str | None = None,
+    ) -> DiscoveredUrl | None:
+        """The frontier record for ``raw``, or None when it is refused (the reason counted in the report).
+
+        ``allowed`` is robots.txt of the host being discovered; URLs of other hosts are checked against their
+        own robots.txt by the fetch engine before any request. ``trusted`` marks finite published lists
+        (sitemaps, feeds), which the calendar and facet trap counters do not apply to.
+        """
+        label = provenance(source, where)
+        url = self.canonicalize(raw, base)
+        report = self.report(report_to or (origin_of(url) if url else origin_of(base or raw)))
+        if url is None:
+            report.add_entry(label, raw, "invalid")
+            return None
+        verdict: str | None = self.filter.check(url, trusted=trusted)
+        if verdict is None and allowed is not None and origin_of(url) == report.host and not allowed(url):
+            verdict = "disallowed"
+        report.add_entry(
+            label, url, verdict, lastmod=lastmod, fetched_at=fetched_at,
+            has_lastmod_field=lastmod is not None if source in (Source.SITEMAP, Source.FEED) else None,
+        )
+        if verdict is not None:
+            return None
+        if kind is None:
+            kind = self.classifier.classify(url) or UrlKind.DETAIL
+        value = scoring.score(
+            url, kind=kind, source=source, depth=depth, priority=priority, lastmod=lastmod, now=now,
+            profile=self.profile, truthfulness=self.truthfulness.get(origin_of(url)),
+        )
+        return DiscoveredUrl(
+            url=url, kind=kind, source=label, depth=depth, score=value, lastmod=lastmod, changefreq=changefreq,
+            priority=priority, meta=meta,
+        )
+
+    def published_kind(self, url: str) -> UrlKind:
+        """Kind of a URL a site lists in a sitemap or feed: a detail unless it is plainly a listing page.
+
+        Sitemaps also list homepages and paginated archives; everything else they publish is content.
+        """
+        canonical = self.canonicalize(url) or url
+        if is_pagination(canonical) or (urlsplit(canonical).path or "/") == "/":
+            return UrlKind.LISTING
+        kind = self.classifier.classify(canonical)
+        return UrlKind.LISTING if kind is UrlKind.LISTING and self.profile.listing_patterns else UrlKind.DETAIL
