@@ -15,7 +15,7 @@ import logging
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -23,6 +23,7 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
+from harvester.discovery.listings import PageLinks, extract_links
 from harvester.errors import ConfigError
 from harvester.records import ErrorClass, FetchResult, PageRecord
 from harvester.settings import Settings
@@ -106,9 +107,12 @@ class Extracted:
     page: PageRecord
     outlinks: tuple[str, ...] = ()
     next_pages: tuple[str, ...] = ()
+    feeds: tuple[str, ...] = ()
     encoding: str | None = None
     jsonld_invalid: int = 0
     main_text_chars: int = 0
+    robots_nofollow: bool = False
+    robots_noindex: bool = False
     error_class: ErrorClass | None = None
     error: str | None = None
 
@@ -209,9 +213,8 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
 
     base = _base_url(tree, final_url)
     canonical = _canonical_from_html(tree, base) or header_canonical
-    outlinks, next_pages = find_outlinks(tree, base)
-    if canonical and canonical not in outlinks:
-        outlinks = (*outlinks, canonical)
+    links = find_outlinks(body, base_url=final_url, content_type=content_type)
+    outlinks, next_pages = _outlinks(links, canonical)
     jsonld, invalid = _jsonld(tree)
     title = _title(tree)
     description = _description(tree)
@@ -228,8 +231,9 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
         language=language, jsonld=jsonld,
     )
     extracted = Extracted(
-        page=record, outlinks=outlinks, next_pages=next_pages, encoding=encoding, jsonld_invalid=invalid,
-        main_text_chars=len(main_text),
+        page=record, outlinks=outlinks, next_pages=next_pages, feeds=tuple(links.feeds), encoding=encoding,
+        jsonld_invalid=invalid, main_text_chars=len(main_text), robots_nofollow=links.robots_nofollow,
+        robots_noindex=links.robots_noindex,
     )
     if invalid:
         logger.debug("skipped %d invalid JSON-LD blocks on %s", invalid, final_url, extra={"host": _host(final_url)})
@@ -451,25 +455,23 @@ def _reject_constant(name: str) -> Any:
 # --- outlinks -----------------------------------------------------------------------------------------------
 
 
-def find_outlinks(root: lxml.html.HtmlElement, base: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(all outlinks, rel=next pages): absolute http(s) URLs in document order, deduped, not canonicalized.
+def find_outlinks(body: bytes, *, base_url: str, content_type: str | None) -> PageLinks:
+    """The page's links: the one link extractor of the project (``discovery.listings.extract_links``).
 
-    The one place outlinks come from, so the link extractor can be swapped without touching the rest.
+    Kept behind this function so the extractor can be swapped in one place. It parses the bytes again
+    (about a third of a millisecond for a 20 KB page), which buys one set of link rules for discovery and
+    extraction alike.
     """
-    links: dict[str, None] = {}
-    next_pages: dict[str, None] = {}
-    for element in _elements(root, "a", "area", "link"):
-        rel = _rel(element)
-        if element.tag == "link" and not rel & {"next", "prev", "previous", "alternate"}:
-            continue  # stylesheets, icons, preloads are not pages
-        url = _http_url(base, element.get("href"))
-        if url is None:
-            continue
-        if "next" in rel:
-            next_pages.setdefault(url)
-        if len(links) < MAX_LINKS:
-            links.setdefault(url)
-    return tuple(links), tuple(next_pages)
+    return extract_links(body, base_url=base_url, content_type=content_type)
+
+
+def _outlinks(links: PageLinks, canonical: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(outlinks, next pages): hrefs, then rel=next/pagination, then the canonical link; deduped, capped."""
+    if links.robots_nofollow:
+        # <meta name=robots content=nofollow>: the page asks crawlers not to follow any of its links.
+        return ((canonical,) if canonical else ()), ()
+    merged = dict.fromkeys([*links.links, *links.next_pages, *([canonical] if canonical else [])])
+    return tuple(list(merged)[:MAX_LINKS]), tuple(links.next_pages)
 
 
 # --- main content -------------------------------------------------------------------------------------------
@@ -631,11 +633,7 @@ def _with_hook(
         logger.warning("%s on %s", problem, page.final_url,
                        extra={"host": _host(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
         return _failed(extracted, problem)
-    page_record = _replace_fields(extracted.page, fields)
-    return Extracted(
-        page=page_record, outlinks=extracted.outlinks, next_pages=extracted.next_pages, encoding=extracted.encoding,
-        jsonld_invalid=extracted.jsonld_invalid, main_text_chars=extracted.main_text_chars,
-    )
+    return replace(extracted, page=replace(extracted.page, fields=fields))
 
 
 def _json_fields(returned: object) -> tuple[dict[str, Any], str | None]:
@@ -656,20 +654,7 @@ def _json_fields(returned: object) -> tuple[dict[str, Any], str | None]:
 
 
 def _failed(extracted: Extracted, message: str) -> Extracted:
-    return Extracted(
-        page=extracted.page, outlinks=extracted.outlinks, next_pages=extracted.next_pages,
-        encoding=extracted.encoding, jsonld_invalid=extracted.jsonld_invalid,
-        main_text_chars=extracted.main_text_chars, error_class=ErrorClass.HOOK_FAILED, error=message,
-    )
-
-
-def _replace_fields(record: PageRecord, fields: dict[str, Any]) -> PageRecord:
-    return PageRecord(
-        final_url=record.final_url, status=record.status, content_type=record.content_type,
-        content_hash=record.content_hash, body=record.body, etag=record.etag, last_modified=record.last_modified,
-        canonical_url=record.canonical_url, title=record.title, description=record.description,
-        language=record.language, jsonld=record.jsonld, fields=fields,
-    )
+    return replace(extracted, error_class=ErrorClass.HOOK_FAILED, error=message)
 
 
 # --- small helpers ------------------------------------------------------------------------------------------

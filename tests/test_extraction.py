@@ -69,11 +69,21 @@ def test_outlinks_resolved_against_final_url_with_next_and_canonical():
     assert "https://news.example.org/news/ferry-timetable-change-4409?utm_source=article#top" in links
     assert "https://news.example.org/news/tram-extension-4402" in links
     assert "https://news.example.org/news/" in links  # nav links are outlinks too (the caller filters)
-    assert "https://news.example.org/feed.xml" in links  # rel=alternate
+    assert out.feeds == ("https://news.example.org/feed.xml",)  # rel=alternate: a feed, not an outlink
     assert "https://news.example.org/static/site.css" not in links
     assert out.next_pages == ("https://news.example.org/news/page/2",)
     assert "https://news.example.org/news/harbour-bridge-reopens-4411" in links  # canonical
     assert not any(link.startswith(("javascript:", "mailto:")) for link in links)
+
+
+def test_meta_robots_nofollow_yields_no_outlinks():
+    body = b'<html><head><meta name="robots" content="noindex, nofollow"></head><body><a href="/x">x</a></body></html>'
+    out = extract_page(fetched(body), settings=SETTINGS)
+    assert out.outlinks == ()
+    assert out.robots_noindex
+    # control: the same page without the directive has its link
+    control = extract_page(fetched(body.replace(b"nofollow", b"follow")), settings=SETTINGS)
+    assert control.outlinks == ("https://news.example.org/x",)
 
 
 def test_base_href_is_honoured():
