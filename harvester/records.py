@@ -64,6 +64,7 @@ class ErrorClass(StrEnum):
     HOOK_FAILED = "hook_failed"
     STORAGE = "storage"
     TRAP = "trap"
+    PARKED = "parked"  # the host is parked (failures, huge Crawl-delay or Retry-After): no request was sent
 
 
 def origin_of(url: str) -> str:

@@ -1,0 +1,530 @@
+"""The bounded fetch: one small httpx transport per host, a total deadline, size and redirect caps.
+
+This is the only module that imports httpx (and the transports under it); every httpx/aiohttp/asyncio
+exception is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
+problems and never decides politeness: the engine calls it once it holds the host's slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import httpx
+
+from harvester.records import ErrorClass, FetchResult, Validators, origin_of
+from harvester.settings import HttpSettings
+
+logger = logging.getLogger(__name__)
+
+Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
+"""Redirect hook: given a hop's absolute target, return the URL to request (canonical form), or refuse it.
+
+``None`` refuses as OUT_OF_SCOPE; an ``ErrorClass`` (ROBOTS_DISALLOWED, OUT_OF_SCOPE, ...) refuses with that class.
+"""
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ACCEPT_ENCODING = "gzip, deflate"
+"""Only encodings decoded here with a bounded output; br/zstd are not advertised (no bounded decoder installed)."""
+
+ERROR_BODY_BYTES = 64 * 1024
+"""Bodies of redirects and error statuses are read this far (to keep the connection alive) and no further."""
+
+_SCHEMES = ("http", "https")
+
+NO_VALIDATORS = Validators()
+"""An unconditional GET (the shared default)."""
+
+
+class _Refused(Exception):
+    """Internal: ends a fetch early with an outcome (never escapes this module)."""
+
+    def __init__(self, error_class: ErrorClass, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+class _TooLarge(Exception):
+    """Internal: the streamed or decoded body passed the cap."""
+
+
+# --- bounded decoding ---------------------------------------------------------------------------------------
+
+
+class _Decoder:
+    """Content-Encoding decoder whose output per call is bounded, so a bomb stops at the cap.
+
+    zlib's ``max_length`` bounds each call; the unconsumed input is kept and drained on the next call, so
+    the decoded size is checked without ever materialising more than ``limit + 1`` bytes.
+    """
+
+    __slots__ = ("_gzip", "_obj", "_pending")
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        # RFC 9110 §8.4.1.2: "deflate" is zlib-wrapped; some servers send raw deflate, detected on first bytes.
+        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
+        self._pending = b""
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        """Decode ``data``; returns at most ``limit + 1`` bytes (one more than allowed means: too large)."""
+        if self._obj is None:
+            first = self._pending + data
+            if len(first) < 2:
+                self._pending = first
+                return b""
+            self._pending = b""
+            zlib_wrapped = (first[0] & 0x0F) == 8 and ((first[0] << 8) | first[1]) % 31 == 0
+            self._obj = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+            data = first
+        out: list[bytes] = []
+        size = 0
+        while data and size <= limit:
+            chunk = self._obj.decompress(data, limit + 1 - size)
+            out.append(chunk)
+            size += len(chunk)
+            data = self._obj.unconsumed_tail
+            if self._obj.eof and self._gzip and self._obj.unused_data:
+                # RFC 1952 §2.2: a gzip file may hold several members, decoded one after another.
+                data = self._obj.unused_data + data
+                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif self._obj.eof:
+                break
+            if not chunk and not data:
+                break
+        return b"".join(out)
+
+    def flush(self, limit: int) -> bytes:
+        if self._obj is None or self._obj.eof:  # a lone byte cannot hold a deflate block
+            return b""
+        return bytes(self._obj.flush(limit + 1))
+
+
+def _decoders(content_encoding: str | None) -> list[_Decoder] | None:
+    """Decoders in the order to apply them; None for an encoding we cannot bound (refused as BAD_CONTENT)."""
+    if not content_encoding:
+        return []
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    decoders: list[_Decoder] = []
+    # RFC 9110 §8.4: codings are listed in the order applied, so decode from the last.
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            return None
+        decoders.append(_Decoder(coding))
+    return decoders
+
+
+# --- small parsers --------------------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """RFC 9110 §10.2.3: delay-seconds or an HTTP-date; seconds from now, never negative; None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def media_type(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def content_type_accepted(content_type: str | None, accept: Sequence[str] | None) -> bool:
+    """``accept`` None accepts anything; entries may be ``type/subtype``, ``type/*`` or ``*/*``."""
+    if accept is None:
+        return True
+    mtype = media_type(content_type)
+    if mtype is None:
+        return False
+    major = mtype.split("/", 1)[0]
+    for allowed in accept:
+        allowed = allowed.lower()
+        if allowed in (mtype, "*/*") or (allowed.endswith("/*") and allowed[:-2] == major):
+            return True
+    return False
+
+
+def error_class_for_status(status: int) -> ErrorClass | None:
+    if status == 429:
+        return ErrorClass.HTTP_429
+    if 400 <= status < 500:
+        return ErrorClass.HTTP_4XX
+    if status >= 500:
+        return ErrorClass.HTTP_5XX
+    return None
+
+
+# --- the per-host client ------------------------------------------------------------------------------------
+
+Transport = Literal["aiohttp", "httpcore", "http2"]
+
+
+def make_transport(kind: Transport, connections: int) -> httpx.AsyncBaseTransport:
+    """A transport with a pool of exactly ``connections`` (the host's limit: pool cost grows with its size)."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=30.0)
+    if kind == "aiohttp":
+        from httpx_aiohttp import AiohttpTransport
+
+        return AiohttpTransport(limits=limits, trust_env=False)  # type: ignore[no-any-return]
+    return httpx.AsyncHTTPTransport(limits=limits, http2=(kind == "http2"), trust_env=False)
+
+
+class HostClient:
+    """One host's transport and pool. Requests go straight to the transport (no client-level cookies/auth)."""
+
+    def __init__(self, origin: str, *, connections: int, settings: HttpSettings, user_agent: str) -> None:
+        self.origin = origin
+        self.connections = connections
+        self._transport = make_transport(settings.transport, connections)
+        self._headers = {
+            "user-agent": user_agent,
+            "accept-encoding": ACCEPT_ENCODING,
+            "accept": "*/*",
+        }
+        self._timeout = {
+            "connect": settings.connect_timeout_s,
+            "read": settings.timeout_s,
+            "write": settings.timeout_s,
+            "pool": settings.timeout_s,
+        }
+        self.closed = False
+
+    async def send(self, url: str, validators: Validators) -> httpx.Response:
+        headers = self._headers
+        if validators:
+            headers = dict(headers)
+            if validators.etag:
+                headers["if-none-match"] = validators.etag
+            if validators.last_modified:
+                headers["if-modified-since"] = validators.last_modified
+        request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self._timeout})
+        return await self._transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self._transport.aclose()
+
+
+@dataclass(slots=True)
+class _Body:
+    data: bytes
+    raw_bytes: int
+
+
+async def _read_body(response: httpx.Response, max_bytes: int, *, truncate: bool, state: _FetchState) -> _Body:
+    """Stream raw bytes, decoding boundedly; over ``max_bytes`` (raw or decoded) raises _TooLarge or truncates."""
+    decoders = _decoders(response.headers.get("content-encoding"))
+    if decoders is None:
+        raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {response.headers['content-encoding']!r}")
+    parts: list[bytes] = []
+    raw = 0
+    size = 0
+    async for chunk in response.aiter_raw():
+        raw += len(chunk)
+        state.raw_bytes = raw
+        # A compressed body larger than the cap can only decode larger still (and identity is 1:1).
+        if raw > max_bytes and not (truncate and not decoders):
+            if truncate:
+                break
+            raise _TooLarge(f"body over {max_bytes} bytes on the wire")
+        data = chunk
+        for decoder in decoders:
+            data = decoder.feed(data, max_bytes - size)
+        if size + len(data) > max_bytes:
+            if truncate:
+                parts.append(data[: max_bytes - size])
+                size = max_bytes
+                break
+            raise _TooLarge(f"body over {max_bytes} bytes after decoding")
+        if data:
+            parts.append(data)
+            size += len(data)
+    else:
+        for decoder in decoders:
+            tail = decoder.flush(max_bytes - size)
+            if tail:
+                if size + len(tail) > max_bytes and not truncate:
+                    raise _TooLarge(f"body over {max_bytes} bytes after decoding")
+                parts.append(tail[: max_bytes - size])
+                size += len(parts[-1])
+    return _Body(b"".join(parts), raw)
+
+
+class Fetcher:
+    """Bounded GETs over one ``HostClient`` per origin; ``fetch`` is the contract the engine relies on."""
+
+    def __init__(
+        self, settings: HttpSettings, *, user_agent: str, connections_for: Callable[[str], int] | None = None
+    ) -> None:
+        self.settings = settings
+        self.user_agent = user_agent
+        self._connections_for = connections_for or (lambda _origin: 4)
+        self._clients: dict[str, HostClient] = {}
+        self._closed = False
+
+    def client(self, origin: str) -> HostClient:
+        client = self._clients.get(origin)
+        if client is None:
+            client = HostClient(
+                origin, connections=self._connections_for(origin), settings=self.settings, user_agent=self.user_agent
+            )
+            self._clients[origin] = client
+        return client
+
+    async def close_host(self, origin: str) -> None:
+        """Release one host's pool (a retired host keeps no sockets)."""
+        client = self._clients.pop(origin, None)
+        if client is not None:
+            await client.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            try:
+                await client.aclose()
+            except (httpx.HTTPError, aiohttp.ClientError, OSError):  # closing a broken pool is not an error
+                logger.debug("closing %s failed", client.origin, exc_info=True)
+
+    async def fetch(
+        self,
+        url: str,
+        *,
+        validators: Validators = NO_VALIDATORS,
+        accept: Sequence[str] | None = None,
+        max_bytes: int | None = None,
+        timeout_s: float | None = None,
+        follow: Follow | None = None,
+        max_redirects: int | None = None,
+        truncate: bool = False,
+    ) -> FetchResult:
+        """One bounded GET, redirects included. Never raises for network problems.
+
+        The total deadline covers every hop's headers and body and the ``follow`` hook. The body cap applies
+        to Content-Length, to raw streamed bytes and to decoded bytes; ``truncate`` keeps the first
+        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop only.
+        """
+        cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
+        deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
+        hops_allowed = self.settings.max_redirects if max_redirects is None else max_redirects
+        state = _FetchState(url)
+        try:
+            async with asyncio.timeout(deadline_s):
+                return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate)
+        except TimeoutError:
+            return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
+        except _Refused as exc:
+            return state.failure(exc.error_class, str(exc))
+        except _TooLarge as exc:
+            return state.failure(ErrorClass.TOO_LARGE, str(exc))
+        except httpx.TimeoutException as exc:
+            return state.failure(_refine(exc, ErrorClass.TIMEOUT), f"{type(exc).__name__}: {exc}")
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            return state.failure(ErrorClass.OUT_OF_SCOPE, f"{type(exc).__name__}: {exc}")
+        except zlib.error as exc:
+            return state.failure(ErrorClass.BAD_CONTENT, f"undecodable body: {exc}")
+        except (httpx.HTTPError, aiohttp.ClientError, OSError, ValueError) as exc:
+            return state.failure(ErrorClass.CONNECT, f"{type(exc).__name__}: {exc}")
+
+    async def _fetch(
+        self,
+        state: _FetchState,
+        validators: Validators,
+        accept: Sequence[str] | None,
+        cap: int,
+        follow: Follow | None,
+        hops_allowed: int,
+        truncate: bool,
+    ) -> FetchResult:
+        current = state.url
+        seen = {current}
+        while True:
+            if urlsplit(current).scheme not in _SCHEMES:
+                raise _Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
+            state.current = current
+            sent = validators if not state.hops else NO_VALIDATORS
+            response = await self.client(origin_of(current)).send(current, sent)
+            try:
+                status = response.status_code
+                state.status = status
+                state.headers = response.headers
+                location = response.headers.get("location")
+                if status in REDIRECT_STATUSES and location:
+                    await _drain(response)
+                    target = urljoin(current, location.strip())
+                    if len(state.hops) >= hops_allowed:
+                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
+                    if follow is not None:
+                        decided = await follow(target)
+                        if decided is None or isinstance(decided, ErrorClass):
+                            cls = decided if isinstance(decided, ErrorClass) else ErrorClass.OUT_OF_SCOPE
+                            raise _Refused(cls, f"redirect to {target} refused ({cls.value})")
+                        target = decided
+                    if target in seen:
+                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"redirect loop back to {target}")
+                    seen.add(target)
+                    state.hops.append(target)
+                    state.hop_statuses.append(status)
+                    current = target
+                    continue
+                return await self._outcome(state, response, accept, cap, truncate)
+            finally:
+                await response.aclose()
+
+    async def _outcome(
+        self,
+        state: _FetchState,
+        response: httpx.Response,
+        accept: Sequence[str] | None,
+        cap: int,
+        truncate: bool,
+    ) -> FetchResult:
+        status = response.status_code
+        headers = response.headers
+        content_type = headers.get("content-type")
+        error_class = error_class_for_status(status)
+        error: str | None = None
+        body: bytes | None = None
+        raw = 0
+        if 200 <= status < 300:
+            if not content_type_accepted(content_type, accept):
+                error_class, error = ErrorClass.BAD_CONTENT_TYPE, f"content-type {content_type!r} not accepted"
+            else:
+                length = _content_length(headers)
+                if length is not None and length > cap and not truncate:
+                    error_class, error = ErrorClass.TOO_LARGE, f"Content-Length {length} over {cap}"
+                else:
+                    read = await _read_body(response, cap, truncate=truncate, state=state)
+                    body, raw = read.data, read.raw_bytes
+        elif status != 304 and status >= 400:
+            error = f"HTTP {status}"
+            read_err = await _drain(response)
+            body, raw = read_err.data, read_err.raw_bytes
+        retry_after = parse_retry_after(headers.get("retry-after")) if "retry-after" in headers else None
+        return FetchResult(
+            url=state.url,
+            final_url=state.current,
+            status=status,
+            started_at=state.started_wall,
+            elapsed_s=time.monotonic() - state.started,
+            error_class=error_class,
+            error=error,
+            content_type=content_type,
+            etag=headers.get("etag"),
+            last_modified=headers.get("last-modified"),
+            body=body,
+            bytes_read=raw,
+            redirects=tuple(state.hops),
+            redirect_statuses=tuple(state.hop_statuses),
+            retry_after_s=retry_after,
+            headers=dict(headers),
+        )
+
+
+class _FetchState:
+    """What a fetch knows so far, so a failure mid-way still reports status, hops and headers."""
+
+    __slots__ = ("current", "headers", "hop_statuses", "hops", "raw_bytes", "started", "started_wall", "status", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.current = url
+        self.hops: list[str] = []
+        self.hop_statuses: list[int] = []
+        self.raw_bytes = 0
+        self.status: int | None = None
+        self.headers: httpx.Headers | None = None
+        self.started_wall = time.time()
+        self.started = time.monotonic()
+
+    def failure(self, error_class: ErrorClass, error: str) -> FetchResult:
+        headers = self.headers
+        return FetchResult(
+            url=self.url,
+            final_url=self.current,
+            status=self.status,
+            started_at=self.started_wall,
+            elapsed_s=time.monotonic() - self.started,
+            error_class=error_class,
+            error=error,
+            content_type=headers.get("content-type") if headers is not None else None,
+            etag=headers.get("etag") if headers is not None else None,
+            last_modified=headers.get("last-modified") if headers is not None else None,
+            bytes_read=self.raw_bytes,
+            redirects=tuple(self.hops),
+            redirect_statuses=tuple(self.hop_statuses),
+            retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
+            headers=dict(headers) if headers is not None else {},
+        )
+
+
+def _content_length(headers: httpx.Headers) -> int | None:
+    value = headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        return int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+async def _drain(response: httpx.Response) -> _Body:
+    """Read a redirect/error body up to ERROR_BODY_BYTES so the connection can be reused; beyond that, drop it."""
+    length = _content_length(response.headers)
+    if length is not None and length > ERROR_BODY_BYTES:
+        return _Body(b"", 0)
+    parts: list[bytes] = []
+    raw = 0
+    async for chunk in response.aiter_raw():
+        raw += len(chunk)
+        if raw > ERROR_BODY_BYTES:
+            return _Body(b"", raw)
+        parts.append(chunk)
+    return _Body(b"".join(parts), raw)
+
+
+def _refine(exc: BaseException, default: ErrorClass) -> ErrorClass:
+    """httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; keep real timeouts apart."""
+    cause = exc.__cause__
+    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
+        cause, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)
+    ):
+        return ErrorClass.CONNECT
+    return default
+
+
+async def fetch(
+    url: str,
+    *,
+    fetcher: Fetcher,
+    validators: Validators = NO_VALIDATORS,
+    accept: Sequence[str] | None = None,
+    max_bytes: int,
+    timeout_s: float,
+    follow: Follow | None = None,
+) -> FetchResult:
+    """Module-level form of ``Fetcher.fetch`` (the engine holds a Fetcher; this is for scripts and tests)."""
+    return await fetcher.fetch(
+        url, validators=validators, accept=accept, max_bytes=max_bytes, timeout_s=timeout_s, follow=follow
+    )
