@@ -187,13 +187,14 @@ def _sqlite_upsert() -> str:
 
 @cache
 def _pg_upsert() -> str:
-    # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing).
+    # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing), sent
+    # in binary (%b): text-formatting the arrays cost ~7 us per row client-side, binary ~1.5 us.
     return (
         "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
         " last_seen, lastmod, changefreq, priority)"
         " SELECT t.host_id, t.path, %s, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
-        " t.changefreq, t.priority FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::text[],"
-        " %s::float8[], %s::int[], %s::timestamptz[], %s::text[], %s::float8[])"
+        " t.changefreq, t.priority FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[],"
+        " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[])"
         " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority)"
         " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
         + " RETURNING id, host_id, path, source_id"

@@ -568,7 +568,7 @@ class FrontierStore:
         with self._tx(write=False) as tx:
             new_q = select(_full_url).join(Host, Host.id == Url.host_id).where(
                 Url.first_seen >= since, Url.kind == UrlKind.DETAIL.value)
-            gone_q = select(_full_url).join(Host, Host.id == Url.host_id).where(Url.gone_at >= since)
+            gone_q = select(_full_url).select_from(Url).join(Host, Host.id == Url.host_id).where(Url.gone_at >= since)
             new = tx.conn.execute(select(func.count()).select_from(new_q.subquery())).scalar_one()
             gone = tx.conn.execute(select(func.count()).select_from(gone_q.subquery())).scalar_one()
             new_urls = list(tx.conn.execute(new_q.order_by(Url.id).limit(examples)).scalars())
@@ -593,7 +593,7 @@ class FrontierStore:
         now = aware(now) or utcnow()
         with self._tx(write=False) as tx:
             value = tx.conn.execute(
-                select(func.min(Url.next_fetch_at)).join(Host, Host.id == Url.host_id).where(
+                select(func.min(Url.next_fetch_at)).select_from(Url).join(Host, Host.id == Url.host_id).where(
                     Url.state == UrlState.QUEUED.value, Url.kind.in_(list(kinds)), Url.next_fetch_at > now,
                     Host.parked_reason.is_(None))
             ).scalar_one_or_none()
@@ -603,7 +603,7 @@ class FrontierStore:
         """Some known URLs of ``kind`` (the newest first), e.g. to re-learn a site's detail URL shapes."""
         with self._tx(write=False) as tx:
             rows = tx.conn.execute(
-                select(_full_url).join(Host, Host.id == Url.host_id).where(Url.kind == kind)
+                select(_full_url).select_from(Url).join(Host, Host.id == Url.host_id).where(Url.kind == kind)
                 .order_by(Url.id.desc()).limit(limit)
             ).scalars()
             return list(rows)
