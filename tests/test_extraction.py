@@ -280,3 +280,38 @@ def test_load_hook_errors_name_the_field_and_value(hook_module, spec, needle):
     assert "extractor" in message
     assert repr(spec) in message
     assert needle in message
+
+
+# --- against the test web -----------------------------------------------------------------------------------
+
+
+def test_web_pages_hash_stable_across_renders_and_changes_only_when_content_does(make_web):
+    import httpx
+
+    from harvester.testing.sites import HostSpec
+
+    web = make_web([HostSpec(name="x", pages=40)], seed=3)
+
+    def hashes(client: httpx.Client) -> dict[str, tuple[str, bytes]]:
+        out = {}
+        for url in web.truth["x"].detail_urls():
+            response = client.get(url)
+            assert response.status_code == 200
+            result = FetchResult(url=url, final_url=url, status=200, started_at=0.0, elapsed_s=0.0,
+                                 content_type=response.headers.get("content-type"), body=response.content,
+                                 headers=dict(response.headers))
+            out[url] = (extract_page(result, settings=SETTINGS).content_hash, response.content)
+        return out
+
+    with httpx.Client() as client:
+        first = hashes(client)
+        again = hashes(client)
+        change = web.advance_day(changed=0.25, new=0.0, gone=0.0)
+        day2 = hashes(client)
+    assert {u: h for u, (h, _) in first.items()} == {u: h for u, (h, _) in again.items()}
+    changed = change.all("changed")
+    assert changed  # control: the day did change some pages
+    assert {u for u in first if first[u][0] != day2[u][0]} == changed
+    rerendered = [u for u in first if u not in changed and first[u][1] != day2[u][1]]
+    # the test web re-renders unchanged pages with a new timestamp/ad block: bytes differ, the hash does not
+    assert rerendered or any(first[u][1] != again[u][1] for u in first)
