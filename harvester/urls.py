@@ -368,7 +368,11 @@ class UrlFilter:
         segments = [seg for seg in path.split("/") if seg]
         if len(segments) > self._max_depth:
             return Verdict.TRAP_DEPTH
-        if len(segments) > self._max_repeats and Counter(segments).most_common(1)[0][1] > self._max_repeats:
+        if (
+            len(segments) > self._max_repeats
+            and len(set(segments)) < len(segments)  # cheap: most paths repeat nothing
+            and Counter(segments).most_common(1)[0][1] > self._max_repeats
+        ):
             return Verdict.TRAP_REPEATED_SEGMENTS
         if query and self._repeats_in_query(query, segments):
             return Verdict.TRAP_REPEATED_SEGMENTS

@@ -98,6 +98,11 @@ _SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _SEPARATORS = re.compile(r"[-_+~,.]+")
 _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,5})$")
+_FILE_SUFFIXES = (
+    ".xml.gz", ".gz", ".zip", ".pdf", ".jpg", ".jpeg", ".png", ".gif", ".webp", ".svg", ".css", ".js", ".ico",
+    ".mp4", ".mp3", ".woff", ".woff2",
+)  # fmt: skip
+"""Paths that name files, never HTML pages."""
 _NOT_PAGES = frozenset(("javascript:", "mailto:", "tel:", "data:", "ftp:", "sms:", "file:"))
 
 
@@ -191,6 +196,10 @@ def segment_shape(segment: str) -> str:
 
     ``my-great-post-123.html`` → ``a+-9.html``; ``12345`` → ``9``; ``about`` → ``a``; ``a1b2c3`` → ``x``.
     """
+    if segment.isdigit():
+        return "9"
+    if segment.isalpha():
+        return "a"
     ext = ""
     match = _EXTENSION.search(segment)
     if match is not None and not match.group(1).isdigit():
@@ -216,22 +225,42 @@ _IGNORED_PARAMS = frozenset(
 """Query parameters that say nothing about a URL's shape: raw links carry them, canonical sitemap URLs do not."""
 
 
+class _Parts:
+    """One URL split once for classification: host (without www.), path, raw query, segments, shape query."""
+
+    __slots__ = ("host", "path", "query", "query_keys", "segments")
+
+    def __init__(self, url: str) -> None:
+        rest = url.partition("://")[2] if "://" in url else url
+        rest = rest.partition("#")[0]
+        slash = rest.find("/")
+        question = rest.find("?")
+        if question >= 0 and (slash < 0 or question < slash):
+            netloc, path_query = rest[:question], "/" + rest[question:]
+        elif slash < 0:
+            netloc, path_query = rest, "/"
+        else:
+            netloc, path_query = rest[:slash], rest[slash:]
+        path, _, query = path_query.partition("?")
+        self.host = netloc.rpartition("@")[2].lower().removeprefix("www.")
+        self.path = path or "/"
+        self.query = query
+        self.segments = [seg for seg in path.split("/") if seg]
+        self.query_keys = _shape_query(query) if query else ""
+
+
+def _shape_query(query: str) -> str:
+    """Sorted query keys that say something about the URL's shape (tracking and session keys dropped)."""
+    keys = {
+        name for piece in query.split("&") if piece and (name := piece.partition("=")[0]).lower() not in _IGNORED_PARAMS
+    }
+    return "&".join(sorted(keys))
+
+
 def _path_parts(url: str) -> tuple[str, list[str], str]:
     """(host without www., path segments, sorted meaningful query keys): what a URL shape is made of."""
-    parts = urlsplit(url)
-    segments = [seg for seg in parts.path.split("/") if seg]
-    keys = (
-        sorted(
-            {
-                name
-                for piece in parts.query.split("&")
-                if piece and (name := piece.partition("=")[0]).lower() not in _IGNORED_PARAMS
-            }
-        )
-        if parts.query
-        else []
-    )
-    return parts.netloc.lower().removeprefix("www."), segments, "&".join(keys)
+    parts = _Parts(url)
+    return parts.host, parts.segments, parts.query_keys
 
 
 def _is_variable(values: Counter[str], examples: int) -> bool:
@@ -293,26 +322,26 @@ class _Templates:
     def _key(segments: list[str], query: str, variable: list[bool]) -> tuple[str, ...]:
         return (*(segment_shape(seg) if var else seg for seg, var in zip(segments, variable, strict=True)), query)
 
-    def matches(self, url: str) -> bool:
-        host, segments, query = _path_parts(url)
-        group = (host, len(segments))
+    def matches(self, url: str | _Parts) -> bool:
+        parts = url if isinstance(url, _Parts) else _Parts(url)
+        group = (parts.host, len(parts.segments))
         if group not in self._groups:
             return False
         if group in self._dirty:
             self._rebuild(group)
-        return self._key(segments, query, self._variable[group]) in self._keys[group]
+        return self._key(parts.segments, parts.query_keys, self._variable[group]) in self._keys[group]
 
-    def is_section_of(self, url: str) -> bool:
+    def is_section_of(self, url: str | _Parts) -> bool:
         """True when ``url``'s path is exactly the literal head of a learned shape (and has no query)."""
-        host, segments, query = _path_parts(url)
-        if not segments or query:
+        parts = url if isinstance(url, _Parts) else _Parts(url)
+        if not parts.segments or parts.query_keys or (not self._prefixes and not self._dirty):
             return False
         self._fresh()
-        head = tuple(segments)
+        head = tuple(parts.segments)
         return any(
             head in prefixes
             for (group_host, depth), prefixes in self._prefixes.items()
-            if group_host == host and depth > len(head)
+            if group_host == parts.host and depth > len(head)
         )
 
 
@@ -363,45 +392,27 @@ class LinkClassifier:
         for rule in self._listing_rules:
             if rule.search(url):
                 return UrlKind.LISTING
-        parts = urlsplit(url)
-        path = parts.path or "/"
+        parts = _Parts(url)
+        path = parts.path
         lowered = path.lower()
-        if _SITEMAP_PATH.search(path) or ("sitemap" in lowered and lowered.endswith((".xml", ".xml.gz", ".txt"))):
+        if "sitemap" in lowered and (_SITEMAP_PATH.search(path) or lowered.endswith((".xml", ".xml.gz", ".txt"))):
             return UrlKind.SITEMAP
-        if lowered.endswith(
-            (
-                ".xml.gz",
-                ".gz",
-                ".zip",
-                ".pdf",
-                ".jpg",
-                ".jpeg",
-                ".png",
-                ".gif",
-                ".webp",
-                ".svg",
-                ".css",
-                ".js",
-                ".ico",
-                ".mp4",
-                ".mp3",
-                ".woff",
-                ".woff2",
-            )
-        ):
+        if lowered.endswith(_FILE_SUFFIXES):
             return None  # files, not pages
         if is_feed_url(path):
             return UrlKind.FEED
+        # Learned detail shapes before the pagination heuristic: "/p/12" is pagination on one site and a post
+        # on another, and the site's own sitemaps and feeds are the better witness.
+        if self._details.matches(parts):
+            return UrlKind.DETAIL
         if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
             return UrlKind.LISTING
-        if self._details.matches(url):
-            return UrlKind.DETAIL
-        if self._listings.matches(url) or self._details.is_section_of(url):
+        if self._listings.matches(parts) or self._details.is_section_of(parts):
             return UrlKind.LISTING
-        segments = [seg for seg in path.split("/") if seg]
+        segments = parts.segments
         if not segments:
             return UrlKind.LISTING  # the homepage lists the newest items of most sites
-        if any(seg.lower() in LISTING_WORDS for seg in segments[:-1]) or segments[-1].lower() in LISTING_WORDS:
+        if any(seg.lower() in LISTING_WORDS for seg in segments):
             return UrlKind.LISTING
         if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):
             return UrlKind.LISTING  # /2024/ or /2024/05/: a date archive

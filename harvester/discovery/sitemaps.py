@@ -198,7 +198,7 @@ def is_absolute_http(loc: str) -> bool:
         rest = loc[8:]
     else:
         return False
-    return bool(rest) and rest[0] not in "/?#:@" and not any(ch in rest for ch in "\n\r\t")
+    return bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -332,12 +332,13 @@ class _Names:
         return name
 
 
-def _iterparse(body: bytes) -> Any:
+def _iterparse(body: bytes, tag: str | None = None) -> Any:
     # No DTD, no entities, no network, no huge text nodes: the hardening usp gets from refusing DOCTYPE,
-    # kept here as a second line behind the prolog check. recover=True keeps entries around a bare "&".
+    # kept here as a second line behind the prolog check. recover=True keeps entries around broken markup.
     return etree.iterparse(
         BytesIO(body),
         events=("end",),
+        tag=tag,
         recover=True,
         resolve_entities=False,
         no_network=True,
@@ -369,10 +370,14 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDo
     names = _Names(non_ns=root_name.startswith("sitemap:") and "/sitemap/" not in root_tag)
     if root_name == "sitemap:urlset":
         doc.kind = "urlset"
-        doc.entries = _validated(doc, _urlset_entries(doc, events, first, names), settings.max_sitemap_urls)
+        # Parse again from the start with a tag filter: the kind is known, and lxml then reports only the
+        # <url> ends (the first pass read one buffer; the tree of the rest is never built twice).
+        del events, first, tree, root
+        entries = _urlset_entries(doc, _iterparse(body, tag="{*}url"), names)
+        doc.entries = _validated(doc, entries, settings.max_sitemap_urls)
     elif root_name == "sitemap:sitemapindex":
         doc.kind = "index"
-        _index_children(doc, events, first, names, settings.max_sitemap_urls)
+        _index_children(doc, _events_from(doc, events, first), names, settings.max_sitemap_urls)
     elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
         return _parse_as_feed(body, url, settings, kind="atom" if root_name == "feed" else "rss")
     else:
@@ -389,27 +394,34 @@ def _events_from(doc: SitemapDoc, events: Any, first: Any) -> Iterator[Any]:
         doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
 
 
-def _urlset_entries(doc: SitemapDoc, events: Any, first: Any, names: _Names) -> Iterator[SitemapEntry]:
-    for elem in _events_from(doc, events, first):
-        if names(elem.tag) != "sitemap:url":
-            continue
-        entry = _url_entry(elem, names)
-        # Bounded memory: drop the finished element and everything before it.
-        elem.clear()
-        parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
-        if entry is not None:
-            yield entry
+def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[SitemapEntry]:
+    cache = names.cache
+    try:
+        for _, elem in events:
+            tag = elem.tag
+            if (cache.get(tag) or names(tag)) != "sitemap:url":
+                continue
+            entry = _url_entry(elem, names)
+            # Bounded memory: drop the finished element and everything before it.
+            elem.clear()
+            parent = elem.getparent()
+            if parent is not None:
+                while elem.getprevious() is not None:
+                    del parent[0]
+            if entry is not None:
+                yield entry
+    except etree.XMLSyntaxError as exc:
+        doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
 
 
 def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
     loc = lastmod = changefreq = priority = None
     news: dict[str, str | None] = {}
     images: list[str] = []
+    cache = names.cache
     for child in elem.iterdescendants():
-        name = names(child.tag)
+        tag = child.tag
+        name = cache.get(tag) or names(tag)
         if name == "sitemap:loc":
             loc = child.text
         elif name == "sitemap:lastmod":
@@ -429,9 +441,9 @@ def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
         return None
     return SitemapEntry(
         loc=loc,
-        lastmod=parse_lastmod(clean_text(lastmod)),
-        changefreq=parse_changefreq(clean_text(changefreq)),
-        priority=parse_priority(clean_text(priority)),
+        lastmod=parse_lastmod(clean_text(lastmod)) if lastmod else None,
+        changefreq=parse_changefreq(clean_text(changefreq)) if changefreq else None,
+        priority=parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY,
         news=_news(news) if news else None,
         images=images,
     )
@@ -484,10 +496,10 @@ def _split_list(value: str | None) -> list[str]:
     return [part.strip() for part in value.split(",")] if value else []
 
 
-def _index_children(doc: SitemapDoc, events: Any, first: Any, names: _Names, limit: int) -> None:
+def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, limit: int) -> None:
     """Index children, read eagerly (an index is at most 50,000 short entries), validated and deduplicated."""
     invalid = 0
-    for elem in _events_from(doc, events, first):
+    for elem in elements:
         if names(elem.tag) != "sitemap:sitemap":
             continue
         loc = lastmod = None
