@@ -287,15 +287,21 @@ class HostDiscovery:
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
-            kind = UrlKind.LISTING if link in next_pages else self.site.classifier.classify(link)
+            paginated = link in next_pages
+            kind = UrlKind.LISTING if paginated else self.site.classifier.classify(link)
             if kind is UrlKind.FEED:
                 self._queue_feed(link)
                 continue
-            if kind not in (UrlKind.DETAIL, UrlKind.LISTING) or (kind is UrlKind.LISTING and not follow_listings):
+            if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
                 continue
+            if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.site.profile.use_listings)):
+                continue
+            # The next page of a listing is the same listing, one step on: it does not count as a level of depth
+            # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
             item = self.site.admit(
-                link, base=None, source=Source.LISTING, where=claimed.url, depth=depth, now=now,
-                allowed=self.rules.allowed, kind=kind, report_to=self.origin,
+                link, base=None, source=Source.LISTING, where=claimed.url,
+                depth=claimed.depth if paginated else depth, now=now, allowed=self.rules.allowed, kind=kind,
+                report_to=self.origin,
             )
             if item is not None:
                 outlinks[item.url] = item

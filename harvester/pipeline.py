@@ -6,13 +6,14 @@ place and every refusal is counted by class in the host's discovery report. Neve
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from harvester import scoring
-from harvester.discovery.listings import LinkClassifier, is_pagination
+from harvester.discovery.listings import LinkClassifier
 from harvester.discovery.report import DiscoveryReport
 from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provenance
 from harvester.settings import Settings, SiteProfile
@@ -116,10 +117,16 @@ class Site:
     def published_kind(self, url: str) -> UrlKind:
         """Kind of a URL a site lists in a sitemap or feed: a detail unless it is plainly a listing page.
 
-        Sitemaps also list homepages and paginated archives; everything else they publish is content.
+        Sitemaps also list homepages and ``?page=N`` archives; everything else they publish is content, even
+        where its path looks like pagination (``/p/12`` is a post on many blogs). Profile patterns override.
         """
         canonical = self.canonicalize(url) or url
-        if is_pagination(canonical) or (urlsplit(canonical).path or "/") == "/":
+        parts = urlsplit(canonical)
+        if (parts.path or "/") == "/" or (parts.query and _PAGE_QUERY.search(parts.query)):
             return UrlKind.LISTING
-        kind = self.classifier.classify(canonical)
-        return UrlKind.LISTING if kind is UrlKind.LISTING and self.profile.listing_patterns else UrlKind.DETAIL
+        if self.profile.listing_patterns or self.profile.detail_patterns:
+            return self.classifier.classify(canonical) or UrlKind.DETAIL
+        return UrlKind.DETAIL
+
+
+_PAGE_QUERY = re.compile(r"(?:^|&)(?:page|p|pg|paged|offset|start)=\d+(?:&|$)", re.IGNORECASE)
