@@ -278,3 +278,35 @@ def test_keep_alive_and_pipelining_answer_in_order(test_web: TestWeb):
     assert got[0][1] == got[4][1]
     assert got[0][1].startswith(b"# robots.txt")
     assert b"<article>" in got[3][1]
+
+
+def test_without_link_spellings_every_detail_link_is_canonical(make_web):
+    web = make_web([HostSpec("s", pages=40, link_spellings=False)])
+    t = web.truth["s"]
+    details = set(t.detail_urls())
+    with httpx.Client() as c:
+        links = [h for u in t.listing_urls() + t.detail_urls()[:10] for h in _hrefs(c.get(u).text)]
+    to_details = [h for h in links if h.split("#")[0].split("?")[0].strip() in details or "/./" in h]
+    assert to_details
+    assert all(h in details for h in to_details)
+
+
+def test_process_mode_times_compare_with_the_parent_clock(make_web):
+    import time
+
+    web = make_web([HostSpec("p", pages=5)], mode="process")
+    with httpx.Client() as c:
+        before = time.monotonic()
+        c.get(web.url("p", "/robots.txt"))
+        after = time.monotonic()
+    (r,) = web.records()
+    assert before <= r.start <= r.end <= after
+
+
+def test_specs_are_validated():
+    with pytest.raises(ValueError, match="add up"):
+        HostSpec("x", sitemap_only=0.6, feed_only=0.5)
+    with pytest.raises(ValueError, match="unique"):
+        TestWeb([HostSpec("x"), HostSpec("x")])
+    with pytest.raises(RuntimeError, match="not started"):
+        TestWeb([HostSpec("x")]).records()
