@@ -100,7 +100,8 @@ def main() -> None:
         other_n = Counter()
         for r in day2:
             if (r.host, r.path) not in detail_keys:
-                kind = "robots" if r.path.startswith("/robots") else r.path.strip("/").split("/")[0].split("?")[0] or "home"
+                first = r.path.strip("/").split("/")[0].split("?")[0]
+                kind = "robots" if r.path.startswith("/robots") else first or "home"
                 other[f"{kind}:{r.status}"] += r.bytes
                 other_n[f"{kind}:{r.status}"] += 1
 
