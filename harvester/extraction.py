@@ -81,7 +81,6 @@ _BOILERPLATE_TOKEN = re.compile(
 _TEXT_BLOCKS = frozenset({"p", "pre", "blockquote", "td", "li", "dd", "h1", "h2", "h3", "h4", "h5", "h6"})
 _CONTAINERS = frozenset({"div", "section", "article", "main", "td", "body", "ul", "ol", "dl", "table", "tbody"})
 
-_WS = re.compile(r"\s+")
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
 _LANG_TAG = re.compile(r"^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$")
 _LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*((?:;\s*[^,]*)*)""")
@@ -323,7 +322,12 @@ def _elements(root: lxml.html.HtmlElement, *tags: str) -> Iterator[lxml.html.Htm
 
 
 def _norm(text: str | None) -> str:
-    return _WS.sub(" ", unicodedata.normalize("NFC", text or "")).strip()
+    """NFC with whitespace runs collapsed to one space (str.split: every Unicode whitespace, and fast)."""
+    if not text:
+        return ""
+    if not unicodedata.is_normalized("NFC", text):
+        text = unicodedata.normalize("NFC", text)
+    return " ".join(text.split())
 
 
 def _cap(text: str, limit: int) -> str | None:
@@ -514,7 +518,7 @@ def _landmark(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement | None:
     mains = [e for e in _elements(body, "main") if not _has_ancestor(e, body, "main")]
     mains += [e for e in _elements(body) if (e.get("role") or "").strip().lower() == "main" and e.tag != "main"]
     if mains:
-        return max(mains, key=_text_len)
+        return mains[0] if len(mains) == 1 else max(mains, key=_text_len)
     articles = [e for e in _elements(body, "article") if not _has_ancestor(e, body, "article")]
     if len(articles) == 1:
         return articles[0]
@@ -557,7 +561,7 @@ def _densest(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
     """The container with the most paragraph-like text below it (readability's scoring, simplified)."""
     scores: dict[lxml.html.HtmlElement, float] = {}
     for element in _elements(body):
-        own = len(_norm(element.text)) + sum(len(_norm(child.tail)) for child in element)
+        own = _chars(element.text) + sum(_chars(child.tail) for child in element)
         if not own or (element.tag not in _TEXT_BLOCKS and element.tag not in _CONTAINERS):
             continue
         weight = float(own)
@@ -571,6 +575,10 @@ def _densest(body: lxml.html.HtmlElement) -> lxml.html.HtmlElement:
         return body
     best = max(scores, key=lambda element: scores[element])
     return best if scores[best] >= 25 else body
+
+
+def _chars(text: str | None) -> int:
+    return len(text.strip()) if text else 0
 
 
 def _texts(element: lxml.html.HtmlElement) -> Iterable[str]:
