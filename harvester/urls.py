@@ -34,11 +34,16 @@ _HEX = "0123456789abcdefABCDEF"
 # Characters kept literally when non-ASCII or unsafe characters are percent-encoded (UTF-8, as browsers do).
 _PATH_SAFE = "/!$&'()*+,;=:@%~"
 _QUERY_SAFE = "/?!$&'()*+,;=:@%~"
-_UNSAFE_ASCII = frozenset(' "<>\\^`{|}')
+_UNSAFE = re.compile(r'[ "<>\\^`{|}]')
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
-# A URL already in canonical shape: lower-case host, no port, userinfo, query, fragment, escapes or dot segments
-# (the dot-segment check is separate). Most sitemap locs take this path, which is what makes 200k URLs/s.
-_FAST = re.compile(r"https?://[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?(?:/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?")
+# A URL that needs no more than host lower-casing and query filtering: http(s), no port, userinfo, fragment,
+# escapes or unsafe characters (dot segments are checked apart). Most sitemap locs and many links take this
+# path, which is what makes 200k URLs/s; tests prove it agrees with the general path.
+_FAST = re.compile(
+    r"(https?://)([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?"
+    r"(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
+)
 _HOST_OK = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
 
 
@@ -63,7 +68,7 @@ def _normalize_escapes(text: str) -> str:
 
 def _encode_unsafe(text: str, safe: str) -> str:
     """Percent-encode non-ASCII (as UTF-8) and unsafe ASCII; existing escapes are kept."""
-    if text.isascii() and not any(ch in _UNSAFE_ASCII for ch in text):
+    if text.isascii() and _UNSAFE.search(text) is None:
         return text
     return quote(text, safe=safe)
 
@@ -107,13 +112,22 @@ class Canonicalizer:
 
     def _canonicalize(self, url: str, base: str | None) -> str | None:
         url = url.strip()
-        if base is None and _FAST.fullmatch(url) is not None and "xn--" not in url:
-            scheme_end = url.index("//") + 2
-            slash = url.find("/", scheme_end)
-            if slash < 0:
-                return url + "/"
-            if "/." not in url:
-                return url
+        if base is not None and url.startswith("/") and not url.startswith("//"):
+            # Root-relative (the commonest link form): the base's origin plus the path, as RFC 3986 §5.2.2 does.
+            origin = _origin(base)
+            if origin is not None:
+                url, base = origin + url, None
+        if base is None:
+            match = _FAST.fullmatch(url)
+            if match is not None:
+                host = match.group(2).lower()
+                path = match.group(3) or "/"
+                if "xn--" not in host and "/." not in path:
+                    query = match.group(4)
+                    if query:
+                        query = self._query_plain(query)
+                        return f"{match.group(1)}{host}{path}?{query}" if query else f"{match.group(1)}{host}{path}"
+                    return f"{match.group(1)}{host}{path}"
         return self.slow(url, base)
 
     def slow(self, url: str, base: str | None = None) -> str | None:
@@ -138,7 +152,7 @@ class Canonicalizer:
             path = "/" + path
         path = remove_dot_segments(_normalize_escapes(_encode_unsafe(path, _PATH_SAFE)))
         query = self._query(parts.query) if parts.query else ""
-        if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path + query):
+        if _CONTROL.search(path) is not None or _CONTROL.search(query) is not None:
             return None
         return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
 
@@ -177,6 +191,18 @@ class Canonicalizer:
             pass  # "host:" is the default port (RFC 3986 §6.2.3)
         return f"{userinfo}@{host}" if at else host
 
+    def _query_plain(self, query: str) -> str:
+        """``_query`` for a query without escapes or unsafe characters (nothing to normalize)."""
+        drop = self._drop
+        kept = [
+            (name, piece)
+            for piece in query.split("&")
+            if piece and (name := piece.partition("=")[0]).lower() not in drop
+        ]
+        if len(kept) > 1:
+            kept.sort(key=_first)
+        return "&".join(piece for _, piece in kept)
+
     def _query(self, query: str) -> str:
         kept: list[tuple[str, str]] = []
         for piece in query.split("&"):
@@ -188,8 +214,26 @@ class Canonicalizer:
                 continue
             kept.append((name, piece))
         # Stable sort by name: repeated keys keep their relative order (a=2&a=1 stays distinct from a=1&a=2).
-        kept.sort(key=lambda item: item[0])
+        kept.sort(key=_first)
         return "&".join(piece for _, piece in kept)
+
+
+def _first(item: tuple[str, str]) -> str:
+    return item[0]
+
+
+def _origin(base: str) -> str | None:
+    """``scheme://netloc`` of an absolute http(s) base URL, or None (then urljoin does the work)."""
+    base = base.strip()
+    if not base[:8].lower().startswith(("http://", "https://")):
+        return None
+    start = base.index("//") + 2
+    end = len(base)
+    for mark in "/?#":
+        found = base.find(mark, start)
+        if 0 <= found < end:
+            end = found
+    return base[:end] if end > start else None
 
 
 _canonicalizers: dict[int, tuple[UrlSettings, Canonicalizer]] = {}

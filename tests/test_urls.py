@@ -228,6 +228,21 @@ def test_fast_path_agrees_with_general_path(url: str) -> None:
         assert canonicalizer(once) == canonicalizer.slow(once) == once
 
 
+@settings(max_examples=300)
+@given(st.one_of(_path, st.sampled_from(["/", "//other.org/x", "/a?b=1#f", "x/y", "../z", "?q=1", "#top", ""])), urls())
+def test_relative_fast_path_agrees_with_urljoin(href: str, base: str) -> None:
+    canonicalizer = Canonicalizer(URLS, cache_size=0)
+    assert canonicalizer(href, base) == canonicalizer.slow(href.strip(), base)
+
+
+@settings(max_examples=300)
+@given(_host, _path, _query)
+def test_plain_queries_take_the_fast_path_and_agree(host: str, path: str, query: str) -> None:
+    canonicalizer = Canonicalizer(URLS, cache_size=0)
+    url = f"https://{host}{path}?{query}"
+    assert canonicalizer(url) == canonicalizer.slow(url)
+
+
 # --- scope -------------------------------------------------------------------------------------------------
 
 
