@@ -150,13 +150,13 @@ def _print_status(settings: Settings) -> dict[str, Any]:
 
     with FrontierStore.open(settings) as store:
         stats = store.stats().as_dict()
-    table = Table(title=f"Frontier {stats.get('database', '')}".strip())
+    table = Table(title=f"Frontier: {stats.get('total', 0)} URLs, {stats.get('pages', 0)} pages stored")
     table.add_column("host")
-    states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("by_state") or {})})
+    states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("states") or {})})
     for state in states:
         table.add_column(state, justify="right")
     for origin, host in sorted((stats.get("hosts") or {}).items()):
-        by_state = host.get("by_state") or {}
+        by_state = host.get("states") or {}
         table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
     return stats

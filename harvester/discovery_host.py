@@ -287,8 +287,11 @@ class HostDiscovery:
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
-            paginated = link in next_pages
-            kind = UrlKind.LISTING if paginated else self.site.classifier.classify(link)
+            kind = self.site.classifier.classify(link)
+            # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
+            paginated = link in next_pages and kind is not UrlKind.DETAIL
+            if paginated:
+                kind = UrlKind.LISTING
             if kind is UrlKind.FEED:
                 self._queue_feed(link)
                 continue

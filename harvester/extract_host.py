@@ -205,9 +205,12 @@ class ExtractWork:
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=result.status,
             final_url=result.final_url if result.final_url != claimed.url else None,
-            etag=result.etag or (claimed.etag if result.not_modified else None),
-            last_modified=result.last_modified or (claimed.last_modified if result.not_modified else None),
-            content_hash=new_hash or claimed.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
+            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
+            etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),
+            last_modified=None if hook_error else (
+                result.last_modified or (claimed.last_modified if result.not_modified else None)
+            ),
+            content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
             bytes_read=result.bytes_read,
         )

@@ -28,6 +28,9 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 MAX_TRAP_EXAMPLES = 5
 """Rejected URLs remembered per verdict for the discovery report."""
 
+MAX_TRAP_PATTERNS = 10_000
+"""Calendar and facet patterns tracked per site; new ones past this are refused as traps."""
+
 # RFC 3986 §2.3: unreserved characters; their percent-encodings are decoded (§6.2.2.2).
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _HEX = "0123456789abcdefABCDEF"
@@ -356,7 +359,8 @@ class UrlFilter:
         self._prefixes = tuple(scope.path_prefixes) if scope else ()
         self._allow = [re.compile(p) for p in scope.allow_patterns] if scope else []
         self._deny = [re.compile(p) for p in scope.deny_patterns] if scope else []
-        self._accepted: dict[str, set[int]] = {}
+        self._accepted = _SeenBits()
+        self._accepted_per_host: Counter[str] = Counter()
         self._calendar: dict[str, set[int]] = {}
         self._faceted: dict[str, set[int]] = {}
         self.counts: Counter[str] = Counter()
@@ -421,23 +425,30 @@ class UrlFilter:
         if query and self._repeats_in_query(query, segments):
             return Verdict.TRAP_REPEATED_SEGMENTS
         key = hash(url)
-        accepted = self._accepted.setdefault(netloc, set())
-        if key in accepted:
+        if key in self._accepted:
             return None
         if not trusted:
             if facets and not self._admit(self._faceted, f"{netloc}{path}", key, self._max_facet_urls):
                 return Verdict.TRAP_FACETS
             pattern = _calendar_pattern(path, query)
-            if pattern is not None and not self._admit(self._calendar, netloc + pattern, key, self._max_calendar):
+            # One bucket per calendar (the path before the date), whatever its query spellings: the bound is per
+            # trap, not per URL shape, so /cal/2026/1?day=N and /cal/2026/02 share it.
+            bucket = netloc + pattern.partition("?")[0] if pattern is not None else ""
+            if pattern is not None and not self._admit(self._calendar, bucket, key, self._max_calendar):
                 return Verdict.TRAP_CALENDAR
-        if len(accepted) >= self._budget:
+        if self._accepted_per_host[netloc] >= self._budget:
             return Verdict.BUDGET
-        accepted.add(key)
+        self._accepted.add(key)
+        self._accepted_per_host[netloc] += 1
         return None
 
     @staticmethod
     def _admit(table: dict[str, set[int]], pattern: str, key: int, cap: int) -> bool:
-        seen = table.setdefault(pattern, set())
+        seen = table.get(pattern)
+        if seen is None:
+            if len(table) >= MAX_TRAP_PATTERNS:
+                return False  # a site minting endless calendar/facet paths: the paths themselves are the trap
+            seen = table[pattern] = set()
         if key in seen:
             return True
         if len(seen) >= cap:
@@ -473,4 +484,31 @@ class UrlFilter:
 
     @property
     def accepted_per_host(self) -> dict[str, int]:
-        return {host: len(keys) for host, keys in self._accepted.items()}
+        return dict(self._accepted_per_host)
+
+
+class _SeenBits:
+    """Constant-memory "was this URL accepted before": a Bloom filter over the URL hash (2 MiB, 2 probes).
+
+    A false positive (about 1% at a million URLs) re-accepts a new URL without spending budget or calendar
+    quota: the budget overshoots by that much at worst, and memory stays flat however many URLs a site has.
+    """
+
+    __slots__ = ("_bits",)
+
+    BITS = 1 << 24
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self.BITS >> 3)
+
+    def __contains__(self, key: int) -> bool:
+        bits = self._bits
+        a = key & (self.BITS - 1)
+        b = (key >> 24) & (self.BITS - 1)
+        return bool(bits[a >> 3] & (1 << (a & 7))) and bool(bits[b >> 3] & (1 << (b & 7)))
+
+    def add(self, key: int) -> None:
+        a = key & (self.BITS - 1)
+        b = (key >> 24) & (self.BITS - 1)
+        self._bits[a >> 3] |= 1 << (a & 7)
+        self._bits[b >> 3] |= 1 << (b & 7)

@@ -18,13 +18,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, create_engine, event, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, func, insert, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
-from harvester.frontier.dialects import Dialect
+from harvester.frontier.dialects import dialect_for, make_engine
 from harvester.frontier.models import Document, Fetch, Host, Page, Run, Url
 from harvester.frontier.rows import (
     ORIGIN,
@@ -103,7 +103,7 @@ class FrontierStore:
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
         self._engine = engine
-        self._d = Dialect(engine.dialect.name)
+        self._d = dialect_for(engine.dialect.name)
         self._host_ids: dict[str, int] = {}
         self._source_ids: dict[str, int] = {}
         self._canonical_version = _canonical_version()
@@ -124,7 +124,7 @@ class FrontierStore:
             database = make_url(url).database
             if database:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
-        store = cls(settings, _make_engine(settings))
+        store = cls(settings, make_engine(settings))
         try:
             if upgrade or (upgrade is None and is_default):
                 store.upgrade()
@@ -269,7 +269,6 @@ class FrontierStore:
         d, conn = self._d, tx.conn
         host_of = self._ensure_hosts(tx, list({m.origin for m in merged}))
         source_of = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
-        t_now = d.ts(now)
         version = self._canonical_version
         total = AddResult(0, 0, 0)
         for start in range(0, len(merged), self._chunk):
@@ -292,17 +291,10 @@ class FrontierStore:
                     if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                         made_due += 1
             first_source = [source_of[m.sources[0]] for m in chunk]
-            stored: dict[tuple[int, str], tuple[int, int | None]]
-            if d.is_sqlite:
-                ts = d.ts
-                conn.exec_driver_sql(
-                    d.upsert_urls,
-                    [
-                        (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
-                         None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
-                        for h, m, sid in zip(hids, chunk, first_source, strict=True)
-                    ],
-                )
+            stored = d.write_urls(conn, hids, chunk, first_source, version, now)
+            if stored is None:
+                # The database did not report its rows: known ones came from the lookup above; find the new
+                # URLs that arrived with several sources, whose extra sources go to url_sources.
                 stored = known
                 multi: dict[int, list[str]] = {}
                 for h, m in zip(hids, chunk, strict=True):
@@ -312,16 +304,6 @@ class FrontierStore:
                     stored = dict(known)
                     for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
                         stored[(host_id, path)] = (url_id, source_id)
-            else:
-                returned = conn.exec_driver_sql(
-                    d.upsert_urls,
-                    (
-                        version, now, now, hids, [m.path for m in chunk], first_source, [m.kind for m in chunk],
-                        [m.score for m in chunk], [m.depth for m in chunk], [m.lastmod for m in chunk],
-                        [m.changefreq for m in chunk], [m.priority for m in chunk],
-                    ),
-                )
-                stored = {(h, path): (url_id, sid) for url_id, h, path, sid in returned}
             pairs: set[tuple[int, int]] = set()
             for h, m in zip(hids, chunk, strict=True):
                 entry = stored.get((h, m.path))
@@ -440,44 +422,9 @@ class FrontierStore:
                 (*params, owner, d.ts(now)),
             ).all()
             origin_of = {host_id: origin for host_id, origin in host_rows}
-            ids = sorted(origin_of)
-            if d.is_sqlite:
-                claimed = self._claim_sqlite(tx.conn, ids, origin_of, kind_values, per_host, now, owner, until)
-            elif ids:
-                rows = tx.conn.exec_driver_sql(
-                    d.claim_sql(len(ids), len(kind_values)),
-                    tuple(d.claim_params(ids, kind_values, per_host, now, owner, until)),
-                ).all()
-                claimed = [self._claimed(row, origin_of) for row in rows]
+            rows = d.claim_rows(tx.conn, sorted(origin_of), kind_values, per_host, now, owner, until)
+            claimed = [self._claimed(row, origin_of) for row in rows]
         claimed.sort(key=lambda c: (c.host, -c.score, c.id))
-        return claimed
-
-    def _claim_sqlite(
-        self, conn: Connection, ids: list[int], origin_of: dict[int, str], kinds: list[str], per_host: int,
-        now: datetime, owner: str, until: datetime,
-    ) -> list[ClaimedUrl]:
-        d = self._d
-        claimed: list[ClaimedUrl] = []
-        step = 100  # hosts per statement: ~1,200 parameters, well inside SQLite's limit
-        for start in range(0, len(ids), step):
-            part = ids[start : start + step]
-            candidates = conn.exec_driver_sql(
-                d.claim_candidates_sql(len(part), len(kinds)),
-                tuple(d.claim_candidates_params(part, kinds, per_host, now)),
-            ).all()
-            by_host: dict[int, list[tuple[float, int]]] = {}
-            for url_id, host_id, score in candidates:
-                by_host.setdefault(host_id, []).append((-score, url_id))
-            chosen: list[int] = []
-            for entries in by_host.values():
-                if len(entries) > per_host:  # queued and revisit candidates together: keep the best
-                    entries.sort()
-                    del entries[per_host:]
-                chosen += [url_id for _, url_id in entries]
-            for offset in range(0, len(chosen), CHUNK):
-                batch = chosen[offset : offset + CHUNK]
-                rows = conn.exec_driver_sql(d.lease_sql(len(batch)), (owner, d.ts(until), *batch)).all()
-                claimed += [self._claimed(row, origin_of) for row in rows]
         return claimed
 
     def _claimed(self, row: Any, origin_of: dict[int, str]) -> ClaimedUrl:
@@ -566,9 +513,9 @@ class FrontierStore:
         """Detail URLs first seen, and URLs found gone, at or after ``since``: what a re-crawl reports."""
         since = aware(since) or since
         with self._tx(write=False) as tx:
-            new_q = select(_full_url).join(Host, Host.id == Url.host_id).where(
-                Url.first_seen >= since, Url.kind == UrlKind.DETAIL.value)
-            gone_q = select(_full_url).select_from(Url).join(Host, Host.id == Url.host_id).where(Url.gone_at >= since)
+            joined = select(_full_url).select_from(Url).join(Host, Host.id == Url.host_id)
+            new_q = joined.where(Url.first_seen >= since, Url.kind == UrlKind.DETAIL.value)
+            gone_q = joined.where(Url.gone_at >= since)
             new = tx.conn.execute(select(func.count()).select_from(new_q.subquery())).scalar_one()
             gone = tx.conn.execute(select(func.count()).select_from(gone_q.subquery())).scalar_one()
             new_urls = list(tx.conn.execute(new_q.order_by(Url.id).limit(examples)).scalars())
@@ -645,12 +592,11 @@ class FrontierStore:
             conn = tx.conn
             ids = [c.url_id for c, _ in items]
             where, params = d.any_of("id", ids)
-            lock = "" if d.is_sqlite else " FOR UPDATE"
             held = {
                 row[0]: row
                 for row in conn.exec_driver_sql(
                     "SELECT id, attempts, etag, last_modified, content_hash FROM urls"
-                    f" WHERE {where} AND state = 'leased' AND lease_owner = {d.p}{lock}",
+                    f" WHERE {where} AND state = 'leased' AND lease_owner = {d.p}{d.lock_rows}",
                     (*params, owner),
                 )
             }
@@ -972,46 +918,3 @@ class FrontierStore:
 
 
 # --- helpers (no SQL) ----------------------------------------------------------------------------------------
-
-
-def _make_engine(settings: Settings) -> Engine:
-    url = make_url(settings.database_url)
-    backend = url.get_backend_name()
-    if backend == "postgresql" and url.get_driver_name() != "psycopg":
-        url = url.set(drivername="postgresql+psycopg")
-    if backend == "sqlite":
-        busy_ms = int(settings.store.sqlite_busy_timeout_s * 1000)
-        engine = create_engine(
-            url, connect_args={"timeout": settings.store.sqlite_busy_timeout_s, "check_same_thread": False}
-        )
-
-        @event.listens_for(engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            # We issue BEGIN ourselves (below): pysqlite's implicit transactions cannot BEGIN IMMEDIATE.
-            dbapi_conn.isolation_level = None
-            cursor = dbapi_conn.cursor()
-            for pragma in (
-                "journal_mode=WAL",
-                "synchronous=NORMAL",
-                # Checkpoint every 64 MiB of WAL rather than every 4 MiB: one claim of 1,000 URLs dirties ~1,200
-                # pages, and checkpointing after each cost more than the claim itself (bench/frontier.py).
-                "wal_autocheckpoint=16384",
-                "journal_size_limit=67108864",
-                "foreign_keys=ON",
-                f"busy_timeout={busy_ms}",
-                "cache_size=-131072",  # 128 MiB page cache: the url index of a million URLs stays hot
-                "mmap_size=268435456",
-                "temp_store=MEMORY",
-            ):
-                cursor.execute(f"PRAGMA {pragma}")
-            cursor.close()
-
-        @event.listens_for(engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("harvester_write", True)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-        return engine
-    if backend == "postgresql":
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
-    raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")

@@ -1,0 +1,186 @@
+"""Discovery and extraction end to end against the local test web, on SQLite and PostgreSQL (no Prefect)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from urllib.parse import urlsplit
+
+import hooks_sample
+import pytest
+
+from harvester import phases
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings, SiteProfile
+from harvester.testing.record import disallowed_hits, duplicates
+from harvester.testing.render import TRAP_PREFIXES
+from harvester.testing.sites import HostSpec, RobotsSpec
+
+SPECS = [
+    HostSpec("a", pages=80, robots=RobotsSpec(disallow=("/private/",)), disallowed_in_sitemap=0.1),
+    HostSpec("b", pages=50, latency_s=0.003, sitemap_children=3, traps=True),
+]
+
+
+def settings_for(db_url: str, **overrides: object) -> Settings:
+    return Settings.load(database_url=db_url).with_overrides(**overrides)
+
+
+def path_of(url: str) -> str:
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+async def harvest(store: FrontierStore, settings: Settings, profile: SiteProfile) -> None:
+    await phases.discover(store, settings, profile)
+    await phases.extract(store, settings, profile)
+
+
+async def test_every_allowed_detail_page_is_discovered_without_configuration(make_web, db_url):
+    web = make_web(SPECS, seed=3)
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, profile)
+        known = store.url_states()
+    for name in ("a", "b"):
+        truth = web.truth[name]
+        allowed = set(truth.allowed_detail_urls())
+        assert allowed, "the test web must publish details"
+        assert allowed <= set(known), f"{name}: missed {sorted(allowed - set(known))[:5]}"
+        # Coverage is really mixed: some details are reachable through one source only.
+        assert truth.listing_only() and truth.sitemap_only() and truth.feed_only()
+        assert not set(truth.disallowed_urls()) & set(known)
+    # One canonical form per page: nothing in the frontier that is not a real page of the site.
+    pages = {u for n in ("a", "b") for u in web.truth[n].detail_urls()}
+    strays = [u for u in known if u not in pages and not urlsplit(u).path.startswith(("/topics/", "/list"))]
+    assert len(strays) <= 12, strays  # homepages and listing pages only
+    assert result.reports[web.origin("a")]["rejected"].get("disallowed", 0) > 0
+
+
+async def test_traps_stay_bounded_even_when_followed(make_web, sqlite_url):
+    web = make_web([HostSpec("t", pages=30, traps=True, listing_page_size=5)], seed=5)
+    settings = settings_for(sqlite_url, **{"discovery.listing_page_budget": 500, "discovery.listing_max_depth": 20})
+    # Told that every trap is a listing page, discovery follows them: only the trap filters bound it.
+    profile = SiteProfile.build(seeds=tuple(web.seeds), listing_patterns=(r"/calendar/", r"/shop", r"/a/b", r"sid="))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, profile)
+        known = list(store.url_states())
+    per_kind = Counter()
+    for url in known:
+        for kind, marker in TRAP_PREFIXES.items():
+            if marker in path_of(url):
+                per_kind[kind] += 1
+    assert per_kind["calendar"] >= 5, per_kind  # control: the traps were really entered
+    assert all(count <= 20 for count in per_kind.values()), per_kind
+    rejected = result.reports[web.origin("t")]["rejected"]
+    assert any(key.startswith("trap:") for key in rejected), rejected
+
+
+async def test_extraction_fetches_each_page_once_and_never_a_disallowed_one(make_web, db_url):
+    web = make_web(SPECS, seed=3)
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, profile)
+        states = store.url_states()
+        stats = store.stats().as_dict()
+    records = web.records()
+    assert duplicates(records) == {}
+    assert disallowed_hits(records, web) == []
+    fetched = {(r.host, r.path) for r in records if r.status == 200}
+    for name in ("a", "b"):
+        for url in web.truth[name].allowed_detail_urls():
+            assert (name, path_of(url)) in fetched, url
+            assert states[url][0] == "done" and states[url][1]
+    assert stats["pages"] >= sum(len(web.truth[n].allowed_detail_urls()) for n in ("a", "b"))
+    user_agents = {r.user_agent for r in records}
+    assert user_agents == {settings.http.user_agent}
+
+
+async def test_a_rerun_repeats_no_completed_fetch(make_web, sqlite_url):
+    web = make_web(SPECS[:1], seed=4)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, profile)
+        web.clear_records()
+        await harvest(store, settings, profile)
+    again = [r for r in web.records() if r.path not in ("/robots.txt",)]
+    assert again == [], again[:5]
+
+
+async def test_recrawl_after_a_day_costs_conditional_requests(make_web, sqlite_url):
+    web = make_web(SPECS, seed=6)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, profile)
+        day = web.advance_day(changed=0.05, new=0.02, gone=0.01)
+        web.clear_records()
+        since = await phases.mark_due(settings, profile)
+        found = await phases.discover(store, settings, profile, refresh=True)
+        await phases.extract(store, settings, profile)
+        states = store.url_states()
+        changes = store.changes_since(since)
+    records = web.records()
+    by_path = {}
+    for r in records:
+        by_path.setdefault((r.host, r.path), []).append(r)
+    changed = [u for n in day.changed for u in day.changed[n]]
+    new = [u for n in day.new for u in day.new[n]]
+    gone = [u for n in day.gone for u in day.gone[n]]
+    assert changed and new and gone
+    for url in changed + new:
+        name = web.host_name(url)
+        if url in set(web.truth[name].disallowed_urls()):
+            continue
+        assert any(r.status == 200 for r in by_path.get((name, path_of(url)), [])), f"not refetched: {url}"
+    for url in gone:
+        if url in states:
+            assert states[url][0] == "gone", url
+    assert changes["gone"] >= len([u for u in gone if u in states])
+    # Unchanged known pages: asked conditionally and answered 304.
+    unchanged = [
+        u for n in ("a", "b") for u in web.truth[n].allowed_detail_urls() if u not in set(changed) | set(new)
+    ]
+    conditional = 0
+    for url in unchanged:
+        hits = by_path.get((web.host_name(url), path_of(url)), [])
+        conditional += any(r.conditional and r.status == 304 for r in hits) or not hits
+    assert conditional / len(unchanged) >= 0.99
+    # Sitemaps: every one asked conditionally; those answering 304 were not parsed.
+    sitemap_hits = [r for r in records if "sitemap" in r.path]
+    assert sitemap_hits and all(r.conditional for r in sitemap_hits)
+    assert found.counters["sitemaps_parsed"] == sum(1 for r in sitemap_hits if r.status == 200)
+    assert found.counters["sitemaps_not_modified"] == sum(1 for r in sitemap_hits if r.status == 304)
+
+
+async def test_a_hook_that_raises_fails_one_page_only(make_web, sqlite_url):
+    web = make_web(SPECS[:1], seed=8)
+    victim = web.truth["a"].allowed_detail_urls()[3]
+    hooks_sample.EXPLODE_ON.add(victim)
+    try:
+        settings = settings_for(sqlite_url)
+        profile = SiteProfile.build(seeds=tuple(web.seeds), extractor="hooks_sample:title_length")
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await harvest(store, settings, profile)
+            states = store.url_states()
+            pages = list(store.iter_pages())
+            info = store.url_info(victim)
+    finally:
+        hooks_sample.EXPLODE_ON.discard(victim)
+    # Failed with the hook's error (and retried only much later), nothing stored for it; the rest went on.
+    assert info is not None and info["last_error_class"] == "hook_failed" and "on purpose" in info["last_error"]
+    assert states[victim][0] in ("failed", "queued")
+    assert victim not in {page.url for page in pages}
+    others = [u for u in web.truth["a"].allowed_detail_urls() if u != victim]
+    assert all(states[u][0] == "done" for u in others)
+    assert pages and all("title_length" in page.fields for page in pages)
+
+
+@pytest.mark.parametrize("bad", ["ftp://example.org/", "not a url", ""])
+def test_an_invalid_seed_is_a_clear_error(bad):
+    from harvester.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="seed"):
+        SiteProfile.build(seeds=(bad,))
