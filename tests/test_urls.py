@@ -463,3 +463,18 @@ def test_test_web_link_spellings_collapse_to_the_true_urls(test_web) -> None:  #
     assert len(linked_details) > 10
     # Control: the raw spellings really were many (so the collapse above did work).
     assert sum(len(raw) for url, raw in spellings.items() if url in details) > len(linked_details)
+
+
+def test_filter_memory_is_flat_in_the_number_of_urls() -> None:
+    import tracemalloc
+
+    flt = UrlFilter(SETTINGS.with_overrides(max_pages_per_host=10**7), None, [SEED])
+    tracemalloc.start()
+    try:
+        for i in range(200_000):
+            assert flt.check(f"{ORIGIN}/articles/story-number-{i}", trusted=True) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20  # a set of 200k hashes alone would take ~10 MiB
+    assert flt.accepted_per_host == {"127.0.0.1:8001": 200_000}
