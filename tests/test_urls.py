@@ -477,4 +477,5 @@ def test_filter_memory_is_flat_in_the_number_of_urls() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 2 * 2**20  # a set of 200k hashes alone would take ~10 MiB
-    assert flt.accepted_per_host == {"127.0.0.1:8001": 200_000}
+    # Bloom false positives are accepted without being counted: a few hundredths of a percent here.
+    assert 199_000 <= flt.accepted_per_host["127.0.0.1:8001"] <= 200_000
