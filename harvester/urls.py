@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from enum import StrEnum
 from functools import lru_cache
-from urllib.parse import quote, unquote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import idna
 
@@ -140,7 +140,7 @@ class Canonicalizer:
             return None
         try:
             if base is not None:
-                url = urljoin(base.strip(), url)
+                url = resolve(base.strip(), url)
             parts = urlsplit(url)
             scheme = parts.scheme.lower()
             if scheme not in DEFAULT_PORTS:
@@ -221,12 +221,35 @@ class Canonicalizer:
         return "&".join(piece for _, piece in kept)
 
 
+def resolve(base: str, ref: str) -> str:
+    """RFC 3986 §5.2.2 reference resolution, leaving dot segments for the caller to remove.
+
+    Not urllib's urljoin: it resolves "../" before "%2e" is decoded and drops empty segments ("/..//" → "/"),
+    so the same link could canonicalize two ways. Dot segments are removed once, after escape normalization.
+    """
+    r = urlsplit(ref)
+    if r.scheme:
+        return ref
+    b = urlsplit(base)
+    if r.netloc:
+        return f"{b.scheme}:{ref}"
+    if not r.path:
+        path, query = b.path, (r.query if "?" in ref else b.query)
+    elif r.path.startswith("/"):
+        path, query = r.path, r.query
+    else:
+        # §5.2.3 merge: the base path up to its last "/", or "/" for a base with authority and empty path.
+        path = ("/" if b.netloc and not b.path else b.path[: b.path.rfind("/") + 1]) + r.path
+        query = r.query
+    return f"{b.scheme}://{b.netloc}{path}" + (f"?{query}" if query or "?" in ref.partition("#")[0] else "")
+
+
 def _first(item: tuple[str, str]) -> str:
     return item[0]
 
 
 def _origin(base: str) -> str | None:
-    """``scheme://netloc`` of an absolute http(s) base URL, or None (then urljoin does the work)."""
+    """``scheme://netloc`` of an absolute http(s) base URL, or None (then ``resolve`` does the work)."""
     base = base.strip()
     if not base[:8].lower().startswith(("http://", "https://")):
         return None
