@@ -223,6 +223,31 @@ def _site_admit(files: int, n: int, settings: Settings, profile: SiteProfile) ->
     return stats
 
 
+def canonicalize_rates(n: int = 100_000) -> list[tuple[str, float]]:
+    """canonicalize() per URL shape, in this process (the per-URL cost discovery pays before anything else)."""
+    from harvester.urls import Canonicalizer
+
+    canon = Canonicalizer(Settings().urls)
+    base = "https://www.example.com/news/world/index.html"
+    cases = {
+        "sitemap loc (canonical)": ([f"https://www.example.com/articles/some-slug-{i}" for i in range(n)], None),
+        "plain query": ([f"https://www.example.com/list?page={i}&order=recent" for i in range(n)], None),
+        "tracking params": ([f"https://www.example.com/a/s-{i}?utm_source=x&utm_medium=y" for i in range(n)], None),
+        "upper-case host": ([f"https://WWW.Example.com/a/s-{i}" for i in range(n)], None),
+        "root-relative link": ([f"/a/s-{i}" for i in range(n)], base),
+        "dot-relative link": ([f"../s-{i}" for i in range(n)], base),
+        "escapes + fragment": ([f"https://www.example.com/caf%c3%a9/{i}#x" for i in range(n)], None),
+        "repeated nav links": ([f"../section-{i % 200}/" for i in range(n)], base),
+    }
+    rates = []
+    for name, (urls, page) in cases.items():
+        start = time.perf_counter()
+        for url in urls:
+            canon(url, page)
+        rates.append((name, n / (time.perf_counter() - start)))
+    return rates
+
+
 def run_worker(mode: str, files: int, n: int) -> dict[str, object]:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", mode, "--files", str(files), "--urls", str(n)],
@@ -260,6 +285,9 @@ def main() -> None:
             f"{mode:<12}{row['entries']:>12,}{row['seconds']:>10.2f}{row['urls_per_s']:>12,.0f}"
             f"{row['rss_growth_kib'] / 1024:>15.1f} MiB{row['queued']:>10,}"
         )
+    print("\ncanonicalize() alone, per URL shape (in process):")
+    for name, rate in canonicalize_rates():
+        print(f"  {name:<26}{rate:>12,.0f} URLs/s")
     if "usp" in rows and "lxml" in rows and "error" not in rows["usp"] and "error" not in rows["lxml"]:
         usp, lxml = rows["usp"], rows["lxml"]
         speed = float(lxml["urls_per_s"]) / max(1.0, float(usp["urls_per_s"]))  # type: ignore[arg-type]

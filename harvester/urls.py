@@ -103,15 +103,16 @@ class Canonicalizer:
 
     __slots__ = ("_cached", "_drop")
 
-    def __init__(self, settings: UrlSettings, *, cache_size: int = 65_536) -> None:
+    def __init__(self, settings: UrlSettings, *, cache_size: int = 16_384) -> None:
         self._drop = frozenset(name.lower() for name in (*settings.tracking_params, *settings.presentation_params))
-        # Links repeat on every page of a site (navigation, footers): a bounded cache pays for itself.
-        self._cached = lru_cache(maxsize=cache_size)(self._canonicalize)
+        # Only the general path is cached: links repeat on every page of a site (navigation, footers), while the
+        # fast path is cheaper than a cache lookup and sitemap locs never repeat (caching them only costs memory).
+        self._cached = lru_cache(maxsize=cache_size)(self.slow)
 
     def __call__(self, url: str, base: str | None = None) -> str | None:
         if base is not None and url[:8].lower().startswith(("http://", "https://")):
             base = None
-        return self._cached(url, base)
+        return self._canonicalize(url, base)
 
     def _canonicalize(self, url: str, base: str | None) -> str | None:
         url = url.strip()
@@ -131,7 +132,7 @@ class Canonicalizer:
                         query = self._query_plain(query)
                         return f"{match.group(1)}{host}{path}?{query}" if query else f"{match.group(1)}{host}{path}"
                     return f"{match.group(1)}{host}{path}"
-        return self.slow(url, base)
+        return self._cached(url, base)
 
     def slow(self, url: str, base: str | None = None) -> str | None:
         """The general path (no fast-path shortcut); public so tests can check both agree."""
