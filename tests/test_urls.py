@@ -479,3 +479,83 @@ def test_filter_memory_is_flat_in_the_number_of_urls() -> None:
     assert peak < 2 * 2**20  # a set of 200k hashes alone would take ~10 MiB
     # Bloom false positives are accepted without being counted: a few hundredths of a percent here.
     assert 199_000 <= flt.accepted_per_host["127.0.0.1:8001"] <= 200_000
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(["events", "cal", "agenda", "termine", "x"]), min_size=1, max_size=3),
+    st.integers(min_value=1990, max_value=2090),
+    st.sampled_from(["/{y}/{m:02d}", "/{y}-{m:02d}", "/{y}/{m}/01", "?year={y}&month={m}"]),
+)
+def test_generated_calendar_traps_are_bounded(prefix: list[str], start: int, form: str) -> None:
+    flt = UrlFilter(SETTINGS, None, [SEED])
+    base = ORIGIN + "/" + "/".join(prefix)
+    admitted = 0
+    for month in range(600):
+        y, m = start + month // 12, month % 12 + 1
+        canonical = canon(base + form.format(y=y, m=m))
+        assert canonical is not None
+        admitted += flt.check(canonical) is None
+    assert admitted <= 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from(list(URLS.facet_params)), min_size=1, max_size=3, unique=True), st.text("abc", min_size=1)
+)
+def test_generated_facet_traps_are_bounded(names: list[str], seed_value: str) -> None:
+    flt = UrlFilter(SETTINGS, None, [SEED])
+    admitted = 0
+    for i in range(500):
+        query = "&".join(f"{name}={seed_value}{i + k}" for k, name in enumerate(names))
+        admitted += flt.check(f"{ORIGIN}/shop?{query}") is None
+    assert admitted <= 20
+
+
+def _crawl(web, name: str, settings_: Settings, limit: int) -> tuple[dict[str, int], int, bool]:  # type: ignore[no-untyped-def]
+    """Breadth-first over every link the filter admits (no classifier, no robots): what an unguarded crawler
+    would follow. Returns admitted URLs per trap prefix, pages fetched, and whether the frontier ran dry."""
+    from collections import deque
+
+    import httpx
+
+    from harvester.discovery.listings import extract_links
+
+    truth = web.truth[name]
+    prefixes = truth.trap_prefixes()
+    flt = UrlFilter(settings_, None, [truth.origin + "/"])
+    admitted = dict.fromkeys(prefixes, 0)
+    queue = deque([truth.origin + "/"])
+    seen = {truth.origin + "/"}
+    fetched = 0
+    with httpx.Client(timeout=30) as client:
+        while queue and fetched < limit:
+            url = queue.popleft()
+            response = client.get(url)
+            fetched += 1
+            if response.status_code != 200 or "html" not in response.headers.get("content-type", ""):
+                continue
+            for link in extract_links(response.content, base_url=url).links:
+                canonical = canonicalize(link, settings=settings_.urls)
+                if canonical is None or canonical in seen or "/hostile/" in canonical:
+                    continue
+                if flt.check(canonical) is not None:
+                    continue
+                seen.add(canonical)
+                for kind, prefix in prefixes.items():
+                    if prefix in canonical:
+                        admitted[kind] += 1
+                queue.append(canonical)
+    return admitted, fetched, not queue
+
+
+def test_test_web_traps_bounded_with_control(test_web) -> None:  # type: ignore[no-untyped-def]
+    admitted, fetched, finished = _crawl(test_web, "c", SETTINGS, limit=1500)
+    assert finished, f"the crawl did not end within {fetched} fetches: some trap is unbounded"
+    assert admitted, "host c has traps"
+    for kind, count in admitted.items():
+        assert count <= 20, (kind, count)
+    # Control: without the trap thresholds the same crawl never runs dry (the traps are real and infinite).
+    _, loose_fetched, loose_finished = _crawl(test_web, "c", LOOSE, limit=300)
+    assert not loose_finished
+    assert loose_fetched == 300
