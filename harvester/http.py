@@ -132,8 +132,12 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    try:
+        seconds = float(value)  # delay-seconds; fractions are not in the grammar but mean what they say
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and seconds == seconds and seconds != float("inf") else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -88,8 +88,9 @@ class GateConfig:
 class HostGate:
     """One host's live politeness state. The engine calls ``wait_s`` → ``start`` → ``finish``.
 
-    Invariants kept: ``in_flight`` never passes ``limit`` through ``start``; two starts are at least
-    ``interval_s`` apart; no start before ``blocked_until`` (Retry-After / back-off); a parked gate starts nothing.
+    Invariants kept: ``in_flight`` never passes ``limit`` through ``start``; on a paced host a start comes at
+    least ``interval_s`` after the previous request ended; no start before ``blocked_until`` (Retry-After /
+    back-off); a parked gate starts nothing.
     """
 
     __slots__ = ("_decrease_at", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until", "config",
@@ -122,7 +123,7 @@ class HostGate:
         """Apply robots.txt pacing; a Crawl-delay above max_crawl_delay_s parks the host instead.
 
         The robots.txt request itself counts: the next request waits a full interval after its answer
-        arrived (``now``), since its start on the client side may precede its arrival by a connect.
+        arrived (``now``).
         """
         self.crawl_delay_s = crawl_delay_s
         self.request_rate_s = request_rate_s
@@ -140,8 +141,13 @@ class HostGate:
     # --- admission ------------------------------------------------------------------------------------------
 
     def wait_s(self, now: float) -> float | None:
-        """0.0: a request may start now; > 0: seconds until one may; None: at the limit (wait for a finish)."""
-        if self.in_flight >= self.limit:
+        """0.0: a request may start now; > 0: seconds until one may; None: at the limit (wait for a finish).
+
+        A paced host (Crawl-delay, Request-rate or a minimum delay) gets one request at a time, and the interval
+        counts from the end of the previous response: the server then sees at least the interval between two
+        arrivals whatever the network and scheduling jitter (start-to-start pacing cannot promise that).
+        """
+        if self.in_flight >= (1 if self.interval_s > 0 else self.limit):
             return None
         ready = max(self.next_allowed_at, self.blocked_until)
         return ready - now if ready > now else 0.0
@@ -161,6 +167,8 @@ class HostGate:
     def finish(self, now: float, started_at: float, signal: Signal, *, retry_after_s: float | None = None) -> None:
         """Record a finished request that started at ``started_at`` (monotonic) and adapt limit and back-off."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.interval_s > 0:
+            self.next_allowed_at = max(self.next_allowed_at, now + self.interval_s)
         if signal is Signal.FAST:
             self.failures = 0
             self._overloads = 0

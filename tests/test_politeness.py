@@ -34,8 +34,10 @@ def test_interval_is_the_largest_of_min_delay_crawl_delay_and_request_rate():
     g.set_robots(0.0, 0.05, None)
     assert g.interval_s == 0.05
     g.start(1.0)
-    assert abs(g.wait_s(1.0) - 0.05) < 1e-9
-    assert g.wait_s(1.05) == 0.0
+    assert g.wait_s(1.0) is None  # a paced host has one request at a time
+    g.finish(1.02, 1.0, Signal.FAST)
+    assert abs(g.wait_s(1.02) - 0.05) < 1e-9  # counted from the end of the previous response
+    assert g.wait_s(1.07) == 0.0
 
 
 def test_control_without_delays_allows_back_to_back_starts():
