@@ -56,7 +56,7 @@ def main() -> None:
     try:
         app()
     except HarvesterError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width
         raise SystemExit(2) from None
 
 

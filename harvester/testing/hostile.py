@@ -44,6 +44,7 @@ ROUTES = {
     "/hostile/sitemap-billion-laughs.xml": "a urlset behind a DOCTYPE of nested entities",
     "/hostile/sitemap-xxe.xml": "a urlset with an external entity pointing at file:///etc/passwd",
     "/hostile/sitemap-bomb.xml.gz": "~1 MiB of gzip that inflates to > 1 GiB",
+    "/hostile/gzip-bomb-page": "the same bomb as an HTML page with Content-Encoding: gzip",
     "/hostile/sitemap-self-index.xml": "a sitemap index listing itself",
     "/hostile/sitemap-malformed.xml": "valid entries with a bare & in the middle",
     "/hostile/sitemap-badloc.xml": "javascript:, relative, ftp: and empty <loc> values beside valid ones",
@@ -261,6 +262,8 @@ class HostileRoutes:
             return Stream(200, head, lambda: _single(body), close=False, delay_s=delay)
         if path == "/hostile/sitemap-bomb.xml.gz":
             return Stream(200, self._bomb_head, self._bomb_body, close=False)
+        if path == "/hostile/gzip-bomb-page":
+            return Stream(200, self._bomb_page_head, self._bomb_body, close=False)
         return None
 
     async def _bomb_head(self) -> bytes:
@@ -273,6 +276,10 @@ class HostileRoutes:
                 f"Last-Modified: {http_date(BASE_EPOCH)}\r\n"
             ).encode()
         )
+
+    async def _bomb_page_head(self) -> bytes:
+        head = await self._bomb_head()
+        return head.replace(b"Content-Type: application/gzip", b"Content-Type: text/html\r\nContent-Encoding: gzip")
 
     async def _bomb_body(self) -> AsyncIterator[bytes]:
         data = self._bomb or b""
