@@ -311,7 +311,8 @@ def trap_harvest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tes
     )
     with TestWeb([HostSpec("t", pages=20, traps=True, listing_page_size=5)], seed=5) as web:
         # Every trap declared a listing: discovery follows them, so only the trap filters bound it.
-        profile = SiteProfile.build(seeds=tuple(web.seeds), listing_patterns=(r"/calendar/", r"/shop", r"/a/b", r"sid="))
+        listings = (r"/calendar/", r"/shop", r"/a/b", r"sid=")
+        profile = SiteProfile.build(seeds=tuple(web.seeds), listing_patterns=listings)
 
         async def run() -> tuple[dict[str, Any], list[str]]:
             with FrontierStore.open(settings, upgrade=True) as store:
