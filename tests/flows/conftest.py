@@ -1,0 +1,121 @@
+"""One started Prefect server (``prefect server start`` on a free 127.0.0.1 port, temp PREFECT_HOME) shared by
+every test in tests/flows, and helpers to read runs and artifacts back through the Prefect client.
+
+A started server records task runs reliably and serves subprocesses (``harvester serve``, ``harvester harvest``);
+the temporary server a bare flow call starts does neither well (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+VENV_BIN = Path(sys.executable).parent
+QUIET = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_UI_ENABLED": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
+}
+SERVER_START_TIMEOUT_S = 90.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_healthy(api_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prefect server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{api_url}/health", timeout=1) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"prefect server not healthy after {SERVER_START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+def stop_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """Stop a subprocess started in its own session (process group), then make sure it is gone."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=timeout)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout)
+
+
+def drain_prefect_workers() -> None:
+    """Send the buffered logs and events while the server still answers (else they retry into a closed port)."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    EventsWorker.drain_all(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A started Prefect server; this process talks to it (temporary_settings) and ``env`` is for subprocesses."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = {**os.environ, **QUIET, "PREFECT_HOME": str(home), "PREFECT_API_URL": api_url}
+    log = home / "server.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=home,
+        )
+    try:
+        wait_healthy(api_url, proc, log)
+        with temporary_settings(updates={PREFECT_API_URL: api_url}):
+            yield {**env, "PREFECT_LOGGING_LEVEL": "WARNING"}
+            drain_prefect_workers()
+    finally:
+        stop_group(proc)
+
+
+async def child_runs(flow_run_id: Any) -> list[Any]:
+    """The subflow runs of a flow run (harvest and recrawl call discover and extract as subflows)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    async with get_client() as client:
+        return list(await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+        ))
+
+
+async def artifacts_of(flow_run_ids: list[Any]) -> dict[str, Any]:
+    """Artifacts created by these flow runs, by key (the latest version of each)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    async with get_client() as client:
+        found = await client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=list(flow_run_ids)))
+        )
+    return {artifact.key: artifact for artifact in found if artifact.key}
