@@ -391,7 +391,6 @@ class _HostRun:
         self.queue: deque[Job] = deque()
         self.claiming: asyncio.Future[None] | None = None
         self.busy = 0  # jobs taken from the queue and not yet done()
-        self.settled = asyncio.Event()  # set whenever a job finishes (a requeue may have made work)
         self.stopped = False
         self.exhausted = False
         self.batch = client.settings.store.claim_batch
@@ -431,12 +430,9 @@ class _HostRun:
                 self.queue.extend(jobs)
                 self.client._set_queue_depth(self.host, len(self.queue))
                 continue
-            if self.busy == 0:
-                self.exhausted = True
-                return None
-            # Others still have jobs in flight whose done() may requeue work: claim again after one settles.
-            self.settled.clear()
-            await self.settled.wait()
+            # HostWork's contract: empty means no more work now. Requeued jobs wait for the next run_hosts call.
+            self.exhausted = True
+            return None
         return None
 
     async def _worker(self) -> None:
@@ -466,7 +462,6 @@ class _HostRun:
                     return
             finally:
                 self.busy -= 1
-                self.settled.set()
             if self.queue:
                 self.client._set_queue_depth(self.host, len(self.queue))
             reason = origin_parked(origin_of(job.url))
