@@ -446,3 +446,56 @@ def test_iter_pages_streams_in_batches_and_decompresses(store: FrontierStore) ->
     fetches = list(store.iter_fetches(batch=3))
     assert len(fetches) == 5
     assert all(f.page is not None and f.page.body == bodies[f.url_id] for f in fetches)
+
+
+def test_revisits_compete_with_new_urls_by_score(store: FrontierStore) -> None:
+    store.add_discovered([found("https://a.test/old", score=5.0)], now=T0)
+    (c,) = claim_all(store, "w", ["https://a.test"])
+    store.complete("w", done(c.id, next_fetch_at=T0 + timedelta(days=1)))
+    store.add_discovered([found("https://a.test/low", score=1.0), found("https://a.test/high", score=9.0)], now=T0)
+    later = T0 + timedelta(days=2)
+    claimed = store.claim("w", hosts=["https://a.test"], per_host=2, lease_s=60, now=later)
+    assert [x.url for x in claimed] == ["https://a.test/high", "https://a.test/old"]
+
+
+def test_run_fetch_counts_by_outcome_and_error_class(store: FrontierStore) -> None:
+    store.add_discovered([found(f"https://a.test/{i}") for i in range(4)], now=T0)
+    c = claim_all(store, "w", ["https://a.test"])
+    run_id = store.start_run("extract")
+    store.complete_many("w", [
+        (done(c[0].id), []),
+        (done(c[1].id, status=304), []),
+        (done(c[2].id, state=UrlState.GONE, status=410), []),
+        (done(c[3].id, state=UrlState.FAILED, status=None, error_class=ErrorClass.TIMEOUT, error="slow",
+              next_fetch_at=T0 + timedelta(minutes=5)), []),
+    ], run_id=run_id)
+    assert store.run_fetch_counts(run_id) == {
+        "https://a.test": {"fetched": 1, "not_modified": 1, "gone": 1, "failed": 1, "error:timeout": 1}
+    }
+    assert store.run_fetch_counts(run_id + 1) == {}
+
+
+def test_concurrent_threads_share_one_store_and_never_claim_twice(store: FrontierStore) -> None:
+    import threading
+
+    origins = _seed_hosts(store, 3, 40)
+    taken: list[list[int]] = [[] for _ in range(4)]
+
+    def worker(slot: int) -> None:
+        while True:
+            batch = store.claim(f"t{slot}", hosts=origins, per_host=2, lease_s=60, now=T0)
+            if not batch:
+                return
+            taken[slot] += [c.id for c in batch]
+            if len(taken[slot]) < 20:  # writers interleave with claimers; bounded so the pool drains
+                store.add_discovered([found(f"{origins[0]}/t{slot}-{c.id}") for c in batch[:1]], now=T0)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    every = [i for ids in taken for i in ids]
+    assert len(every) == len(set(every))
+    assert len(every) == len(store.url_states())  # the URLs added meanwhile were claimed too
+    assert sum(1 for ids in taken if ids) >= 2
