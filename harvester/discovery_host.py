@@ -206,7 +206,7 @@ class HostDiscovery:
                 meta = {"news": news, "images": images}
             item = self.site.admit(
                 loc, base=source, source=Source.SITEMAP, where=source, depth=1, now=fetched_at,
-                allowed=self.rules.allowed, kind=self.site.published_kind(loc), lastmod=getattr(entry, "lastmod", None),
+                allowed=self.rules.allowed, lastmod=getattr(entry, "lastmod", None),
                 changefreq=getattr(entry, "changefreq", None), priority=getattr(entry, "priority", None),
                 meta=meta, trusted=True, fetched_at=fetched_at, report_to=self.origin,
             )
@@ -363,7 +363,7 @@ class HostDiscovery:
         for entry in doc.entries:
             item = self.site.admit(
                 entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
-                kind=self.site.published_kind(entry.link), lastmod=entry.lastmod, trusted=True, fetched_at=now,
+                lastmod=entry.lastmod, trusted=True, fetched_at=now,
                 report_to=self.origin,
             )
             if item is not None:

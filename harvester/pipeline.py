@@ -84,8 +84,9 @@ class Site:
     ) -> DiscoveredUrl | None:
         """The frontier record for ``raw``, or None when it is refused (the reason counted in the report).
 
-        ``allowed`` is robots.txt of the host being discovered; URLs of other hosts are checked against their
-        own robots.txt by the fetch engine before any request. ``trusted`` marks finite published lists
+        ``kind`` None: a published entry (``trusted``) is a detail unless plainly a listing (``published_kind``);
+        a link is classified by the learned shapes. ``allowed`` is robots.txt of the host being discovered;
+        URLs of other hosts are checked against their own robots.txt by the fetch engine before any request. ``trusted`` marks finite published lists
         (sitemaps, feeds), which the calendar and facet trap counters do not apply to.
         """
         label = provenance(source, where)
@@ -104,7 +105,7 @@ class Site:
         if verdict is not None:
             return None
         if kind is None:
-            kind = self.classifier.classify(url) or UrlKind.DETAIL
+            kind = self._published_kind(url) if trusted else (self.classifier.classify(url) or UrlKind.DETAIL)
         value = scoring.score(
             url, kind=kind, source=source, depth=depth, priority=priority, lastmod=lastmod, now=now,
             profile=self.profile, truthfulness=self.truthfulness.get(origin_of(url)),
@@ -120,7 +121,9 @@ class Site:
         Sitemaps also list homepages and ``?page=N`` archives; everything else they publish is content, even
         where its path looks like pagination (``/p/12`` is a post on many blogs). Profile patterns override.
         """
-        canonical = self.canonicalize(url) or url
+        return self._published_kind(self.canonicalize(url) or url)
+
+    def _published_kind(self, canonical: str) -> UrlKind:
         parts = urlsplit(canonical)
         if (parts.path or "/") == "/" or (parts.query and _PAGE_QUERY.search(parts.query)):
             return UrlKind.LISTING

@@ -68,7 +68,17 @@ class ErrorClass(StrEnum):
 
 
 def origin_of(url: str) -> str:
-    """``scheme://netloc`` of an already canonical URL: the key politeness is scoped to."""
+    """``scheme://netloc`` of an already canonical URL: the key politeness is scoped to.
+
+    Runs for every discovered URL, so the canonical shape (``scheme://netloc/...``) takes a string scan;
+    anything else goes through ``urlsplit``.
+    """
+    start = url.find("://")
+    if start > 0:
+        end = url.find("/", start + 3)
+        head = url if end < 0 else url[:end]
+        if "?" not in head and "#" not in head and "@" not in head:
+            return head
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 

@@ -1,0 +1,134 @@
+"""End-to-end sitemap ingestion: fetch from a loopback server, parse, canonicalize, filter, score, upsert.
+
+    .venv/bin/python bench/ingest.py                    # 20 x 50,000 URLs and 5 x 50,000, side by side
+    .venv/bin/python bench/ingest.py --files 4 --urls 10000
+
+Runs ``phases.discover`` (sitemaps only) against a host whose robots.txt names a sitemap index of N urlsets,
+served by a tiny asyncio server in a child process (bodies generated once, so the server is not measured).
+Each ingest runs in its own subprocess so its peak RSS (ru_maxrss) is its own: memory independent of the number
+of sitemaps shows the entries are streamed in batches rather than held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _bodies(port: int, files: int, urls: int) -> dict[str, bytes]:
+    origin = f"http://127.0.0.1:{port}"
+    out = {"/robots.txt": f"User-agent: *\nDisallow: /private/\nSitemap: {origin}/sitemap_index.xml\n".encode()}
+    index = ['<?xml version="1.0" encoding="UTF-8"?>', '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">']
+    for f in range(files):
+        index.append(f"<sitemap><loc>{origin}/sitemaps/{f}.xml</loc><lastmod>2026-11-30</lastmod></sitemap>")
+        lines = ['<?xml version="1.0" encoding="UTF-8"?>', '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">']
+        for i in range(urls):
+            n = f * urls + i
+            lines.append(
+                f"<url><loc>{origin}/articles/{n % 97}/story-about-things-{n}?utm_source=feed</loc>"
+                f"<lastmod>2026-11-{1 + n % 28:02d}</lastmod><priority>0.{n % 10}</priority></url>"
+            )
+        lines.append("</urlset>")
+        out[f"/sitemaps/{f}.xml"] = "\n".join(lines).encode()
+    index.append("</sitemapindex>")
+    out["/sitemap_index.xml"] = "\n".join(index).encode()
+    return out
+
+
+def _serve(sock: socket.socket, files: int, urls: int, ready: multiprocessing.synchronize.Event) -> None:
+    bodies = _bodies(sock.getsockname()[1], files, urls)
+
+    class Conn(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.t = transport
+            self.buf = b""
+
+        def data_received(self, data: bytes) -> None:
+            self.buf += data
+            while b"\r\n\r\n" in self.buf:
+                head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+                path = head.split(b" ", 2)[1].decode()
+                body = bodies.get(path)
+                status = b"200 OK" if body is not None else b"404 Not Found"
+                body = body if body is not None else b"not found"
+                self.t.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/xml\r\nContent-Length: "  # type: ignore[attr-defined]
+                             + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    async def main() -> None:
+        server = await asyncio.get_running_loop().create_server(Conn, sock=sock)
+        ready.set()
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def ingest(origin: str, db_path: str) -> dict[str, float]:
+    from harvester import phases
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings, SiteProfile
+
+    settings = Settings.load(database_url=f"sqlite:///{db_path}").with_overrides(
+        **{"max_pages_per_host": 10_000_000, "discovery.batch_size": 10_000}
+    )
+    profile = SiteProfile.build(seeds=(origin + "/",), use_feeds=False, use_listings=False)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.perf_counter()
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = asyncio.run(phases.discover(store, settings, profile))
+        total = store.stats().total
+    wall = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"urls": total, "wall_s": wall, "urls_per_s": total / wall, "peak_rss_mib": peak / 1024,
+            "growth_mib": (peak - base_rss) / 1024, "parsed": result.counters["sitemaps_parsed"]}
+
+
+def run(files: int, urls: int) -> dict[str, float]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    ready = multiprocessing.get_context("fork").Event()
+    server = multiprocessing.get_context("fork").Process(target=_serve, args=(sock, files, urls, ready), daemon=True)
+    server.start()
+    ready.wait(120)
+    origin = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = subprocess.run(
+                [sys.executable, __file__, "--worker", origin, str(Path(tmp) / "h.db")],
+                capture_output=True, text=True, check=True,
+            )
+            return json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        server.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--urls", type=int, default=50_000)
+    parser.add_argument("--worker", nargs=2)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(ingest(*args.worker)))
+        return
+    rows = [(f"{n} x {args.urls}", run(n, args.urls)) for n in sorted({max(1, args.files // 4), args.files})]
+    print(f"{'sitemaps':>14} {'URLs':>10} {'wall s':>8} {'URLs/s':>10} {'peak RSS MiB':>13} {'growth MiB':>11}")
+    for label, r in rows:
+        print(f"{label:>14} {r['urls']:>10.0f} {r['wall_s']:>8.2f} {r['urls_per_s']:>10.0f} {r['peak_rss_mib']:>13.1f}"
+              f" {r['growth_mib']:>11.1f}")
+    print("target: >= 100k URLs/s into SQLite; peak memory independent of the sitemap count")
+
+
+if __name__ == "__main__":
+    main()
