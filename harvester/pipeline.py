@@ -86,8 +86,9 @@ class Site:
 
         ``kind`` None: a published entry (``trusted``) is a detail unless plainly a listing (``published_kind``);
         a link is classified by the learned shapes. ``allowed`` is robots.txt of the host being discovered;
-        URLs of other hosts are checked against their own robots.txt by the fetch engine before any request. ``trusted`` marks finite published lists
-        (sitemaps, feeds), which the calendar and facet trap counters do not apply to.
+        URLs of other hosts are checked against their own robots.txt by the fetch engine before any request.
+        ``trusted`` marks finite published lists (sitemaps, feeds), which the calendar and facet trap counters
+        do not apply to.
         """
         label = provenance(source, where)
         url = self.canonicalize(raw, base)
