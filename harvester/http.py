@@ -236,11 +236,14 @@ class _Body:
     raw_bytes: int
 
 
-async def _read_body(response: httpx.Response, max_bytes: int, *, truncate: bool, state: _FetchState) -> _Body:
+async def _read_body(
+    response: httpx.Response, headers: dict[str, str], max_bytes: int, *, truncate: bool, state: _FetchState
+) -> _Body:
     """Stream raw bytes, decoding boundedly; over ``max_bytes`` (raw or decoded) raises _TooLarge or truncates."""
-    decoders = _decoders(response.headers.get("content-encoding"))
+    encoding = headers.get("content-encoding")
+    decoders = _decoders(encoding)
     if decoders is None:
-        raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {response.headers['content-encoding']!r}")
+        raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {encoding!r}")
     parts: list[bytes] = []
     raw = 0
     size = 0
@@ -372,10 +375,11 @@ class Fetcher:
             try:
                 status = response.status_code
                 state.status = status
-                state.headers = response.headers
-                location = response.headers.get("location")
+                headers = _headers_of(response)
+                state.headers = headers
+                location = headers.get("location")
                 if status in REDIRECT_STATUSES and location:
-                    await _drain(response)
+                    await _drain(response, headers)
                     target = urljoin(current, location.strip())
                     if len(state.hops) >= hops_allowed:
                         raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
@@ -392,7 +396,7 @@ class Fetcher:
                     state.hop_statuses.append(status)
                     current = target
                     continue
-                return await self._outcome(state, response, accept, cap, truncate)
+                return await self._outcome(state, response, headers, accept, cap, truncate)
             finally:
                 await response.aclose()
 
@@ -400,12 +404,12 @@ class Fetcher:
         self,
         state: _FetchState,
         response: httpx.Response,
+        headers: dict[str, str],
         accept: Sequence[str] | None,
         cap: int,
         truncate: bool,
     ) -> FetchResult:
         status = response.status_code
-        headers = response.headers
         content_type = headers.get("content-type")
         error_class = error_class_for_status(status)
         error: str | None = None
@@ -419,11 +423,11 @@ class Fetcher:
                 if length is not None and length > cap and not truncate:
                     error_class, error = ErrorClass.TOO_LARGE, f"Content-Length {length} over {cap}"
                 else:
-                    read = await _read_body(response, cap, truncate=truncate, state=state)
+                    read = await _read_body(response, headers, cap, truncate=truncate, state=state)
                     body, raw = read.data, read.raw_bytes
         elif status != 304 and status >= 400:
             error = f"HTTP {status}"
-            read_err = await _drain(response)
+            read_err = await _drain(response, headers)
             body, raw = read_err.data, read_err.raw_bytes
         retry_after = parse_retry_after(headers.get("retry-after")) if "retry-after" in headers else None
         return FetchResult(
@@ -442,7 +446,7 @@ class Fetcher:
             redirects=tuple(state.hops),
             redirect_statuses=tuple(state.hop_statuses),
             retry_after_s=retry_after,
-            headers=dict(headers),
+            headers=headers,
         )
 
 
@@ -458,7 +462,7 @@ class _FetchState:
         self.hop_statuses: list[int] = []
         self.raw_bytes = 0
         self.status: int | None = None
-        self.headers: httpx.Headers | None = None
+        self.headers: dict[str, str] | None = None
         self.started_wall = time.time()
         self.started = time.monotonic()
 
@@ -479,11 +483,22 @@ class _FetchState:
             redirects=tuple(self.hops),
             redirect_statuses=tuple(self.hop_statuses),
             retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
-            headers=dict(headers) if headers is not None else {},
+            headers=headers if headers is not None else {},
         )
 
 
-def _content_length(headers: httpx.Headers) -> int | None:
+def _headers_of(response: httpx.Response) -> dict[str, str]:
+    """Response headers as one plain dict with lower-case names (httpx.Headers lookups are linear scans that
+    decode on every call; repeated fields are joined as RFC 9110 §5.3 allows)."""
+    out: dict[str, str] = {}
+    for raw_key, raw_value in response.headers.raw:
+        key = raw_key.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        out[key] = f"{out[key]}, {value}" if key in out else value
+    return out
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
     value = headers.get("content-length")
     if value is None:
         return None
@@ -493,9 +508,9 @@ def _content_length(headers: httpx.Headers) -> int | None:
         return None
 
 
-async def _drain(response: httpx.Response) -> _Body:
+async def _drain(response: httpx.Response, headers: dict[str, str]) -> _Body:
     """Read a redirect/error body up to ERROR_BODY_BYTES so the connection can be reused; beyond that, drop it."""
-    length = _content_length(response.headers)
+    length = _content_length(headers)
     if length is not None and length > ERROR_BODY_BYTES:
         return _Body(b"", 0)
     parts: list[bytes] = []
