@@ -24,8 +24,9 @@ MAX_URL_LENGTH = 2048
 ORIGIN = re.compile(r"https?://[^/?#\x00-\x20\x7f]+")
 """``scheme://netloc`` at the start of an absolute http(s) URL (the same split as ``records.origin_of``)."""
 
-_BAD_CHARS = re.compile(r"[\x00-\x20\x7f]")
-_KINDS = frozenset(UrlKind)
+_URL = re.compile(r"(https?://[^/?#\x00-\x20\x7f]+)([/?#][^\x00-\x20\x7f]*)?")
+"""A whole acceptable URL in one C-level match: (origin, rest); no spaces or control characters anywhere."""
+_KINDS = frozenset(kind.value for kind in UrlKind)
 _FINAL = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
 
 
@@ -46,15 +47,17 @@ def source_kind(label: str) -> str:
 
 def split_url(url: str) -> tuple[str, str]:
     """(origin, path) of an absolute http(s) URL; InvalidRecord otherwise."""
-    match = ORIGIN.match(url) if isinstance(url, str) else None
-    if match is None or len(url) > MAX_URL_LENGTH or _BAD_CHARS.search(url, match.end()):
-        shown = str(url)[:200]
-        raise InvalidRecord(
-            f"URL {shown!r} is not an absolute http(s) URL of at most {MAX_URL_LENGTH} characters without"
-            " spaces or control characters"
-        )
-    end = match.end()
-    return url[:end], url[end:]
+    match = _URL.fullmatch(url) if isinstance(url, str) and len(url) <= MAX_URL_LENGTH else None
+    if match is None:
+        raise _bad_url(url)
+    return match.group(1), match.group(2) or ""
+
+
+def _bad_url(url: object) -> InvalidRecord:
+    return InvalidRecord(
+        f"URL {str(url)[:200]!r} is not an absolute http(s) URL of at most {MAX_URL_LENGTH} characters without"
+        " spaces or control characters"
+    )
 
 
 @dataclass(slots=True)
@@ -79,13 +82,19 @@ def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
     out: dict[str, Merged] = {}
     kinds = _KINDS
     isfinite = math.isfinite
+    fullmatch = _URL.fullmatch
     for record in batch:
         url = record.url
-        origin, path = split_url(url)
+        match = fullmatch(url) if url.__class__ is str and len(url) <= MAX_URL_LENGTH else None
+        if match is None:
+            raise _bad_url(url)
         score = record.score
         depth = record.depth
-        if record.kind not in kinds:
-            raise InvalidRecord(f"URL {url[:200]!r} has kind {record.kind!r}; expected one of {sorted(kinds)}")
+        kind = record.kind
+        # A UrlKind member is valid by construction (and hashing an Enum member runs Python code: skip it).
+        kind_value = kind._value_ if kind.__class__ is UrlKind else kind
+        if kind_value not in kinds:
+            raise InvalidRecord(f"URL {url[:200]!r} has kind {kind!r}; expected one of {sorted(kinds)}")
         if score.__class__ is not float:
             if not isinstance(score, int | float):
                 raise InvalidRecord(f"URL {url[:200]!r} has a non-numeric score {score!r}")
@@ -101,8 +110,9 @@ def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
             lastmod = lastmod.replace(tzinfo=UTC)
         prior = out.get(url)
         if prior is None:
-            out[url] = Merged(url, origin, path, record.kind.value if isinstance(record.kind, UrlKind) else record.kind,
-                              score, depth, lastmod, record.changefreq, record.priority, [record.source])
+            origin, path = match.groups()
+            out[url] = Merged(url, origin, path or "", kind_value, score, depth, lastmod, record.changefreq,
+                              record.priority, [record.source])
             continue
         prior.score = max(prior.score, score)
         prior.depth = min(prior.depth, depth)
