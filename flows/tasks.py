@@ -32,13 +32,12 @@ RETRY_DELAYS_S: list[float] = [2.0, 10.0, 60.0]
 
 def is_retryable(task: Any, task_run: Any, state: Any) -> bool:
     """Retry everything except errors a retry cannot fix (bad configuration, schema, malformed rows)."""
-    try:
-        state.result()
-    except (ConfigError, SchemaOutOfDate, InvalidRecord):
-        return False
-    except Exception:
-        return True
-    return False
+    # Prefect's task engine hands over Failed(data=<the exception>). ``state.result()`` must not be used here:
+    # inside an async task it returns an un-awaited coroutine, which raised nothing and so retried nothing.
+    error = getattr(state, "data", None)
+    if not isinstance(error, BaseException):
+        return True  # no exception to classify: Prefect's default (retry)
+    return not isinstance(error, ConfigError | SchemaOutOfDate | InvalidRecord)
 
 
 def load_settings(config_file: str | None, overrides: dict[str, Any]) -> Settings:

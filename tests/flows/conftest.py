@@ -119,3 +119,13 @@ async def artifacts_of(flow_run_ids: list[Any]) -> dict[str, Any]:
             artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=list(flow_run_ids)))
         )
     return {artifact.key: artifact for artifact in found if artifact.key}
+
+
+def prepared(db_url: str) -> dict[str, Any]:
+    """Overrides that point the flows' tasks at a migrated test database (never the default file)."""
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    with FrontierStore.open(Settings.load(database_url=db_url), upgrade=True):
+        pass
+    return {"database_url": db_url}

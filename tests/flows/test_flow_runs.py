@@ -5,21 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conftest import artifacts_of, child_runs
+from conftest import artifacts_of, child_runs, prepared
 
-from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 
 SPECS = [HostSpec("a", pages=40), HostSpec("b", pages=30, latency_s=0.002, sitemap_children=3)]
-
-
-def prepared(db_url: str) -> dict[str, Any]:
-    """Overrides that point the flows' tasks at a migrated test database (never the default file)."""
-    with FrontierStore.open(Settings.load(database_url=db_url), upgrade=True):
-        pass
-    return {"database_url": db_url}
 
 
 def table(artifact: Any) -> list[dict[str, Any]]:
