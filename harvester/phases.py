@@ -210,6 +210,9 @@ async def discover(
     origins = list(hosts) if hosts else site.origins
     started = await db(store.run_started_at, run_id) if run_id is not None else None
     await recover_leases(store)
+    # A rerun skips the sitemaps it already processed, so it would not relearn their detail shapes and would
+    # classify the same links differently (as listings) after a crash: learn them from the frontier first.
+    await _teach_classifier(store, site)
     result = PhaseResult(phase="discover")
     async with polite_client(store, settings, profile, site) as client:
         discoveries = [
