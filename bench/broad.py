@@ -73,7 +73,12 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.005)
     ap.add_argument("--active", type=int, default=None, help="max active hosts (default: settings)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the client's event loop")
     args = ap.parse_args()
+    if args.loop == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     settings = Settings()
     active = args.active or settings.politeness.max_active_hosts
     ceiling = settings.politeness.max_per_host_limit
@@ -82,7 +87,7 @@ def main() -> None:
     with TestWeb(host_specs, seed=9, mode="process") as web:
         print(f"broad: {args.hosts} hosts x {args.pages} pages, latency {args.latency * 1e3:.0f} ms, per-host limit "
               f"{settings.politeness.per_host_limit} (AIMD ceiling {ceiling}), {active} active hosts, transport "
-              f"{settings.http.transport}; test web up in {time.perf_counter() - t_start:.1f} s (process mode)")
+              f"{settings.http.transport}, {args.loop} loop; test web up in {time.perf_counter() - t_start:.1f} s (process mode)")
         per_host = {web.origin(s.name): web.truth[s.name].allowed_detail_urls()[: args.pages] for s in host_specs}
         pages = sum(len(v) for v in per_host.values())
         for _ in range(args.repeat):
