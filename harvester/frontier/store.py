@@ -130,6 +130,9 @@ class FrontierStore:
                 store.upgrade()
             else:
                 store._check_revision()
+        except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down
+            store.close()
+            raise StoreError(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
         except BaseException:
             store.close()
             raise
