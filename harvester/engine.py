@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from harvester.errors import LeaseLost
 from harvester.http import NO_VALIDATORS, Fetcher
 from harvester.politeness import GateConfig, HostGate, Signal, classify
-from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators, origin_of
+from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators
 from harvester.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.settings import Settings
 
@@ -36,6 +36,17 @@ def refused(url: str, error_class: ErrorClass, error: str) -> FetchResult:
     """A fetch that sent no request (robots, scope, parked host): a value, like every outcome."""
     return FetchResult(url=url, final_url=url, status=None, started_at=time.time(), elapsed_s=0.0,
                        error_class=error_class, error=error)
+
+
+def _http_origin(url: str) -> str | None:
+    """``scheme://netloc`` of an absolute http(s) URL, or None for anything else (never raises)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class _Host:
@@ -132,9 +143,9 @@ class PoliteClient:
         ROBOTS_DISALLOWED without a request; redirect hops re-enter scope, robots and the hop host's gate.
         A 429/503 backs the host off and is returned (the caller decides whether to requeue).
         """
-        if urlsplit(url).scheme not in ("http", "https"):
-            return refused(url, ErrorClass.OUT_OF_SCOPE, "only http(s) URLs are fetched")
-        origin = origin_of(url)
+        origin = _http_origin(url)
+        if origin is None:
+            return refused(url, ErrorClass.OUT_OF_SCOPE, "only absolute http(s) URLs are fetched")
         host = self._host(origin)
         if host.gate.parked is not None:
             return self._count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked))
@@ -158,20 +169,20 @@ class PoliteClient:
         started = [time.monotonic()]
 
         async def follow(target: str) -> str | ErrorClass | None:
-            if urlsplit(target).scheme not in ("http", "https"):
-                return ErrorClass.OUT_OF_SCOPE
             if not robots_fetch:
                 if self._canonicalize is not None:
                     target = self._canonicalize(target)
                 if self._in_scope is not None and not self._in_scope(target):
                     return ErrorClass.OUT_OF_SCOPE
+            hop_origin = _http_origin(target)
+            if hop_origin is None:
+                return ErrorClass.OUT_OF_SCOPE
             # The hop is a new request: give back this slot first (never hold one slot while waiting for
             # another), then pass the hop host's robots check and gate like any first request.
             current = held[0]
             held[0] = None
             if current is not None:
                 self._release(current, started[0], Signal.NEUTRAL, None)
-            hop_origin = origin_of(target)
             hop = self._host(hop_origin)
             if check_robots and not robots_fetch:
                 rules = await self.robots(hop_origin)
@@ -443,7 +454,7 @@ class _HostRun:
             if job is None:
                 return
             try:
-                reason = origin_parked(origin_of(job.url))
+                reason = origin_parked(_http_origin(job.url) or job.host)
                 if reason is not None:
                     result = refused(job.url, ErrorClass.PARKED, reason)
                 else:
@@ -464,7 +475,7 @@ class _HostRun:
                 self.busy -= 1
             if self.queue:
                 self.client._set_queue_depth(self.host, len(self.queue))
-            reason = origin_parked(origin_of(job.url))
+            reason = origin_parked(_http_origin(job.url) or job.host)
             if reason is not None and not self.stopped:
                 await self._hand_back(reason)
 

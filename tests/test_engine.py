@@ -299,3 +299,11 @@ async def test_diagnostics_report_counts_and_progress(make_web):
     assert 1 <= diag.peak_in_flight <= diag.limit
     assert diag.in_flight == 0
     assert diag.as_dict()["errors"] == {}
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1/x", "http://[::1/broken", "/relative", "javascript:alert(1)"])
+async def test_unfetchable_urls_are_refused_as_values(url):
+    async with PoliteClient(settings()) as client:
+        result = await client.fetch(url)
+    assert result.error_class is ErrorClass.OUT_OF_SCOPE
+    assert result.status is None
