@@ -13,6 +13,7 @@ import struct
 import zlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from harvester.testing.render import HTML, Reply, Stream, http_date, make_resource, status_line
 from harvester.testing.sites import BASE_EPOCH
@@ -37,6 +38,7 @@ ROUTES = {
     "/hostile/slow-headers": "headers only after ?s= seconds (default 5)",
     "/hostile/redirect-loop": "302 → /hostile/redirect-loop-b → 302 back",
     "/hostile/redirect-chain/15": "302 → …/14 → … → …/0, which answers 200 (any N up to 1000)",
+    "/hostile/redirect-out": "302 to the URL in ?to= (another host, another scheme): the client must refuse",
     "/hostile/wrong-type": "PNG bytes as image/png where an HTML link points",
     "/hostile/wrong-type-html": "an HTML page served as application/octet-stream",
     "/hostile/fail-once": "500 the first time a target (path+query) is asked for, 200 after",
@@ -236,6 +238,12 @@ class HostileRoutes:
                 self._failed_once.add(target)
                 return self._error
             return self.static["/hostile/fail-once/ok"]
+        if path == "/hostile/redirect-out":
+            m3 = re.search(r"(?:^|&)to=([^&]+)", query)
+            if m3 is None:
+                return None
+            res = make_resource(302, HTML, "", headers=(("Location", unquote(m3.group(1))),), validators=False)
+            return res.status, res.head, res.body(b"")
         m = _CHAIN_RE.fullmatch(path)
         if m:
             n = int(m.group(1))
