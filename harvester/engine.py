@@ -13,13 +13,14 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from harvester.errors import LeaseLost
 from harvester.http import NO_VALIDATORS, Fetcher
 from harvester.politeness import GateConfig, HostGate, Signal, classify
-from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators
+from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators
 from harvester.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.settings import Settings
 
@@ -134,6 +135,31 @@ class PoliteClient:
     def gate(self, origin: str) -> HostGate:
         """The live politeness state of one origin (read it; the engine is the one that changes it)."""
         return self._host(origin).gate
+
+    def host_policy(self, origin: str) -> HostPolicy:
+        """The origin's politeness state to persist (``FrontierStore.save_host_policy``), so a rerun keeps
+        honouring a Retry-After or back-off and starts from the learned limit. Monotonic times become UTC."""
+        gate = self._host(origin).gate
+        now_mono, now_wall = time.monotonic(), datetime.now(UTC)
+
+        def wall(mono: float) -> datetime | None:
+            return now_wall + timedelta(seconds=mono - now_mono) if mono > now_mono else None
+
+        return HostPolicy(origin=origin, crawl_delay_s=gate.crawl_delay_s, request_rate_s=gate.request_rate_s,
+                          concurrency_limit=gate.limit, blocked_until=wall(gate.blocked_until),
+                          parked_reason=gate.parked, failures=gate.failures, next_allowed_at=wall(gate.next_allowed_at))
+
+    def apply_policy(self, policy: HostPolicy) -> None:
+        """Restore persisted state before fetching: a future ``blocked_until`` is honoured, the learned limit
+        (within this client's ceiling) is the starting point. A persisted parked reason is not re-applied:
+        parking is a verdict on one run, and the caller decides whether a parked host gets another run."""
+        gate = self._host(policy.origin).gate
+        now_mono, now_wall = time.monotonic(), datetime.now(UTC)
+        if policy.blocked_until is not None:
+            until = policy.blocked_until if policy.blocked_until.tzinfo else policy.blocked_until.replace(tzinfo=UTC)
+            gate.blocked_until = max(gate.blocked_until, now_mono + (until - now_wall).total_seconds())
+        if policy.concurrency_limit is not None:
+            gate.limit = max(1, min(policy.concurrency_limit, gate.config.max_limit))
 
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True) -> FetchResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
 
@@ -307,3 +308,19 @@ async def test_unfetchable_urls_are_refused_as_values(url):
         result = await client.fetch(url)
     assert result.error_class is ErrorClass.OUT_OF_SCOPE
     assert result.status is None
+
+
+async def test_a_persisted_back_off_is_honoured_by_the_next_client(make_web):
+    web = make_web([HostSpec("a", pages=5, latency_s=0.01, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
+    origin = web.origin("a")
+    urls = urls_of(web, "a")
+    async with PoliteClient(settings(), per_host_limit=2) as first:
+        results = await asyncio.gather(*(first.fetch(u) for u in urls[:2]))
+        policy = first.host_policy(origin)
+    assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
+    assert policy.blocked_until is not None
+    async with PoliteClient(settings(), per_host_limit=2) as rerun:
+        rerun.apply_policy(policy)
+        gate = rerun.gate(origin)
+        assert gate.wait_s(time.monotonic()) > 20  # still blocked: no request before it passes
+        assert gate.limit == 1
