@@ -18,9 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
 from harvester.engine import Job
+from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.extraction import ExtractorHook, extract_page
-from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, FetchResult, Source, UrlKind, UrlState
-from harvester.runtime import db, utcnow
+from harvester.records import (
+    ClaimedUrl,
+    CompleteResult,
+    Completion,
+    DiscoveredUrl,
+    FetchResult,
+    Source,
+    UrlKind,
+    UrlState,
+)
+from harvester.runtime import db, retire_owner, utcnow
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
@@ -35,8 +45,36 @@ FLUSH_ITEMS = 64
 FLUSH_EVERY_S = 0.25
 """A pending completion waits at most this long before it is written."""
 
+WRITE_ATTEMPTS = 5
+WRITE_BACKOFF_S = 0.25
+"""A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
+
 MAX_CLAIM = 50
 """URLs leased per host per claim: a crawl-delayed host must finish its batch well inside the lease."""
+
+
+_UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
+"""Completions a failed attempt could not write, per database, with the owner whose leases they need. A retry
+in the same process (a Prefect task retry) writes them before anything else, so those fetches are not repeated."""
+
+
+def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> None:
+    if items:
+        _UNWRITTEN.setdefault(database_url, []).append((owner, items))
+
+
+async def write_unwritten(store: FrontierStore, database_url: str, *, run_id: int | None) -> int:
+    """Write what an earlier failed attempt of this process left behind; raises if the database still fails."""
+    written = 0
+    batches = _UNWRITTEN.get(database_url, [])
+    while batches:
+        owner, items = batches[0]
+        await db(store.complete_many, owner, items, run_id=run_id)
+        batches.pop(0)
+        retire_owner(owner)  # its other leases now return through recover_leases
+        written += len(items)
+    _UNWRITTEN.pop(database_url, None)
+    return written
 
 
 class CompletionWriter:
@@ -51,6 +89,10 @@ class CompletionWriter:
         self._lock = asyncio.Lock()
         self.counters: Counter[str] = Counter()
 
+    def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
+        items, self._pending = self._pending, []
+        return items
+
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         if not self._pending:
             self._first_at = time.monotonic()
@@ -64,15 +106,36 @@ class CompletionWriter:
             await self.flush()
 
     async def flush(self) -> None:
+        """Write what is pending. A passing database fault (a lock, a restart) is waited out a few times, so
+        completed fetches are not lost to it; a lasting one raises with the batch kept for the next flush."""
         async with self._lock:
             items, self._pending = self._pending, []
             if not items:
                 return
-            items = await self._mark_duplicates(items)
-            result = await db(self._store.complete_many, self._owner, items, run_id=self._run_id)
+            try:
+                items = await self._mark_duplicates(items)
+                result = await self._write(items)
+            except BaseException:
+                self._pending[:0] = items
+                raise
             self.counters["lease_lost"] += result.lost
             for completion, _ in items:
                 self.counters[completion.state.value] += 1
+
+    async def _write(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> CompleteResult:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id)
+            except (InvalidRecord, LeaseLost):
+                raise
+            except StoreError as exc:
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                delay = WRITE_BACKOFF_S * 2**attempt
+                logger.warning("completions not written (%s); retrying in %.1f s", exc, delay,
+                               extra={"error_class": "storage"})
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
 
     async def _mark_duplicates(
         self, items: list[tuple[Completion, list[DiscoveredUrl]]]

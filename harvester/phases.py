@@ -17,12 +17,13 @@ from typing import Any
 
 from harvester.discovery_host import HostDiscovery
 from harvester.engine import PoliteClient, run_hosts
-from harvester.extract_host import ExtractWork
+from harvester.errors import StoreError
+from harvester.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.extraction import load_hook
 from harvester.frontier import FrontierStore
 from harvester.pipeline import Site
 from harvester.records import HostDiagnostics, RobotsState
-from harvester.runtime import db, make_owner, owner_is_dead, utcnow
+from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, utcnow
 from harvester.settings import Settings, SiteProfile
 
 logger = logging.getLogger(__name__)
@@ -220,7 +221,11 @@ async def discover(
                           refresh=refresh)
             for origin in origins
         ]
-        await asyncio.gather(*(item.run() for item in discoveries))
+        try:
+            await asyncio.gather(*(item.run() for item in discoveries))
+        finally:
+            for item in discoveries:
+                retire_owner(item.owner)
         for item in discoveries:
             result.counters.update(item.counters)
             result.problems.extend(item.problems)
@@ -251,6 +256,9 @@ async def extract(
 
     site = Site(settings, profile)
     hook = load_hook(profile.extractor) if profile.extractor else None
+    written = await write_unwritten(store, settings.database_url, run_id=run_id)
+    if written:
+        logger.info("wrote %d completions a failed attempt had left unwritten", written)
     await recover_leases(store)
     await _teach_classifier(store, site)
     owner = make_owner(f"extract-{worker}")
@@ -277,8 +285,7 @@ async def extract(
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
-            await work.writer.flush()
-            await db(store.release_hosts, owner, sorted(work.leased))
+            await _wind_down(store, work)
         diagnostics = client.diagnostics()
         if on_progress is not None:
             await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics))
@@ -287,6 +294,22 @@ async def extract(
     for origin, diag in diagnostics.items():
         result.hosts[origin] = diag.as_dict()
     return result
+
+
+async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:
+    """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
+    in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease."""
+    try:
+        await work.writer.flush()
+        await db(store.release_owner, work.owner)
+    except StoreError as exc:
+        # Keep the unwritten completions (and their leases): a retry in this process writes them first.
+        stash_unwritten(work.settings.database_url, work.owner, work.writer.take_pending())
+        logger.warning(
+            "could not write or hand back leases of %s: %s", work.owner, exc, extra={"error_class": "storage"}
+        )
+    else:
+        retire_owner(work.owner)
 
 
 RETRY_WAIT_MAX_S = 30.0

@@ -23,9 +23,21 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 
+_LIVE_OWNERS: set[str] = set()
+"""Owners of this process still at work: a retried task in the same process may take back the others' leases."""
+
+
 def make_owner(role: str) -> str:
-    """A lease owner id that says where it runs, so a rerun on the same machine can tell a dead holder."""
-    return f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}"
+    """A lease owner id that says where it runs, so a rerun on the same machine can tell a dead holder.
+
+    Call ``retire_owner`` when the unit of work ends, however it ends."""
+    owner = f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}"
+    _LIVE_OWNERS.add(owner)
+    return owner
+
+
+def retire_owner(owner: str) -> None:
+    _LIVE_OWNERS.discard(owner)
 
 
 def owner_is_dead(owner: str) -> bool:
@@ -36,7 +48,7 @@ def owner_is_dead(owner: str) -> bool:
         return False
     pid = int(pid_text)
     if pid == os.getpid():
-        return False
+        return owner not in _LIVE_OWNERS
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
