@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from harvester.errors import LeaseLost
-from harvester.http import NO_VALIDATORS, Fetcher
+from harvester.http import NO_VALIDATORS, Fetcher, close_clients
 from harvester.politeness import GateConfig, HostGate, Signal, classify
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators
 from harvester.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
@@ -363,11 +363,16 @@ class PoliteClient:
     def _set_queue_depth(self, origin: str, depth: int) -> None:
         self._host(origin).diag.queue_depth = depth
 
-    async def _retire(self, origin: str) -> None:
-        """A host whose run ended keeps no sockets (its gate and diagnostics stay)."""
+    def _retire(self, origin: str) -> asyncio.Task[None] | None:
+        """A host whose run ended keeps no sockets (its gate and diagnostics stay). The pool is detached now and
+        closed in the background, so the next host does not wait for the close."""
         host = self._hosts.get(origin)
-        if host is not None and host.gate.in_flight == 0 and not host.waiters:
-            await self._fetcher.close_host(origin)
+        if host is None or host.gate.in_flight or host.waiters:
+            return None
+        detached = self._fetcher.detach(origin)
+        if detached is None:
+            return None
+        return asyncio.get_running_loop().create_task(close_clients([detached]), name=f"close {origin}")
 
 
 # --- per-host queues and workers ----------------------------------------------------------------------------
@@ -533,6 +538,7 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     served: set[str] = set()
     pending: deque[str] = deque()
     active: dict[asyncio.Task[None], str] = {}
+    closing: set[asyncio.Task[None]] = set()
     progress: asyncio.Task[None] | None = None
     if on_progress is not None:
         progress = asyncio.create_task(_progress(client, on_progress))
@@ -556,7 +562,10 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
             for task in done:
                 host = active.pop(task)
                 task.result()  # a bug in done()/claim() surfaces here
-                await client._retire(host)
+                closer = client._retire(host)
+                if closer is not None:
+                    closing.add(closer)
+                    closer.add_done_callback(closing.discard)
     except BaseException:
         for task in active:
             task.cancel()
@@ -566,6 +575,8 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
         if progress is not None:
             progress.cancel()
             await asyncio.gather(progress, return_exceptions=True)
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
     for origin, diag in client.diagnostics().items():
         if diag.parked_reason is not None and origin in served:
             stats.parked.setdefault(origin, diag.parked_reason)

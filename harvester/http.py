@@ -287,6 +287,19 @@ async def _read_body(
     return _Body(b"".join(parts), raw)
 
 
+async def _close_quietly(client: HostClient) -> None:
+    try:
+        await client.aclose()
+    except (httpx.HTTPError, aiohttp.ClientError, OSError):  # closing a broken pool is not an error
+        logger.debug("closing %s failed", client.origin, exc_info=True)
+
+
+async def close_clients(clients: Sequence[HostClient]) -> None:
+    """Close detached host clients (run in the background by the engine: a close takes ~10 ms of waiting)."""
+    for client in clients:
+        await _close_quietly(client)
+
+
 class Fetcher:
     """Bounded GETs over one ``HostClient`` per origin; ``fetch`` is the contract the engine relies on."""
 
@@ -308,20 +321,22 @@ class Fetcher:
             self._clients[origin] = client
         return client
 
+    def detach(self, origin: str) -> HostClient | None:
+        """Take one host's client out of use (the next fetch to it opens a new one); the caller closes it."""
+        return self._clients.pop(origin, None)
+
     async def close_host(self, origin: str) -> None:
         """Release one host's pool (a retired host keeps no sockets)."""
-        client = self._clients.pop(origin, None)
+        client = self.detach(origin)
         if client is not None:
-            await client.aclose()
+            await _close_quietly(client)
 
     async def aclose(self) -> None:
         self._closed = True
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
-            try:
-                await client.aclose()
-            except (httpx.HTTPError, aiohttp.ClientError, OSError):  # closing a broken pool is not an error
-                logger.debug("closing %s failed", client.origin, exc_info=True)
+            await _close_quietly(client)
+
 
     async def fetch(
         self,
