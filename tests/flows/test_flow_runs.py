@@ -27,7 +27,9 @@ async def test_harvest_flow_completes_with_every_artifact(prefect_api, make_web,
     state = await harvest_flow(profile, workers=2, overrides=prepared(sqlite_url), return_state=True)
     assert state.is_completed(), state
     result = await state.result()
-    assert result["extract"]["state:done"] >= 1 or result["extract"], result
+    # The flow's result is the tasks' small counters, not page bodies.
+    allowed = sum(len(web.truth[name].allowed_detail_urls()) for name in ("a", "b"))
+    assert result["extract"]["state:done"] >= allowed, result
 
     children = await child_runs(state.state_details.flow_run_id)
     assert {run.name for run in children} == {"discover-arts", "extract-arts"}
