@@ -311,11 +311,11 @@ async def test_unfetchable_urls_are_refused_as_values(url):
 
 
 async def test_a_persisted_back_off_is_honoured_by_the_next_client(make_web):
-    web = make_web([HostSpec("a", pages=5, latency_s=0.01, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
+    web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
     origin = web.origin("a")
     urls = urls_of(web, "a")
     async with PoliteClient(settings(), per_host_limit=2) as first:
-        results = await asyncio.gather(*(first.fetch(u) for u in urls[:2]))
+        results = await asyncio.gather(*(first.fetch(u) for u in urls[:2]))  # two at once, 200 ms each
         policy = first.host_policy(origin)
     assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
     assert policy.blocked_until is not None
