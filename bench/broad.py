@@ -87,7 +87,8 @@ def main() -> None:
     with TestWeb(host_specs, seed=9, mode="process") as web:
         print(f"broad: {args.hosts} hosts x {args.pages} pages, latency {args.latency * 1e3:.0f} ms, per-host limit "
               f"{settings.politeness.per_host_limit} (AIMD ceiling {ceiling}), {active} active hosts, transport "
-              f"{settings.http.transport}, {args.loop} loop; test web up in {time.perf_counter() - t_start:.1f} s (process mode)")
+              f"{settings.http.transport}, {args.loop} loop; "
+              f"test web up in {time.perf_counter() - t_start:.1f} s (process mode)")
         per_host = {web.origin(s.name): web.truth[s.name].allowed_detail_urls()[: args.pages] for s in host_specs}
         pages = sum(len(v) for v in per_host.values())
         for _ in range(args.repeat):
