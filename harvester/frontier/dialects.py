@@ -104,6 +104,20 @@ class Dialect:
     lock_rows = ""
     """Appended to a SELECT whose rows the transaction goes on to update (PostgreSQL: FOR UPDATE)."""
 
+    serialized_writers = False
+    """True when one writer at a time holds the database (SQLite): new ids are then exactly those above the
+    largest id before an insert, which lets the store insert first and look up only when needed."""
+
+    def max_url_id(self, conn: Connection) -> int:
+        return int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM urls").scalar_one())
+
+    def insert_new_urls(
+        self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
+        version: int, now: datetime,
+    ) -> None:
+        """Insert the chunk's URLs that are not stored yet and leave the others untouched."""
+        raise NotImplementedError
+
     def __init__(self, name: str) -> None:
         self.name = name
         self.is_sqlite = name == "sqlite"
@@ -260,6 +274,15 @@ def _sqlite_upsert() -> str:
 
 
 @cache
+def _sqlite_insert_new() -> str:
+    return (
+        "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
+        " last_seen, lastmod, changefreq, priority) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (host_id, path) DO NOTHING"
+    )
+
+
+@cache
 def _pg_upsert() -> str:
     # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing), sent
     # in binary (%b): text-formatting the arrays cost ~7 us per row client-side, binary ~1.5 us.
@@ -310,6 +333,23 @@ RETURNING {", ".join("urls." + c.strip() for c in _RETURNED.split(","))}
 
 class SqliteDialect(Dialect):
     """SQLite: writers are serialized (BEGIN IMMEDIATE), so a read-then-write unit of work cannot be overtaken."""
+
+    serialized_writers = True
+
+    def insert_new_urls(
+        self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
+        version: int, now: datetime,
+    ) -> None:
+        ts = to_epoch_us
+        t_now = ts(now)
+        conn.exec_driver_sql(
+            _sqlite_insert_new(),
+            [
+                (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
+                 None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
+                for h, m, sid in zip(hids, chunk, first_source, strict=True)
+            ],
+        )
 
     def write_urls(
         self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],

@@ -108,6 +108,7 @@ class FrontierStore:
         self._source_ids: dict[str, int] = {}
         self._canonical_version = _canonical_version()
         self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
+        self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -272,41 +273,18 @@ class FrontierStore:
         d, conn = self._d, tx.conn
         host_of = self._ensure_hosts(tx, list({m.origin for m in merged}))
         source_of = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
-        version = self._canonical_version
         total = AddResult(0, 0, 0)
         for start in range(0, len(merged), self._chunk):
             chunk = merged[start : start + self._chunk]
             hids = [host_of[m.origin] for m in chunk]
-            paths_by_host: dict[int, list[str]] = {}
-            for host_id, m in zip(hids, chunk, strict=True):
-                paths_by_host.setdefault(host_id, []).append(m.path)
-            lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
-            known: dict[tuple[int, str], tuple[int, int | None]] = {}
-            made_due = 0
-            for host_id, path, url_id, source_id, state, old_lastmod, fetched_at in self._lookup(
-                conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at"
-            ):
-                known[(host_id, path)] = (url_id, source_id)
-                new_lastmod = lastmods.get((host_id, path))
-                if state == "done" and new_lastmod is not None:
-                    # Same rule as the upsert's SET clause (dialects._UPSERT_SET), counted here.
-                    old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
-                    if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
-                        made_due += 1
             first_source = [source_of[m.sources[0]] for m in chunk]
-            stored = d.write_urls(conn, hids, chunk, first_source, version, now)
-            if stored is None:
-                # The database did not report its rows: known ones came from the lookup above; find the new
-                # URLs that arrived with several sources, whose extra sources go to url_sources.
-                stored = known
-                multi: dict[int, list[str]] = {}
-                for h, m in zip(hids, chunk, strict=True):
-                    if len(m.sources) > 1 and (h, m.path) not in known:
-                        multi.setdefault(h, []).append(m.path)
-                if multi:
-                    stored = dict(known)
-                    for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
-                        stored[(host_id, path)] = (url_id, source_id)
+            if d.serialized_writers and all(self._known_share.get(h, 0.0) < 0.5 for h in set(hids)):
+                result, stored = self._insert_first(conn, hids, chunk, first_source, now)
+            else:
+                result, stored = self._lookup_first(conn, hids, chunk, first_source, now)
+            share = result.updated / len(chunk)
+            for host_id in set(hids):
+                self._known_share[host_id] = share
             pairs: set[tuple[int, int]] = set()
             for h, m in zip(hids, chunk, strict=True):
                 entry = stored.get((h, m.path))
@@ -321,8 +299,88 @@ class FrontierStore:
                 conn.exec_driver_sql(
                     d.insert_ignore("url_sources", ("url_id", "source_id"), ("url_id", "source_id")), sorted(pairs)
                 )
-            total = total + AddResult(len(chunk) - len(known), len(known), made_due)
+            total = total + result
         return total
+
+    def _lookup_first(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+    ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
+        """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
+        d = self._d
+        known, made_due = self._known_rows(conn, hids, chunk, None)
+        stored = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        if stored is None:
+            # The database did not report its rows: known ones came from the lookup above; find the new
+            # URLs that arrived with several sources, whose extra sources go to url_sources.
+            stored = known
+            multi: dict[int, list[str]] = {}
+            for h, m in zip(hids, chunk, strict=True):
+                if len(m.sources) > 1 and (h, m.path) not in known:
+                    multi.setdefault(h, []).append(m.path)
+            if multi:
+                stored = dict(known)
+                for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+                    stored[(host_id, path)] = (url_id, source_id)
+        return AddResult(len(chunk) - len(known), len(known), made_due), stored
+
+    def _insert_first(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+    ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
+        """Insert what is new first (one index probe per URL), and only when some URLs turned out to be known,
+        look those up and update them. Needs serialized writers (SQLite): new rows are exactly the ids above
+        the largest id before the insert, and nobody else writes in between."""
+        d = self._d
+        before = d.max_url_id(conn)
+        d.insert_new_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        inserted = d.max_url_id(conn) - before
+        if inserted == len(chunk):
+            multi: dict[int, list[str]] = {}
+            for h, m in zip(hids, chunk, strict=True):
+                if len(m.sources) > 1:
+                    multi.setdefault(h, []).append(m.path)
+            stored = {
+                (host_id, path): (url_id, source_id)
+                for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id")
+            }
+            return AddResult(inserted, 0, 0), stored
+        # Some were known: their rows are untouched so far (DO NOTHING), so their old state is still readable.
+        known, made_due = self._known_rows(conn, hids, chunk, before)
+        again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
+        d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
+                     self._canonical_version, now)
+        stored = dict(known)
+        multi = {}
+        for h, m in zip(hids, chunk, strict=True):
+            if len(m.sources) > 1 and (h, m.path) not in known:
+                multi.setdefault(h, []).append(m.path)
+        for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+            stored[(host_id, path)] = (url_id, source_id)
+        return AddResult(inserted, len(known), made_due), stored
+
+    def _known_rows(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None
+    ) -> tuple[dict[tuple[int, str], tuple[int, int | None]], int]:
+        """{(host_id, path): (id, source_id)} of the chunk's URLs already stored (ids <= ``max_id`` if given),
+        and how many of them a newer lastmod makes due (the rule of dialects._UPSERT_SET, counted here)."""
+        d = self._d
+        paths_by_host: dict[int, list[str]] = {}
+        for host_id, m in zip(hids, chunk, strict=True):
+            paths_by_host.setdefault(host_id, []).append(m.path)
+        lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
+        known: dict[tuple[int, str], tuple[int, int | None]] = {}
+        made_due = 0
+        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at in self._lookup(
+            conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at"
+        ):
+            if max_id is not None and url_id > max_id:
+                continue
+            known[(host_id, path)] = (url_id, source_id)
+            new_lastmod = lastmods.get((host_id, path))
+            if state == "done" and new_lastmod is not None:
+                old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
+                if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
+                    made_due += 1
+        return known, made_due
 
     def _url_id(self, conn: Connection, url: str) -> int | None:
         origin, path = split_url(url)
@@ -797,6 +855,15 @@ class FrontierStore:
         with self._tx(write=False) as tx:
             row = tx.conn.execute(query).first()
         return None if row is None or row[0] is None else dict(row[0])
+
+    def last_run(self, phase: str) -> dict[str, Any] | None:
+        """The newest finished run of ``phase`` with its counters (per-host diagnostics for ``harvester status``)."""
+        with self._tx(write=False) as tx:
+            run = tx.conn.execute(
+                select(Run.__table__).where(Run.phase == phase, Run.finished_at.is_not(None))
+                .order_by(Run.id.desc()).limit(1)
+            ).mappings().first()
+        return None if run is None else dict(run)
 
     def get_run(self, run_id: int) -> dict[str, Any] | None:
         with self._tx(write=False) as tx:

@@ -9,6 +9,7 @@ import pytest
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier import FrontierStore
 from harvester.records import (
+    AddResult,
     Completion,
     DiscoveredUrl,
     DocumentState,
@@ -507,3 +508,20 @@ def test_concurrent_threads_share_one_store_and_never_claim_twice(store: Frontie
     every = [i for ids in taken for i in ids] + rest
     assert len(every) == len(set(every))
     assert len(every) == len(store.url_states())
+
+
+def test_mixed_batches_count_and_merge_the_same_on_every_path(store: FrontierStore) -> None:
+    """A batch of mostly new URLs and one of mostly known URLs take different write orders on SQLite; the
+    results must not depend on it."""
+    store.add_discovered([found(f"https://a.test/{i}", score=1.0) for i in range(4)], now=T0)
+    mostly_new = [found(f"https://a.test/{i}", source=FEED, score=2.0) for i in range(2, 10)]
+    assert store.add_discovered(mostly_new, now=T0) == AddResult(inserted=6, updated=2, made_due=0)
+    mostly_known = [found(f"https://a.test/{i}", source="listing:https://a.test/l", score=0.5) for i in range(9, 12)]
+    mostly_known += [found(f"https://a.test/{i}", source="listing:https://a.test/l") for i in range(0, 9)]
+    assert store.add_discovered(mostly_known, now=T0) == AddResult(inserted=2, updated=10, made_due=0)
+    assert store.sources_of("https://a.test/3") == [SITEMAP, FEED, "listing:https://a.test/l"]
+    assert store.sources_of("https://a.test/11") == ["listing:https://a.test/l"]
+    assert store.url_info("https://a.test/3")["score"] == 2.0  # type: ignore[index]
+    fresh_twice = [found("https://a.test/new", source=SITEMAP), found("https://a.test/new", source=FEED)]
+    assert store.add_discovered(fresh_twice, now=T0).inserted == 1
+    assert store.sources_of("https://a.test/new") == [SITEMAP, FEED]
