@@ -148,11 +148,23 @@ def _print_counters(title: str, counters: dict[str, Any]) -> None:
     console.print(table)
 
 
-def _print_status(settings: Settings) -> dict[str, Any]:
+def _status(settings: Settings) -> dict[str, Any]:
+    """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
     from harvester.frontier import FrontierStore
 
     with FrontierStore.open(settings) as store:
         stats = store.stats().as_dict()
+        last = store.last_run("extract")
+    if last is not None:
+        counters = last.get("counters") or {}
+        stats["last_extract"] = {
+            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
+        }
+    return stats
+
+
+def _print_status(settings: Settings) -> dict[str, Any]:
+    stats = _status(settings)
     table = Table(title=f"Frontier: {stats.get('total', 0)} URLs, {stats.get('pages', 0)} pages stored")
     table.add_column("host")
     states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("states") or {})})
@@ -162,6 +174,17 @@ def _print_status(settings: Settings) -> dict[str, Any]:
         by_state = host.get("states") or {}
         table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
+    hosts = (stats.get("last_extract") or {}).get("hosts") or {}
+    if hosts:
+        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")
+        for column in ("host", "fetched", "304", "errors", "peak/limit", "rate/s", "parked"):
+            diag.add_column(column)
+        for origin, host in sorted(hosts.items()):
+            errors = ", ".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
+            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)), errors,
+                         f"{host.get('peak_in_flight', 0)}/{host.get('limit', 0)}", str(host.get("rate_per_s", 0)),
+                         host.get("parked_reason") or "")
+        console.print(diag)
     return stats
 
 
@@ -267,10 +290,8 @@ def status(
     """Counts per state and per host."""
     settings = _settings(db, config)
     if as_json:
-        from harvester.frontier import FrontierStore
 
-        with FrontierStore.open(settings) as store:
-            print(json.dumps(store.stats().as_dict(), indent=2, default=str))
+        print(json.dumps(_status(settings), indent=2, default=str))
         return
     _print_status(settings)
 

@@ -1,0 +1,75 @@
+"""The CLI's own commands that need no Prefect API: status, db upgrade, export, and its error reporting."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from harvester import phases
+from harvester.cli import app
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings, SiteProfile
+from harvester.testing.sites import HostSpec
+
+runner = CliRunner()
+
+
+async def test_status_shows_states_and_the_last_extractions_per_host_diagnostics(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=20), HostSpec("b", pages=10, latency_s=0.002)], seed=2)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        run_id = await phases.begin_run(settings, "extract", profile)
+        result = await phases.extract(store, settings, profile, run_id=run_id)
+    await phases.finish_run(settings, run_id, "extract", [result])
+
+    out = runner.invoke(app, ["status", "--json", "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    status = json.loads(out.output)
+    assert status["by_state"]["done"] == status["total"]
+    hosts = status["last_extract"]["hosts"]
+    assert set(hosts) == {web.origin("a"), web.origin("b")}
+    assert hosts[web.origin("a")]["fetched"] >= len(web.truth["a"].allowed_detail_urls())
+    assert all(1 <= host["peak_in_flight"] <= host["limit"] for host in hosts.values())
+
+    table = runner.invoke(app, ["status", "--db", sqlite_url])
+    assert table.exit_code == 0
+    assert "per-host diagnostics" in table.output
+
+
+def test_export_writes_jsonl_and_warc(make_web, sqlite_url, tmp_path):
+    import asyncio
+
+    web = make_web([HostSpec("a", pages=8)], seed=3)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+
+    async def harvest() -> None:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await phases.discover(store, settings, profile)
+            await phases.extract(store, settings, profile)
+
+    asyncio.run(harvest())
+    jsonl = tmp_path / "out.jsonl"
+    out = runner.invoke(app, ["export", "--format", "jsonl", "-o", str(jsonl), "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {line["url"] for line in lines} >= set(web.truth["a"].allowed_detail_urls())
+    warc = tmp_path / "out.warc.gz"
+    out = runner.invoke(app, ["export", "--format", "warc", "-o", str(warc), "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    assert warc.stat().st_size > 0
+
+
+def test_db_upgrade_reports_head(sqlite_url):
+    out = runner.invoke(app, ["db", "upgrade", "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    assert "schema at head" in out.output
+
+
+def test_a_bad_format_is_refused_by_name(sqlite_url, tmp_path):
+    out = runner.invoke(app, ["export", "--format", "csv", "-o", str(tmp_path / "x"), "--db", sqlite_url])
+    assert out.exit_code != 0
+    assert "csv" in out.output
