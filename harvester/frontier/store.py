@@ -75,6 +75,9 @@ _URL_UPDATE = (
 
 _full_url = (Host.origin + Url.path).label("url")
 
+_KIND_OF = {kind.value: kind for kind in UrlKind}
+"""Stored kind -> UrlKind without Enum's (slow) value lookup."""
+
 
 def _pages_query() -> Select[Any]:
     return select(Page.__table__, _full_url).join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
@@ -484,20 +487,20 @@ class FrontierStore:
             ).all()
             origin_of = {host_id: origin for host_id, origin in host_rows}
             rows = d.claim_rows(tx.conn, sorted(origin_of), kind_values, per_host, now, owner, until)
-            claimed = [self._claimed(row, origin_of) for row in rows]
+            claimed = [self._claimed(row, origin_of, until) for row in rows]
         claimed.sort(key=lambda c: (c.host, -c.score, c.id))
         return claimed
 
-    def _claimed(self, row: Any, origin_of: dict[int, str]) -> ClaimedUrl:
-        d = self._d
-        (url_id, path, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash,
+    def _claimed(self, row: Any, origin_of: dict[int, str], until: datetime) -> ClaimedUrl:
+        dt = self._d.dt
+        (url_id, path, host_id, kind, depth, score, attempts, _, etag, last_modified, content_hash,
          lastmod, last_fetched_at, changefreq, revisit_s) = row
-        until = d.dt(lease_until)
-        assert until is not None
+        origin = origin_of[host_id]
         return ClaimedUrl(
-            id=url_id, url=origin_of[host_id] + path, host=origin_of[host_id], kind=UrlKind(kind), depth=depth,
-            score=score, attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified,
-            content_hash=content_hash, lastmod=d.dt(lastmod), last_fetched_at=d.dt(last_fetched_at),
+            id=url_id, url=origin + path, host=origin, kind=_KIND_OF[kind], depth=depth, score=score,
+            attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified, content_hash=content_hash,
+            lastmod=None if lastmod is None else dt(lastmod),
+            last_fetched_at=None if last_fetched_at is None else dt(last_fetched_at),
             changefreq=changefreq, revisit_s=revisit_s,
         )
 
