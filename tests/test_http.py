@@ -11,6 +11,7 @@ import asyncio
 import functools
 import socket
 import time
+import uuid
 import zlib
 from collections.abc import AsyncIterator
 
@@ -141,7 +142,8 @@ async def test_http_errors_are_classified_but_status_kept(web, fetcher):
     assert missing.error_class is ErrorClass.HTTP_4XX
     assert missing.status == 404
     assert missing.gone
-    target = web.url("h", f"/hostile/fail-once?x={id(fetcher)}")
+    # A fresh key per run: id() of a freed object can repeat, and the route fails only once per URL.
+    target = web.url("h", f"/hostile/fail-once?x={uuid.uuid4().hex}")
     failed = await fetcher.fetch(target)
     assert failed.error_class is ErrorClass.HTTP_5XX
     assert failed.status == 500
