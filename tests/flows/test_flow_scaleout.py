@@ -20,8 +20,8 @@ from harvester.settings import Settings, SiteProfile
 from harvester.testing.record import RequestRecord, duplicates, max_in_flight
 from harvester.testing.sites import HostSpec
 
-SPECS = [HostSpec(f"h{n}", pages=30, latency_s=0.08) for n in range(6)]
-"""Slow enough (about 1 s per host) that one worker cannot finish everything while the other is starting."""
+SPECS = [HostSpec(f"h{n}", pages=60, latency_s=0.12) for n in range(6)]
+"""Slow enough (about 2-4 s per host) that one worker cannot finish everything while the other is starting."""
 AGENTS = ("harvester-worker-A/1.0 (+test)", "harvester-worker-B/1.0 (+test)")
 
 
