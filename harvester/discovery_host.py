@@ -17,6 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from harvester import revisit
 from harvester.discovery.feeds import parse_feed
 from harvester.discovery.listings import extract_links
 from harvester.discovery.sitemaps import parse_sitemap
@@ -311,16 +312,11 @@ class HostDiscovery:
         return completion, list(outlinks.values())
 
     def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
-        error_class = result.error_class or ErrorClass.HTTP_4XX
-        if result.gone:
-            return replace(base, state=UrlState.GONE, error_class=error_class)
-        if error_class is ErrorClass.ROBOTS_DISALLOWED:
-            return replace(base, state=UrlState.DISALLOWED, error_class=error_class)
-        retry = result.error_class in RETRYABLE and claimed.attempts + 1 < self.settings.politeness.max_attempts
-        delay = self.settings.politeness.backoff_base_s * (2 ** claimed.attempts)
+        """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""
+        outcome = revisit.classify_outcome(claimed, result, None, settings=self.settings, now=utcnow())
         return replace(
-            base, state=UrlState.QUEUED if retry else UrlState.FAILED, error_class=error_class, error=result.error,
-            next_fetch_at=utcnow() + timedelta(seconds=delay) if retry else base.next_fetch_at,
+            base, state=outcome.state, error_class=outcome.error_class, error=outcome.error,
+            next_fetch_at=outcome.next_fetch_at or base.next_fetch_at,
         )
 
     # -- feeds --------------------------------------------------------------------------------------------------
@@ -420,5 +416,3 @@ class HostDiscovery:
             self.problems.append(message)
         self.report.add_problem(message)
 
-
-RETRYABLE = frozenset({ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429})

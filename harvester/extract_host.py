@@ -87,11 +87,17 @@ class CompletionWriter:
         self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
         self._first_at = 0.0
         self._lock = asyncio.Lock()
+        self._lastmod: dict[str, tuple[int, int]] = {}
         self.counters: Counter[str] = Counter()
 
     def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
         items, self._pending = self._pending, []
         return items
+
+    def note_lastmod(self, host: str, *, changed: bool) -> None:
+        """One fetch a newer sitemap lastmod asked for; written with the next batch, not a transaction per URL."""
+        checks, hits = self._lastmod.get(host, (0, 0))
+        self._lastmod[host] = (checks + 1, hits + (1 if changed else 0))
 
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         if not self._pending:
@@ -119,6 +125,9 @@ class CompletionWriter:
                 self._pending[:0] = items
                 raise
             self.counters["lease_lost"] += result.lost
+            if self._lastmod:
+                tallies, self._lastmod = self._lastmod, {}
+                await db(self._store.add_lastmod_checks, tallies)
             for completion, _ in items:
                 self.counters[completion.state.value] += 1
 
@@ -242,10 +251,8 @@ class ExtractWork:
     async def done(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
         completion, outlinks = self._complete(claimed, result)
-        if claimed.lastmod is not None and claimed.last_fetched_at is not None and result.status in (200, 304):
-            predicted = claimed.lastmod > claimed.last_fetched_at
-            await db(self.store.record_lastmod_check, claimed.host, predicted_change=predicted,
-                     changed=completion.changed)
+        if revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at) and result.status in (200, 304):
+            self.writer.note_lastmod(claimed.host, changed=completion.changed)
         await self.writer.put(completion, outlinks)
 
     # -- decisions ----------------------------------------------------------------------------------------------

@@ -770,15 +770,22 @@ class FrontierStore:
     def record_lastmod_check(self, origin: str, *, predicted_change: bool, changed: bool) -> None:
         """Count one re-fetch that a newer sitemap lastmod asked for (``predicted_change``) and whether the
         content really changed. Fetches without a lastmod prediction are not counted."""
-        if not predicted_change:
+        if predicted_change:
+            self.add_lastmod_checks({origin: (1, 1 if changed else 0)})
+
+    def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
+        """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
+        tallies = {origin: pair for origin, pair in tallies.items() if pair[0]}
+        if not tallies:
             return
         with self._tx() as tx:
-            host_id = self._ensure_hosts(tx, [origin])[origin]
-            tx.conn.execute(
-                update(Host).where(Host.id == host_id).values(
-                    lastmod_checks=Host.lastmod_checks + 1, lastmod_hits=Host.lastmod_hits + (1 if changed else 0)
+            host_ids = self._ensure_hosts(tx, list(tallies))
+            for origin, (checks, hits) in tallies.items():
+                tx.conn.execute(
+                    update(Host).where(Host.id == host_ids[origin]).values(
+                        lastmod_checks=Host.lastmod_checks + checks, lastmod_hits=Host.lastmod_hits + hits
+                    )
                 )
-            )
 
     def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
         """(checks, hits): how often this host's newer lastmod came with a real content change."""
