@@ -10,6 +10,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 
 from conftest import VENV_BIN, prepared, stop_group
@@ -79,7 +80,9 @@ def test_sigkill_halfway_then_rerun_repeats_nothing_and_loses_nothing(prefect_ap
     assert len(repeated) <= in_flight_cap + FLUSH_ITEMS, repeated
 
 
-FAULT_SPECS = [HostSpec("f", pages=150, latency_s=0.02), HostSpec("g", pages=150, latency_s=0.02)]
+# Slow enough (about 2-4 s per host at the default limits) that the lock lands mid-extraction, not after it:
+# at 20 ms the whole extraction could finish between two polls of the done count.
+FAULT_SPECS = [HostSpec("f", pages=150, latency_s=0.06), HostSpec("g", pages=150, latency_s=0.06)]
 
 
 async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(prefect_api, make_web, tmp_path):
@@ -102,11 +105,14 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(pref
         await phases.discover(store, settings, profile)
     web.clear_records()
 
+    locked = threading.Event()
+
     def lock_for(seconds: float) -> None:
         """Another connection takes the write lock, so the worker's next store write fails with StoreError."""
         conn = sqlite3.connect(path, isolation_level=None, timeout=10)
         try:
             conn.execute("BEGIN EXCLUSIVE")
+            locked.set()
             time.sleep(seconds)
             conn.execute("COMMIT")
         finally:
@@ -119,7 +125,10 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(pref
         while len(await asyncio.to_thread(done_details, db_url, details)) < len(details) // 4:
             assert not run.done(), "extraction finished before the fault"
             await asyncio.sleep(0.1)
-        await asyncio.to_thread(lock_for, 5.5)  # longer than the writer's own waits: the task fails
+        holder = asyncio.create_task(asyncio.to_thread(lock_for, 5.5))  # longer than the writer's own waits
+        await asyncio.to_thread(locked.wait, 10)
+        assert not run.done(), "the control: the lock must be taken while extraction still runs"
+        await holder
         state = await asyncio.wait_for(run, timeout=120)
     finally:
         tasks.RETRY_DELAYS_S[:] = saved
