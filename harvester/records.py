@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 
@@ -158,9 +158,11 @@ class FetchResult:
         return Validators(self.etag, self.last_modified)
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimedUrl:
-    """A URL leased to one worker: everything the fetch and its conditional headers need."""
+class ClaimedUrl(NamedTuple):
+    """A URL leased to one worker: everything the fetch and its conditional headers need.
+
+    A NamedTuple, not a frozen dataclass: a claim builds a thousand of these, and a frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field, ~2.5 µs) cost half of a 5 ms claim budget."""
 
     id: int
     url: str

@@ -40,9 +40,14 @@ _UPSERT_SET = """
 # (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
 
 RETURNED_COLUMNS = _RETURNED = (
-    "id, path, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash, lastmod,"
-    " last_fetched_at, changefreq, revisit_s"
+    "id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash, lastmod, last_fetched_at,"
+    " changefreq, revisit_s"
 )
+"""What a claim reads of each leased URL (store._claimed unpacks them in this order)."""
+
+PROMOTE_BATCH = 2_000
+"""Most finished URLs whose revisit came due that one claim moves into the queue (earliest due first). Bounds the
+claim that first meets a day's worth of revisits; later claims move the rest."""
 
 
 def make_engine(settings: Settings) -> Engine:
@@ -85,7 +90,10 @@ def make_engine(settings: Settings) -> Engine:
 
         return engine
     if backend == "postgresql":
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10)
+        # The frontier's statements are short and indexed: JIT compilation (which kicks in on a mis-estimated
+        # plan) cost 600 ms on a claim that runs in 20 ms.
+        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10,
+                             connect_args={"options": "-c jit=off"})
     raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")
 
 
@@ -99,14 +107,19 @@ def dialect_for(name: str) -> Dialect:
 
 
 class Dialect:
-    """SQL text, value conversion and the two dialect-specific units of work (bulk upsert, claim)."""
+    """SQL text, value conversion and the dialect-specific units of work (bulk upsert, promotion, claim)."""
 
     lock_rows = ""
-    """Appended to a SELECT whose rows the transaction goes on to update (PostgreSQL: FOR UPDATE)."""
+    """Appended to a SELECT whose rows the transaction goes on to update (PostgreSQL: FOR UPDATE OF l)."""
 
     serialized_writers = False
     """True when one writer at a time holds the database (SQLite): new ids are then exactly those above the
     largest id before an insert, which lets the store insert first and look up only when needed."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.is_sqlite = name == "sqlite"
+        self.p = "?" if self.is_sqlite else "%s"
 
     def max_url_id(self, conn: Connection) -> int:
         return int(conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM urls").scalar_one())
@@ -118,24 +131,28 @@ class Dialect:
         """Insert the chunk's URLs that are not stored yet and leave the others untouched."""
         raise NotImplementedError
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.is_sqlite = name == "sqlite"
-        self.p = "?" if self.is_sqlite else "%s"
+    def enqueue_above(self, conn: Connection, max_id: int) -> None:
+        """Queue every URL with an id above ``max_id`` (serialized writers only: the rows just inserted)."""
+        raise NotImplementedError
 
     def write_urls(
         self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
         version: int, now: datetime,
-    ) -> dict[tuple[int, str], tuple[int, int | None]] | None:
-        """Upsert one chunk in one statement. Returns {(host_id, path): (id, source_id)} when the database
-        reports the rows it wrote, None when it cannot (the store then looks them up as needed)."""
+    ) -> dict[tuple[int, str], tuple[int, int | None, bool]] | None:
+        """Upsert one chunk in one statement. Returns {(host_id, path): (id, source_id, inserted)} when the
+        database reports the rows it wrote, None when it cannot (the store then looks them up as needed)."""
         raise NotImplementedError
 
     def claim_rows(
         self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
         owner: str, lease_until: datetime,
     ) -> list[Any]:
-        """Lease the top ``per_host`` due URLs of each host; rows of ``RETURNED_COLUMNS``."""
+        """Move the top ``per_host`` due queue rows of each host into ``leases``; rows of ``RETURNED_COLUMNS``."""
+        raise NotImplementedError
+
+    def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
+        """Finished URLs of ``host_ids`` whose revisit time has come become QUEUED and enter the queue, where they
+        compete with new URLs by score. At most ``limit``, earliest due first (``ix_urls_revisit`` order)."""
         raise NotImplementedError
 
     # --- values -------------------------------------------------------------------------------------------
@@ -171,7 +188,7 @@ class Dialect:
         """SQLite: one row per parameter tuple (host_id, path, canonical_version, source_id, kind, score, depth,
         first_seen, last_seen, lastmod, changefreq, priority), run with executemany of the one prepared
         statement. PostgreSQL: one statement per chunk over parallel arrays, returning (id, host_id, path,
-        source_id)."""
+        source_id, inserted)."""
         if self.is_sqlite:
             return _sqlite_upsert()
         return _pg_upsert()
@@ -181,54 +198,42 @@ class Dialect:
         marks = ", ".join([self.p] * len(columns))
         return f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({', '.join(conflict)}) DO NOTHING"
 
-    def claim_sql(self, n_hosts: int, n_kinds: int) -> str:
-        """PostgreSQL: the top ``per_host`` due URLs of each host, locked and leased in one statement.
+    @property
+    def enqueue_sql(self) -> str:
+        """Queue rows (host_id, kind, rank, url_id, due_at) for executemany; an entry already there is kept."""
+        return self.insert_ignore("queue", ("host_id", "kind", "rank", "url_id", "due_at"),
+                                  ("host_id", "kind", "rank", "url_id"))
 
-        Per host, two index range scans stop after ``per_host`` rows (QUEUED by ``ix_urls_claim``; DONE and due
-        for a revisit by ``ix_urls_revisit``), locked with ``FOR UPDATE SKIP LOCKED`` so two claimers never take
-        the same URL; ROW_NUMBER then ranks only those candidates. (A ROW_NUMBER over every due URL would rank
-        each host's whole backlog on every claim.) SQLite uses ``claim_candidates_sql`` + ``lease_sql``.
-        """
-        return _PG_CLAIM
+    @property
+    def rerank_sql(self) -> str:
+        """A queued URL's better score moves its queue entry; parameters (new rank, host_id, kind, old rank, id).
+        Matches nothing when the URL is leased meanwhile (its rank is read from ``urls`` when it comes back)."""
+        p = self.p
+        return f"UPDATE queue SET rank = {p} WHERE host_id = {p} AND kind = {p} AND rank = {p} AND url_id = {p}"
 
-    def claim_params(
-        self, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime, owner: str,
-        lease_until: datetime,
-    ) -> list[Any]:
-        return [list(host_ids), now, list(kinds), per_host, now, list(kinds), per_host, owner, lease_until, per_host]
-
-    def claim_candidates_sql(self, n_hosts: int, n_kinds: int) -> str:
-        """SQLite: the same two bounded index range scans per host as one UNION ALL query, returning
-        (id, host_id, score); the store ranks them per host and leases the winners in the same transaction
-        (BEGIN IMMEDIATE: no other writer can interleave)."""
-        return _sqlite_candidates(n_hosts, n_kinds)
-
-    def claim_candidates_params(
-        self, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime
-    ) -> list[Any]:
-        t = self.ts(now)
-        params: list[Any] = []
-        for host_id in host_ids:
-            params += [host_id, t, *kinds, per_host, host_id, t, *kinds, per_host]
-        return params
-
-    def lease_sql(self, n_ids: int) -> str:
-        """SQLite: lease the chosen ids; parameters (owner, lease_until, *ids)."""
-        return (
-            "UPDATE urls SET state = 'leased', lease_owner = ?, lease_until = ?"
-            f" WHERE id IN {self.in_list(n_ids)} AND state IN ('queued', 'done') RETURNING {_RETURNED}"
+    def release_leases(self, conn: Connection, where: str, params: Sequence[Any]) -> int:
+        """End the leases matching ``where`` (SQL over ``leases.*`` columns) and put their URLs back in the queue,
+        due as they were (``urls.next_fetch_at``) and ranked by their current score. Returns how many ended."""
+        conn.exec_driver_sql(
+            "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
+            " SELECT u.host_id, u.kind, -u.score, u.id, u.next_fetch_at FROM leases JOIN urls u ON u.id = leases.url_id"
+            f" WHERE {where} AND u.state = 'queued' ON CONFLICT DO NOTHING",
+            tuple(params),
         )
+        return int(conn.exec_driver_sql(f"DELETE FROM leases WHERE {where}", tuple(params)).rowcount)
 
     def claim_hosts_sql(self, n_origins: int | None, n_kinds: int | None) -> str:
         """Lease up to N hosts with due work that nobody else holds (or whose holder's lease ran out).
 
-        Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
+        Due work: a queue entry that is due, or a finished URL whose revisit time has come (promoted by the
+        claim). Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
         Parameters: owner, lease_until, then ``claim_hosts_params``.
         """
         p = self.p
-        due_kind = "" if n_kinds is None else " AND u.kind IN " + self.in_list(n_kinds)
-        if not self.is_sqlite and n_kinds is not None:
-            due_kind = " AND u.kind = ANY(%s)"
+        kind_q = kind_u = ""
+        if n_kinds is not None:
+            kind_q = " AND q.kind IN " + self.in_list(n_kinds) if self.is_sqlite else " AND q.kind = ANY(%s)"
+            kind_u = " AND u.kind IN " + self.in_list(n_kinds) if self.is_sqlite else " AND u.kind = ANY(%s)"
         origin_filter = ""
         if n_origins is not None:
             origin_filter = (
@@ -238,10 +243,10 @@ class Dialect:
             SELECT h.id FROM hosts h
             WHERE (h.lease_owner IS NULL OR h.lease_owner = {p} OR h.lease_until < {p})
               AND (h.blocked_until IS NULL OR h.blocked_until <= {p}) AND h.parked_reason IS NULL{origin_filter}
-              AND (EXISTS (SELECT 1 FROM urls u WHERE u.host_id = h.id AND u.state = 'queued'
-                           AND (u.next_fetch_at IS NULL OR u.next_fetch_at <= {p}){due_kind})
+              AND (EXISTS (SELECT 1 FROM queue q WHERE q.host_id = h.id{kind_q}
+                           AND (q.due_at IS NULL OR q.due_at <= {p}))
                    OR EXISTS (SELECT 1 FROM urls u WHERE u.host_id = h.id AND u.state = 'done'
-                              AND u.next_fetch_at <= {p}{due_kind}))
+                              AND u.next_fetch_at <= {p}{kind_u}))
             ORDER BY h.lease_until IS NOT NULL, h.lease_until, h.id
             LIMIT {p}"""
         if self.is_sqlite:
@@ -261,7 +266,7 @@ class Dialect:
         kind_params: list[Any] = []
         if kinds is not None:
             kind_params = list(kinds) if self.is_sqlite else [list(kinds)]
-        return [*params, t, *kind_params, t, *kind_params, limit]
+        return [*params, *kind_params, t, t, *kind_params, limit]
 
 
 @cache
@@ -285,7 +290,9 @@ def _sqlite_insert_new() -> str:
 @cache
 def _pg_upsert() -> str:
     # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing), sent
-    # in binary (%b): text-formatting the arrays cost ~7 us per row client-side, binary ~1.5 us.
+    # in binary (%b): text-formatting the arrays cost ~7 us per row client-side, binary ~1.5 us. ``xmax = 0``
+    # marks a row this statement inserted (an updated row carries the updating transaction's id): that, not an
+    # earlier lookup, says which rows are new, so a concurrent insert of the same URL is never queued twice.
     return (
         "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
         " last_seen, lastmod, changefreq, priority)"
@@ -294,40 +301,65 @@ def _pg_upsert() -> str:
         " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[])"
         " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority)"
         " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
-        + " RETURNING id, host_id, path, source_id"
+        + " RETURNING id, host_id, path, source_id, kind, score, (xmax = 0) AS inserted"
+    )
+
+
+@cache
+def _pg_upsert_and_enqueue() -> str:
+    """The upsert, and the queue entries of the rows it inserted, in one round trip."""
+    return (
+        f"WITH w AS ({_pg_upsert()}),"
+        " q AS (INSERT INTO queue (host_id, kind, rank, url_id)"
+        " SELECT host_id, kind, -score, id FROM w WHERE inserted ON CONFLICT DO NOTHING)"
+        " SELECT id, host_id, path, source_id, inserted FROM w"
     )
 
 
 @cache
 def _sqlite_candidates(n_hosts: int, n_kinds: int) -> str:
-    kinds = "(" + ",".join("?" * n_kinds) + ")"
+    """Per host and kind, the first ``LIMIT`` due entries of the queue's primary key range, as one query."""
     branch = (
-        "SELECT * FROM (SELECT id, host_id, score FROM urls WHERE host_id = ? AND state = '{state}' AND {due}"
-        f" AND kind IN {kinds} ORDER BY score DESC, id LIMIT ?)"
+        "SELECT * FROM (SELECT host_id, kind, rank, url_id FROM queue WHERE host_id = ? AND kind = ?"
+        " AND (due_at IS NULL OR due_at <= ?) ORDER BY rank, url_id LIMIT ?)"
     )
-    queued = branch.format(state="queued", due="(next_fetch_at IS NULL OR next_fetch_at <= ?)")
-    done = branch.format(state="done", due="next_fetch_at <= ?")
-    return " UNION ALL ".join(f"{queued} UNION ALL {done}" for _ in range(n_hosts))
+    return " UNION ALL ".join([branch] * (n_hosts * n_kinds))
 
+
+_SQLITE_DEQUEUE = "DELETE FROM queue WHERE host_id = ? AND kind = ? AND rank = ? AND url_id = ?"
+_SQLITE_LEASE = "INSERT INTO leases (url_id, host_id, owner, lease_until) VALUES (?, ?, ?, ?)"
 
 _PG_CLAIM = f"""
-WITH h(id) AS (SELECT unnest(%s::bigint[])),
-c AS (
-    SELECT q.id, q.host_id, q.score FROM h CROSS JOIN LATERAL (
-        SELECT u.id, u.host_id, u.score FROM urls u
-        WHERE u.host_id = h.id AND u.state = 'queued' AND (u.next_fetch_at IS NULL OR u.next_fetch_at <= %s)
-          AND u.kind = ANY(%s)
-        ORDER BY u.score DESC, u.id LIMIT %s FOR UPDATE SKIP LOCKED) q
-    UNION ALL
-    SELECT q.id, q.host_id, q.score FROM h CROSS JOIN LATERAL (
-        SELECT u.id, u.host_id, u.score FROM urls u
-        WHERE u.host_id = h.id AND u.state = 'done' AND u.next_fetch_at <= %s AND u.kind = ANY(%s)
-        ORDER BY u.score DESC, u.id LIMIT %s FOR UPDATE SKIP LOCKED) q
+WITH c AS (
+    SELECT q.ctid, q.host_id, q.kind, q.rank, q.url_id
+    FROM unnest(%s::bigint[]) AS h(id) CROSS JOIN unnest(%s::text[]) AS k(kind) CROSS JOIN LATERAL (
+        SELECT ctid, host_id, kind, rank, url_id FROM queue
+        WHERE host_id = h.id AND kind = k.kind AND (due_at IS NULL OR due_at <= %s)
+        ORDER BY rank, url_id LIMIT %s FOR UPDATE SKIP LOCKED) q
 ),
-r AS (SELECT id, ROW_NUMBER() OVER (PARTITION BY host_id ORDER BY score DESC, id) AS rn FROM c)
-UPDATE urls SET state = 'leased', lease_owner = %s, lease_until = %s
-FROM r WHERE urls.id = r.id AND r.rn <= %s
-RETURNING {", ".join("urls." + c.strip() for c in _RETURNED.split(","))}
+r AS (SELECT *, row_number() OVER (PARTITION BY host_id ORDER BY rank, url_id) AS rn FROM c),
+d AS (
+    DELETE FROM queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM r WHERE rn <= %s))
+    RETURNING url_id, host_id
+),
+l AS (INSERT INTO leases (url_id, host_id, owner, lease_until) SELECT url_id, host_id, %s, %s FROM d
+      RETURNING url_id)
+SELECT {_RETURNED} FROM urls WHERE id = ANY(ARRAY(SELECT url_id FROM l))
+"""
+"""PostgreSQL: per host and kind, an index range of the queue stopping after ``per_host`` due rows, locked with
+``FOR UPDATE SKIP LOCKED`` so two claimers never take the same entry; ROW_NUMBER keeps the best ``per_host`` per
+host across kinds; those rows move from the queue to the leases, and their URLs are read back, in one statement."""
+
+_PG_PROMOTE = """
+WITH p AS (
+    UPDATE urls SET state = 'queued'
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM urls WHERE host_id = ANY(%s) AND state = 'done' AND next_fetch_at <= %s
+                           LIMIT %s FOR UPDATE SKIP LOCKED))
+      AND state = 'done'
+    RETURNING host_id, kind, score, id, next_fetch_at
+)
+INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, -score, id, next_fetch_at FROM p
+ON CONFLICT DO NOTHING
 """
 
 
@@ -340,79 +372,108 @@ class SqliteDialect(Dialect):
         self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
         version: int, now: datetime,
     ) -> None:
-        ts = to_epoch_us
-        t_now = ts(now)
+        conn.exec_driver_sql(_sqlite_insert_new(), _sqlite_url_params(hids, chunk, first_source, version, now))
+
+    def enqueue_above(self, conn: Connection, max_id: int) -> None:
+        """Queue every URL with an id above ``max_id``: the rows this transaction just inserted (one C-level
+        statement over adjacent rows instead of a parameter tuple per URL)."""
         conn.exec_driver_sql(
-            _sqlite_insert_new(),
-            [
-                (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
-                 None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
-                for h, m, sid in zip(hids, chunk, first_source, strict=True)
-            ],
+            "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
+            " SELECT host_id, kind, -score, id, next_fetch_at FROM urls WHERE id > ? AND state = 'queued'",
+            (max_id,),
         )
 
     def write_urls(
         self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
         version: int, now: datetime,
-    ) -> dict[tuple[int, str], tuple[int, int | None]] | None:
-        ts = to_epoch_us
-        t_now = ts(now)
+    ) -> dict[tuple[int, str], tuple[int, int | None, bool]] | None:
         # executemany of one prepared INSERT ... ON CONFLICT: sqlite3 steps it per row in C.
-        conn.exec_driver_sql(
-            self.upsert_urls,
-            [
-                (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
-                 None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
-                for h, m, sid in zip(hids, chunk, first_source, strict=True)
-            ],
-        )
+        conn.exec_driver_sql(self.upsert_urls, _sqlite_url_params(hids, chunk, first_source, version, now))
         return None
+
+    def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
+        if not host_ids:
+            return 0
+        promoted = conn.exec_driver_sql(
+            "UPDATE urls SET state = 'queued' WHERE id IN (SELECT id FROM urls WHERE host_id IN"
+            f" {self.in_list(len(host_ids))} AND state = 'done' AND next_fetch_at <= ? LIMIT ?)"
+            " RETURNING host_id, kind, -score, id, next_fetch_at",
+            (*host_ids, to_epoch_us(now), limit),
+        ).all()
+        if promoted:
+            conn.exec_driver_sql(self.enqueue_sql, [tuple(row) for row in promoted])
+        return len(promoted)
 
     def claim_rows(
         self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
         owner: str, lease_until: datetime,
     ) -> list[Any]:
         rows: list[Any] = []
-        step = 100  # hosts per statement: ~1,200 parameters, well inside SQLite's limit
+        t_now, t_until = to_epoch_us(now), to_epoch_us(lease_until)
+        step = max(1, 200 // len(kinds))  # branches per statement: ~800 parameters, well inside SQLite's limit
         for start in range(0, len(host_ids), step):
             part = host_ids[start : start + step]
-            candidates = conn.exec_driver_sql(
-                self.claim_candidates_sql(len(part), len(kinds)),
-                tuple(self.claim_candidates_params(part, kinds, per_host, now)),
-            ).all()
-            by_host: dict[int, list[tuple[float, int]]] = {}
-            for url_id, host_id, score in candidates:
-                by_host.setdefault(host_id, []).append((-score, url_id))
-            chosen: list[int] = []
-            for entries in by_host.values():
-                if len(entries) > per_host:  # queued and revisit candidates together: keep the best
-                    entries.sort()
-                    del entries[per_host:]
-                chosen += [url_id for _, url_id in entries]
-            for offset in range(0, len(chosen), 5000):
-                batch = chosen[offset : offset + 5000]
-                rows += conn.exec_driver_sql(self.lease_sql(len(batch)), (owner, self.ts(lease_until), *batch)).all()
+            params: list[Any] = []
+            for host_id in part:
+                for kind in kinds:
+                    params += (host_id, kind, t_now, per_host)
+            chosen = conn.exec_driver_sql(_sqlite_candidates(len(part), len(kinds)), tuple(params)).all()
+            if len(kinds) > 1:  # several kinds of one host: keep its best per_host across them
+                by_host: dict[int, list[Any]] = {}
+                for entry in chosen:
+                    by_host.setdefault(entry[0], []).append(entry)
+                chosen = []
+                for entries in by_host.values():
+                    entries.sort(key=lambda e: (e[2], e[3]))
+                    chosen += entries[:per_host]
+            if not chosen:
+                continue
+            conn.exec_driver_sql(_SQLITE_DEQUEUE, [tuple(entry) for entry in chosen])
+            conn.exec_driver_sql(_SQLITE_LEASE, [(entry[3], entry[0], owner, t_until) for entry in chosen])
+            ids = [entry[3] for entry in chosen]
+            for offset in range(0, len(ids), 5000):
+                batch = ids[offset : offset + 5000]
+                rows += conn.exec_driver_sql(
+                    f"SELECT {_RETURNED} FROM urls WHERE id IN {self.in_list(len(batch))}", tuple(batch)
+                ).all()
         return rows
+
+
+def _sqlite_url_params(
+    hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int], version: int, now: datetime
+) -> list[tuple[Any, ...]]:
+    ts = to_epoch_us
+    t_now = ts(now)
+    return [
+        (h, m.path, version, sid, m.kind, m.score, m.depth, t_now, t_now,
+         None if m.lastmod is None else ts(m.lastmod), m.changefreq, m.priority)
+        for h, m, sid in zip(hids, chunk, first_source, strict=True)
+    ]
 
 
 class PostgresDialect(Dialect):
     """PostgreSQL: concurrent writers are real, so claims lock with SKIP LOCKED and upserts report their rows."""
 
-    lock_rows = " FOR UPDATE"
+    lock_rows = " FOR UPDATE OF l"
 
     def write_urls(
         self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
         version: int, now: datetime,
-    ) -> dict[tuple[int, str], tuple[int, int | None]] | None:
+    ) -> dict[tuple[int, str], tuple[int, int | None, bool]] | None:
         returned = conn.exec_driver_sql(
-            self.upsert_urls,
+            _pg_upsert_and_enqueue(),
             (
                 version, now, now, list(hids), [m.path for m in chunk], list(first_source),
                 [m.kind for m in chunk], [m.score for m in chunk], [m.depth for m in chunk],
                 [m.lastmod for m in chunk], [m.changefreq for m in chunk], [m.priority for m in chunk],
             ),
         )
-        return {(h, path): (url_id, sid) for url_id, h, path, sid in returned}
+        return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}
+
+    def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
+        if not host_ids:
+            return 0
+        return int(conn.exec_driver_sql(_PG_PROMOTE, (list(host_ids), now, limit)).rowcount)
 
     def claim_rows(
         self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
@@ -420,7 +481,10 @@ class PostgresDialect(Dialect):
     ) -> list[Any]:
         if not host_ids:
             return []
+        # Each host's queue range is meant to be walked in key order and stopped after LIMIT rows. Right after a
+        # bulk load, before autovacuum's ANALYZE, the planner expects a handful of rows per host and picks a
+        # bitmap scan that reads and sorts the host's whole queue instead (100+ ms for a claim of 1,000).
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
         return list(conn.exec_driver_sql(
-            self.claim_sql(len(host_ids), len(kinds)),
-            tuple(self.claim_params(host_ids, kinds, per_host, now, owner, lease_until)),
+            _PG_CLAIM, (list(host_ids), list(kinds), now, per_host, per_host, owner, lease_until)
         ))

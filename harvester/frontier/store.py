@@ -24,8 +24,8 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
-from harvester.frontier.dialects import dialect_for, make_engine
-from harvester.frontier.models import Document, Fetch, Host, Page, Run, Url
+from harvester.frontier.dialects import PROMOTE_BATCH, dialect_for, make_engine
+from harvester.frontier.models import Document, Fetch, Host, Lease, Page, QueueEntry, Run, Url
 from harvester.frontier.rows import (
     ORIGIN,
     Merged,
@@ -69,7 +69,7 @@ _URL_UPDATE = (
     "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
     " next_fetch_at = ?, revisit_s = ?, attempts = ?, last_error_class = ?, last_error = ?,"
     " changed_at = COALESCE(?, changed_at), gone_at = ?, final_url = ?, duplicate_of = ?,"
-    " last_fetched_at = COALESCE(?, last_fetched_at), lease_owner = NULL, lease_until = NULL WHERE id = ?"
+    " last_fetched_at = COALESCE(?, last_fetched_at) WHERE id = ?"
 )
 """One completion's URL columns (rows.UrlOutcome); run with executemany for a batch of completions."""
 
@@ -89,6 +89,10 @@ def _canonical_version() -> int:
     except ImportError:
         return 1
     return int(getattr(urls_module, "CANONICAL_VERSION", 1))
+
+
+_Known = tuple[int, "int | None", str, float, str]
+"""A stored URL as the upsert paths read it: (id, source_id, state, score, kind)."""
 
 
 @dataclass(slots=True)
@@ -311,20 +315,26 @@ class FrontierStore:
         """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
         d = self._d
         known, made_due = self._known_rows(conn, hids, chunk, None)
-        stored = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
-        if stored is None:
-            # The database did not report its rows: known ones came from the lookup above; find the new
-            # URLs that arrived with several sources, whose extra sources go to url_sources.
-            stored = known
+        before = d.max_url_id(conn) if d.serialized_writers else 0
+        written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        self._rerank(conn, hids, chunk, known)
+        stored = {key: (row[0], row[1]) for key, row in known.items()}
+        if written is None:
+            # SQLite reports no rows: the new ones are exactly those above ``before`` (serialized writers).
+            d.enqueue_above(conn, before)
+            inserted = d.max_url_id(conn) - before
+            # Known rows came from the lookup; new URLs that arrived with several sources need their ids, for
+            # their extra sources go to url_sources.
             multi: dict[int, list[str]] = {}
             for h, m in zip(hids, chunk, strict=True):
                 if len(m.sources) > 1 and (h, m.path) not in known:
                     multi.setdefault(h, []).append(m.path)
-            if multi:
-                stored = dict(known)
-                for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
-                    stored[(host_id, path)] = (url_id, source_id)
-        return AddResult(len(chunk) - len(known), len(known), made_due), stored
+            for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+                stored[(host_id, path)] = (url_id, source_id)
+        else:  # the database queued the rows it inserted, and says which they were
+            inserted = sum(1 for row in written.values() if row[2])
+            stored = {key: (row[0], row[1]) for key, row in written.items()}
+        return AddResult(inserted, len(chunk) - inserted, made_due), stored
 
     def _insert_first(
         self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
@@ -336,6 +346,8 @@ class FrontierStore:
         before = d.max_url_id(conn)
         d.insert_new_urls(conn, hids, chunk, first_source, self._canonical_version, now)
         inserted = d.max_url_id(conn) - before
+        if inserted:
+            d.enqueue_above(conn, before)
         if inserted == len(chunk):
             multi: dict[int, list[str]] = {}
             for h, m in zip(hids, chunk, strict=True):
@@ -351,7 +363,8 @@ class FrontierStore:
         again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
         d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
                      self._canonical_version, now)
-        stored = dict(known)
+        self._rerank(conn, hids, chunk, known)
+        stored = {key: (row[0], row[1]) for key, row in known.items()}
         multi = {}
         for h, m in zip(hids, chunk, strict=True):
             if len(m.sources) > 1 and (h, m.path) not in known:
@@ -360,24 +373,37 @@ class FrontierStore:
             stored[(host_id, path)] = (url_id, source_id)
         return AddResult(inserted, len(known), made_due), stored
 
+    def _rerank(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], known: dict[tuple[int, str], _Known]
+    ) -> None:
+        """Queued URLs that came back with a better score move up in the queue (the upsert kept the best)."""
+        moves = []
+        for h, m in zip(hids, chunk, strict=True):
+            row = known.get((h, m.path))
+            if row is not None and row[2] == "queued" and m.score > row[3]:
+                moves.append((-m.score, h, row[4], -row[3], row[0]))
+        if moves:
+            conn.exec_driver_sql(self._d.rerank_sql, moves)
+
     def _known_rows(
         self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None
-    ) -> tuple[dict[tuple[int, str], tuple[int, int | None]], int]:
-        """{(host_id, path): (id, source_id)} of the chunk's URLs already stored (ids <= ``max_id`` if given),
-        and how many of them a newer lastmod makes due (the rule of dialects._UPSERT_SET, counted here)."""
+    ) -> tuple[dict[tuple[int, str], _Known], int]:
+        """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
+        ``max_id`` if given), and how many of them a newer lastmod makes due (the rule of
+        dialects._UPSERT_SET, counted here)."""
         d = self._d
         paths_by_host: dict[int, list[str]] = {}
         for host_id, m in zip(hids, chunk, strict=True):
             paths_by_host.setdefault(host_id, []).append(m.path)
         lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
-        known: dict[tuple[int, str], tuple[int, int | None]] = {}
+        known: dict[tuple[int, str], _Known] = {}
         made_due = 0
-        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at in self._lookup(
-            conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at"
+        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind in self._lookup(
+            conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at, score, kind"
         ):
             if max_id is not None and url_id > max_id:
                 continue
-            known[(host_id, path)] = (url_id, source_id)
+            known[(host_id, path)] = (url_id, source_id, state, score, kind)
             new_lastmod = lastmods.get((host_id, path))
             if state == "done" and new_lastmod is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
@@ -444,9 +470,10 @@ class FrontierStore:
             ).all()
             ids = [row[1] for row in kept]
             if ids:
-                tx.conn.execute(
-                    update(Url).where(Url.state == UrlState.LEASED.value, Url.lease_owner == owner,
-                                      Url.host_id.in_(ids)).values(lease_until=until)
+                where, params = self._d.any_of("leases.host_id", ids)
+                tx.conn.exec_driver_sql(
+                    f"UPDATE leases SET lease_until = {self._d.p} WHERE leases.owner = {self._d.p} AND {where}",
+                    (self._d.ts(until), owner, *params),
                 )
         return sorted(row[0] for row in kept)
 
@@ -486,51 +513,43 @@ class FrontierStore:
                 (*params, owner, d.ts(now)),
             ).all()
             origin_of = {host_id: origin for host_id, origin in host_rows}
-            rows = d.claim_rows(tx.conn, sorted(origin_of), kind_values, per_host, now, owner, until)
+            host_ids = sorted(origin_of)
+            d.promote_revisits(tx.conn, host_ids, now, PROMOTE_BATCH)
+            rows = d.claim_rows(tx.conn, host_ids, kind_values, per_host, now, owner, until)
             claimed = [self._claimed(row, origin_of, until) for row in rows]
         claimed.sort(key=lambda c: (c.host, -c.score, c.id))
         return claimed
 
     def _claimed(self, row: Any, origin_of: dict[int, str], until: datetime) -> ClaimedUrl:
         dt = self._d.dt
-        (url_id, path, host_id, kind, depth, score, attempts, _, etag, last_modified, content_hash,
+        (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
          lastmod, last_fetched_at, changefreq, revisit_s) = row
         origin = origin_of[host_id]
         return ClaimedUrl(
-            id=url_id, url=origin + path, host=origin, kind=_KIND_OF[kind], depth=depth, score=score,
-            attempts=attempts, lease_until=until, etag=etag, last_modified=last_modified, content_hash=content_hash,
-            lastmod=None if lastmod is None else dt(lastmod),
-            last_fetched_at=None if last_fetched_at is None else dt(last_fetched_at),
-            changefreq=changefreq, revisit_s=revisit_s,
+            url_id, origin + path, origin, _KIND_OF[kind], depth, score, attempts, until, etag, last_modified,
+            content_hash, None if lastmod is None else dt(lastmod),
+            None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
         )
 
     def release(self, owner: str, url_ids: Sequence[int]) -> int:
-        """Unfetched claims back to QUEUED (attempts unchanged); returns how many were still ours."""
+        """Unfetched claims back to the queue (attempts unchanged); returns how many were still ours."""
         if not url_ids:
             return 0
+        d = self._d
+        where, params = d.any_of("leases.url_id", list(url_ids))
         with self._tx() as tx:
-            result = tx.conn.execute(
-                update(Url).where(Url.id.in_(list(url_ids)), Url.state == UrlState.LEASED.value,
-                                  Url.lease_owner == owner)
-                .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
-            )
-        return int(result.rowcount)
+            return d.release_leases(tx.conn, f"{where} AND leases.owner = {d.p}", (*params, owner))
 
     def requeue_expired(self, *, now: datetime | None = None) -> int:
         """Leases that outlived their holder return to the queue (the crash-resume path); returns URLs requeued.
         Expired host leases are cleared too."""
         now = aware(now) or utcnow()
+        d = self._d
         with self._tx() as tx:
-            # host_id IN (all hosts) lets the (host_id, state, ...) claim index find the leased rows.
-            result = tx.conn.execute(
-                update(Url).where(Url.host_id.in_(select(Host.id).scalar_subquery()),
-                                  Url.state == UrlState.LEASED.value, Url.lease_until < now)
-                .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
-            )
+            count = d.release_leases(tx.conn, f"leases.lease_until < {d.p}", (d.ts(now),))
             tx.conn.execute(
                 update(Host).where(Host.lease_owner.is_not(None), Host.lease_until < now).values(lease_owner=None)
             )
-        count = int(result.rowcount)
         if count:
             logger.info("requeued %d URLs whose lease expired", count)
         return count
@@ -538,24 +557,17 @@ class FrontierStore:
     def lease_owners(self) -> list[str]:
         """Every owner holding a URL or host lease now: a rerun asks which of them are dead."""
         with self._tx(write=False) as tx:
-            urls = tx.conn.execute(
-                select(Url.lease_owner).where(Url.host_id.in_(select(Host.id).scalar_subquery()),
-                                              Url.state == UrlState.LEASED.value).distinct()
-            ).scalars()
-            owners = {owner for owner in urls if owner}
+            owners = {o for o in tx.conn.execute(select(Lease.owner).distinct()).scalars() if o}
             owners |= {o for o in tx.conn.execute(select(Host.lease_owner).distinct()).scalars() if o}
         return sorted(owners)
 
     def release_owner(self, owner: str) -> int:
         """Every lease ``owner`` holds goes back (its process is known dead); returns URLs requeued."""
+        d = self._d
         with self._tx() as tx:
-            result = tx.conn.execute(
-                update(Url).where(Url.host_id.in_(select(Host.id).scalar_subquery()),
-                                  Url.state == UrlState.LEASED.value, Url.lease_owner == owner)
-                .values(state=UrlState.QUEUED.value, lease_owner=None, lease_until=None)
-            )
+            count = d.release_leases(tx.conn, f"leases.owner = {d.p}", (owner,))
             tx.conn.execute(update(Host).where(Host.lease_owner == owner).values(lease_owner=None, lease_until=None))
-        return int(result.rowcount)
+        return count
 
     def make_due(self, origins: Sequence[str], *, now: datetime | None = None) -> int:
         """Finished URLs and discovery documents of ``origins`` become due now (an off-schedule re-crawl)."""
@@ -587,26 +599,27 @@ class FrontierStore:
         return {"new": int(new), "gone": int(gone), "new_urls": new_urls, "gone_urls": gone_urls}
 
     def due_count(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> int:
-        """URLs an extraction would fetch now: the denominator of its progress."""
+        """URLs an extraction would fetch now (not counting those leased): the denominator of its progress."""
         now = aware(now) or utcnow()
-        due = (
-            ((Url.state == UrlState.QUEUED.value) & (Url.next_fetch_at.is_(None) | (Url.next_fetch_at <= now)))
-            | ((Url.state == UrlState.DONE.value) & (Url.next_fetch_at <= now))
-        )
         with self._tx(write=False) as tx:
-            count = tx.conn.execute(
-                select(func.count()).select_from(Url).where(Url.kind.in_(list(kinds)), due)
+            queued = tx.conn.execute(
+                select(func.count()).select_from(QueueEntry).where(
+                    QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
             ).scalar_one()
-        return int(count)
+            revisits = tx.conn.execute(
+                select(func.count()).select_from(Url).where(
+                    Url.kind.in_(list(kinds)), Url.state == UrlState.DONE.value, Url.next_fetch_at <= now)
+            ).scalar_one()
+        return int(queued) + int(revisits)
 
     def next_due_at(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> datetime | None:
         """When the next queued URL (a backed-off retry) becomes due, on hosts that are not parked."""
         now = aware(now) or utcnow()
         with self._tx(write=False) as tx:
             value = tx.conn.execute(
-                select(func.min(Url.next_fetch_at)).select_from(Url).join(Host, Host.id == Url.host_id).where(
-                    Url.state == UrlState.QUEUED.value, Url.kind.in_(list(kinds)), Url.next_fetch_at > now,
-                    Host.parked_reason.is_(None))
+                select(func.min(QueueEntry.due_at)).select_from(QueueEntry)
+                .join(Host, Host.id == QueueEntry.host_id).where(
+                    QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at > now, Host.parked_reason.is_(None))
             ).scalar_one_or_none()
         return aware(value) if isinstance(value, datetime) else None
 
@@ -655,17 +668,20 @@ class FrontierStore:
         with self._tx() as tx:
             conn = tx.conn
             ids = [c.url_id for c, _ in items]
-            where, params = d.any_of("id", ids)
+            where, params = d.any_of("l.url_id", ids)
             held = {
                 row[0]: row
                 for row in conn.exec_driver_sql(
-                    "SELECT id, attempts, etag, last_modified, content_hash FROM urls"
-                    f" WHERE {where} AND state = 'leased' AND lease_owner = {d.p}{d.lock_rows}",
+                    "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score"
+                    f" FROM leases l JOIN urls u ON u.id = l.url_id WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
                     (*params, owner),
                 )
             }
             mine = [(c, links) for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
+            if held:
+                where_held, held_params = d.any_of("url_id", list(held))
+                conn.exec_driver_sql(f"DELETE FROM leases WHERE {where_held}", tuple(held_params))
             page_ids: dict[int, int] = {}
             pages = [(c.url_id, c.fetched_at, c.page) for c, _ in mine if c.page is not None]
             if pages:
@@ -676,9 +692,12 @@ class FrontierStore:
                 page_ids = {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
             updates = []
             fetch_rows = []
+            retries = []
             for c, _ in mine:
-                _, attempts, old_etag, old_lm, old_hash = held[c.url_id]
+                _, attempts, old_etag, old_lm, old_hash, host_id, kind, score = held[c.url_id]
                 o = url_outcome(c, attempts, old_etag, old_lm, old_hash, max_attempts)
+                if o.state == "queued":  # a retry: back in the queue, due after its back-off
+                    retries.append((host_id, kind, -score, c.url_id, d.ts(o.next_fetch_at)))
                 updates.append((
                     o.state, o.status, o.etag, o.last_modified, o.content_hash, d.ts(o.next_fetch_at), o.revisit_s,
                     o.attempts, o.error_class, o.error, d.ts(o.changed_at), d.ts(o.gone_at), o.final_url,
@@ -693,6 +712,8 @@ class FrontierStore:
             if updates:
                 conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)
                 conn.execute(insert(Fetch), fetch_rows)
+            if retries:
+                conn.exec_driver_sql(d.enqueue_sql, retries)
             links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
             added = AddResult(0, 0, 0)
             if links:
@@ -891,6 +912,11 @@ class FrontierStore:
             per_host = conn.exec_driver_sql(
                 "SELECT host_id, state, count(*) FROM urls GROUP BY host_id, state"
             ).all()
+            # A leased URL's row still says QUEUED: report it as LEASED.
+            leased = conn.exec_driver_sql(
+                "SELECT u.host_id, u.state, count(*) FROM leases l JOIN urls u ON u.id = l.url_id"
+                " GROUP BY u.host_id, u.state"
+            ).all()
             hosts = conn.execute(
                 select(Host.id, Host.origin, Host.parked_reason, Host.blocked_until, Host.lease_owner,
                        Host.lease_until, Host.failures)
@@ -908,6 +934,15 @@ class FrontierStore:
             entry = info[host_id]
             entry["states"][state] = int(n)
             entry["total"] += int(n)
+        for host_id, state, n in leased:
+            states = info[host_id]["states"]
+            for key, delta in ((state, -int(n)), (UrlState.LEASED.value, int(n))):
+                states[key] = states.get(key, 0) + delta
+                by_state[key] = by_state.get(key, 0) + delta
+                if not states[key]:
+                    del states[key]
+                if not by_state[key]:
+                    del by_state[key]
         return StoreStats(
             total=sum(by_state.values()), by_state=by_state, by_kind=by_kind,
             hosts={entry.pop("origin"): entry for entry in info.values()}, pages=pages, fetches=fetches,
@@ -983,7 +1018,8 @@ class FrontierStore:
         """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""
         with self._tx(write=False) as tx:
             rows = tx.conn.exec_driver_sql(
-                "SELECT h.origin, u.path, u.state, u.content_hash FROM urls u JOIN hosts h ON h.id = u.host_id"
+                "SELECT h.origin, u.path, CASE WHEN l.url_id IS NULL THEN u.state ELSE 'leased' END, u.content_hash"
+                " FROM urls u JOIN hosts h ON h.id = u.host_id LEFT JOIN leases l ON l.url_id = u.id"
             )
             return {origin + path: (state, content_hash) for origin, path, state, content_hash in rows}
 
@@ -993,7 +1029,11 @@ class FrontierStore:
             url_id = self._url_id(tx.conn, url)
             if url_id is None:
                 return None
-            row = tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one()
+            row = dict(tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one())
+            lease = tx.conn.execute(select(Lease.owner, Lease.lease_until).where(Lease.url_id == url_id)).first()
+        row["lease_owner"], row["lease_until"] = (None, None) if lease is None else (lease[0], aware(lease[1]))
+        if lease is not None:
+            row["state"] = UrlState.LEASED.value
         return {"url": url, **row}
 
 
