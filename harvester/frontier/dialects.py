@@ -326,7 +326,12 @@ def _sqlite_candidates(n_hosts: int, n_kinds: int) -> str:
     return " UNION ALL ".join([branch] * (n_hosts * n_kinds))
 
 
-_SQLITE_DEQUEUE = "DELETE FROM queue WHERE host_id = ? AND kind = ? AND rank = ? AND url_id = ?"
+_SQLITE_DEQUEUE = (
+    "DELETE FROM queue WHERE host_id = ? AND kind = ? AND (rank, url_id) <= (?, ?)"
+    " AND (due_at IS NULL OR due_at <= ?)"
+)
+"""The head of one host and kind's queue range up to the last entry claimed, under the candidates' own due
+condition: exactly the claimed entries (the transaction holds the write lock), as one range delete."""
 _SQLITE_LEASE = "INSERT INTO leases (url_id, host_id, owner, lease_until) VALUES (?, ?, ?, ?)"
 
 _PG_CLAIM = f"""
@@ -428,7 +433,10 @@ class SqliteDialect(Dialect):
                     chosen += entries[:per_host]
             if not chosen:
                 continue
-            conn.exec_driver_sql(_SQLITE_DEQUEUE, [tuple(entry) for entry in chosen])
+            last: dict[tuple[int, str], tuple[float, int]] = {}
+            for host_id, kind, rank, url_id in chosen:
+                last[(host_id, kind)] = (rank, url_id)  # ascending per host and kind: the last one wins
+            conn.exec_driver_sql(_SQLITE_DEQUEUE, [(*key, *edge, t_now) for key, edge in last.items()])
             conn.exec_driver_sql(_SQLITE_LEASE, [(entry[3], entry[0], owner, t_until) for entry in chosen])
             ids = [entry[3] for entry in chosen]
             for offset in range(0, len(ids), 5000):
