@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -196,6 +197,11 @@ class FrontierStore:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc.orig}") from exc
         except DBAPIError as exc:
             raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
+        # The SQLite bulk paths talk to the driver connection directly (dialects._sqlite_write_urls).
+        except sqlite3.IntegrityError as exc:
+            raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"database error on {self.url_display}: {exc}") from exc
         self._host_ids.update(tx.hosts)
         self._source_ids.update(tx.sources)
 
