@@ -11,7 +11,7 @@ are fetched. A per-host design therefore spends its budget where hosts are fast.
 
 Every run prints its wall time, pages per host, the politeness limit of the fetches it actually made
 (``harvester.testing.record.politeness_limit``: per host max(ceil(n/k)·latency, (n-1)·crawl-delay + latency),
-the slowest host), the ratio of the two, the most requests it had in flight on one host, and CPU per page
+with a robots.txt request a wave of its own since no page may start before its answer; the slowest host), the ratio of the two, the most requests it had in flight on one host, and CPU per page
 (client = this process, server = the test web's process). Figures are noisy on a shared 2-core machine.
 
 Hook for other designs: ``DESIGNS[name] = async def design(scenario: Scenario) -> int`` (pages fetched with a
