@@ -11,8 +11,11 @@ are fetched. A per-host design therefore spends its budget where hosts are fast.
 
 Every run prints its wall time, pages per host, the politeness limit of the fetches it actually made
 (``harvester.testing.record.politeness_limit``: per host max(ceil(n/k)·latency, (n-1)·crawl-delay + latency),
-with a robots.txt request a wave of its own since no page may start before its answer; the slowest host), the ratio of the two, the most requests it had in flight on one host, and CPU per page
-(client = this process, server = the test web's process). Figures are noisy on a shared 2-core machine.
+with a robots.txt request a wave of its own since no page may start before its answer; the slowest host), the
+ratio of the two, the most requests it had in flight on one host, CPU per page (client = this process, server =
+the test web's process), and where ``wall - limit`` went along the critical host's chain of requests (start-up,
+client turnaround, server lag, tail: see ``Excess``). ``--repeat`` also prints the ratio's min/median/max.
+Figures are noisy on a shared 2-core machine.
 
 Hook for other designs: ``DESIGNS[name] = async def design(scenario: Scenario) -> int`` (pages fetched with a
 200). A module ``seed4_engine`` next to this file (or ``harvester.engine.seed4_design``) is picked up when
