@@ -11,8 +11,11 @@ are fetched. A per-host design therefore spends its budget where hosts are fast.
 
 Every run prints its wall time, pages per host, the politeness limit of the fetches it actually made
 (``harvester.testing.record.politeness_limit``: per host max(ceil(n/k)·latency, (n-1)·crawl-delay + latency),
-the slowest host), the ratio of the two, the most requests it had in flight on one host, and CPU per page
-(client = this process, server = the test web's process). Figures are noisy on a shared 2-core machine.
+with a robots.txt request a wave of its own since no page may start before its answer; the slowest host), the
+ratio of the two, the most requests it had in flight on one host, CPU per page (client = this process, server =
+the test web's process), and where ``wall - limit`` went along the critical host's chain of requests (start-up,
+client turnaround, server lag, tail: see ``Excess``). ``--repeat`` also prints the ratio's min/median/max.
+Figures are noisy on a shared 2-core machine.
 
 Hook for other designs: ``DESIGNS[name] = async def design(scenario: Scenario) -> int`` (pages fetched with a
 200). A module ``seed4_engine`` next to this file (or ``harvester.engine.seed4_design``) is picked up when
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from harvester.testing import HostSpec, TestWeb
-from harvester.testing.record import max_in_flight, politeness_limit
+from harvester.testing.record import RequestRecord, max_in_flight, politeness_limit
 
 LATENCIES = {"a": 0.010, "b": 0.010, "c": 0.010, "d": 0.200}
 PER_HOST_LIMIT = 4
@@ -173,6 +177,49 @@ def load_external_designs() -> list[str]:
 
 
 @dataclass
+class Excess:
+    """Where a run's wall time went beyond its politeness limit, along the critical host's chain of requests.
+
+    The chain runs backwards from the request that ended last: each link is the latest-ending request of that
+    host that ended before the link's start (the answer that let it start). So wall = start-up + the chain's
+    request durations + the gaps between them + tail, and each duration is the host's latency plus what the
+    server added (``server_ms``: its own scheduling lag, not the client's). ``waves`` is the chain length, the
+    number of latencies actually waited one after another, to compare with the limit's wave count.
+    """
+
+    startup_ms: float  # the chain's first request (the critical host's first) minus the start of the design call
+    turnaround_ms: float  # client: an answer's end to the next request's start, summed along the chain
+    server_ms: float  # server: request durations beyond the host's latency, summed along the chain
+    tail_ms: float  # last answer to the design call's return
+    waves: int
+
+    def __str__(self) -> str:
+        return (f"start {self.startup_ms:.0f} + client turnaround {self.turnaround_ms:.0f} + server lag "
+                f"{self.server_ms:.0f} + tail {self.tail_ms:.0f} ms over {self.waves} waves")
+
+
+def excess(records: list[RequestRecord], host: str, latency_s: float, t0: float, t_end: float) -> Excess | None:
+    """Break the critical host's chain down (see ``Excess``); None when that host made no request."""
+    mine = sorted((r for r in records if r.host == host), key=lambda r: r.end)
+    if not mine:
+        return None
+    link = mine[-1]
+    turnaround = server = 0.0
+    waves = 1
+    while True:
+        server += max(0.0, link.end - link.start - latency_s)
+        before = [r for r in mine if r.end <= link.start]
+        if not before:
+            break
+        prev = before[-1]
+        turnaround += link.start - prev.end
+        link = prev
+        waves += 1
+    return Excess(startup_ms=(link.start - t0) * 1e3, turnaround_ms=turnaround * 1e3, server_ms=server * 1e3,
+                  tail_ms=(t_end - max(r.end for r in records)) * 1e3, waves=waves)
+
+
+@dataclass
 class RunResult:
     name: str
     wall_s: float
@@ -182,6 +229,7 @@ class RunResult:
     peak_in_flight: dict[str, int]
     client_cpu_s: float
     server_cpu_s: float
+    excess: Excess | None = None
 
     @property
     def ratio(self) -> float:
@@ -196,12 +244,15 @@ def run_design(name: str, design: Design, *, budget: int, pool: int) -> RunResul
         scenario = Scenario(web, specs, urls, per_host, budget=budget, origins={n: web.origin(n) for n in web.names})
         web.clear_records()
         server0, client0 = web.server_cpu_s() or 0.0, time.process_time()
-        t0 = time.perf_counter()
+        t0, t0_mono = time.perf_counter(), time.monotonic()  # records carry the server's monotonic times
         pages = asyncio.run(design(scenario))
         wall = time.perf_counter() - t0
+        t_end_mono = time.monotonic()
         client_cpu, server_cpu = time.process_time() - client0, (web.server_cpu_s() or 0.0) - server0
         records = web.records()
     counts = {n: sum(1 for r in records if r.host == n and r.status == 200) for n in LATENCIES}
+    critical = max(LATENCIES, key=lambda n: politeness_limit([r for r in records if r.host == n], specs,
+                                                              PER_HOST_LIMIT))
     return RunResult(
         name=name,
         wall_s=wall,
@@ -211,6 +262,7 @@ def run_design(name: str, design: Design, *, budget: int, pool: int) -> RunResul
         peak_in_flight={n: max_in_flight(records, n) for n in LATENCIES},
         client_cpu_s=client_cpu,
         server_cpu_s=server_cpu,
+        excess=excess(records, critical, LATENCIES[critical], t0_mono, t_end_mono),
     )
 
 
@@ -229,6 +281,7 @@ def main() -> None:
     print(f"seed4: hosts {LATENCIES} s, limit {PER_HOST_LIMIT}/host, budget {args.budget} pages, process mode")
     header = f"{'design':<38}{'wall s':>8}{'limit s':>9}{'ratio':>7}{'pages a/b/c/d':>20}{'peak in flight':>16}"
     print(header + f"{'client CPU/page':>17}{'server CPU/page':>17}{'published':>11}")
+    ratios: dict[str, list[float]] = {}
     for name, design in chosen:
         for _ in range(args.repeat):
             r = run_design(name, design, budget=args.budget, pool=args.pool)
@@ -240,6 +293,14 @@ def main() -> None:
                 f"{r.client_cpu_s / max(1, r.pages) * 1e3:>14.2f} ms{r.server_cpu_s / max(1, r.pages) * 1e3:>14.2f} ms"
                 f"{(f'{pub:.2f} s' if pub else '-'):>11}"
             )
+            if r.excess is not None:
+                print(f"{'':<4}wall - limit = {(r.wall_s - r.limit_s) * 1e3:.0f} ms; critical chain: {r.excess}")
+            ratios.setdefault(name, []).append(r.ratio)
+    for name, values in ratios.items():
+        if len(values) > 1:
+            values.sort()
+            print(f"{name}: ratio over {len(values)} runs: min {values[0]:.3f}, median "
+                  f"{statistics.median(values):.3f}, max {values[-1]:.3f}")
 
 
 if __name__ == "__main__":

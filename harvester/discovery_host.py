@@ -41,6 +41,7 @@ from harvester.runtime import db, make_owner, utcnow
 if TYPE_CHECKING:
     from harvester.engine import PoliteClient
     from harvester.frontier import FrontierStore
+    from harvester.host_policy import PolicyKeeper
     from harvester.pipeline import Site
     from harvester.robots import RobotsRules
     from harvester.settings import Settings
@@ -66,8 +67,10 @@ class HostDiscovery:
         run_id: int | None,
         run_started: datetime,
         refresh: bool,
+        policies: PolicyKeeper | None = None,
     ) -> None:
         self.store = store
+        self.policies = policies
         self.settings = settings
         self.site = site
         self.client = client
@@ -84,6 +87,23 @@ class HostDiscovery:
         self._feeds_seen: set[str] = set()
 
     async def run(self) -> None:
+        """Discover the host. Its persisted politeness state applies first: a host still parked from an earlier
+        run gets no request at all, and a back-off still running delays the first one (robots.txt included)."""
+        if self.policies is None:
+            await self._run()
+            return
+        try:
+            await self._run()
+        finally:
+            await self.policies.save(self.origin)
+
+    async def _run(self) -> None:
+        if self.policies is not None:
+            parked = await self.policies.load(self.origin)
+            if parked:
+                self.counters["hosts_parked"] += 1
+                self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
+                return
         self.rules = await self.client.robots(self.origin)
         parked = self.client.parked(self.origin)
         if parked:

@@ -88,6 +88,11 @@ class PoliteClient:
         self._robots = RobotsCache(settings.robots, user_agent=self.user_agent, fetch=self._fetch_robots,
                                    persistence=robots_store)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.on_policy_change: Callable[[str], None] | None = None
+        """Called with an origin whenever its persistable politeness state changed (a back-off was set or
+        extended, the host was parked, AIMD moved its limit): the caller writes ``host_policy(origin)`` back,
+        so a rerun, or the next phase's client, honours it even if this process dies right after. Never awaited;
+        set by ``harvester.host_policy.PolicyKeeper``."""
 
     async def __aenter__(self) -> PoliteClient:
         return self
@@ -115,8 +120,11 @@ class PoliteClient:
         rules = self._robots.peek(origin) or await self._robots.rules(origin)
         if host.robots_applied is not rules:
             host.robots_applied = rules
+            was_parked = host.gate.parked
             host.gate.set_robots(time.monotonic(), rules.crawl_delay_s, rules.request_rate_s)
             self._note_parked(host)
+            if host.gate.parked is not was_parked and self.on_policy_change is not None:
+                self.on_policy_change(origin)
         return rules
 
     def parked(self, origin: str) -> str | None:
@@ -138,28 +146,57 @@ class PoliteClient:
 
     def host_policy(self, origin: str) -> HostPolicy:
         """The origin's politeness state to persist (``FrontierStore.save_host_policy``), so a rerun keeps
-        honouring a Retry-After or back-off and starts from the learned limit. Monotonic times become UTC."""
+        honouring a Retry-After, a back-off or a park and starts from the learned limit. Monotonic times become
+        UTC; ``blocked_until`` of a parked host is when its park ends (``HostGate.parked_until``)."""
         gate = self._host(origin).gate
         now_mono, now_wall = time.monotonic(), datetime.now(UTC)
 
         def wall(mono: float) -> datetime | None:
             return now_wall + timedelta(seconds=mono - now_mono) if mono > now_mono else None
 
+        blocked = max(gate.blocked_until, gate.parked_until) if gate.parked is not None else gate.blocked_until
         return HostPolicy(origin=origin, crawl_delay_s=gate.crawl_delay_s, request_rate_s=gate.request_rate_s,
-                          concurrency_limit=gate.limit, blocked_until=wall(gate.blocked_until),
-                          parked_reason=gate.parked, failures=gate.failures, next_allowed_at=wall(gate.next_allowed_at))
+                          concurrency_limit=gate.limit, blocked_until=wall(blocked), parked_reason=gate.parked,
+                          failures=gate.failures, next_allowed_at=wall(gate.next_allowed_at))
 
     def apply_policy(self, policy: HostPolicy) -> None:
-        """Restore persisted state before fetching: a future ``blocked_until`` is honoured, the learned limit
-        (within this client's ceiling) is the starting point. A persisted parked reason is not re-applied:
-        parking is a verdict on one run, and the caller decides whether a parked host gets another run."""
-        gate = self._host(policy.origin).gate
+        """Restore persisted state before the host's first request of this client.
+
+        A future ``blocked_until`` is honoured (no request before it); a parked reason whose ``blocked_until``
+        is still ahead parks the host again, with that reason, until then; a park that has run out (or carries
+        no end) is lifted, and the host gets another chance. The learned limit (within this client's ceiling)
+        is the starting point (one below the start limit is also the probing ceiling, as after a 429 in this
+        run), and the consecutive-failure count carries over, so a host parked for failing
+        is parked again by its first failure after the park ran out (and cleared by its first success).
+        robots.txt pacing is not taken from here: it comes with the robots rules themselves.
+        """
+        host = self._host(policy.origin)
+        gate = host.gate
         now_mono, now_wall = time.monotonic(), datetime.now(UTC)
-        if policy.blocked_until is not None:
-            until = policy.blocked_until if policy.blocked_until.tzinfo else policy.blocked_until.replace(tzinfo=UTC)
-            gate.blocked_until = max(gate.blocked_until, now_mono + (until - now_wall).total_seconds())
+
+        def mono(when: datetime | None) -> float:
+            if when is None:
+                return 0.0
+            aware = when if when.tzinfo else when.replace(tzinfo=UTC)
+            return now_mono + (aware - now_wall).total_seconds()
+
+        until = mono(policy.blocked_until)
+        if until > now_mono:
+            gate.blocked_until = max(gate.blocked_until, until)
+            if policy.parked_reason is not None:
+                gate.park(policy.parked_reason, until=until)
+                host.diag.parked_reason = gate.parked
+                logger.info("host %s still parked until %s: %s", policy.origin, policy.blocked_until,
+                            policy.parked_reason, extra={"host": policy.origin, "error_class": ErrorClass.PARKED.value})
+        next_allowed = mono(policy.next_allowed_at)
+        if next_allowed > now_mono:
+            gate.next_allowed_at = max(gate.next_allowed_at, next_allowed)
         if policy.concurrency_limit is not None:
             gate.limit = max(1, min(policy.concurrency_limit, gate.config.max_limit))
+            if gate.limit < gate.config.start_limit:
+                # Learned under trouble (429s, slow answers): probe above it only as slowly as after a 429 here.
+                gate.safe_limit = min(gate.safe_limit, gate.limit)
+        gate.failures = max(gate.failures, policy.failures)
 
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True) -> FetchResult:
@@ -316,12 +353,16 @@ class PoliteClient:
 
     def _release(self, host: _Host, started: float, signal: Signal, retry_after_s: float | None) -> None:
         gate = host.gate
-        was_parked = gate.parked
+        was_parked, was_limit, was_blocked = gate.parked, gate.limit, gate.blocked_until
         gate.finish(time.monotonic(), started, signal, retry_after_s=retry_after_s)
         if gate.parked is not None and was_parked is None:
             self._note_parked(host)
         if host.waiters:
             self._dispatch(host)
+        if self.on_policy_change is not None and (
+            gate.parked is not was_parked or gate.limit != was_limit or gate.blocked_until != was_blocked
+        ):
+            self.on_policy_change(host.diag.host)
 
     # --- diagnostics -----------------------------------------------------------------------------------------
 

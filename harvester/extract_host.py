@@ -34,6 +34,7 @@ from harvester.runtime import db, retire_owner, utcnow
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
+    from harvester.host_policy import PolicyKeeper
     from harvester.pipeline import Site
     from harvester.settings import Settings
 
@@ -176,9 +177,10 @@ class ExtractWork:
 
     def __init__(
         self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
-        hook: ExtractorHook | None,
+        hook: ExtractorHook | None, policies: PolicyKeeper | None = None,
     ) -> None:
         self.store = store
+        self.policies = policies
         self.settings = settings
         self.site = site
         self.owner = owner
@@ -193,7 +195,11 @@ class ExtractWork:
     # -- engine protocol --------------------------------------------------------------------------------------
 
     async def hosts(self) -> Sequence[str]:
-        """Lease more hosts with due work (SKIP LOCKED on PostgreSQL); those already ours come first."""
+        """Lease more hosts with due work (SKIP LOCKED on PostgreSQL); those already ours come first.
+
+        A newly leased host gets its persisted politeness state (back-off, learned limit) before its first
+        request. A host parked in this run is handed back: its jobs would only be refused again.
+        """
         politeness = self.settings.politeness
         room = politeness.max_active_hosts - len(self.leased - self.exhausted)
         if room > 0:
@@ -201,10 +207,26 @@ class ExtractWork:
             for origin in got:
                 self.leased.add(origin)
                 self.exhausted.discard(origin)
+                if self.policies is not None:
+                    await self.policies.load(origin)
                 if origin not in self._truth:
                     checks, hits = await db(self.store.lastmod_truthfulness, origin)
                     self._truth[origin] = revisit.truthfulness(checks, hits)
+        if self.policies is not None:
+            parked = [o for o in self.leased if o not in self.exhausted and self.policies.parked(o)]
+            for origin in parked:
+                await self._end_turn(origin)
         return [origin for origin in self.leased if origin not in self.exhausted]
+
+    async def _end_turn(self, host: str) -> None:
+        """The host has nothing more for this worker now: write what is pending, its politeness state, and
+        hand its lease back."""
+        self.exhausted.add(host)
+        await self.writer.flush()
+        if self.policies is not None:
+            await self.policies.save(host)
+        await db(self.store.release_hosts, self.owner, [host])
+        self.leased.discard(host)
 
     async def claim(self, host: str, n: int) -> Sequence[Job]:
         """Up to ``n`` jobs; URLs the host's truthful lastmod says are unchanged are completed without a request.
@@ -218,10 +240,7 @@ class ExtractWork:
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.DETAIL,),
             )
             if not claimed:
-                self.exhausted.add(host)
-                await self.writer.flush()
-                await db(self.store.release_hosts, self.owner, [host])
-                self.leased.discard(host)
+                await self._end_turn(host)
                 return []
             jobs = [job for item in claimed if (job := await self._job(host, item)) is not None]
             if jobs:

@@ -21,6 +21,7 @@ from harvester.errors import StoreError
 from harvester.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.extraction import load_hook
 from harvester.frontier import FrontierStore
+from harvester.host_policy import PolicyKeeper
 from harvester.pipeline import Site
 from harvester.records import HostDiagnostics, RobotsState
 from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, utcnow
@@ -216,9 +217,10 @@ async def discover(
     await _teach_classifier(store, site)
     result = PhaseResult(phase="discover")
     async with polite_client(store, settings, profile, site) as client:
+        policies = PolicyKeeper(store, client)
         discoveries = [
             HostDiscovery(store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
-                          refresh=refresh)
+                          refresh=refresh, policies=policies)
             for origin in origins
         ]
         try:
@@ -226,6 +228,7 @@ async def discover(
         finally:
             for item in discoveries:
                 retire_owner(item.owner)
+            await policies.aclose()
         for item in discoveries:
             result.counters.update(item.counters)
             result.problems.extend(item.problems)
@@ -262,10 +265,13 @@ async def extract(
     await recover_leases(store)
     await _teach_classifier(store, site)
     owner = make_owner(f"extract-{worker}")
-    work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook)
     total = await db(store.due_count)
     result = PhaseResult(phase="extract")
     async with polite_client(store, settings, profile, site) as client:
+        policies = PolicyKeeper(store, client)
+        # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
+        await policies.lift_expired(site.origins)
+        work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, policies=policies)
 
         def snapshot() -> Progress:
             return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
@@ -285,6 +291,7 @@ async def extract(
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
+            await policies.aclose()
             await _wind_down(store, work)
         diagnostics = client.diagnostics()
         if on_progress is not None:

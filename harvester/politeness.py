@@ -69,6 +69,7 @@ class GateConfig:
     backoff_max_s: float = 300.0
     park_after_failures: int = 20
     max_crawl_delay_s: float = 60.0
+    park_s: float = 86_400.0
 
     @classmethod
     def from_settings(cls, settings: PolitenessSettings, *, per_host_limit: int | None = None,
@@ -81,7 +82,7 @@ class GateConfig:
             min_delay_s=settings.min_delay_s if min_delay_s is None else min_delay_s,
             slow_response_s=settings.slow_response_s, backoff_base_s=settings.backoff_base_s,
             backoff_max_s=settings.backoff_max_s, park_after_failures=settings.park_after_failures,
-            max_crawl_delay_s=settings.max_crawl_delay_s,
+            max_crawl_delay_s=settings.max_crawl_delay_s, park_s=settings.park_s,
         )
 
 
@@ -95,7 +96,7 @@ class HostGate:
 
     __slots__ = ("_decrease_at", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until", "config",
                  "crawl_delay_s", "failures", "in_flight", "interval_s", "last_start", "limit", "next_allowed_at",
-                 "parked", "request_rate_s", "safe_limit")
+                 "parked", "parked_until", "request_rate_s", "safe_limit")
 
     def __init__(self, config: GateConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
@@ -111,6 +112,8 @@ class HostGate:
         self.request_rate_s: float | None = None
         self.failures = 0
         self.parked: str | None = None
+        self.parked_until = 0.0
+        """When a parked host may get another chance (monotonic); what a rerun honours (``park_s``)."""
         self._fast_run = 0
         self._overloads = 0
         self._probe_after = PROBE_AFTER_START
@@ -132,11 +135,14 @@ class HostGate:
             self.next_allowed_at = max(self.next_allowed_at, now + self.interval_s)
         if crawl_delay_s is not None and crawl_delay_s > self.config.max_crawl_delay_s:
             self.park(f"robots.txt crawl-delay {crawl_delay_s:g}s exceeds max_crawl_delay_s "
-                      f"{self.config.max_crawl_delay_s:g}s")
+                      f"{self.config.max_crawl_delay_s:g}s", until=now + self.config.park_s)
 
-    def park(self, reason: str) -> None:
+    def park(self, reason: str, *, until: float) -> None:
+        """Stop starting requests: this run is over for the host, and a rerun leaves it alone until ``until``
+        (monotonic). The first reason is kept; a later park only extends ``until``."""
         if self.parked is None:
             self.parked = reason
+        self.parked_until = max(self.parked_until, until)
 
     # --- admission ------------------------------------------------------------------------------------------
 
@@ -187,7 +193,7 @@ class HostGate:
             self.failures += 1
             self._decrease(now, started_at)  # a failing or timing-out host gets fewer connections, not more
             if self.failures >= self.config.park_after_failures:
-                self.park(f"{self.failures} consecutive failures (connect/timeout/5xx)")
+                self.park(f"{self.failures} consecutive failures (connect/timeout/5xx)", until=now + self.config.park_s)
             elif self.failures >= BACKOFF_AFTER_FAILURES:
                 self._back_off(now, None, exponent=self.failures - BACKOFF_AFTER_FAILURES)
 
@@ -218,7 +224,9 @@ class HostGate:
     def _back_off(self, now: float, retry_after_s: float | None, *, exponent: int | None = None) -> None:
         if retry_after_s is not None:
             if retry_after_s > self.config.backoff_max_s:
-                self.park(f"Retry-After {retry_after_s:g}s exceeds backoff_max_s {self.config.backoff_max_s:g}s")
+                # The server named the time itself: the park lasts exactly that long, not park_s.
+                self.park(f"Retry-After {retry_after_s:g}s exceeds backoff_max_s {self.config.backoff_max_s:g}s",
+                          until=now + retry_after_s)
                 return
             delay = retry_after_s  # RFC 9110 §10.2.3: not before this; no jitter shortens it
         else:

@@ -93,6 +93,11 @@ class PolitenessSettings(_Group):
     park_after_failures: int = Field(
         20, ge=1, description="Consecutive connect/timeout/5xx failures after which a host is parked."
     )
+    park_s: float = Field(
+        86_400.0, gt=0, le=30 * 86_400.0,
+        description="A parked host is left alone this long, across runs (a Retry-After beyond backoff_max_s "
+        "parks it for that Retry-After instead); then it gets another chance.",
+    )
     max_attempts: int = Field(3, ge=1, le=20, description="Attempts per URL before it is marked failed.")
     host_idle_s: float = Field(2.0, ge=0, description="A host with no queued work this long is retired.")
 

@@ -11,12 +11,14 @@ import socket
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from harvester.engine import HostWork, Job, PoliteClient, run_hosts
 from harvester.errors import LeaseLost
-from harvester.records import ErrorClass, FetchResult, origin_of
+from harvester.records import ErrorClass, FetchResult, HostPolicy, origin_of
 from harvester.settings import Settings
 from harvester.testing import HostSpec, RobotsSpec
 from harvester.testing.record import count_status, max_in_flight, min_interval
@@ -324,3 +326,43 @@ async def test_a_persisted_back_off_is_honoured_by_the_next_client(make_web):
         gate = rerun.gate(origin)
         assert gate.wait_s(time.monotonic()) > 20  # still blocked: no request before it passes
         assert gate.limit == 1
+
+
+async def test_a_persisted_park_holds_until_its_end_and_then_lifts():
+    origin = "http://127.0.0.1:9"  # nothing is fetched here: only the gate is read
+    now = datetime.now(UTC)
+    parked = HostPolicy(origin=origin, parked_reason="Retry-After 3600s exceeds backoff_max_s 300s",
+                        blocked_until=now + timedelta(hours=1), failures=2, concurrency_limit=1)
+    async with PoliteClient(settings()) as client:
+        client.apply_policy(parked)
+        assert client.parked(origin) == parked.parked_reason
+        result = await client.fetch(origin + "/page")
+        assert result.error_class is ErrorClass.PARKED and result.status is None  # refused, no request
+        saved = client.host_policy(origin)  # what this run writes back keeps the reason and the end
+        assert saved.parked_reason == parked.parked_reason
+        assert saved.blocked_until is not None and abs((saved.blocked_until - parked.blocked_until).total_seconds()) < 1
+    async with PoliteClient(settings()) as client:
+        client.apply_policy(replace(parked, blocked_until=now - timedelta(seconds=1)))  # the park ran out
+        assert client.parked(origin) is None
+        gate = client.gate(origin)
+        assert gate.wait_s(time.monotonic()) == 0.0
+        assert (gate.limit, gate.failures) == (1, 2)  # the learned limit and the failure count carry over
+        assert gate.safe_limit == 1  # learned under trouble: probing above it waits as after a 429
+    async with PoliteClient(settings()) as client:
+        client.apply_policy(replace(parked, blocked_until=None))  # a park with no end is one run's verdict
+        assert client.parked(origin) is None
+
+
+async def test_policy_changes_are_announced_as_they_happen(make_web):
+    web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
+    origin = web.origin("a")
+    changes: list[str] = []
+    async with PoliteClient(settings(), per_host_limit=2) as client:
+        client.on_policy_change = changes.append
+        await client.fetch(urls_of(web, "a")[0])
+        assert changes == []  # control: a plain 200 changes nothing worth saving
+        results = await asyncio.gather(*(client.fetch(u) for u in urls_of(web, "a")[1:3]))  # two at once
+        policy = client.host_policy(origin)
+    assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
+    assert changes and set(changes) == {origin}
+    assert policy.blocked_until is not None and policy.concurrency_limit == 1

@@ -181,13 +181,21 @@ def politeness_limit(
 
     The first term is k-wide waves of L each; the second is n starts spaced by d, the last one then taking L.
     ``records_or_plan`` is a request log (every record counts, robots.txt included) or ``{host: n}``.
+
+    When the log holds a host's ``/robots.txt`` request, that request is a wave of its own: no page of the host
+    may be requested before its answer is known (RFC 9309; invariant 2), so the first term becomes
+    ``L + ceil((n - 1) / k) * L``. Without this, a crawler that fetched robots.txt and then ``n - 1`` pages
+    with ``(n - 1) % k != 0`` was held to one wave less than any robots-honouring schedule can take.
     """
+    first: dict[str, int] = defaultdict(int)  # requests that must finish before the host's others start
     if isinstance(records_or_plan, Mapping):
         plan: dict[str, int] = dict(records_or_plan)
     else:
         plan = defaultdict(int)
         for r in records_or_plan:
             plan[r.host] += 1
+            if r.path == "/robots.txt":
+                first[r.host] = 1
     by_name = {s.name: s for s in specs}
     worst = 0.0
     for host, n in plan.items():
@@ -197,5 +205,7 @@ def politeness_limit(
         k = max(1, per_host_limit if spec.max_in_flight is None else min(per_host_limit, spec.max_in_flight))
         latency = spec.latency_s
         interval = max(spec.robots.crawl_delay or 0.0, request_rate_interval(spec.robots.request_rate))
-        worst = max(worst, math.ceil(n / k) * latency, (n - 1) * interval + latency)
+        before = min(first[host], n)
+        waves = before + math.ceil((n - before) / k)
+        worst = max(worst, waves * latency, (n - 1) * interval + latency)
     return worst

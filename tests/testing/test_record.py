@@ -83,6 +83,18 @@ def test_politeness_limit_formula():
     assert politeness_limit(log, specs, 4) == pytest.approx(2 * 0.2)
 
 
+def test_politeness_limit_puts_robots_txt_in_a_wave_of_its_own():
+    specs = [HostSpec("slow", latency_s=0.2)]
+    robots = rec("slow", "/robots.txt", 0)
+    # robots.txt + 4 pages: one wave for robots, one for the pages, as if robots were one of 5 requests.
+    assert politeness_limit([robots, *(rec("slow", f"/{i}", i) for i in range(4))], specs, 4) == pytest.approx(0.4)
+    # robots.txt + 5 pages: the pages need 2 waves after robots; packing robots into a page wave would say 2.
+    five = [robots, *(rec("slow", f"/{i}", i) for i in range(5))]
+    assert politeness_limit(five, specs, 4) == pytest.approx(3 * 0.2)
+    # Control: the same 6 requests without robots.txt among them are 2 waves.
+    assert politeness_limit([rec("slow", f"/{i}", i) for i in range(6)], specs, 4) == pytest.approx(2 * 0.2)
+
+
 def test_seed4_limit_matches_the_published_scenario():
     specs = [HostSpec(n, latency_s=s) for n, s in (("a", 0.01), ("b", 0.01), ("c", 0.01), ("d", 0.2))]
     assert politeness_limit(dict.fromkeys("abcd", 300), specs, 4) == pytest.approx(15.0)
