@@ -224,7 +224,8 @@ class Dialect:
         """Lease up to N hosts with due work that nobody else holds (or whose holder's lease ran out).
 
         Due work: a queue entry that is due, or a finished URL whose revisit time has come (promoted by the
-        claim). Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
+        claim). A parked host is skipped until its park's end (``blocked_until``) has passed; one parked with no
+        end stays parked until someone clears it. Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
         Parameters: owner, lease_until, then ``claim_hosts_params``.
         """
         p = self.p
@@ -240,7 +241,8 @@ class Dialect:
         pick = f"""
             SELECT h.id FROM hosts h
             WHERE (h.lease_owner IS NULL OR h.lease_owner = {p} OR h.lease_until < {p})
-              AND (h.blocked_until IS NULL OR h.blocked_until <= {p}) AND h.parked_reason IS NULL{origin_filter}
+              AND (h.blocked_until IS NULL OR h.blocked_until <= {p})
+              AND (h.parked_reason IS NULL OR h.blocked_until IS NOT NULL){origin_filter}
               AND (EXISTS (SELECT 1 FROM queue q WHERE q.host_id = h.id{kind_q}
                            AND (q.due_at IS NULL OR q.due_at <= {p}))
                    OR EXISTS (SELECT 1 FROM urls u WHERE u.host_id = h.id AND u.state = 'done'

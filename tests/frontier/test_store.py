@@ -222,6 +222,17 @@ def test_claim_hosts_skips_hosts_without_due_work_and_blocked_or_parked(store: F
     store.save_host_policy(HostPolicy(origin=origins[1], parked_reason="crawl-delay 3600s"))
     assert store.claim_hosts("A", limit=10, lease_s=3600, now=T0) == [origins[2]]
     assert store.claim_hosts("B", limit=10, lease_s=60, now=T0 + timedelta(minutes=6)) == [origins[0]]
+    later = store.claim_hosts("C", limit=10, lease_s=60, now=T0 + timedelta(days=30))
+    assert origins[1] not in later  # parked with no end: stays parked
+    assert origins[0] in later  # control: the others' leases ran out and they are handed out again
+
+
+def test_a_park_with_an_end_is_claimable_once_it_has_passed(store: FrontierStore) -> None:
+    (origin,) = _seed_hosts(store, 1, 1)
+    store.save_host_policy(HostPolicy(origin=origin, parked_reason="Retry-After 3600s",
+                                      blocked_until=T0 + timedelta(hours=1)))
+    assert store.claim_hosts("A", limit=10, lease_s=60, now=T0 + timedelta(minutes=59)) == []  # control
+    assert store.claim_hosts("A", limit=10, lease_s=60, now=T0 + timedelta(minutes=61)) == [origin]
 
 
 # --- completions ------------------------------------------------------------------------------------------
