@@ -83,6 +83,15 @@ def _pages_query() -> Select[Any]:
     return select(Page.__table__, _full_url).join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
 
 
+def _document_state(doc: Any) -> DocumentState:
+    return DocumentState(
+        url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
+        last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
+        next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
+        children=tuple(doc["children"] or ()),
+    )
+
+
 def _canonical_version() -> int:
     try:
         urls_module = importlib.import_module("harvester.urls")
@@ -384,6 +393,24 @@ class FrontierStore:
                 if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                     made_due += 1
         return known, made_due
+
+    def known_urls(self, urls: Sequence[str]) -> set[str]:
+        """The canonical ``urls`` the frontier already holds (any state), through the unique index."""
+        by_origin: dict[str, list[str]] = {}
+        for url in urls:
+            origin, path = split_url(url)
+            by_origin.setdefault(origin, []).append(path)
+        if not by_origin:
+            return set()
+        with self._tx(write=False) as tx:
+            ids: dict[str, int] = {
+                origin: host_id for origin, host_id in tx.conn.execute(
+                    select(Host.origin, Host.id).where(Host.origin.in_(list(by_origin)))
+                )
+            }
+            origin_of_id = {host_id: origin for origin, host_id in ids.items()}
+            rows = self._lookup(tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "id")
+        return {origin_of_id[row[0]] + row[1] for row in rows}
 
     def _url_id(self, conn: Connection, url: str) -> int | None:
         origin, path = split_url(url)
@@ -800,14 +827,17 @@ class FrontierStore:
     def get_document(self, url: str) -> DocumentState | None:
         with self._tx(write=False) as tx:
             doc = tx.conn.execute(select(Document.__table__).where(Document.url == url)).mappings().first()
-        if doc is None:
-            return None
-        return DocumentState(
-            url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
-            last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
-            next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
-            children=tuple(doc["children"] or ()),
-        )
+        return None if doc is None else _document_state(doc)
+
+    def host_documents(self, origin: str, *, kinds: Sequence[str], limit: int = 1_000) -> list[DocumentState]:
+        """Discovery documents of ``origin`` of ``kinds`` (e.g. the feeds to poll again), oldest fetch first."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Document.__table__)
+                .where(Document.url.startswith(origin + "/", autoescape=True), Document.kind.in_(list(kinds)))
+                .order_by(Document.fetched_at, Document.id).limit(limit)
+            ).mappings().all()
+        return [_document_state(row) for row in rows]
 
     def save_document(self, doc: DocumentState) -> None:
         """Insert or replace the state of one discovery document (keyed by URL)."""
