@@ -9,7 +9,6 @@ picks up where it stopped.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import hashlib
 import logging
 from collections import Counter, deque
@@ -58,6 +57,9 @@ class _FeedRead:
     admitted: int
     inserted: int
     dates: tuple[datetime | None, ...]
+    state: DocumentState
+    repeats: bool
+    """Every admitted entry had already come from another feed document of this host in this run."""
 
     def only_news(self, reference: datetime | None) -> bool:
         """Whether every admitted entry is news: dated after ``reference`` (our last read of the feed, on the
@@ -70,20 +72,13 @@ class _FeedRead:
         return self.inserted >= self.admitted
 
 
-def _http_time(value: str | None) -> datetime | None:
-    """An HTTP date (RFC 9110 §5.6.7) as an aware datetime; None when absent or unparsable."""
-    if not value:
-        return None
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
 FOLLOW_NEW_SHARE = 0.5
 """A revisited listing page whose detail links are at least this share new to the frontier may continue on its
 next page (a full page of news; sticky posts on top and widgets of known links keep the share below 1)."""
+
+
+MAX_FEED_ENTRIES_REMEMBERED = 200_000
+"""Entry URLs of this run's feeds kept per host to recognise a feed that repeats another; beyond it, none is."""
 
 
 def _aware(moment: datetime) -> datetime:
@@ -126,6 +121,8 @@ class HostDiscovery:
         self._feeds: deque[str] = deque()
         self._feeds_seen: set[str] = set()
         self._feed_docs_seen: set[str] = set()
+        self._feed_entries: set[str] = set()
+        self._reread_urlsets: list[str] = []
         self._follows: dict[str, bool] = {}
         """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
 
@@ -164,10 +161,12 @@ class HostDiscovery:
             self._problem(f"{self.origin}: robots.txt names only out-of-scope sitemaps; none fetched")
         # Known paths are probed only where robots.txt names no sitemap (usp probes 14 paths regardless).
         start = named if self.rules.sitemaps else [self.origin + path for path in discovery.known_sitemap_paths]
-        queue: deque[tuple[str, int, bool]] = deque((url, 1, not named) for url in start)
+        queue: deque[tuple[str, int, bool, datetime | None]] = deque((url, 1, not named, None) for url in start)
         seen: set[str] = set()
+        started = utcnow()
+        self._reread_urlsets = []
         while queue:
-            url, depth, probing = queue.popleft()
+            url, depth, probing, dated = queue.popleft()
             canonical = self.site.canonicalize(url)
             if canonical is None or canonical in seen:
                 if canonical is not None:
@@ -177,21 +176,35 @@ class HostDiscovery:
                 self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
                 break
             seen.add(canonical)
-            for child in await self._sitemap(canonical, probing):
+            for child, child_lastmod in await self._sitemap(canonical, probing, dated):
                 if depth >= discovery.max_sitemap_depth:
                     self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
                     break
                 if self.site.in_scope(child):
-                    queue.append((child, depth + 1, False))
+                    queue.append((child, depth + 1, False, child_lastmod))
                 else:
                     self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+        if self._reread_urlsets:
+            # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
+            # skip never passes over a page that may be gone (it is asked, conditionally, and found gone).
+            dropped = await db(
+                self.store.forget_lastmods, self.origin,
+                [provenance(Source.SITEMAP, url) for url in self._reread_urlsets], seen_before=started,
+            )
+            self.counters["urls_dropped_from_sitemaps"] += dropped
 
-    async def _sitemap(self, url: str, probing: bool) -> list[str]:
-        """Process one sitemap file; returns the children of an index (known ones when it is unchanged)."""
+    async def _sitemap(
+        self, url: str, probing: bool, dated: datetime | None
+    ) -> list[tuple[str, datetime | None]]:
+        """Process one sitemap file; returns the children of an index with the lastmod the index gives each
+        (known children, undated, when it is unchanged). ``dated``: this file's lastmod in its parent index."""
         known = await db(self.store.get_document, url)
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
-            return list(known.children)
+            return [(child, None) for child in known.children]
+        if known is not None and self._unchanged_per_index(known, dated):
+            self.counters["sitemaps_unchanged_per_index"] += 1
+            return [(child, None) for child in known.children]
         result = await self.client.fetch(
             url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
             max_bytes=self.settings.discovery.max_sitemap_bytes,
@@ -201,7 +214,7 @@ class HostDiscovery:
             self.counters["sitemaps_not_modified"] += 1
             self.report.add_sitemap(url, known.kind, not_modified=True)
             await db(self.store.save_document, self._refetched(known, now))
-            return list(known.children)
+            return [(child, None) for child in known.children]
         if not result.ok or result.body is None:
             if not (probing and result.status == 404):
                 self._failed_document(url, "sitemap", result)
@@ -221,6 +234,8 @@ class HostDiscovery:
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
             return []
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
+        if doc.kind in ("urlset", "text") and not doc.over_limit:
+            self._reread_urlsets.append(url)
         children = [child for child in doc.children if self.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
             self.counters["sitemap_loops"] += 1
@@ -230,7 +245,10 @@ class HostDiscovery:
         revisit = self.settings.discovery.sitemap_index_revisit_s if kind == "sitemap_index" else (
             self.settings.discovery.sitemap_revisit_s
         )
-        canonical_children = [c for child in children if (c := self.site.canonicalize(child))]
+        dated_children = [
+            (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))
+        ]
+        canonical_children = [c for c, _ in dated_children]
         await db(
             self.store.save_document,
             DocumentState(
@@ -239,7 +257,19 @@ class HostDiscovery:
                 next_fetch_at=now + timedelta(seconds=revisit), url_count=count, children=tuple(canonical_children),
             ),
         )
-        return canonical_children
+        return dated_children
+
+    def _unchanged_per_index(self, known: DocumentState, dated: datetime | None) -> bool:
+        """The parent index dates this child sitemap no later than our copy (the Last-Modified it was served
+        with: both on the server's clock), and our copy is younger than ``sitemap_index_trust_s``: then it needs
+        no request at all, even in a refresh. The age bound re-asks it now and then, so an index whose lastmod
+        lags behind its children costs at most that much staleness."""
+        if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
+            return False
+        age_s = (utcnow() - _aware(known.fetched_at)).total_seconds()
+        if age_s >= self.settings.discovery.sitemap_index_trust_s:
+            return False
+        return revisit.newer_than_copy(dated, known.last_modified) is False
 
     async def _ingest_entries(self, entries: Iterable[object], *, source: str, fetched_at: datetime) -> int:
         """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once."""
@@ -456,15 +486,24 @@ class HostDiscovery:
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
             return
+        if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
+            self.counters["feed_mirrors_skipped"] += 1
+            return
         head = await self._feed_document(url, "feed", known)
         if head is None:
             return
-        revisit = known is not None and known.content_hash is not None
-        reference = _http_time(known.last_modified) if known is not None and revisit else None
+        if head.repeats:
+            # Everything it lists came from another feed of this host in this run (the Atom twin of an RSS
+            # feed, a category feed): poll it again only after feed_mirror_recheck_s, and read no older pages.
+            self.counters["feeds_mirrored"] += 1
+            await db(self.store.save_document, replace(head.state, kind="feed_mirror"))
+            return
+        rereading = known is not None and known.content_hash is not None
+        reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
         budget = self.settings.discovery.max_feed_pages - 1
         page: _FeedRead | None = head
         while page is not None and page.doc.next_page and budget > 0:
-            if revisit and not page.only_news(reference):
+            if rereading and not page.only_news(reference):
                 self.counters["feed_pages_not_needed"] += 1
                 break
             target = page.doc.next_page
@@ -512,9 +551,11 @@ class HostDiscovery:
         details: list[str] = []
         dates: list[datetime | None] = []
         for entry in doc.entries:
+            # Only a modification date (Atom updated, JSON Feed date_modified) is stored as lastmod: an RSS
+            # pubDate stays put when the page is edited, so as "lastmod" it would predict "unchanged" forever.
             item = self.site.admit(
                 entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
-                lastmod=entry.lastmod, trusted=True, fetched_at=now,
+                lastmod=entry.updated, published=entry.published, trusted=True, fetched_at=now,
                 report_to=self.origin,
             )
             if item is not None:
@@ -523,20 +564,30 @@ class HostDiscovery:
                 if item.kind is UrlKind.DETAIL:
                     details.append(item.url)
         admitted = len(batch)
+        urls = frozenset(item.url for item in batch)
+        repeats = bool(urls) and urls <= self._feed_entries
+        if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
+            self._feed_entries |= urls
         added = await self._flush(batch, details)
         self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
-        revisit = self.settings.discovery.feed_revisit_s
-        await db(
-            self.store.save_document,
-            DocumentState(
-                url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
-                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
-                next_fetch_at=now + timedelta(seconds=revisit), url_count=len(doc.entries),
-                # An archive leads to the one before it, so a later read can walk past known archives.
-                children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
-            ),
+        revisit_s = self.settings.discovery.feed_revisit_s
+        state = DocumentState(
+            url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
+            content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
+            next_fetch_at=now + timedelta(seconds=revisit_s), url_count=len(doc.entries),
+            # An archive leads to the one before it, so a later read can walk past known archives.
+            children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
         )
-        return _FeedRead(doc=doc, admitted=admitted, inserted=added.inserted, dates=tuple(dates))
+        await db(self.store.save_document, state)
+        return _FeedRead(doc=doc, admitted=admitted, inserted=added.inserted, dates=tuple(dates), state=state,
+                         repeats=repeats)
+
+    def _mirror_fresh(self, known: DocumentState) -> bool:
+        """A feed found to repeat another is skipped until our last read of it is ``feed_mirror_recheck_s`` old."""
+        if known.fetched_at is None:
+            return False
+        age_s = (utcnow() - _aware(known.fetched_at)).total_seconds()
+        return age_s < self.settings.discovery.feed_mirror_recheck_s
 
     # -- documents ----------------------------------------------------------------------------------------------
 

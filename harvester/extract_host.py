@@ -94,10 +94,11 @@ class CompletionWriter:
         items, self._pending = self._pending, []
         return items
 
-    def note_lastmod(self, host: str, *, changed: bool) -> None:
-        """One fetch a newer sitemap lastmod asked for; written with the next batch, not a transaction per URL."""
+    def note_lastmod(self, host: str, *, hit: bool) -> None:
+        """One lastmod check (a change seen on a page whose lastmod made a prediction) and whether the lastmod
+        announced it; written with the next batch, not a transaction per URL."""
         checks, hits = self._lastmod.get(host, (0, 0))
-        self._lastmod[host] = (checks + 1, hits + (1 if changed else 0))
+        self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
 
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         if not self._pending:
@@ -189,6 +190,9 @@ class ExtractWork:
         self.exhausted: set[str] = set()
         self.claimed_total = 0
         self._truth: dict[str, float | None] = {}
+        self._checks: dict[str, tuple[int, int]] = {}
+        """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
+        truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -201,9 +205,9 @@ class ExtractWork:
             for origin in got:
                 self.leased.add(origin)
                 self.exhausted.discard(origin)
-                if origin not in self._truth:
-                    checks, hits = await db(self.store.lastmod_truthfulness, origin)
-                    self._truth[origin] = revisit.truthfulness(checks, hits)
+                if origin not in self._checks:
+                    self._checks[origin] = await db(self.store.lastmod_truthfulness, origin)
+                    self._judge(origin)
         return [origin for origin in self.leased if origin not in self.exhausted]
 
     async def claim(self, host: str, n: int) -> Sequence[Job]:
@@ -230,30 +234,45 @@ class ExtractWork:
 
     async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
         now = utcnow()
+        revisit_settings = self.settings.revisit
         if item.content_hash and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
+            threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
         ):
-            revisit_s, next_at = revisit.next_revisit(
-                previous_s=item.revisit_s, changed=False, changefreq=item.changefreq,
-                settings=self.settings.revisit, now=now,
-            )
-            self.counters["skipped_by_lastmod"] += 1
-            await self.writer.put(
-                Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
-                           content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
-                           etag=item.etag, last_modified=item.last_modified),
-                [],
-            )
-            return None
+            if revisit.spot_check(item.url, now, revisit_settings.lastmod_spot_check):
+                self.counters["lastmod_spot_checks"] += 1
+            else:
+                revisit_s, next_at = revisit.next_revisit(
+                    previous_s=item.revisit_s, changed=False, changefreq=item.changefreq, settings=revisit_settings,
+                    now=now,
+                )
+                self.counters["skipped_by_lastmod"] += 1
+                await self.writer.put(
+                    Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
+                               content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
+                               etag=item.etag, last_modified=item.last_modified),
+                    [],
+                )
+                return None
         return Job(url=item.url, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item)
 
     async def done(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
         completion, outlinks = self._complete(claimed, result)
-        if revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at) and result.status in (200, 304):
-            self.writer.note_lastmod(claimed.host, changed=completion.changed)
+        predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+        # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
+        # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
+        if predicted is not None and completion.changed and claimed.content_hash and not result.redirects:
+            self.writer.note_lastmod(claimed.host, hit=predicted)
+            checks, hits = self._checks.get(claimed.host, (0, 0))
+            self._checks[claimed.host] = (checks + 1, hits + predicted)
+            self._judge(claimed.host)
         await self.writer.put(completion, outlinks)
+
+    def _judge(self, host: str) -> None:
+        checks, hits = self._checks.get(host, (0, 0))
+        self._truth[host] = revisit.truthfulness(checks, hits, min_checks=self.settings.revisit.lastmod_min_checks)
 
     # -- decisions ----------------------------------------------------------------------------------------------
 

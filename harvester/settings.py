@@ -141,6 +141,11 @@ class DiscoverySettings(_Group):
         description="A child sitemap its index dates no newer than our copy is still asked once our copy is this "
         "old (0: always ask).",
     )
+    feed_mirror_recheck_s: float = Field(
+        7 * 24 * 3600.0, ge=0,
+        description="A feed that listed only entries another feed of the host had listed in the same run is "
+        "polled again after this (0: every run).",
+    )
     pagination_recheck_s: float = Field(
         7 * 24 * 3600.0, ge=0,
         description="A listing page reached only through pagination is asked again at least this often even when "
@@ -166,6 +171,11 @@ class RevisitSettings(_Group):
     )
     lastmod_truthful: float = Field(
         0.9, gt=0, le=1, description="Truthfulness at or above which an unchanged lastmod skips the request."
+    )
+    lastmod_spot_check: float = Field(
+        0.05, ge=0, le=1,
+        description="Share of pages a truthful lastmod says are unchanged that are still asked (conditionally), "
+        "so the host's truthfulness keeps being measured.",
     )
 
 

@@ -27,7 +27,8 @@ _UPSERT_SET = """
     score = {greatest}(urls.score, excluded.score),
     depth = {least}(urls.depth, excluded.depth),
     last_seen = excluded.last_seen,
-    lastmod = COALESCE(excluded.lastmod, urls.lastmod),
+    lastmod = CASE WHEN urls.lastmod IS NULL OR excluded.lastmod > urls.lastmod
+                   THEN COALESCE(excluded.lastmod, urls.lastmod) ELSE urls.lastmod END,
     changefreq = COALESCE(excluded.changefreq, urls.changefreq),
     priority = COALESCE(excluded.priority, urls.priority),
     next_fetch_at = CASE
@@ -38,6 +39,8 @@ _UPSERT_SET = """
 """
 # A newer sitemap lastmod than both the stored lastmod and our last fetch makes a finished URL due now
 # (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
+# lastmod only moves forward: sources disagree (an index-fresh sitemap, a lagging feed), and an older date
+# overwriting a newer one would make the URL look unchanged to the skip-by-lastmod rule.
 
 RETURNED_COLUMNS = _RETURNED = (
     "id, path, host_id, kind, depth, score, attempts, lease_until, etag, last_modified, content_hash, lastmod,"

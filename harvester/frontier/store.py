@@ -18,14 +18,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
 from harvester.frontier.dialects import dialect_for, make_engine
-from harvester.frontier.models import Document, Fetch, Host, Page, Run, Url
+from harvester.frontier.models import Document, Fetch, Host, Page, Run, Source, Url, UrlSource
 from harvester.frontier.rows import (
     ORIGIN,
     Merged,
@@ -393,6 +393,26 @@ class FrontierStore:
                 if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                     made_due += 1
         return known, made_due
+
+    def forget_lastmods(self, origin: str, labels: Sequence[str], *, seen_before: datetime) -> int:
+        """URLs of ``origin`` found through any of ``labels`` (sitemaps just read again in full) and not seen since
+        ``seen_before`` lose their lastmod: the sitemap no longer publishes one for them (they may be gone), so
+        no lastmod says they are unchanged any more. Returns how many."""
+        if not labels:
+            return 0
+        with self._tx() as tx:
+            host_id = tx.conn.execute(select(Host.id).where(Host.origin == origin)).scalar_one_or_none()
+            if host_id is None:
+                return 0
+            sources = select(Source.id).where(Source.label.in_(list(labels))).scalar_subquery()
+            paired = select(UrlSource.url_id).where(UrlSource.source_id.in_(sources))
+            result = tx.conn.execute(
+                update(Url).where(
+                    Url.host_id == host_id, Url.lastmod.is_not(None), Url.last_seen < aware(seen_before),
+                    or_(Url.source_id.in_(sources), Url.id.in_(paired)),
+                ).values(lastmod=None)
+            )
+        return int(result.rowcount)
 
     def known_urls(self, urls: Sequence[str]) -> set[str]:
         """The canonical ``urls`` the frontier already holds (any state), through the unique index."""
@@ -795,10 +815,10 @@ class FrontierStore:
             tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))
 
     def record_lastmod_check(self, origin: str, *, predicted_change: bool, changed: bool) -> None:
-        """Count one re-fetch that a newer sitemap lastmod asked for (``predicted_change``) and whether the
-        content really changed. Fetches without a lastmod prediction are not counted."""
-        if predicted_change:
-            self.add_lastmod_checks({origin: (1, 1 if changed else 0)})
+        """Count one re-fetch whose lastmod made a prediction: a real change is a check, a hit when the lastmod
+        announced it (``revisit.truthfulness``). Unchanged content says nothing about missed changes."""
+        if changed:
+            self.add_lastmod_checks({origin: (1, 1 if predicted_change else 0)})
 
     def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
         """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
