@@ -55,7 +55,8 @@ class _FeedRead:
 
     doc: FeedDoc
     admitted: int
-    inserted: int
+    fresh: int
+    """Admitted entries first found after our previous read of the feed (all of them on a first read)."""
     dates: tuple[datetime | None, ...]
     state: DocumentState
     repeats: bool
@@ -63,13 +64,13 @@ class _FeedRead:
 
     def only_news(self, reference: datetime | None) -> bool:
         """Whether every admitted entry is news: dated after ``reference`` (our last read of the feed, on the
-        server's clock) when it and every date are known, else new to the frontier. Then older entries may
-        follow on the next page; otherwise a newest-first feed has nothing new beyond this one."""
+        server's clock) when it and every date are known, else first found after our last read. Then older
+        entries may follow on the next page; otherwise a newest-first feed has nothing new beyond this one."""
         if self.admitted == 0:
             return False
         if reference is not None and all(d is not None for d in self.dates):
             return all(d is not None and d > reference for d in self.dates)
-        return self.inserted >= self.admitted
+        return self.fresh >= self.admitted
 
 
 FOLLOW_NEW_SHARE = 0.5
@@ -146,7 +147,7 @@ class HostDiscovery:
         await self._listings()
         if profile.use_feeds:
             # Feeds read before are polled on their own schedule, whether or not a page advertising them changed.
-            for known in await db(self.store.host_documents, self.origin, kinds=("feed",)):
+            for known in await db(self.store.host_documents, self.origin, kinds=("feed", "feed_mirror")):
                 self._queue_feed(known.url)
             await self._drain_feeds()
         self.report.add_rejections({}, source="link")
@@ -448,7 +449,8 @@ class HostDiscovery:
         details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
         follows = False
         if details and next_pages:
-            known = await db(self.store.known_urls, details)
+            # News: details first found after our last read of this page (today's sitemap may know them already).
+            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
             follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
         return completion, list(outlinks.values()), follows
 
@@ -489,7 +491,8 @@ class HostDiscovery:
         if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
             self.counters["feed_mirrors_skipped"] += 1
             return
-        head = await self._feed_document(url, "feed", known)
+        last_read = known.fetched_at if known is not None and known.content_hash is not None else None
+        head = await self._feed_document(url, "feed", known, last_read)
         if head is None:
             return
         if head.repeats:
@@ -510,7 +513,9 @@ class HostDiscovery:
             if target in self._feed_docs_seen or not self.site.in_scope(target):
                 break
             budget -= 1
-            page = await self._feed_document(target, "feed_page", await db(self.store.get_document, target))
+            page = await self._feed_document(
+                target, "feed_page", await db(self.store.get_document, target), last_read
+            )
         archive = head.doc.prev_archive
         while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
             if not self.site.in_scope(archive):
@@ -522,13 +527,16 @@ class HostDiscovery:
                 archive = known_archive.children[0] if known_archive.children else None
                 continue
             budget -= 1
-            read = await self._feed_document(archive, "feed_archive", known_archive)
+            read = await self._feed_document(archive, "feed_archive", known_archive, None)
             archive = read.doc.prev_archive if read is not None else None
         if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
             self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
 
-    async def _feed_document(self, url: str, kind: str, known: DocumentState | None) -> _FeedRead | None:
-        """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed."""
+    async def _feed_document(
+        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None
+    ) -> _FeedRead | None:
+        """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
+        ``last_read``: our previous read of the feed, to tell entries found since (None: all are new)."""
         assert self.rules is not None
         self._feed_docs_seen.add(url)
         result = await self.client.fetch(
@@ -568,7 +576,8 @@ class HostDiscovery:
         repeats = bool(urls) and urls <= self._feed_entries
         if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
             self._feed_entries |= urls
-        added = await self._flush(batch, details)
+        seen_before = await db(self.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
+        await self._flush(batch, details)
         self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
         revisit_s = self.settings.discovery.feed_revisit_s
         state = DocumentState(
@@ -579,8 +588,8 @@ class HostDiscovery:
             children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
         )
         await db(self.store.save_document, state)
-        return _FeedRead(doc=doc, admitted=admitted, inserted=added.inserted, dates=tuple(dates), state=state,
-                         repeats=repeats)
+        return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
+                         state=state, repeats=repeats)
 
     def _mirror_fresh(self, known: DocumentState) -> bool:
         """A feed found to repeat another is skipped until our last read of it is ``feed_mirror_recheck_s`` old."""

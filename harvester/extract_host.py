@@ -291,8 +291,10 @@ class ExtractWork:
         )
         self.counters[outcome.counter] += 1
         page = extracted.page if extracted is not None and outcome.store_page else None
+        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's.
+        status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
         completion = Completion(
-            url_id=claimed.id, state=outcome.state, fetched_at=now, status=result.status,
+            url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.url else None,
             # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
             etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),

@@ -61,6 +61,9 @@ from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
 
+PERMANENT_REDIRECTS = (301, 308)
+"""Statuses that say a URL moved for good (RFC 9110 §15.4.2, §15.4.9)."""
+
 CHUNK = 5000
 """Most rows per statement (bounded by SQLite's parameter limit); settings.discovery.batch_size if smaller."""
 
@@ -414,14 +417,17 @@ class FrontierStore:
             )
         return int(result.rowcount)
 
-    def known_urls(self, urls: Sequence[str]) -> set[str]:
-        """The canonical ``urls`` the frontier already holds (any state), through the unique index."""
+    def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
+        """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;
+        through the unique index."""
         by_origin: dict[str, list[str]] = {}
         for url in urls:
             origin, path = split_url(url)
             by_origin.setdefault(origin, []).append(path)
         if not by_origin:
             return set()
+        cutoff = aware(before)
+        d = self._d
         with self._tx(write=False) as tx:
             ids: dict[str, int] = {
                 origin: host_id for origin, host_id in tx.conn.execute(
@@ -429,8 +435,13 @@ class FrontierStore:
                 )
             }
             origin_of_id = {host_id: origin for origin, host_id in ids.items()}
-            rows = self._lookup(tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "id")
-        return {origin_of_id[row[0]] + row[1] for row in rows}
+            rows = self._lookup(
+                tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "first_seen"
+            )
+        return {
+            origin_of_id[host_id] + path for host_id, path, first_seen in rows
+            if cutoff is None or ((seen := d.dt(first_seen)) is not None and seen < cutoff)
+        }
 
     def _url_id(self, conn: Connection, url: str) -> int | None:
         origin, path = split_url(url)
@@ -749,13 +760,25 @@ class FrontierStore:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids)
 
-    def duplicates_of(self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = ()) -> dict[str, int]:
-        """content_hash -> the lowest id of a URL (not itself a duplicate) already holding that content."""
+    def duplicates_of(
+        self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = (), now: datetime | None = None
+    ) -> dict[str, int]:
+        """content_hash -> the lowest id of a URL already holding that content, as far as we know now.
+
+        A holder is DONE and not yet due again: a URL due for a re-fetch (or being re-fetched) may have moved or
+        vanished since, so its old hash vouches for nothing, and one whose last answer was a permanent redirect
+        holds no content at all; the page at a moved URL's new address is never a duplicate of the old one."""
         if not hashes:
             return {}
+        now = aware(now) or utcnow()
         query = (
             select(Url.content_hash, func.min(Url.id))
-            .where(Url.content_hash.in_(list(set(hashes))), Url.state != UrlState.DUPLICATE.value)
+            .where(
+                Url.content_hash.in_(list(set(hashes))),
+                Url.state == UrlState.DONE.value,
+                or_(Url.next_fetch_at.is_(None), Url.next_fetch_at > now),
+                or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+            )
             .group_by(Url.content_hash)
         )
         if exclude_ids:

@@ -363,8 +363,9 @@ class Site:
             for p in group:
                 priority = 0.3 + (p.id * 7 % 7) / 10
                 freq = "daily" if p.id % 3 else "weekly"
+                dated = p.modified_ts if self.spec.sitemap_lastmod == "modified" else p.published_ts
                 xml.append(
-                    f"<url><loc>{xml_escape(self.origin + p.path)}</loc><lastmod>{w3c_date(p.modified_ts)}</lastmod>"
+                    f"<url><loc>{xml_escape(self.origin + p.path)}</loc><lastmod>{w3c_date(dated)}</lastmod>"
                     f"<changefreq>{freq}</changefreq><priority>{priority:.1f}</priority></url>"
                 )
             xml.append("</urlset>\n")

@@ -85,6 +85,8 @@ class HostSpec:
     ``updated`` (an edited entry moves to the top). Older entries are reachable per ``feed_paging``: RFC 5005
     paged feeds (``"next"``: ``?page=N`` linked by ``rel="next"``, as Blogger does), RFC 5005 archived feeds
     (``"archive"``: fixed ``?archive=N`` documents chained by ``prev-archive``), or not at all (``"none"``).
+    ``sitemap_lastmod="published"`` makes the sitemaps' lastmod a publication date that never moves on edits, as
+    some CMS plugins do: a lastmod that does not announce changes.
     """
 
     name: str
@@ -100,6 +102,7 @@ class HostSpec:
     feeds: tuple[str, ...] = ("rss", "atom")
     feed_entries: int = 10
     feed_paging: Literal["next", "archive", "none"] = "next"
+    sitemap_lastmod: Literal["modified", "published"] = "modified"
     traps: bool = False
     hostile: bool = False
     max_in_flight: int | None = None
@@ -117,6 +120,8 @@ class HostSpec:
             )
         if self.feed_paging not in ("next", "archive", "none"):
             raise ValueError(f"host {self.name!r}: feed_paging must be 'next', 'archive' or 'none'")
+        if self.sitemap_lastmod not in ("modified", "published"):
+            raise ValueError(f"host {self.name!r}: sitemap_lastmod must be 'modified' or 'published'")
         if not self.name or "/" in self.name:
             raise ValueError(f"host name {self.name!r} must be non-empty and contain no '/'")
 
