@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 
 from harvester import phases
 from harvester.frontier import FrontierStore
-from harvester.records import DocumentState
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec
 
