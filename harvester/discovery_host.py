@@ -13,16 +13,17 @@ import hashlib
 import logging
 from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
-from harvester.discovery.feeds import parse_feed
+from harvester.discovery.feeds import FeedDoc, parse_feed
 from harvester.discovery.listings import extract_links
 from harvester.discovery.sitemaps import parse_sitemap
 from harvester.errors import ContentRejected
 from harvester.records import (
+    AddResult,
     ClaimedUrl,
     Completion,
     DiscoveredUrl,
@@ -47,6 +48,44 @@ if TYPE_CHECKING:
     from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _FeedRead:
+    """One feed document read and ingested: its parse and what its entries were to the frontier."""
+
+    doc: FeedDoc
+    admitted: int
+    fresh: int
+    """Admitted entries first found after our previous read of the feed (all of them on a first read)."""
+    dates: tuple[datetime | None, ...]
+    state: DocumentState
+    repeats: bool
+    """Every admitted entry had already come from another feed document of this host in this run."""
+
+    def only_news(self, reference: datetime | None) -> bool:
+        """Whether every admitted entry is news: dated after ``reference`` (our last read of the feed, on the
+        server's clock) when it and every date are known, else first found after our last read. Then older
+        entries may follow on the next page; otherwise a newest-first feed has nothing new beyond this one."""
+        if self.admitted == 0:
+            return False
+        if reference is not None and all(d is not None for d in self.dates):
+            return all(d is not None and d > reference for d in self.dates)
+        return self.fresh >= self.admitted
+
+
+FOLLOW_NEW_SHARE = 0.5
+"""A revisited listing page whose detail links are at least this share new to the frontier may continue on its
+next page (a full page of news; sticky posts on top and widgets of known links keep the share below 1)."""
+
+
+MAX_FEED_ENTRIES_REMEMBERED = 200_000
+"""Entry URLs of this run's feeds kept per host to recognise a feed that repeats another; beyond it, none is."""
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
 
 FEED_TYPES = None
 """Feeds and sitemaps are served under many media types (text/xml, application/rss+xml, text/plain, gzip ...):
@@ -85,6 +124,11 @@ class HostDiscovery:
         self.rules: RobotsRules | None = None
         self._feeds: deque[str] = deque()
         self._feeds_seen: set[str] = set()
+        self._feed_docs_seen: set[str] = set()
+        self._feed_entries: set[str] = set()
+        self._reread_urlsets: list[str] = []
+        self._follows: dict[str, bool] = {}
+        """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
 
     async def run(self) -> None:
         """Discover the host. Its persisted politeness state applies first: a host still parked from an earlier
@@ -122,6 +166,9 @@ class HostDiscovery:
             await self._sitemaps()
         await self._listings()
         if profile.use_feeds:
+            # Feeds read before are polled on their own schedule, whether or not a page advertising them changed.
+            for known in await db(self.store.host_documents, self.origin, kinds=("feed", "feed_mirror")):
+                self._queue_feed(known.url)
             await self._drain_feeds()
         self.report.add_rejections({}, source="link")
 
@@ -135,10 +182,12 @@ class HostDiscovery:
             self._problem(f"{self.origin}: robots.txt names only out-of-scope sitemaps; none fetched")
         # Known paths are probed only where robots.txt names no sitemap (usp probes 14 paths regardless).
         start = named if self.rules.sitemaps else [self.origin + path for path in discovery.known_sitemap_paths]
-        queue: deque[tuple[str, int, bool]] = deque((url, 1, not named) for url in start)
+        queue: deque[tuple[str, int, bool, datetime | None]] = deque((url, 1, not named, None) for url in start)
         seen: set[str] = set()
+        started = utcnow()
+        self._reread_urlsets = []
         while queue:
-            url, depth, probing = queue.popleft()
+            url, depth, probing, dated = queue.popleft()
             canonical = self.site.canonicalize(url)
             if canonical is None or canonical in seen:
                 if canonical is not None:
@@ -148,21 +197,35 @@ class HostDiscovery:
                 self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
                 break
             seen.add(canonical)
-            for child in await self._sitemap(canonical, probing):
+            for child, child_lastmod in await self._sitemap(canonical, probing, dated):
                 if depth >= discovery.max_sitemap_depth:
                     self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
                     break
                 if self.site.in_scope(child):
-                    queue.append((child, depth + 1, False))
+                    queue.append((child, depth + 1, False, child_lastmod))
                 else:
                     self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+        if self._reread_urlsets:
+            # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
+            # skip never passes over a page that may be gone (it is asked, conditionally, and found gone).
+            dropped = await db(
+                self.store.forget_lastmods, self.origin,
+                [provenance(Source.SITEMAP, url) for url in self._reread_urlsets], seen_before=started,
+            )
+            self.counters["urls_dropped_from_sitemaps"] += dropped
 
-    async def _sitemap(self, url: str, probing: bool) -> list[str]:
-        """Process one sitemap file; returns the children of an index (known ones when it is unchanged)."""
+    async def _sitemap(
+        self, url: str, probing: bool, dated: datetime | None
+    ) -> list[tuple[str, datetime | None]]:
+        """Process one sitemap file; returns the children of an index with the lastmod the index gives each
+        (known children, undated, when it is unchanged). ``dated``: this file's lastmod in its parent index."""
         known = await db(self.store.get_document, url)
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
-            return list(known.children)
+            return [(child, None) for child in known.children]
+        if known is not None and self._unchanged_per_index(known, dated):
+            self.counters["sitemaps_unchanged_per_index"] += 1
+            return [(child, None) for child in known.children]
         result = await self.client.fetch(
             url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
             max_bytes=self.settings.discovery.max_sitemap_bytes,
@@ -172,7 +235,7 @@ class HostDiscovery:
             self.counters["sitemaps_not_modified"] += 1
             self.report.add_sitemap(url, known.kind, not_modified=True)
             await db(self.store.save_document, self._refetched(known, now))
-            return list(known.children)
+            return [(child, None) for child in known.children]
         if not result.ok or result.body is None:
             if not (probing and result.status == 404):
                 self._failed_document(url, "sitemap", result)
@@ -192,6 +255,8 @@ class HostDiscovery:
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
             return []
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
+        if doc.kind in ("urlset", "text") and not doc.over_limit:
+            self._reread_urlsets.append(url)
         children = [child for child in doc.children if self.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
             self.counters["sitemap_loops"] += 1
@@ -201,7 +266,10 @@ class HostDiscovery:
         revisit = self.settings.discovery.sitemap_index_revisit_s if kind == "sitemap_index" else (
             self.settings.discovery.sitemap_revisit_s
         )
-        canonical_children = [c for child in children if (c := self.site.canonicalize(child))]
+        dated_children = [
+            (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))
+        ]
+        canonical_children = [c for c, _ in dated_children]
         await db(
             self.store.save_document,
             DocumentState(
@@ -210,7 +278,19 @@ class HostDiscovery:
                 next_fetch_at=now + timedelta(seconds=revisit), url_count=count, children=tuple(canonical_children),
             ),
         )
-        return canonical_children
+        return dated_children
+
+    def _unchanged_per_index(self, known: DocumentState, dated: datetime | None) -> bool:
+        """The parent index dates this child sitemap no later than our copy (the Last-Modified it was served
+        with: both on the server's clock), and our copy is younger than ``sitemap_index_trust_s``: then it needs
+        no request at all, even in a refresh. The age bound re-asks it now and then, so an index whose lastmod
+        lags behind its children costs at most that much staleness."""
+        if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
+            return False
+        age_s = (utcnow() - _aware(known.fetched_at)).total_seconds()
+        if age_s >= self.settings.discovery.sitemap_index_trust_s:
+            return False
+        return revisit.newer_than_copy(dated, known.last_modified) is False
 
     async def _ingest_entries(self, entries: Iterable[object], *, source: str, fetched_at: datetime) -> int:
         """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once."""
@@ -242,21 +322,29 @@ class HostDiscovery:
         await self._flush(batch, details)
         return count
 
-    async def _flush(self, batch: list[DiscoveredUrl], details: list[str]) -> None:
+    async def _flush(self, batch: list[DiscoveredUrl], details: list[str]) -> AddResult:
         if details:
             self.site.classifier.learn_details(details)
             details.clear()
-        if batch:
-            added = await db(self.store.add_discovered, list(batch))
-            self.counters["urls_new"] += added.inserted
-            self.counters["urls_seen_again"] += added.updated
-            self.counters["urls_made_due"] += added.made_due
-            batch.clear()
+        if not batch:
+            return AddResult(0, 0, 0)
+        added = await db(self.store.add_discovered, list(batch))
+        self.counters["urls_new"] += added.inserted
+        self.counters["urls_seen_again"] += added.updated
+        self.counters["urls_made_due"] += added.made_due
+        batch.clear()
+        return added
 
     # -- listing pages ----------------------------------------------------------------------------------------
 
     async def _listings(self) -> None:
-        """Breadth-first over listing pages held in the frontier, within the depth and page budget."""
+        """Breadth-first over listing pages held in the frontier, within the depth and page budget.
+
+        A listing page known only as the next page of others (a pure continuation) is, on a revisit, read
+        only when a page before it in this run was mostly news (``_follows``): a list shows its newest items
+        first, so once a page holds known items the pages after it hold older, known ones (see
+        ``_continuation``). Continuations are handled after the rest of their batch, in claim order.
+        """
         discovery = self.settings.discovery
         budget = discovery.listing_page_budget
         fetched = 0
@@ -268,7 +356,17 @@ class HostDiscovery:
             )
             if not claimed:
                 break
-            items = await asyncio.gather(*(self._listing(item) for item in claimed))
+            firsts: list[ClaimedUrl] = []
+            continuations: list[tuple[ClaimedUrl, list[str]]] = []
+            for item in claimed:
+                before = await self._predecessors(item)
+                if before:
+                    continuations.append((item, before))
+                else:
+                    firsts.append(item)
+            items = list(await asyncio.gather(*(self._listing(item) for item in firsts)))
+            for item, before in continuations:
+                items.append(await self._continuation(item, before))
             done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id)
             self.counters["listing_pages"] += len(claimed) - done.lost
             fetched += len(claimed)
@@ -277,7 +375,46 @@ class HostDiscovery:
         if fetched >= budget:
             self._problem(f"{self.origin}: listing page budget of {budget} reached")
 
+    async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
+        """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way."""
+        if claimed.last_fetched_at is None or claimed.content_hash is None:
+            return []
+        labels = await db(self.store.sources_of, claimed.url)
+        prefix = f"{Source.PAGINATION.value}:"
+        if not labels or not all(label.startswith(prefix) for label in labels):
+            return []
+        return [label[len(prefix):] for label in labels]
+
+    async def _continuation(
+        self, claimed: ClaimedUrl, before: list[str]
+    ) -> tuple[Completion, list[DiscoveredUrl]]:
+        """Read a revisited continuation page only when a page before it in this run was mostly news, when none
+        of them was read in this run, or when our copy is older than ``pagination_recheck_s`` (lists not ordered
+        newest first get their new items found that late at worst); else it stays as it was, without a request."""
+        verdicts = [self._follows[url] for url in before if url in self._follows]
+        now = utcnow()
+        assert claimed.last_fetched_at is not None
+        age = (now - _aware(claimed.last_fetched_at)).total_seconds()
+        if any(verdicts) or not verdicts or age >= self.settings.discovery.pagination_recheck_s:
+            return await self._listing(claimed)
+        self._follows[claimed.url] = False
+        self.counters["listing_pages_not_needed"] += 1
+        revisit_s = self.settings.discovery.listing_revisit_s
+        return Completion(
+            url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at,
+            content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
+            next_fetch_at=now + timedelta(seconds=revisit_s), revisit_s=revisit_s,
+        ), []
+
     async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
+        completion, outlinks, follows = await self._read_listing(claimed)
+        if follows is not None:
+            self._follows[claimed.url] = follows
+        return completion, outlinks
+
+    async def _read_listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl], bool | None]:
+        """One listing page; the flag says whether its next pages may hold news (it was mostly news itself),
+        None when the fetch failed and says nothing about them."""
         assert self.rules is not None
         result = await self.client.fetch(
             claimed.url, validators=claimed.validators, accept=self.settings.http.allowed_content_types
@@ -290,15 +427,15 @@ class HostDiscovery:
             next_fetch_at=now + timedelta(seconds=revisit), revisit_s=revisit, bytes_read=result.bytes_read,
         )
         if result.not_modified:
-            return base, []
+            return base, [], False
         if not result.ok or result.body is None:
-            return self._listing_failure(claimed, result, base), []
+            return self._listing_failure(claimed, result, base), [], None
         page = extract_links(result.body, base_url=result.final_url, content_type=result.content_type)
         for feed in page.feeds:
             self._queue_feed(feed)
         completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)
         if page.robots_nofollow:
-            return completion, []
+            return completion, [], False
         self.site.classifier.observe_page(claimed.url, page.links)
         depth = claimed.depth + 1
         follow_listings = self.site.profile.use_listings and depth <= self.settings.discovery.listing_max_depth
@@ -323,13 +460,19 @@ class HostDiscovery:
             # The next page of a listing is the same listing, one step on: it does not count as a level of depth
             # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
             item = self.site.admit(
-                link, base=None, source=Source.LISTING, where=claimed.url,
+                link, base=None, source=Source.PAGINATION if paginated else Source.LISTING, where=claimed.url,
                 depth=claimed.depth if paginated else depth, now=now, allowed=self.rules.allowed, kind=kind,
                 report_to=self.origin,
             )
             if item is not None:
                 outlinks[item.url] = item
-        return completion, list(outlinks.values())
+        details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
+        follows = False
+        if details and next_pages:
+            # News: details first found after our last read of this page (today's sitemap may know them already).
+            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
+            follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
+        return completion, list(outlinks.values()), follows
 
     def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
         """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""
@@ -353,11 +496,69 @@ class HostDiscovery:
             await self._feed(self._feeds.popleft())
 
     async def _feed(self, url: str) -> None:
-        assert self.rules is not None
+        """A feed head, then its older documents (RFC 5005) while they may hold entries not seen before.
+
+        First read: every ``rel="next"`` page and every ``prev-archive`` archive, up to ``max_feed_pages``. On a
+        later read the head comes first (conditionally: a 304 ends it); a next page is read only when the page
+        before it held nothing but news (entries dated after our last read of the head, on the server's clock,
+        or, undated, URLs new to the frontier), since a feed lists newest first; archives never change
+        (RFC 5005 §4), so known ones are walked past without a request and only new ones are read.
+        """
         known = await db(self.store.get_document, url)
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
             return
+        if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
+            self.counters["feed_mirrors_skipped"] += 1
+            return
+        last_read = known.fetched_at if known is not None and known.content_hash is not None else None
+        head = await self._feed_document(url, "feed", known, last_read)
+        if head is None:
+            return
+        if head.repeats:
+            # Everything it lists came from another feed of this host in this run (the Atom twin of an RSS
+            # feed, a category feed): poll it again only after feed_mirror_recheck_s, and read no older pages.
+            self.counters["feeds_mirrored"] += 1
+            await db(self.store.save_document, replace(head.state, kind="feed_mirror"))
+            return
+        rereading = known is not None and known.content_hash is not None
+        reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
+        budget = self.settings.discovery.max_feed_pages - 1
+        page: _FeedRead | None = head
+        while page is not None and page.doc.next_page and budget > 0:
+            if rereading and not page.only_news(reference):
+                self.counters["feed_pages_not_needed"] += 1
+                break
+            target = page.doc.next_page
+            if target in self._feed_docs_seen or not self.site.in_scope(target):
+                break
+            budget -= 1
+            page = await self._feed_document(
+                target, "feed_page", await db(self.store.get_document, target), last_read
+            )
+        archive = head.doc.prev_archive
+        while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
+            if not self.site.in_scope(archive):
+                break
+            known_archive = await db(self.store.get_document, archive)
+            if known_archive is not None and known_archive.content_hash is not None:
+                self._feed_docs_seen.add(archive)
+                self.counters["feed_archives_known"] += 1
+                archive = known_archive.children[0] if known_archive.children else None
+                continue
+            budget -= 1
+            read = await self._feed_document(archive, "feed_archive", known_archive, None)
+            archive = read.doc.prev_archive if read is not None else None
+        if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
+            self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
+
+    async def _feed_document(
+        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None
+    ) -> _FeedRead | None:
+        """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
+        ``last_read``: our previous read of the feed, to tell entries found since (None: all are new)."""
+        assert self.rules is not None
+        self._feed_docs_seen.add(url)
         result = await self.client.fetch(
             url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
             max_bytes=self.settings.discovery.max_feed_bytes,
@@ -366,37 +567,56 @@ class HostDiscovery:
         if result.not_modified and known is not None:
             self.counters["feeds_not_modified"] += 1
             await db(self.store.save_document, self._refetched(known, now))
-            return
+            return None
         if not result.ok or result.body is None:
             self._failed_document(url, "feed", result)
-            await db(self.store.save_document, self._failure(url, "feed", result, now, known))
-            return
+            await db(self.store.save_document, self._failure(url, kind, result, now, known))
+            return None
         doc = parse_feed(result.body, url=url)
         for problem in doc.problems[:5]:
             self._problem(f"feed {url}: {problem}")
         batch: list[DiscoveredUrl] = []
         details: list[str] = []
+        dates: list[datetime | None] = []
         for entry in doc.entries:
+            # Only a modification date (Atom updated, JSON Feed date_modified) is stored as lastmod: an RSS
+            # pubDate stays put when the page is edited, so as "lastmod" it would predict "unchanged" forever.
             item = self.site.admit(
                 entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
-                lastmod=entry.lastmod, trusted=True, fetched_at=now,
+                lastmod=entry.updated, published=entry.published, trusted=True, fetched_at=now,
                 report_to=self.origin,
             )
             if item is not None:
                 batch.append(item)
+                dates.append(entry.lastmod)
                 if item.kind is UrlKind.DETAIL:
                     details.append(item.url)
+        admitted = len(batch)
+        urls = frozenset(item.url for item in batch)
+        repeats = bool(urls) and urls <= self._feed_entries
+        if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
+            self._feed_entries |= urls
+        seen_before = await db(self.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
         await self._flush(batch, details)
-        self.counters["feeds_parsed"] += 1
-        revisit = self.settings.discovery.feed_revisit_s
-        await db(
-            self.store.save_document,
-            DocumentState(
-                url=url, kind="feed", status=result.status, etag=result.etag, last_modified=result.last_modified,
-                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
-                next_fetch_at=now + timedelta(seconds=revisit), url_count=len(doc.entries),
-            ),
+        self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
+        revisit_s = self.settings.discovery.feed_revisit_s
+        state = DocumentState(
+            url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
+            content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
+            next_fetch_at=now + timedelta(seconds=revisit_s), url_count=len(doc.entries),
+            # An archive leads to the one before it, so a later read can walk past known archives.
+            children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
         )
+        await db(self.store.save_document, state)
+        return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
+                         state=state, repeats=repeats)
+
+    def _mirror_fresh(self, known: DocumentState) -> bool:
+        """A feed found to repeat another is skipped until our last read of it is ``feed_mirror_recheck_s`` old."""
+        if known.fetched_at is None:
+            return False
+        age_s = (utcnow() - _aware(known.fetched_at)).total_seconds()
+        return age_s < self.settings.discovery.feed_mirror_recheck_s
 
     # -- documents ----------------------------------------------------------------------------------------------
 

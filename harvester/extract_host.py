@@ -95,10 +95,11 @@ class CompletionWriter:
         items, self._pending = self._pending, []
         return items
 
-    def note_lastmod(self, host: str, *, changed: bool) -> None:
-        """One fetch a newer sitemap lastmod asked for; written with the next batch, not a transaction per URL."""
+    def note_lastmod(self, host: str, *, hit: bool) -> None:
+        """One lastmod check (a change seen on a page whose lastmod made a prediction) and whether the lastmod
+        announced it; written with the next batch, not a transaction per URL."""
         checks, hits = self._lastmod.get(host, (0, 0))
-        self._lastmod[host] = (checks + 1, hits + (1 if changed else 0))
+        self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
 
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         if not self._pending:
@@ -191,6 +192,9 @@ class ExtractWork:
         self.exhausted: set[str] = set()
         self.claimed_total = 0
         self._truth: dict[str, float | None] = {}
+        self._checks: dict[str, tuple[int, int]] = {}
+        """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
+        truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -209,9 +213,9 @@ class ExtractWork:
                 self.exhausted.discard(origin)
                 if self.policies is not None:
                     await self.policies.load(origin)
-                if origin not in self._truth:
-                    checks, hits = await db(self.store.lastmod_truthfulness, origin)
-                    self._truth[origin] = revisit.truthfulness(checks, hits)
+                if origin not in self._checks:
+                    self._checks[origin] = await db(self.store.lastmod_truthfulness, origin)
+                    self._judge(origin)
         if self.policies is not None:
             parked = [o for o in self.leased if o not in self.exhausted and self.policies.parked(o)]
             for origin in parked:
@@ -249,30 +253,45 @@ class ExtractWork:
 
     async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
         now = utcnow()
+        revisit_settings = self.settings.revisit
         if item.content_hash and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
+            threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
         ):
-            revisit_s, next_at = revisit.next_revisit(
-                previous_s=item.revisit_s, changed=False, changefreq=item.changefreq,
-                settings=self.settings.revisit, now=now,
-            )
-            self.counters["skipped_by_lastmod"] += 1
-            await self.writer.put(
-                Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
-                           content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
-                           etag=item.etag, last_modified=item.last_modified),
-                [],
-            )
-            return None
+            if revisit.spot_check(item.url, now, revisit_settings.lastmod_spot_check):
+                self.counters["lastmod_spot_checks"] += 1
+            else:
+                revisit_s, next_at = revisit.next_revisit(
+                    previous_s=item.revisit_s, changed=False, changefreq=item.changefreq, settings=revisit_settings,
+                    now=now,
+                )
+                self.counters["skipped_by_lastmod"] += 1
+                await self.writer.put(
+                    Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
+                               content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
+                               etag=item.etag, last_modified=item.last_modified),
+                    [],
+                )
+                return None
         return Job(url=item.url, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item)
 
     async def done(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
         completion, outlinks = self._complete(claimed, result)
-        if revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at) and result.status in (200, 304):
-            self.writer.note_lastmod(claimed.host, changed=completion.changed)
+        predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+        # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
+        # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
+        if predicted is not None and completion.changed and claimed.content_hash and not result.redirects:
+            self.writer.note_lastmod(claimed.host, hit=predicted)
+            checks, hits = self._checks.get(claimed.host, (0, 0))
+            self._checks[claimed.host] = (checks + 1, hits + predicted)
+            self._judge(claimed.host)
         await self.writer.put(completion, outlinks)
+
+    def _judge(self, host: str) -> None:
+        checks, hits = self._checks.get(host, (0, 0))
+        self._truth[host] = revisit.truthfulness(checks, hits, min_checks=self.settings.revisit.lastmod_min_checks)
 
     # -- decisions ----------------------------------------------------------------------------------------------
 
@@ -291,8 +310,10 @@ class ExtractWork:
         )
         self.counters[outcome.counter] += 1
         page = extracted.page if extracted is not None and outcome.store_page else None
+        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's.
+        status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
         completion = Completion(
-            url_id=claimed.id, state=outcome.state, fetched_at=now, status=result.status,
+            url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.url else None,
             # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
             etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),

@@ -75,6 +75,7 @@ class Site:
         allowed: Allowed | None = None,
         kind: UrlKind | None = None,
         lastmod: datetime | None = None,
+        published: datetime | None = None,
         changefreq: str | None = None,
         priority: float | None = None,
         meta: dict[str, Any] | None = None,
@@ -88,7 +89,8 @@ class Site:
         a link is classified by the learned shapes. ``allowed`` is robots.txt of the host being discovered;
         URLs of other hosts are checked against their own robots.txt by the fetch engine before any request.
         ``trusted`` marks finite published lists (sitemaps, feeds), which the calendar and facet trap counters
-        do not apply to.
+        do not apply to. ``lastmod`` is a modification date (stored, and compared with our copy to predict
+        changes); ``published`` a publication date, which only scores recency when no lastmod is given.
         """
         label = provenance(source, where)
         url = self.canonicalize(raw, base)
@@ -108,7 +110,7 @@ class Site:
         if kind is None:
             kind = self._published_kind(url) if trusted else (self.classifier.classify(url) or UrlKind.DETAIL)
         value = scoring.score(
-            url, kind=kind, source=source, depth=depth, priority=priority, lastmod=lastmod, now=now,
+            url, kind=kind, source=source, depth=depth, priority=priority, lastmod=lastmod or published, now=now,
             profile=self.profile, truthfulness=self.truthfulness.get(origin_of(url)),
         )
         return DiscoveredUrl(

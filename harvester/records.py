@@ -43,6 +43,7 @@ class Source(StrEnum):
     SITEMAP = "sitemap"
     FEED = "feed"
     LISTING = "listing"
+    PAGINATION = "pagination"  # a listing page's next page: the same list, one step older
     LINK = "link"
     REDIRECT = "redirect"
 

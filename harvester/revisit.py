@@ -7,7 +7,9 @@ mapping rules live here so ``phases`` stays a thin loop. Never fetches, never sp
 
 from __future__ import annotations
 
+import email.utils
 import math
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -82,11 +84,13 @@ def first_interval(changefreq: str | None, settings: RevisitSettings) -> float:
 
 
 def truthfulness(checks: int, hits: int, *, min_checks: int = MIN_LASTMOD_CHECKS) -> float | None:
-    """How often a host's sitemap lastmod told the truth, smoothed; None below ``min_checks`` checks.
+    """How often a host's lastmod announced a real change, smoothed; None below ``min_checks`` checks.
 
-    A check is a fetch of a URL whose lastmod and previous fetch are both known; a hit is a correct prediction
-    (lastmod newer than the last fetch and the content changed, or not newer and unchanged). Laplace smoothing
-    ``(hits + 1) / (checks + 2)`` keeps a short perfect record from reading as certainty.
+    A check is a re-fetch that found the content changed, of a URL whose lastmod made a prediction; a hit is a
+    change the lastmod announced (newer than our copy). This is what skipping on "not newer" risks: the share
+    of changes a skip would miss is ``1 - truthfulness``. Counting correct "unchanged" predictions too would
+    let the base rate speak instead (where 5% of pages change a day, a lastmod that never moves scores 95%).
+    Laplace smoothing ``(hits + 1) / (checks + 2)`` keeps a short perfect record from reading as certainty.
     """
     if checks < max(min_checks, 1):
         return None
@@ -94,8 +98,46 @@ def truthfulness(checks: int, hits: int, *, min_checks: int = MIN_LASTMOD_CHECKS
     return (hits + 1) / (checks + 2)
 
 
-def lastmod_predicts_change(lastmod: datetime | None, last_fetched_at: datetime | None) -> bool | None:
-    """What the sitemap claims about a URL since its last fetch: changed (True), not (False), or no claim (None)."""
+def newer_than_copy(lastmod: datetime | None, copy_last_modified: str | None) -> bool | None:
+    """Whether a published date (sitemap or index lastmod, Atom ``updated``) is newer than our copy, judged on
+    the server's own clock: against the Last-Modified our copy was served with, so clock skew between the site
+    and us never enters. None when either is missing or unparsable.
+
+    A lastmod of exactly midnight UTC is read as a date without a time (W3C Datetime allows ``2026-01-06``), so
+    as the end of that day: a change later that day is never taken for "not newer".
+    """
+    copy = http_time(copy_last_modified)
+    if lastmod is None or copy is None:
+        return None
+    moment = _aware(lastmod)
+    if moment.hour == moment.minute == moment.second == moment.microsecond == 0:
+        moment += timedelta(days=1)
+    return moment > copy
+
+
+def http_time(value: str | None) -> datetime | None:
+    """An HTTP date (RFC 9110 §5.6.7) as an aware datetime; None when absent or unparsable."""
+    if not value:
+        return None
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return _aware(parsed)
+
+
+def lastmod_predicts_change(
+    lastmod: datetime | None, last_fetched_at: datetime | None, copy_last_modified: str | None = None
+) -> bool | None:
+    """What the lastmod claims about a URL since our copy: changed (True), not (False), or no claim (None).
+
+    Judged against our copy's Last-Modified when it has one (``newer_than_copy``: the server's clock on both
+    sides), else against the time we fetched it (our clock against theirs: skew enters, and a site whose dates
+    lag ours would always read as "unchanged").
+    """
+    by_copy = newer_than_copy(lastmod, copy_last_modified)
+    if by_copy is not None:
+        return by_copy
     if lastmod is None or last_fetched_at is None:
         return None
     return _aware(lastmod) > _aware(last_fetched_at)
@@ -109,20 +151,33 @@ def may_skip(
     threshold: float = TRUTHFUL_THRESHOLD,
     now: datetime | None = None,
     max_age_s: float = MAX_SKIP_AGE_S,
+    copy_last_modified: str | None = None,
 ) -> bool:
     """True when a due URL may be treated as unchanged without any request.
 
-    Only when its sitemap lastmod is known and not newer than the last fetch, AND the host has proven its
-    lastmod truthful (``truthfulness`` ≥ ``threshold``; None = not enough checks = never skip), AND the last
-    fetch is younger than ``max_age_s`` (so every page is still verified now and then, and a host that stops
-    updating its lastmod is caught).
+    Only when its lastmod is known and not newer than our copy (``lastmod_predicts_change``; discovery clears
+    the lastmod of a URL its re-read sitemap no longer lists, so a vanished page is asked and found gone), AND
+    the host has proven its lastmod truthful (``truthfulness`` ≥ ``threshold``; None = not enough checks =
+    never skip), AND the last fetch is younger than ``max_age_s`` (so every page is still verified now and
+    then, and a host that stops updating its lastmod is caught).
     """
-    predicted = lastmod_predicts_change(lastmod, last_fetched_at)
+    predicted = lastmod_predicts_change(lastmod, last_fetched_at, copy_last_modified)
     if predicted is None or predicted or truthfulness is None or truthfulness < threshold:
         return False
-    assert last_fetched_at is not None
+    if last_fetched_at is None:
+        return False
     age = (_aware(now) if now is not None else datetime.now(UTC)) - _aware(last_fetched_at)
     return age.total_seconds() < max_age_s
+
+
+def spot_check(url: str, now: datetime, share: float) -> bool:
+    """Whether ``url`` is among the ``share`` of pages asked anyway although the lastmod says unchanged, so a
+    trusted host's lastmod keeps being tested where it matters (a lastmod that stops moving on changes shows up
+    as misses). Deterministic per URL and UTC day, a different sample each day."""
+    if share <= 0:
+        return False
+    digest = zlib.crc32(f"{_aware(now).date().isoformat()} {url}".encode())
+    return digest % 10_000 < share * 10_000
 
 
 # --- one fetch → the URL's next state -----------------------------------------------------------------------
@@ -299,10 +354,13 @@ __all__ = [
     "Outcome",
     "classify_outcome",
     "first_interval",
+    "http_time",
     "is_permanent_move",
     "lastmod_predicts_change",
     "may_skip",
+    "newer_than_copy",
     "next_revisit",
     "retry_delay_s",
+    "spot_check",
     "truthfulness",
 ]

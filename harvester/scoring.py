@@ -28,6 +28,7 @@ SOURCE_WEIGHT: dict[Source, float] = {
     Source.ROBOTS: 3.0,
     Source.REDIRECT: 1.5,
     Source.LISTING: 1.0,
+    Source.PAGINATION: 0.5,  # below the page that links to it, so a list is claimed from its first page on
     Source.LINK: 0.0,
 }
 """Sitemap and feed sources above plain links: the site published them on purpose."""

@@ -131,6 +131,9 @@ class DiscoverySettings(_Group):
     max_sitemap_depth: int = Field(4, ge=1, le=10, description="Index nesting followed.")
     max_sitemaps_per_host: int = Field(2_000, ge=1, description="Sitemap files fetched per host per run.")
     max_feed_bytes: int = Field(10 * 2**20, gt=0)
+    max_feed_pages: int = Field(
+        100, ge=1, le=10_000, description="Documents of one feed (head, RFC 5005 pages or archives) read per run."
+    )
     listing_max_depth: int = Field(3, ge=0, le=20, description="Listing hops from a seed.")
     listing_page_budget: int = Field(200, ge=0, description="Listing pages fetched per host per run.")
     batch_size: int = Field(5_000, ge=1, le=100_000, description="URLs per frontier upsert.")
@@ -138,6 +141,21 @@ class DiscoverySettings(_Group):
     listing_revisit_s: float = Field(12 * 3600.0, gt=0, description="Listing pages are asked again after this.")
     sitemap_revisit_s: float = Field(24 * 3600.0, gt=0)
     sitemap_index_revisit_s: float = Field(7 * 24 * 3600.0, gt=0)
+    sitemap_index_trust_s: float = Field(
+        7 * 24 * 3600.0, ge=0,
+        description="A child sitemap its index dates no newer than our copy is still asked once our copy is this "
+        "old (0: always ask).",
+    )
+    feed_mirror_recheck_s: float = Field(
+        7 * 24 * 3600.0, ge=0,
+        description="A feed that listed only entries another feed of the host had listed in the same run is "
+        "polled again after this (0: every run).",
+    )
+    pagination_recheck_s: float = Field(
+        7 * 24 * 3600.0, ge=0,
+        description="A listing page reached only through pagination is asked again at least this often even when "
+        "the page before it brought nothing new (0: always ask).",
+    )
 
 
 class StoreSettings(_Group):
@@ -158,6 +176,11 @@ class RevisitSettings(_Group):
     )
     lastmod_truthful: float = Field(
         0.9, gt=0, le=1, description="Truthfulness at or above which an unchanged lastmod skips the request."
+    )
+    lastmod_spot_check: float = Field(
+        0.05, ge=0, le=1,
+        description="Share of pages a truthful lastmod says are unchanged that are still asked (conditionally), "
+        "so the host's truthfulness keeps being measured.",
     )
 
 

@@ -9,7 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlKind, UrlState
-from harvester.revisit import classify_outcome, may_skip, next_revisit, retry_delay_s, truthfulness
+from harvester.revisit import (
+    classify_outcome,
+    lastmod_predicts_change,
+    may_skip,
+    newer_than_copy,
+    next_revisit,
+    retry_delay_s,
+    spot_check,
+    truthfulness,
+)
 from harvester.settings import RevisitSettings, Settings
 
 NOW = datetime(2024, 6, 10, 12, 0, tzinfo=UTC)
@@ -96,6 +105,51 @@ def test_may_skip_only_unchanged_lastmod_on_a_truthful_host():
     # a page not verified for longer than max_age_s is fetched even on a truthful host
     assert not may_skip(lastmod=older - timedelta(days=60), last_fetched_at=NOW - timedelta(days=40),
                         truthfulness=truthful, now=NOW)
+
+
+def test_newer_than_copy_compares_on_the_servers_clock():
+    copy = "Mon, 10 Jun 2024 09:30:00 GMT"
+    assert newer_than_copy(datetime(2024, 6, 10, 9, 31, tzinfo=UTC), copy) is True
+    assert newer_than_copy(datetime(2024, 6, 10, 9, 30, tzinfo=UTC), copy) is False
+    assert newer_than_copy(datetime(2024, 6, 1, 8, 0), copy) is False  # naive: UTC
+    # A date without a time is the end of that day: a change later that day is not "not newer".
+    assert newer_than_copy(datetime(2024, 6, 10, tzinfo=UTC), copy) is True
+    assert newer_than_copy(datetime(2024, 6, 9, tzinfo=UTC), copy) is False
+    assert newer_than_copy(None, copy) is None
+    assert newer_than_copy(datetime(2024, 6, 10, 9, 31, tzinfo=UTC), None) is None
+    assert newer_than_copy(datetime(2024, 6, 10, 9, 31, tzinfo=UTC), "yesterday") is None
+
+
+def test_lastmod_prediction_prefers_our_copys_last_modified_over_our_clock():
+    # The site's clock lags ours by months: judged against our fetch time, every change would read "unchanged".
+    fetched_at = NOW
+    lastmod = datetime(2024, 1, 7, 3, 0, tzinfo=UTC)
+    assert lastmod_predicts_change(lastmod, fetched_at) is False  # control: our clock says "not newer"
+    assert lastmod_predicts_change(lastmod, fetched_at, "Sat, 06 Jan 2024 12:00:00 GMT") is True
+    assert lastmod_predicts_change(lastmod, fetched_at, "Sun, 07 Jan 2024 03:00:00 GMT") is False
+    assert lastmod_predicts_change(None, fetched_at, "Sun, 07 Jan 2024 03:00:00 GMT") is None
+    assert not may_skip(lastmod=lastmod, last_fetched_at=fetched_at - timedelta(days=1), truthfulness=0.99,
+                        now=NOW, copy_last_modified="Sat, 06 Jan 2024 12:00:00 GMT")
+    assert may_skip(lastmod=lastmod, last_fetched_at=fetched_at - timedelta(days=1), truthfulness=0.99, now=NOW,
+                    copy_last_modified="Sun, 07 Jan 2024 03:00:00 GMT")
+
+
+def test_truthfulness_counts_announced_changes_so_a_lastmod_that_never_moves_is_not_trusted():
+    # 1,000 pages, 50 changed: a lastmod that never moves "predicted" 950 of 1,000 right, but announced none of
+    # the 50 changes; truthfulness counts only the changes.
+    assert truthfulness(50, 0) == pytest.approx(1 / 52)
+    assert truthfulness(50, 50) == pytest.approx(51 / 52)
+    assert truthfulness(9, 9) is None  # too few changes seen to judge (default min_checks 10)
+
+
+def test_spot_checks_are_a_stable_daily_sample_of_the_asked_share():
+    urls = [f"https://h.example/p/{i}" for i in range(4_000)]
+    picked = [u for u in urls if spot_check(u, NOW, 0.05)]
+    assert 0.035 < len(picked) / len(urls) < 0.065
+    assert picked == [u for u in urls if spot_check(u, NOW + timedelta(hours=3), 0.05)]  # same day, same sample
+    assert picked != [u for u in urls if spot_check(u, NOW + timedelta(days=1), 0.05)]  # another day, another
+    assert not any(spot_check(u, NOW, 0.0) for u in urls)
+    assert all(spot_check(u, NOW, 1.0) for u in urls)
 
 
 def test_may_skip_accepts_naive_datetimes_as_utc():

@@ -65,7 +65,12 @@ class FeedEntry:
 
 @dataclass(slots=True)
 class FeedDoc:
-    """A parsed feed. ``problems`` names what was dropped or wrong (bozo XML, invalid links, over the cap)."""
+    """A parsed feed. ``problems`` names what was dropped or wrong (bozo XML, invalid links, over the cap).
+
+    ``next_page`` and ``prev_archive`` are the RFC 5005 links to older entries: a paged feed's next page
+    (``rel="next"``, or JSON Feed's ``next_url``) and an archived feed's previous archive (``rel="prev-archive"``),
+    absolute, or None.
+    """
 
     url: str
     kind: FeedKind
@@ -73,6 +78,8 @@ class FeedDoc:
     title: str | None = None
     problems: list[str] = field(default_factory=list)
     over_limit: bool = False
+    next_page: str | None = None
+    prev_archive: str | None = None
 
 
 def find_feed_links(html: bytes, *, base_url: str, content_type: str | None = None) -> list[str]:
@@ -136,6 +143,7 @@ def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) ->
     version = str(parsed.get("version") or "")
     kind: FeedKind = "atom" if version.startswith("atom") else "rss" if version.startswith("rss") else "unknown"
     doc = FeedDoc(url=url, kind=kind, title=_text(parsed.feed.get("title")))
+    doc.next_page, doc.prev_archive = _history_links(parsed.feed.get("links"), url)
     if parsed.get("bozo"):
         doc.problems.append(f"malformed feed XML: {parsed.get('bozo_exception')!s:.200}")
     if kind == "unknown" and not parsed.entries:
@@ -182,6 +190,9 @@ def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
         doc.problems.append("JSON without a https://jsonfeed.org/version/1.x version: not a JSON Feed")
         return doc
     doc.title = _text(data.get("title"))
+    next_url = data.get("next_url")
+    if isinstance(next_url, str) and (absolute := absolute_http(next_url.strip(), url)) not in (None, url):
+        doc.next_page = absolute
     items = data.get("items")
     if not isinstance(items, list):
         doc.problems.append("JSON Feed without an items list")
@@ -214,6 +225,20 @@ def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
         )
     _finish(doc, invalid, max_entries)
     return doc
+
+
+def _history_links(links: Any, url: str) -> tuple[str | None, str | None]:
+    """(next page, previous archive) among a feed's links (RFC 5005 §3 and §4), absolute; a link back to the
+    document itself is dropped (a loop in one step)."""
+    found: dict[str, str] = {}
+    for link in links or ():
+        rel = str(link.get("rel") or "").strip().lower()
+        href = link.get("href")
+        if rel in ("next", "prev-archive") and rel not in found and isinstance(href, str) and href.strip():
+            absolute = absolute_http(href.strip(), url)
+            if absolute is not None and absolute != url:
+                found[rel] = absolute
+    return found.get("next"), found.get("prev-archive")
 
 
 def _finish(doc: FeedDoc, invalid: int, max_entries: int) -> None:

@@ -35,7 +35,8 @@ _UPSERT_SET = """
     score = {greatest}(urls.score, excluded.score),
     depth = {least}(urls.depth, excluded.depth),
     last_seen = excluded.last_seen,
-    lastmod = COALESCE(excluded.lastmod, urls.lastmod),
+    lastmod = CASE WHEN urls.lastmod IS NULL OR excluded.lastmod > urls.lastmod
+                   THEN COALESCE(excluded.lastmod, urls.lastmod) ELSE urls.lastmod END,
     changefreq = COALESCE(excluded.changefreq, urls.changefreq),
     priority = COALESCE(excluded.priority, urls.priority),
     next_fetch_at = CASE
@@ -46,6 +47,8 @@ _UPSERT_SET = """
 """
 # A newer sitemap lastmod than both the stored lastmod and our last fetch makes a finished URL due now
 # (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
+# lastmod only moves forward: sources disagree (an index-fresh sitemap, a lagging feed), and an older date
+# overwriting a newer one would make the URL look unchanged to the skip-by-lastmod rule.
 
 RETURNED_COLUMNS = _RETURNED = (
     "id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash, lastmod, last_fetched_at,"
@@ -225,8 +228,8 @@ class Dialect:
 
         Due work: a queue entry that is due, or a finished URL whose revisit time has come (promoted by the
         claim). A parked host is skipped until its park's end (``blocked_until``) has passed; one parked with no
-        end stays parked until someone clears it. Never-leased hosts first, then the one served longest ago (``lease_until`` is kept on release).
-        Parameters: owner, lease_until, then ``claim_hosts_params``.
+        end stays parked until someone clears it. Never-leased hosts first, then the one served longest ago
+        (``lease_until`` is kept on release). Parameters: owner, lease_until, then ``claim_hosts_params``.
         """
         p = self.p
         kind_q = kind_u = ""

@@ -19,14 +19,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, select, update
+from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
 from harvester.frontier.dialects import PROMOTE_BATCH, dialect_for, make_engine
-from harvester.frontier.models import Document, Fetch, Host, Lease, Page, QueueEntry, Run, Url
+from harvester.frontier.models import Document, Fetch, Host, Lease, Page, QueueEntry, Run, Source, Url, UrlSource
 from harvester.frontier.rows import (
     ORIGIN,
     Merged,
@@ -62,6 +62,9 @@ from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
 
+PERMANENT_REDIRECTS = (301, 308)
+"""Statuses that say a URL moved for good (RFC 9110 §15.4.2, §15.4.9)."""
+
 CHUNK = 5000
 """Most rows per statement (bounded by SQLite's parameter limit); settings.discovery.batch_size if smaller."""
 
@@ -82,6 +85,15 @@ _KIND_OF = {kind.value: kind for kind in UrlKind}
 
 def _pages_query() -> Select[Any]:
     return select(Page.__table__, _full_url).join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
+
+
+def _document_state(doc: Any) -> DocumentState:
+    return DocumentState(
+        url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
+        last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
+        next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
+        children=tuple(doc["children"] or ()),
+    )
 
 
 def _canonical_version() -> int:
@@ -417,6 +429,52 @@ class FrontierStore:
                     made_due += 1
         return known, made_due
 
+    def forget_lastmods(self, origin: str, labels: Sequence[str], *, seen_before: datetime) -> int:
+        """URLs of ``origin`` found through any of ``labels`` (sitemaps just read again in full) and not seen since
+        ``seen_before`` lose their lastmod: the sitemap no longer publishes one for them (they may be gone), so
+        no lastmod says they are unchanged any more. Returns how many."""
+        if not labels:
+            return 0
+        with self._tx() as tx:
+            host_id = tx.conn.execute(select(Host.id).where(Host.origin == origin)).scalar_one_or_none()
+            if host_id is None:
+                return 0
+            sources = select(Source.id).where(Source.label.in_(list(labels))).scalar_subquery()
+            paired = select(UrlSource.url_id).where(UrlSource.source_id.in_(sources))
+            result = tx.conn.execute(
+                update(Url).where(
+                    Url.host_id == host_id, Url.lastmod.is_not(None), Url.last_seen < aware(seen_before),
+                    or_(Url.source_id.in_(sources), Url.id.in_(paired)),
+                ).values(lastmod=None)
+            )
+        return int(result.rowcount)
+
+    def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
+        """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;
+        through the unique index."""
+        by_origin: dict[str, list[str]] = {}
+        for url in urls:
+            origin, path = split_url(url)
+            by_origin.setdefault(origin, []).append(path)
+        if not by_origin:
+            return set()
+        cutoff = aware(before)
+        d = self._d
+        with self._tx(write=False) as tx:
+            ids: dict[str, int] = {
+                origin: host_id for origin, host_id in tx.conn.execute(
+                    select(Host.origin, Host.id).where(Host.origin.in_(list(by_origin)))
+                )
+            }
+            origin_of_id = {host_id: origin for origin, host_id in ids.items()}
+            rows = self._lookup(
+                tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "first_seen"
+            )
+        return {
+            origin_of_id[host_id] + path for host_id, path, first_seen in rows
+            if cutoff is None or ((seen := d.dt(first_seen)) is not None and seen < cutoff)
+        }
+
     def _url_id(self, conn: Connection, url: str) -> int | None:
         origin, path = split_url(url)
         p = self._d.p
@@ -729,13 +787,25 @@ class FrontierStore:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids)
 
-    def duplicates_of(self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = ()) -> dict[str, int]:
-        """content_hash -> the lowest id of a URL (not itself a duplicate) already holding that content."""
+    def duplicates_of(
+        self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = (), now: datetime | None = None
+    ) -> dict[str, int]:
+        """content_hash -> the lowest id of a URL already holding that content, as far as we know now.
+
+        A holder is DONE and not yet due again: a URL due for a re-fetch (or being re-fetched) may have moved or
+        vanished since, so its old hash vouches for nothing, and one whose last answer was a permanent redirect
+        holds no content at all; the page at a moved URL's new address is never a duplicate of the old one."""
         if not hashes:
             return {}
+        now = aware(now) or utcnow()
         query = (
             select(Url.content_hash, func.min(Url.id))
-            .where(Url.content_hash.in_(list(set(hashes))), Url.state != UrlState.DUPLICATE.value)
+            .where(
+                Url.content_hash.in_(list(set(hashes))),
+                Url.state == UrlState.DONE.value,
+                or_(Url.next_fetch_at.is_(None), Url.next_fetch_at > now),
+                or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+            )
             .group_by(Url.content_hash)
         )
         if exclude_ids:
@@ -795,10 +865,10 @@ class FrontierStore:
             tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))
 
     def record_lastmod_check(self, origin: str, *, predicted_change: bool, changed: bool) -> None:
-        """Count one re-fetch that a newer sitemap lastmod asked for (``predicted_change``) and whether the
-        content really changed. Fetches without a lastmod prediction are not counted."""
-        if predicted_change:
-            self.add_lastmod_checks({origin: (1, 1 if changed else 0)})
+        """Count one re-fetch whose lastmod made a prediction: a real change is a check, a hit when the lastmod
+        announced it (``revisit.truthfulness``). Unchanged content says nothing about missed changes."""
+        if changed:
+            self.add_lastmod_checks({origin: (1, 1 if predicted_change else 0)})
 
     def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
         """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
@@ -827,14 +897,17 @@ class FrontierStore:
     def get_document(self, url: str) -> DocumentState | None:
         with self._tx(write=False) as tx:
             doc = tx.conn.execute(select(Document.__table__).where(Document.url == url)).mappings().first()
-        if doc is None:
-            return None
-        return DocumentState(
-            url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
-            last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
-            next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
-            children=tuple(doc["children"] or ()),
-        )
+        return None if doc is None else _document_state(doc)
+
+    def host_documents(self, origin: str, *, kinds: Sequence[str], limit: int = 1_000) -> list[DocumentState]:
+        """Discovery documents of ``origin`` of ``kinds`` (e.g. the feeds to poll again), oldest fetch first."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Document.__table__)
+                .where(Document.url.startswith(origin + "/", autoescape=True), Document.kind.in_(list(kinds)))
+                .order_by(Document.fetched_at, Document.id).limit(limit)
+            ).mappings().all()
+        return [_document_state(row) for row in rows]
 
     def save_document(self, doc: DocumentState) -> None:
         """Insert or replace the state of one discovery document (keyed by URL)."""

@@ -205,6 +205,7 @@ class Site:
         self.netloc = origin.split("://", 1)[1]
         self.static: dict[str, Resource] = {}
         self.listings: dict[str, list[Resource]] = {}
+        self.feeds: dict[str, dict[str, Resource]] = {}
         self._carried: dict[str, tuple[str | None, float | None]] = {}
         self._details: dict[int, tuple[int, Resource]] = {}
         self._counter = 0
@@ -233,6 +234,15 @@ class Site:
             if not page.live:
                 return self.gone.reply(None, None, b"")
             return self.detail(page).reply(inm, ims, self.token())
+        feed = self.feeds.get(path)
+        if feed is not None:
+            doc = feed.get(_feed_key(query))
+            if doc is None:
+                return self.not_found.reply(None, None, b"")
+            return doc.reply(inm, ims, self.token())
+        moved_to = self.model.moved_from.get(path)
+        if moved_to is not None:
+            return self.moved(moved_to)
         pages = self.listings.get(path)
         if pages is not None:
             n = 1
@@ -281,15 +291,21 @@ class Site:
         """Re-render everything but details (rendered lazily per version); called at start and each day."""
         self.static = {}
         self.listings = {}
+        self.feeds = {}
         self._build_robots()
         self._build_sitemaps()
         self._build_feeds()
         self._build_listings()
         self._build_home()
 
-    def advance(self, *, changed: float, new: float, gone: float) -> None:
-        self.model.advance(changed=changed, new=new, gone=gone)
+    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> None:
+        self.model.advance(changed=changed, new=new, gone=gone, moved=moved)
         self.rebuild()
+
+    def moved(self, new_path: str) -> Reply:
+        """301 to a page's new address (absolute, as most servers send it); RFC 9110 §15.4.2."""
+        res = make_resource(301, HTML, "moved", headers=(("Location", self.origin + new_path),), validators=False)
+        return res.reply(None, None, b"")
 
     def robots_text(self) -> str:
         r = self.spec.robots
@@ -347,8 +363,9 @@ class Site:
             for p in group:
                 priority = 0.3 + (p.id * 7 % 7) / 10
                 freq = "daily" if p.id % 3 else "weekly"
+                dated = p.modified_ts if self.spec.sitemap_lastmod == "modified" else p.published_ts
                 xml.append(
-                    f"<url><loc>{xml_escape(self.origin + p.path)}</loc><lastmod>{w3c_date(p.modified_ts)}</lastmod>"
+                    f"<url><loc>{xml_escape(self.origin + p.path)}</loc><lastmod>{w3c_date(dated)}</lastmod>"
                     f"<changefreq>{freq}</changefreq><priority>{priority:.1f}</priority></url>"
                 )
             xml.append("</urlset>\n")
@@ -379,45 +396,84 @@ class Site:
         return p.slug.replace("-", " ").capitalize()
 
     def _build_feeds(self) -> None:
-        items = [p for p in self.model.pages if p.live and p.in_feed]
-        items.sort(key=lambda p: (-p.published_ts, -p.id))
+        """Feed documents per ``HostSpec.feed_paging``: the head lists the newest ``feed_entries`` entries."""
+        spec = self.spec
+        size = spec.feed_entries
+        for kind, path in self.feed_paths().items():
+            if kind not in ("rss", "atom"):
+                continue
+            items = self.model.feed_items("updated" if kind == "atom" else "published")
+            docs: dict[str, Resource] = {}
+            head_url = self.origin + path
+            if spec.feed_paging == "next":
+                chunks = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+                for n, chunk in enumerate(chunks, start=1):
+                    links = [("self", _feed_page_url(head_url, n)), ("first", head_url)]
+                    if n > 1:
+                        links.append(("previous", _feed_page_url(head_url, n - 1)))
+                    if n < len(chunks):
+                        links.append(("next", _feed_page_url(head_url, n + 1)))
+                    docs["" if n == 1 else f"page={n}"] = self._feed_doc(kind, path, chunk, links, archive=False, key=n)
+            elif spec.feed_paging == "archive":
+                archives = self.model.feed_archives()
+                archived = {p.id for chunk in archives for p in chunk}
+                head = items[:size] + [p for p in items[size:] if p.id not in archived]
+                links = [("self", head_url)]
+                if archives:
+                    links.append(("prev-archive", f"{head_url}?archive={len(archives)}"))
+                docs[""] = self._feed_doc(kind, path, head, links, archive=False, key=0)
+                for j, chunk in enumerate(archives, start=1):
+                    links = [("self", f"{head_url}?archive={j}"), ("current", head_url)]
+                    if j > 1:
+                        links.append(("prev-archive", f"{head_url}?archive={j - 1}"))
+                    links.append(("next-archive", f"{head_url}?archive={j + 1}" if j < len(archives) else head_url))
+                    docs[f"archive={j}"] = self._feed_doc(kind, path, chunk, links, archive=True, key=-j)
+            else:
+                docs[""] = self._feed_doc(kind, path, items[:size], [("self", head_url)], archive=False, key=0)
+            self.feeds[path] = docs
+
+    def _feed_doc(
+        self, kind: str, path: str, items: list[Page], links: list[tuple[str, str]], *, archive: bool, key: int
+    ) -> Resource:
+        """One RSS 2.0 or Atom document; paging links are RFC 5005 ``atom:link`` elements (in RSS too)."""
         newest = max((p.modified_ts for p in items), default=BASE_EPOCH)
         name = escape(self.spec.name)
-        for kind, path in self.feed_paths().items():
-            if kind == "rss":
-                parts = [
-                    '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel>',
-                    f"<title>{name} news</title><link>{self.origin}/</link><description>Latest from {name}"
-                    f"</description><lastBuildDate>{http_date(newest)}</lastBuildDate>",
-                ]
-                for p in items:
-                    link = self.origin + p.path + ("?utm_source=rss&amp;utm_medium=feed" if p.id % 2 else "")
-                    parts.append(
-                        f"<item><title>{escape(self._title(p))}</title><link>{link}</link>"
-                        f'<guid isPermaLink="false">{name}-{p.id}</guid><pubDate>{http_date(p.published_ts)}'
-                        f"</pubDate><description>Story {p.id} in {p.topic}.</description></item>"
-                    )
-                parts.append("</channel></rss>\n")
-                ctype = "application/rss+xml"
-            elif kind == "atom":
-                parts = [
-                    '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">',
-                    f'<title>{name} news</title><link href="{self.origin}/"/><id>{self.origin}/</id>'
-                    f"<updated>{w3c_date(newest)}</updated>",
-                ]
-                for p in items:
-                    parts.append(
-                        f'<entry><title>{escape(self._title(p))}</title><link href="{self.origin}{p.path}"/>'
-                        f"<id>tag:{name},2026:{p.id}</id><published>{w3c_date(p.published_ts)}</published>"
-                        f"<updated>{w3c_date(p.modified_ts)}</updated><summary>Story {p.id} in {p.topic}."
-                        "</summary></entry>"
-                    )
-                parts.append("</feed>\n")
-                ctype = "application/atom+xml"
-            else:
-                continue
-            body = "\n".join(parts).encode()
-            self._put(path, self._carry(path, ctype, body, newest))
+        marker = '<fh:archive xmlns:fh="http://purl.org/syndication/history/1.0"/>' if archive else ""
+        if kind == "rss":
+            atom_links = "".join(f'<atom:link rel="{rel}" href="{escape(href)}"/>' for rel, href in links)
+            parts = [
+                '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom">'
+                "<channel>",
+                f"<title>{name} news</title><link>{self.origin}/</link><description>Latest from {name}"
+                f"</description><lastBuildDate>{http_date(newest)}</lastBuildDate>{atom_links}{marker}",
+            ]
+            for p in items:
+                link = self.origin + p.path + ("?utm_source=rss&amp;utm_medium=feed" if p.id % 2 else "")
+                parts.append(
+                    f"<item><title>{escape(self._title(p))}</title><link>{link}</link>"
+                    f'<guid isPermaLink="false">{name}-{p.id}</guid><pubDate>{http_date(p.published_ts)}'
+                    f"</pubDate><description>Story {p.id} in {p.topic}.</description></item>"
+                )
+            parts.append("</channel></rss>\n")
+            ctype = "application/rss+xml"
+        else:
+            atom_links = "".join(f'<link rel="{rel}" href="{escape(href)}"/>' for rel, href in links)
+            parts = [
+                '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">',
+                f'<title>{name} news</title><link href="{self.origin}/"/>{atom_links}<id>{self.origin}/</id>'
+                f"<updated>{w3c_date(newest)}</updated>{marker}",
+            ]
+            for p in items:
+                parts.append(
+                    f'<entry><title>{escape(self._title(p))}</title><link href="{self.origin}{p.path}"/>'
+                    f"<id>tag:{name},2026:{p.id}</id><published>{w3c_date(p.published_ts)}</published>"
+                    f"<updated>{w3c_date(p.modified_ts)}</updated><summary>Story {p.id} in {p.topic}."
+                    "</summary></entry>"
+                )
+            parts.append("</feed>\n")
+            ctype = "application/atom+xml"
+        body = "\n".join(parts).encode()
+        return self._carry(f"{path}#{key}", ctype, body, newest)
 
     def listing_path(self, topic: str, n: int = 1) -> str:
         return f"/topics/{topic}/" + ("" if n == 1 else f"?order=recent&page={n}")
@@ -648,6 +704,21 @@ class Site:
             html = f'{head}<main><h1>Sections</h1><a href="a/b/">More sections</a></main>{foot}'
             return make_resource(200, HTML, html, weak=True, lm_ts=BASE_EPOCH)
         return None
+
+
+def _feed_page_url(head_url: str, n: int) -> str:
+    return head_url if n == 1 else f"{head_url}?page={n}"
+
+
+_FEED_QUERY_RE = re.compile(r"(?:^|&)(page|archive)=(\d{1,6})(?:&|$)")
+
+
+def _feed_key(query: str) -> str:
+    """The feed document a query names: "" (the head, also ``page=1``), ``page=N`` or ``archive=N``."""
+    m = _FEED_QUERY_RE.search(query) if query else None
+    if m is None or (m.group(1) == "page" and int(m.group(2)) == 1):
+        return ""
+    return f"{m.group(1)}={int(m.group(2))}"
 
 
 def _remove_dot_segments(path: str) -> str:

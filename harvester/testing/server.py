@@ -331,10 +331,10 @@ class _Server:
     def sites(self) -> dict[str, Site]:
         return {name: h.site for name, h in self.hosts.items() if h.site is not None}
 
-    def advance(self, changed: float, new: float, gone: float) -> dict[str, HostChange]:
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0) -> dict[str, HostChange]:
         out = {}
         for name, site in self.sites().items():
-            site.advance(changed=changed, new=new, gone=gone)
+            site.advance(changed=changed, new=new, gone=gone, moved=moved)
             out[name] = site.model.last_change
         return out
 
@@ -361,7 +361,7 @@ class Runner(Protocol):
     def stop(self) -> None: ...
     def records(self) -> list[RawRecord]: ...
     def clear(self) -> None: ...
-    def advance(self, changed: float, new: float, gone: float) -> dict[str, HostChange]: ...
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0) -> dict[str, HostChange]: ...
     def models(self) -> dict[str, SiteModel]: ...
     def cpu_s(self) -> float | None: ...
 
@@ -421,8 +421,8 @@ class ThreadRunner:
     def clear(self) -> None:
         self._call(self.server.records.clear)
 
-    def advance(self, changed: float, new: float, gone: float) -> dict[str, HostChange]:
-        result: dict[str, HostChange] = self._call(lambda: self.server.advance(changed, new, gone))
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0) -> dict[str, HostChange]:
+        result: dict[str, HostChange] = self._call(lambda: self.server.advance(changed, new, gone, moved))
         return result
 
     def models(self) -> dict[str, SiteModel]:
@@ -539,10 +539,10 @@ class ProcessRunner:
     def clear(self) -> None:
         self._ask("clear")
 
-    def advance(self, changed: float, new: float, gone: float) -> dict[str, HostChange]:
-        remote: dict[str, HostChange] = self._ask("advance", changed, new, gone)
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0) -> dict[str, HostChange]:
+        remote: dict[str, HostChange] = self._ask("advance", changed, new, gone, moved)
         for name, model in self._models.items():
-            local = model.advance(changed=changed, new=new, gone=gone)
+            local = model.advance(changed=changed, new=new, gone=gone, moved=moved)
             if local != remote[name]:
                 raise RuntimeError(f"test web: host {name!r} diverged between parent and child")
         return remote

@@ -11,6 +11,7 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = [
     "BASE_EPOCH",
@@ -77,7 +78,16 @@ class RobotsSpec:
 @dataclass(frozen=True)
 class HostSpec:
     """One host of the test web. Fractions are of the detail pages (sitemap_only + feed_only + listing_only +
-    disallowed_in_sitemap must stay below 1; the rest is published in sitemap, feed and listings alike)."""
+    disallowed_in_sitemap must stay below 1; the rest is published in sitemap, feed and listings alike).
+
+    Feeds list the newest ``feed_entries`` entries, as real feeds do (WordPress, Drupal and jekyll-feed default
+    to 10, Ghost 15, Blogger 25): the RSS feed ordered by publication date (WordPress), the Atom feed by
+    ``updated`` (an edited entry moves to the top). Older entries are reachable per ``feed_paging``: RFC 5005
+    paged feeds (``"next"``: ``?page=N`` linked by ``rel="next"``, as Blogger does), RFC 5005 archived feeds
+    (``"archive"``: fixed ``?archive=N`` documents chained by ``prev-archive``), or not at all (``"none"``).
+    ``sitemap_lastmod="published"`` makes the sitemaps' lastmod a publication date that never moves on edits, as
+    some CMS plugins do: a lastmod that does not announce changes.
+    """
 
     name: str
     pages: int = 100
@@ -90,6 +100,9 @@ class HostSpec:
     disallowed_in_sitemap: float = 0.05
     listing_page_size: int = 20
     feeds: tuple[str, ...] = ("rss", "atom")
+    feed_entries: int = 10
+    feed_paging: Literal["next", "archive", "none"] = "next"
+    sitemap_lastmod: Literal["modified", "published"] = "modified"
     traps: bool = False
     hostile: bool = False
     max_in_flight: int | None = None
@@ -101,8 +114,14 @@ class HostSpec:
         shares = self.sitemap_only + self.feed_only + self.listing_only + self.disallowed_in_sitemap
         if shares > 1.0 + 1e-9:
             raise ValueError(f"host {self.name!r}: coverage fractions add up to {shares:.2f} > 1")
-        if self.pages < 0 or self.sitemap_children < 0 or self.listing_page_size < 1:
-            raise ValueError(f"host {self.name!r}: pages/sitemap_children must be >= 0, listing_page_size >= 1")
+        if self.pages < 0 or self.sitemap_children < 0 or self.listing_page_size < 1 or self.feed_entries < 1:
+            raise ValueError(
+                f"host {self.name!r}: pages/sitemap_children must be >= 0, listing_page_size and feed_entries >= 1"
+            )
+        if self.feed_paging not in ("next", "archive", "none"):
+            raise ValueError(f"host {self.name!r}: feed_paging must be 'next', 'archive' or 'none'")
+        if self.sitemap_lastmod not in ("modified", "published"):
+            raise ValueError(f"host {self.name!r}: sitemap_lastmod must be 'modified' or 'published'")
         if not self.name or "/" in self.name:
             raise ValueError(f"host name {self.name!r} must be non-empty and contain no '/'")
 
@@ -150,11 +169,12 @@ class Page:
 
 @dataclass(frozen=True)
 class HostChange:
-    """What one ``advance`` did to one host, as page paths."""
+    """What one ``advance`` did to one host, as page paths; ``moved`` holds (old path, new path) pairs."""
 
     changed: tuple[str, ...] = ()
     new: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()
+    moved: tuple[tuple[str, str], ...] = ()
 
 
 class SiteModel:
@@ -170,6 +190,8 @@ class SiteModel:
         self.shapes: tuple[str, ...] = tuple(rng.sample(DETAIL_SHAPES, 2))
         self.pages: list[Page] = []
         self.by_path: dict[str, Page] = {}
+        self.moved_from: dict[str, str] = {}
+        """Old path → new path of pages that moved: the old path answers 301 (chains stay chains)."""
         self.initial_pages = spec.pages
         n = spec.pages
         counts = [
@@ -198,12 +220,7 @@ class SiteModel:
         rng = self._rng("page", pid)
         slug = "-".join(rng.choices(WORDS[40:], k=rng.randint(3, 5)))
         topic = self.topics[pid % len(self.topics)]
-        if coverage == DISALLOWED:
-            path = f"{DISALLOWED_PREFIX}{slug}-{pid}"
-        else:
-            shape = self.shapes[pid % len(self.shapes)]
-            y, m, d = _ymd(published)
-            path = shape.format(slug=slug, id=pid, yyyy=f"{y:04d}", mm=f"{m:02d}", dd=f"{d:02d}", topic=topic)
+        path = self._path(coverage, self.shapes[pid % len(self.shapes)], slug, pid, published, topic)
         lo, hi = self.spec.page_bytes
         page = Page(
             id=pid,
@@ -220,12 +237,35 @@ class SiteModel:
         self.by_path[path] = page
         return page
 
+    @staticmethod
+    def _path(coverage: str, shape: str, slug: str, pid: int, published: int, topic: str) -> str:
+        if coverage == DISALLOWED:
+            return f"{DISALLOWED_PREFIX}{slug}-{pid}"
+        y, m, d = _ymd(published)
+        return shape.format(slug=slug, id=pid, yyyy=f"{y:04d}", mm=f"{m:02d}", dd=f"{d:02d}", topic=topic)
+
+    def _move(self, page: Page, rng: random.Random) -> str:
+        """Give ``page`` a new address (a new slug, else the host's other URL shape); the old one redirects."""
+        old = page.path
+        slug = "-".join(rng.choices(WORDS[40:], k=rng.randint(3, 5)))
+        candidates = [self._path(page.coverage, shape, slug, page.id, page.published_ts, page.topic)
+                      for shape in (self.shapes[page.id % len(self.shapes)], *self.shapes)]
+        new = next((c for c in candidates if c != old and c not in self.by_path and c not in self.moved_from),
+                   f"{old.rstrip('/')}-r{self.day}")
+        page.slug = slug
+        page.path = new
+        del self.by_path[old]
+        self.by_path[new] = page
+        self.moved_from[old] = new
+        return new
+
     def live_pages(self) -> list[Page]:
         return [p for p in self.pages if p.live]
 
-    def advance(self, *, changed: float, new: float, gone: float) -> HostChange:
-        """Move to the next day: ``changed``/``gone`` are fractions of the live pages, ``new`` adds
-        ``round(new * live)`` pages. Deterministic from (seed, host, day)."""
+    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> HostChange:
+        """Move to the next day: ``changed``/``gone``/``moved`` are fractions of the live pages (disjoint sets),
+        ``new`` adds ``round(new * live)`` pages. A moved page keeps its content under a new address and its
+        old address answers 301. Deterministic from (seed, host, day)."""
         self.day += 1
         day = self.day
         rng = self._rng("day", day)
@@ -234,14 +274,17 @@ class SiteModel:
         k_changed = min(n_live, round(changed * n_live))
         k_gone = min(n_live - k_changed, round(gone * n_live))
         k_new = round(new * n_live)
-        picked = rng.sample(live, k_changed + k_gone)
-        changed_pages, gone_pages = picked[:k_changed], picked[k_changed:]
+        k_moved = min(n_live - k_changed - k_gone, round(moved * n_live))
+        picked = rng.sample(live, k_changed + k_gone + k_moved)
+        changed_pages, gone_pages = picked[:k_changed], picked[k_changed : k_changed + k_gone]
+        moved_pages = picked[k_changed + k_gone :]
         now = BASE_EPOCH + day * DAY_S
         for p in changed_pages:
             p.version += 1
             p.modified_ts = now + rng.randrange(6 * 3_600)
         for p in gone_pages:
             p.gone_day = day
+        moves = [(p.path, self._move(p, rng)) for p in moved_pages]
         spec = self.spec
         cumulative = [
             (spec.disallowed_in_sitemap, DISALLOWED),
@@ -267,6 +310,7 @@ class SiteModel:
             changed=tuple(p.path for p in changed_pages),
             new=tuple(p.path for p in new_pages),
             gone=tuple(p.path for p in gone_pages),
+            moved=tuple(moves),
         )
         return self.last_change
 
@@ -276,6 +320,26 @@ class SiteModel:
         n = self.spec.sitemap_children
         per_child = max(1, math.ceil(self.initial_pages / max(1, n)))
         return min(page.id // per_child, n - 1)
+
+    def feed_items(self, order: Literal["published", "updated"]) -> list[Page]:
+        """Every live page published in the feeds, newest first by publication or by last update."""
+        items = [p for p in self.pages if p.live and p.in_feed]
+        if order == "updated":
+            items.sort(key=lambda p: (-p.modified_ts, -p.id))
+        else:
+            items.sort(key=lambda p: (-p.published_ts, -p.id))
+        return items
+
+    def feed_archives(self) -> list[list[Page]]:
+        """RFC 5005 archives: complete, fixed id ranges of ``feed_entries`` pages (oldest first), each holding the
+        live feed pages of its range; the newest, incomplete range is in no archive (the head carries it)."""
+        size = self.spec.feed_entries
+        complete = len(self.pages) // size
+        archives: list[list[Page]] = [[] for _ in range(complete)]
+        for p in self.pages:
+            if p.live and p.in_feed and p.id // size < complete:
+                archives[p.id // size].append(p)
+        return archives
 
     def listing_pages(self, topic: str) -> list[list[Page]]:
         """The pages of one topic's listing, newest first, split into listing pages (at least one, maybe empty)."""

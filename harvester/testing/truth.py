@@ -29,6 +29,8 @@ class DayChange:
     changed: dict[str, tuple[str, ...]] = field(default_factory=dict)
     new: dict[str, tuple[str, ...]] = field(default_factory=dict)
     gone: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    moved: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """(old URL, new URL) pairs per host name."""
 
     def all(self, kind: Literal["changed", "new", "gone"]) -> set[str]:
         return {u for urls in getattr(self, kind).values() for u in urls}
@@ -98,7 +100,15 @@ class HostTruth:
         return [f"{self.origin}/sitemap_index.xml", *children]
 
     def feed_documents(self) -> list[str]:
+        """The feed heads (what pages advertise); paged or archived feeds have more documents behind them."""
         return [f"{self.origin}/feeds/{kind}.xml" for kind in self.spec.feeds if kind in ("rss", "atom")]
+
+    def feed_head_urls(self) -> list[str]:
+        """Detail pages listed in at least one feed head (the newest entries), as opposed to ``feed_urls``."""
+        size = self.spec.feed_entries
+        newest = self.model.feed_items("published")[:size] + self.model.feed_items("updated")[:size]
+        heads = {p.path for p in newest}
+        return [self.origin + p.path for p in self.model.pages if p.live and p.path in heads]
 
     def gone_urls(self) -> list[str]:
         """Every detail page that answers 410 now."""
@@ -112,6 +122,10 @@ class HostTruth:
 
     def gone(self) -> list[str]:
         return [self.origin + p for p in self.model.last_change.gone]
+
+    def moved(self) -> list[tuple[str, str]]:
+        """(old URL, new URL) of the pages the last day moved; the old URL answers 301 to the new one."""
+        return [(self.origin + a, self.origin + b) for a, b in self.model.last_change.moved]
 
     def trap_prefixes(self) -> dict[str, str]:
         """Trap kind → path prefix (``session``: the query parameter ``sid=``); empty without traps."""

@@ -139,13 +139,16 @@ class TestWeb:
         """CPU seconds the server process has used (process mode); None in thread mode."""
         return self._r().cpu_s()
 
-    def advance_day(self, *, changed: float = 0.05, new: float = 0.02, gone: float = 0.01) -> DayChange:
-        """Next day on every host: ``changed`` and ``gone`` are fractions of the live pages, ``new`` adds that
-        fraction. Deterministic from the seed; sitemaps and feeds change only where their content did."""
-        for name, value in (("changed", changed), ("new", new), ("gone", gone)):
+    def advance_day(
+        self, *, changed: float = 0.05, new: float = 0.02, gone: float = 0.01, moved: float = 0.0
+    ) -> DayChange:
+        """Next day on every host: ``changed``, ``gone`` and ``moved`` are fractions of the live pages, ``new``
+        adds that fraction. Deterministic from the seed; sitemaps and feeds change only where their content did.
+        A moved page answers 301 at its old address and is published under its new one."""
+        for name, value in (("changed", changed), ("new", new), ("gone", gone), ("moved", moved)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], not {value}")
-        changes = self._r().advance(changed, new, gone)
+        changes = self._r().advance(changed, new, gone, moved)
         self.day += 1
         o = self._origins
         return DayChange(
@@ -153,4 +156,5 @@ class TestWeb:
             changed={n: tuple(o[n] + p for p in c.changed) for n, c in changes.items()},
             new={n: tuple(o[n] + p for p in c.new) for n, c in changes.items()},
             gone={n: tuple(o[n] + p for p in c.gone) for n, c in changes.items()},
+            moved={n: tuple((o[n] + a, o[n] + b) for a, b in c.moved) for n, c in changes.items()},
         )

@@ -134,3 +134,32 @@ def test_find_feed_links_ignores_non_feed_alternates_and_generic_xml() -> None:
 def test_find_feed_links_on_garbage() -> None:
     assert find_feed_links(b"", base_url="https://h.example/") == []
     assert find_feed_links(b"\x00\xff\xfe garbage <<<", base_url="https://h.example/") == []
+
+
+def test_rfc5005_links_of_rss_atom_and_json_feed() -> None:
+    rss = b"""<?xml version="1.0"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>
+    <title>t</title><link>https://h.example/</link>
+    <atom:link rel="self" href="https://h.example/feed/"/>
+    <atom:link rel="next" href="/feed/?paged=2"/>
+    <item><link>https://h.example/a</link></item></channel></rss>"""
+    doc = parse_feed(rss, url="https://h.example/feed/")
+    assert (doc.next_page, doc.prev_archive) == ("https://h.example/feed/?paged=2", None)
+    atom = b"""<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>
+    <link rel="current" href="https://h.example/atom"/><link rel="prev-archive" href="archive/2025-12"/>
+    <entry><link href="https://h.example/b"/></entry></feed>"""
+    doc = parse_feed(atom, url="https://h.example/atom")
+    assert (doc.next_page, doc.prev_archive) == (None, "https://h.example/archive/2025-12")
+    feed = {"version": "https://jsonfeed.org/version/1.1", "title": "t", "next_url": "https://h.example/f.json?p=2",
+            "items": [{"id": "1", "url": "https://h.example/c"}]}
+    doc = parse_feed(json.dumps(feed).encode(), url="https://h.example/f.json")
+    assert doc.next_page == "https://h.example/f.json?p=2"
+
+
+def test_a_feed_linking_to_itself_or_nowhere_has_no_older_documents() -> None:
+    atom = b"""<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>
+    <link rel="next" href="https://h.example/atom"/><link rel="prev-archive" href="javascript:void(0)"/>
+    <entry><link href="https://h.example/b"/></entry></feed>"""
+    doc = parse_feed(atom, url="https://h.example/atom")
+    assert (doc.next_page, doc.prev_archive) == (None, None)
+    plain = (FEEDS / "wordpress_rss2.xml").read_bytes()  # control: a feed without history links
+    assert parse_feed(plain, url="https://blog.example.org/feed/").next_page is None

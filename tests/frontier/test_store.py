@@ -363,6 +363,19 @@ def test_duplicates_of_finds_an_existing_holder(store: FrontierStore) -> None:
     assert store.duplicates_of(["same"], exclude_ids=[c1.id]) == {}
 
 
+def test_a_holder_due_again_or_moved_vouches_for_no_content(store: FrontierStore) -> None:
+    urls = [f"https://a.test/{i}" for i in range(4)]
+    store.add_discovered([found(u) for u in urls], now=T0)
+    fresh, due, moved, gone = claim_all(store, "w", ["https://a.test"])
+    later = T0 + timedelta(days=1)
+    store.complete("w", done(fresh.id, content_hash="f", next_fetch_at=later))
+    store.complete("w", done(due.id, content_hash="d", next_fetch_at=T0))
+    store.complete("w", done(moved.id, content_hash="m", status=301, next_fetch_at=later))
+    store.complete("w", done(gone.id, content_hash="g", state=UrlState.GONE, status=410))
+    found_now = store.duplicates_of(["f", "d", "m", "g"], now=T0 + timedelta(hours=1))
+    assert found_now == {"f": fresh.id}  # control: a holder not due again still counts
+
+
 # --- robots, documents, runs, policy ----------------------------------------------------------------------
 
 

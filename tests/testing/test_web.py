@@ -105,11 +105,58 @@ def test_feeds_are_linked_from_the_homepage_and_hold_the_feed_truth(test_web: Te
     home = client.get(test_web.url("a")).text
     hrefs = re.findall(r'<link rel="alternate" type="application/(?:rss|atom)\+xml"[^>]*href="([^"]+)"', home)
     assert [test_web.url("a", h) for h in hrefs] == test_web.truth["a"].feed_documents()
-    for url in test_web.truth["a"].feed_documents():
-        parsed = feedparser.parse(client.get(url).content)
-        links = {e.link.split("?")[0] for e in parsed.entries}
-        assert links == set(test_web.truth["a"].feed_urls())
-        assert all(e.get("published") or e.get("updated") for e in parsed.entries)
+    truth = test_web.truth["a"]
+    for url in truth.feed_documents():
+        # The head lists the newest entries only; RFC 5005 rel="next" pages hold the rest, each entry once.
+        links: list[str] = []
+        pages = 0
+        next_url: str | None = url
+        while next_url is not None:
+            parsed = feedparser.parse(client.get(next_url).content)
+            pages += 1
+            assert 0 < len(parsed.entries) <= truth.spec.feed_entries
+            assert all(e.get("published") or e.get("updated") for e in parsed.entries)
+            links += [e.link.split("?")[0] for e in parsed.entries]
+            next_url = next((link.href for link in parsed.feed.links if link.rel == "next"), None)
+        assert pages > 1  # control: the head alone does not hold every entry
+        assert sorted(links) == sorted(truth.feed_urls())
+
+
+def test_feeds_order_newest_first_and_an_edit_moves_an_atom_entry_up(make_web):
+    web = make_web([HostSpec("f", pages=60, feed_entries=5)], seed=2)
+    truth = web.truth["f"]
+    rss, atom = truth.feed_documents()
+    with httpx.Client() as client:
+
+        def head(url: str) -> list[str]:
+            return [e.link.split("?")[0] for e in feedparser.parse(client.get(url).content).entries]
+
+        assert len(head(rss)) == len(head(atom)) == 5
+        change = web.advance_day(changed=0.3, new=0.05, gone=0)
+        listed = set(truth.feed_urls())
+        new = [u for u in change.new["f"] if u in listed]
+        edited = [u for u in change.changed["f"] if u in listed]
+        assert new and edited
+        assert set(head(rss)) >= set(new[:5])  # RSS: by publication, new entries on top
+        assert set(head(atom)) <= set(new) | set(edited)  # Atom: by update, edited entries move up too
+        assert set(head(atom)) & set(edited)
+
+
+def test_archived_feeds_chain_fixed_documents_by_prev_archive(make_web):
+    web = make_web([HostSpec("r", pages=60, feed_entries=8, feed_paging="archive")], seed=4)
+    truth = web.truth["r"]
+    with httpx.Client() as client:
+        for url in truth.feed_documents():
+            links: set[str] = set()
+            archives = 0
+            current: str | None = url
+            while current is not None:
+                parsed = feedparser.parse(client.get(current).content)
+                links |= {e.link.split("?")[0] for e in parsed.entries}
+                current = next((link.href for link in parsed.feed.links if link.rel == "prev-archive"), None)
+                archives += current is not None
+            assert archives >= 3
+            assert links == set(truth.feed_urls())
 
 
 def _hrefs(html: str) -> list[str]:
