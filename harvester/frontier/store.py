@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
 from harvester.frontier.dialects import PROMOTE_BATCH, dialect_for, make_engine
-from harvester.frontier.models import Document, Fetch, Host, Lease, Page, QueueEntry, Run, Source, Url, UrlSource
+from harvester.frontier.models import EPOCH, Document, Fetch, Host, Lease, Page, QueueEntry, Run, Source, Url, UrlSource
 from harvester.frontier.rows import (
     ORIGIN,
     Merged,
@@ -580,20 +580,28 @@ class FrontierStore:
             host_ids = sorted(origin_of)
             d.promote_revisits(tx.conn, host_ids, now, PROMOTE_BATCH)
             rows = d.claim_rows(tx.conn, host_ids, kind_values, per_host, now, owner, until)
-            claimed = [self._claimed(row, origin_of, until) for row in rows]
+        claimed = self._claimed(rows, origin_of, until)
         claimed.sort(key=lambda c: (c.host, -c.score, c.id))
         return claimed
 
-    def _claimed(self, row: Any, origin_of: dict[int, str], until: datetime) -> ClaimedUrl:
-        dt = self._d.dt
-        (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
-         lastmod, last_fetched_at, changefreq, revisit_s) = row
-        origin = origin_of[host_id]
-        return ClaimedUrl(
-            url_id, origin + path, origin, _KIND_OF[kind], depth, score, attempts, until, etag, last_modified,
-            content_hash, None if lastmod is None else dt(lastmod),
-            None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
-        )
+    def _claimed(self, rows: list[Any], origin_of: dict[int, str], until: datetime) -> list[ClaimedUrl]:
+        """Claimed rows as records, in one tight loop (a claim builds a thousand of them)."""
+        if self._d.is_sqlite:
+            def dt(value: Any) -> datetime:
+                return EPOCH + timedelta(microseconds=value)  # models.UtcDateTime's integer microseconds
+        else:
+            dt = self._d.dt  # type: ignore[assignment]
+        kind_of = _KIND_OF
+        out = []
+        for (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
+             lastmod, last_fetched_at, changefreq, revisit_s) in rows:
+            origin = origin_of[host_id]
+            out.append(ClaimedUrl(
+                url_id, origin + path, origin, kind_of[kind], depth, score, attempts, until, etag, last_modified,
+                content_hash, None if lastmod is None else dt(lastmod),
+                None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
+            ))
+        return out
 
     def release(self, owner: str, url_ids: Sequence[int]) -> int:
         """Unfetched claims back to the queue (attempts unchanged); returns how many were still ours."""
