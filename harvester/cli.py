@@ -132,7 +132,23 @@ def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any,
                 done.set()
                 await watcher
 
-    return asyncio.run(run())
+    result = asyncio.run(run())
+    _settle_prefect()
+    return result
+
+
+def _settle_prefect() -> None:
+    """On Prefect's temporary API, let the server record what the run sent before the process (and with it the
+    server) stops: a stop in the middle of the task-run recorder's flush prints its traceback on our stderr."""
+    if os.environ.get("PREFECT_API_URL"):
+        return  # a started server outlives this process; nothing to wait for
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=10)
+    EventsWorker.drain_all(timeout=10)
+    flush_s = float(os.environ.get("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL", "1"))
+    time.sleep(1.5 * flush_s)
 
 
 def _print_counters(title: str, counters: dict[str, Any]) -> None:
