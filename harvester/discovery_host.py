@@ -15,6 +15,7 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
@@ -73,6 +74,10 @@ class _FeedRead:
             return all(d is not None and d > reference for d in self.dates)
         return self.fresh >= self.admitted
 
+
+ADMIT_CHUNK = 1_000
+"""Sitemap entries admitted per ``Site.admit_published`` call: large enough to spread its per-call costs,
+small enough that a 50,000-URL file is never held as records at once."""
 
 FOLLOW_NEW_SHARE = 0.5
 """A revisited listing page whose detail links are at least this share new to the frontier may continue on its
@@ -292,31 +297,27 @@ class HostDiscovery:
             return False
         return revisit.newer_than_copy(dated, known.last_modified) is False
 
-    async def _ingest_entries(self, entries: Iterable[object], *, source: str, fetched_at: datetime) -> int:
-        """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once."""
+    async def _ingest_entries(self, entries: Iterable[Any], *, source: str, fetched_at: datetime) -> int:
+        """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once.
+
+        Entries are admitted a chunk at a time (``Site.admit_published``): per-URL call layers, not SQL, are
+        what sitemap ingestion spends its time on.
+        """
         assert self.rules is not None
         batch: list[DiscoveredUrl] = []
         details: list[str] = []
         count = 0
         size = self.settings.discovery.batch_size
-        for entry in entries:
-            loc = getattr(entry, "loc")  # noqa: B009 - SitemapEntry; typed loosely to share with feeds
-            meta: dict[str, Any] | None = None
-            news, images = getattr(entry, "news", None), list(getattr(entry, "images", None) or ())[:50]
-            if news or images:
-                meta = {"news": news, "images": images}
-            item = self.site.admit(
-                loc, base=source, source=Source.SITEMAP, where=source, depth=1, now=fetched_at,
-                allowed=self.rules.allowed, lastmod=getattr(entry, "lastmod", None),
-                changefreq=getattr(entry, "changefreq", None), priority=getattr(entry, "priority", None),
-                meta=meta, trusted=True, fetched_at=fetched_at, report_to=self.origin,
+        chunk_size = min(size, ADMIT_CHUNK)
+        iterator = iter(entries)
+        while chunk := list(islice(iterator, chunk_size)):
+            count += len(chunk)
+            items = self.site.admit_published(
+                chunk, where=source, origin=self.origin, now=fetched_at, fetched_at=fetched_at,
+                allowed=self.rules.allowed,
             )
-            count += 1
-            if item is None:
-                continue
-            batch.append(item)
-            if item.kind is UrlKind.DETAIL:
-                details.append(item.url)
+            batch += items
+            details += [item.url for item in items if item.kind is UrlKind.DETAIL]
             if len(batch) >= size:
                 await self._flush(batch, details)
         await self._flush(batch, details)

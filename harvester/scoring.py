@@ -62,6 +62,21 @@ def recency(lastmod: datetime | None, now: datetime) -> float:
     return (2.0 * math.pow(2.0, -age_days / RECENCY_HALF_LIFE_DAYS) + 1.0 / (1.0 + age_days / 365.0)) / 3.0
 
 
+def base_score(kind: UrlKind, source: Source, depth: int, priority: float | None) -> float:
+    """The part of ``score`` that needs neither the URL nor the date: batch admission reuses it as is."""
+    value = KIND_WEIGHT.get(kind, 0.0) + SOURCE_WEIGHT.get(source, 0.0) - DEPTH_PENALTY * max(0, depth)
+    if priority is not None:
+        value += PRIORITY_WEIGHT * (min(1.0, max(0.0, priority)) - 0.5)
+    return value
+
+
+def recency_bonus(lastmod: datetime, now: datetime, truthfulness: float | None) -> float:
+    """The score a lastmod adds, weighted by how far the host's lastmods can be believed (one value per date:
+    a sitemap repeats a few dates over thousands of URLs, so batch admission computes it once per date)."""
+    weight = DEFAULT_TRUTHFULNESS if truthfulness is None else min(1.0, max(0.0, truthfulness))
+    return RECENCY_WEIGHT * weight * recency(lastmod, now)
+
+
 _compiled_rules: dict[tuple[ScoreRule, ...], list[tuple[re.Pattern[str], float]]] = {}
 
 
@@ -96,13 +111,9 @@ def score(
     ``DiscoveryReport.lastmod_truthfulness``); 0 ignores lastmod entirely. Profile ``score_rules`` whose
     pattern is found in the URL add their boost.
     """
-    value = KIND_WEIGHT.get(kind, 0.0) + SOURCE_WEIGHT.get(source, 0.0)
-    if priority is not None:
-        value += PRIORITY_WEIGHT * (min(1.0, max(0.0, priority)) - 0.5)
+    value = base_score(kind, source, depth, priority)
     if lastmod is not None:
-        weight = DEFAULT_TRUTHFULNESS if truthfulness is None else min(1.0, max(0.0, truthfulness))
-        value += RECENCY_WEIGHT * weight * recency(lastmod, now)
-    value -= DEPTH_PENALTY * max(0, depth)
+        value += recency_bonus(lastmod, now, truthfulness)
     for pattern, boost in _rules(profile):
         if pattern.search(url) is not None:
             value += boost

@@ -236,11 +236,22 @@ def test_relative_fast_path_agrees_with_urljoin(href: str, base: str) -> None:
 
 
 @settings(max_examples=300)
-@given(_host, _path, _query)
-def test_plain_queries_take_the_fast_path_and_agree(host: str, path: str, query: str) -> None:
+@given(_host, st.sampled_from(["", ":80", ":443", ":8080", ":08080", ":0", ":65535", ":65536", ":9999999"]),
+       _path, _query)
+def test_plain_queries_take_the_fast_path_and_agree(host: str, port: str, path: str, query: str) -> None:
     canonicalizer = Canonicalizer(URLS, cache_size=0)
-    url = f"https://{host}{path}?{query}"
-    assert canonicalizer(url) == canonicalizer.slow(url)
+    for scheme in ("http", "https"):
+        url = f"{scheme}://{host}{port}{path}?{query}"
+        assert canonicalizer(url) == canonicalizer.slow(url)
+
+
+def test_ports_are_normalized_on_the_fast_path() -> None:
+    canonicalizer = Canonicalizer(URLS, cache_size=0)
+    assert canonicalizer("http://127.0.0.1:8080/a?b=1") == "http://127.0.0.1:8080/a?b=1"
+    assert canonicalizer("http://Example.org:80/a") == "http://example.org/a"
+    assert canonicalizer("https://example.org:0443/") == "https://example.org/"
+    assert canonicalizer("https://example.org:80/") == "https://example.org:80/"
+    assert canonicalizer("http://example.org:70000/") is None
 
 
 # --- scope -------------------------------------------------------------------------------------------------

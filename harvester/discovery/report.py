@@ -91,6 +91,44 @@ class DiscoveryReport:
         if kind in ("sitemap", "feed") and has_lastmod_field is not False:
             self._track_lastmod(lastmod, fetched_at)
 
+    def add_entries(
+        self,
+        source: Source | str,
+        urls: list[str],
+        rejected: Counter[str],
+        queued: int,
+        *,
+        lastmods: list[datetime | None],
+        fetched_at: datetime | None,
+    ) -> None:
+        """``add_entry`` for a batch from one source: ``urls`` all found, ``rejected`` counted by verdict, the
+        rest (``queued``) queued; ``lastmods`` are the values to track (None for a missing one)."""
+        if not urls:
+            return
+        kind = _source_kind(source)
+        self.found[kind] += len(urls)
+        if queued:
+            self.queued[kind] += queued
+        if rejected:
+            self.rejected.update(rejected)
+            self.rejected_by_source.setdefault(kind, Counter()).update(rejected)
+        bit = self._source_bits.get(kind)
+        if bit is None:
+            bit = self._source_bits[kind] = 1 << len(self._source_bits)
+        sources_of = self._sources_of
+        for url in urls:
+            key = hash(url)
+            current = sources_of.get(key)
+            if current is not None:
+                sources_of[key] = current | bit
+            elif len(sources_of) < MAX_TRACKED_URLS:
+                sources_of[key] = bit
+            else:
+                self._overlap_truncated = True
+        if kind in ("sitemap", "feed"):
+            for lastmod, count in Counter(lastmods).items():
+                self._track_lastmod(lastmod, fetched_at, count)
+
     def add_sitemap(
         self,
         url: str,
@@ -139,10 +177,10 @@ class DiscoveryReport:
         else:
             self._sources_of[key] = current | bit
 
-    def _track_lastmod(self, lastmod: datetime | None, fetched_at: datetime | None) -> None:
-        self.lastmod_entries += 1
+    def _track_lastmod(self, lastmod: datetime | None, fetched_at: datetime | None, count: int = 1) -> None:
+        self.lastmod_entries += count
         if lastmod is None:
-            self.lastmod_missing += 1
+            self.lastmod_missing += count
             return
         if lastmod.tzinfo is None:
             lastmod = lastmod.replace(tzinfo=UTC)
@@ -150,11 +188,11 @@ class DiscoveryReport:
             if fetched_at.tzinfo is None:
                 fetched_at = fetched_at.replace(tzinfo=UTC)
             if lastmod > fetched_at + timedelta(days=1):
-                self.lastmod_future += 1
+                self.lastmod_future += count
             elif abs((fetched_at - lastmod).total_seconds()) <= STAMPED_NOW_S:
-                self.lastmod_stamped_now += 1
+                self.lastmod_stamped_now += count
         if lastmod in self._lastmods or len(self._lastmods) < MAX_LASTMOD_VALUES:
-            self._lastmods[lastmod] += 1
+            self._lastmods[lastmod] += count
         else:
             self._lastmod_truncated = True
 
