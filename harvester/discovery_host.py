@@ -301,39 +301,47 @@ class HostDiscovery:
         """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once.
 
         Entries are admitted a chunk at a time (``Site.admit_published``): per-URL call layers, not SQL, are
-        what sitemap ingestion spends its time on.
+        what sitemap ingestion spends its time on. One batch is written (in the store's thread, where SQLite
+        runs without the GIL) while the next is parsed; every write has landed before this returns, so the
+        sitemap's document state is never saved ahead of its URLs. The loop yields to the event loop after
+        each chunk, so one large sitemap never stalls the other hosts' timers.
         """
         assert self.rules is not None
         batch: list[DiscoveredUrl] = []
-        details: list[str] = []
         count = 0
         size = self.settings.discovery.batch_size
         chunk_size = min(size, ADMIT_CHUNK)
         iterator = iter(entries)
-        while chunk := list(islice(iterator, chunk_size)):
-            count += len(chunk)
-            items = self.site.admit_published(
-                chunk, where=source, origin=self.origin, now=fetched_at, fetched_at=fetched_at,
-                allowed=self.rules.allowed,
-            )
-            batch += items
-            details += [item.url for item in items if item.kind is UrlKind.DETAIL]
-            if len(batch) >= size:
-                await self._flush(batch, details)
-        await self._flush(batch, details)
+        writing: asyncio.Future[AddResult] | None = None
+        try:
+            while chunk := list(islice(iterator, chunk_size)):
+                count += len(chunk)
+                batch += self.site.admit_published(
+                    chunk, where=source, origin=self.origin, now=fetched_at, fetched_at=fetched_at,
+                    allowed=self.rules.allowed,
+                )
+                if len(batch) >= size:
+                    if writing is not None:
+                        await writing
+                    writing = asyncio.ensure_future(self._flush(batch))
+                    batch = []
+                await asyncio.sleep(0)
+        finally:
+            if writing is not None:
+                await writing
+        await self._flush(batch)
         return count
 
-    async def _flush(self, batch: list[DiscoveredUrl], details: list[str]) -> AddResult:
+    async def _flush(self, batch: list[DiscoveredUrl]) -> AddResult:
+        details = [item.url for item in batch if item.kind is UrlKind.DETAIL]
         if details:
             self.site.classifier.learn_details(details)
-            details.clear()
         if not batch:
             return AddResult(0, 0, 0)
-        added = await db(self.store.add_discovered, list(batch))
+        added = await db(self.store.add_discovered, batch)
         self.counters["urls_new"] += added.inserted
         self.counters["urls_seen_again"] += added.updated
         self.counters["urls_made_due"] += added.made_due
-        batch.clear()
         return added
 
     # -- listing pages ----------------------------------------------------------------------------------------
@@ -577,7 +585,6 @@ class HostDiscovery:
         for problem in doc.problems[:5]:
             self._problem(f"feed {url}: {problem}")
         batch: list[DiscoveredUrl] = []
-        details: list[str] = []
         dates: list[datetime | None] = []
         for entry in doc.entries:
             # Only a modification date (Atom updated, JSON Feed date_modified) is stored as lastmod: an RSS
@@ -590,15 +597,13 @@ class HostDiscovery:
             if item is not None:
                 batch.append(item)
                 dates.append(entry.lastmod)
-                if item.kind is UrlKind.DETAIL:
-                    details.append(item.url)
         admitted = len(batch)
         urls = frozenset(item.url for item in batch)
         repeats = bool(urls) and urls <= self._feed_entries
         if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
             self._feed_entries |= urls
         seen_before = await db(self.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
-        await self._flush(batch, details)
+        await self._flush(batch)
         self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
         revisit_s = self.settings.discovery.feed_revisit_s
         state = DocumentState(

@@ -390,6 +390,8 @@ class UrlFilter:
         self._prefixes = tuple(scope.path_prefixes) if scope else ()
         self._allow = [re.compile(p) for p in scope.allow_patterns] if scope else []
         self._deny = [re.compile(p) for p in scope.deny_patterns] if scope else []
+        # No deny, prefix or allow rule: a seed host's URL is in scope without further checks.
+        self._plain_scope = not (self._deny or self._prefixes or self._allow)
         self._accepted = _SeenBits()
         self._accepted_per_host: Counter[str] = Counter()
         self._calendar: dict[str, set[int]] = {}
@@ -434,8 +436,12 @@ class UrlFilter:
         return verdict
 
     def _check(self, url: str, trusted: bool) -> Verdict | None:
-        netloc, path, query = _split_host_path(url)
-        if not self._scope(url, netloc, path, query):
+        # _split_host_path, inlined: this runs for every URL discovery finds.
+        rest = url.partition("://")[2]
+        slash = rest.find("/")
+        netloc, path_query = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+        path, _, query = path_query.partition("?")
+        if not (self._plain_scope and netloc in self._hosts) and not self._scope(url, netloc, path, query):
             return Verdict.OUT_OF_SCOPE
         if len(url) > self._max_length:
             return Verdict.TRAP_LENGTH
