@@ -39,6 +39,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.runtime import db, make_owner, utcnow
+from harvester.writer import UrlWriter, writer_possible
 
 if TYPE_CHECKING:
     from harvester.engine import PoliteClient
@@ -134,17 +135,21 @@ class HostDiscovery:
         self._reread_urlsets: list[str] = []
         self._follows: dict[str, bool] = {}
         """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
+        self._writer: UrlWriter | None = None
+        self._admitted = 0
 
     async def run(self) -> None:
         """Discover the host. Its persisted politeness state applies first: a host still parked from an earlier
         run gets no request at all, and a back-off still running delays the first one (robots.txt included)."""
-        if self.policies is None:
-            await self._run()
-            return
         try:
             await self._run()
         finally:
-            await self.policies.save(self.origin)
+            if self._writer is not None:
+                await self._writer.aclose()
+                if self._writer.batches:
+                    self.counters["writer_process_batches"] += self._writer.batches
+            if self.policies is not None:
+                await self.policies.save(self.origin)
 
     async def _run(self) -> None:
         if self.policies is not None:
@@ -338,7 +343,17 @@ class HostDiscovery:
             self.site.classifier.learn_details(details)
         if not batch:
             return AddResult(0, 0, 0)
-        added = await db(self.store.add_discovered, batch)
+        self._admitted += len(batch)
+        writer = self._writer
+        if writer is None and self._admitted > self.settings.discovery.writer_process_after and writer_possible(
+            self.settings
+        ):
+            writer = self._writer = UrlWriter(self.settings, label=self.origin)
+            await writer.start()
+        if writer is not None and writer.ready:
+            added = AddResult(*await writer.add(batch))
+        else:
+            added = await db(self.store.add_discovered, batch)
         self.counters["urls_new"] += added.inserted
         self.counters["urls_seen_again"] += added.updated
         self.counters["urls_made_due"] += added.made_due

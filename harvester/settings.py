@@ -137,6 +137,12 @@ class DiscoverySettings(_Group):
     listing_max_depth: int = Field(3, ge=0, le=20, description="Listing hops from a seed.")
     listing_page_budget: int = Field(200, ge=0, description="Listing pages fetched per host per run.")
     batch_size: int = Field(5_000, ge=1, le=100_000, description="URLs per frontier upsert.")
+    writer_process: bool = Field(
+        True, description="Past writer_process_after URLs, a host's upserts run in a child process (the other core)."
+    )
+    writer_process_after: int = Field(
+        50_000, ge=0, description="URLs a host admits in-process before its writer process starts."
+    )
     feed_revisit_s: float = Field(12 * 3600.0, gt=0)
     listing_revisit_s: float = Field(12 * 3600.0, gt=0, description="Listing pages are asked again after this.")
     sitemap_revisit_s: float = Field(24 * 3600.0, gt=0)

@@ -1,0 +1,119 @@
+"""The writer process: discovery through it stores exactly what in-process writes store; errors come back."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from harvester import phases
+from harvester.errors import InvalidRecord, StoreError
+from harvester.frontier import FrontierStore
+from harvester.records import DiscoveredUrl, UrlKind
+from harvester.settings import Settings, SiteProfile
+from harvester.testing.sites import HostSpec, RobotsSpec
+from harvester.writer import UrlWriter, writer_possible
+
+SPECS = [
+    HostSpec("a", pages=120, robots=RobotsSpec(disallow=("/private/",)), disallowed_in_sitemap=0.1),
+    HostSpec("b", pages=60, sitemap_children=3),
+]
+VOLATILE = {  # ids, and clock readings of the run
+    "id", "host_id", "url", "source_id", "first_seen", "last_seen", "next_fetch_at", "last_fetched_at",
+    "changed_at", "gone_at", "lease_until",
+}
+
+
+def _rows(store: FrontierStore) -> dict[str, dict[str, Any]]:
+    out = {}
+    for url in store.url_states():
+        info = store.url_info(url)
+        assert info is not None
+        row = {key: value for key, value in info.items() if key not in VOLATILE}
+        out[url] = row
+    return out
+
+
+async def test_discovery_through_the_writer_process_stores_what_in_process_writes_store(make_web, db_url, tmp_path):
+    web = make_web(SPECS, seed=5)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    through = Settings.load(database_url=db_url).with_overrides(
+        **{"discovery.writer_process_after": 0, "discovery.batch_size": 7}
+    )
+    with FrontierStore.open(through, upgrade=True) as store:
+        result = await phases.discover(store, through, profile)
+        via_writer = _rows(store)
+    assert result.counters["writer_process_batches"] >= 10, "the writer process must have written the batches"
+    in_process = Settings.load(database_url=f"sqlite:///{tmp_path / 'direct.db'}").with_overrides(
+        **{"discovery.writer_process": False, "discovery.batch_size": 7}
+    )
+    with FrontierStore.open(in_process, upgrade=True) as store:
+        result = await phases.discover(store, in_process, profile)
+        direct = _rows(store)
+    assert "writer_process_batches" not in result.counters
+    assert len(direct) > 150
+    assert via_writer.keys() == direct.keys()
+    # Recency is scored against each run's own clock: scores agree closely, not to the last bit.
+    differing = {
+        url for url in direct
+        if {**via_writer[url], "score": 0} != {**direct[url], "score": 0}
+        or abs(via_writer[url]["score"] - direct[url]["score"]) > 1e-6
+    }
+    assert not differing, [
+        {key: (via_writer[u][key], direct[u][key]) for key in direct[u] if via_writer[u][key] != direct[u][key]}
+        for u in sorted(differing)[:3]
+    ]
+
+
+def _item(url: str) -> DiscoveredUrl:
+    return DiscoveredUrl(url, UrlKind.DETAIL, "sitemap:https://w.example/s.xml", depth=1, score=5.0,
+                         lastmod=datetime(2026, 11, 1, tzinfo=UTC))
+
+
+async def test_an_invalid_record_is_refused_with_its_class_and_nothing_of_the_batch_is_written(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        writer = UrlWriter(settings, label="test")
+        assert await writer.start()
+        try:
+            assert await writer.add([_item("https://w.example/a"), _item("https://w.example/b")]) == (2, 0, 0)
+            with pytest.raises(InvalidRecord, match="not a url"):
+                await writer.add([_item("https://w.example/c"), _item("not a url")])
+            assert await writer.add([_item("https://w.example/a")]) == (0, 1, 0)
+        finally:
+            await writer.aclose()
+        assert sorted(store.url_states()) == ["https://w.example/a", "https://w.example/b"]
+
+
+async def test_a_dead_writer_is_a_store_error_and_close_reaps_it(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        writer = UrlWriter(settings, label="test")
+        assert await writer.start()
+        pid = writer.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(StoreError, match="writer process died"):
+            await writer.add([_item("https://w.example/a")])
+        await writer.aclose()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # reaped, not a zombie
+
+
+async def test_a_writer_that_cannot_open_the_store_leaves_the_host_writing_in_process(tmp_path):
+    missing = Settings.load(database_url=f"sqlite:///{tmp_path / 'no-such-dir' / 'x.db'}")
+    writer = UrlWriter(missing, label="test")
+    assert not await writer.start()
+    assert writer.failed is not None
+    await writer.aclose()
+
+
+def test_no_writer_process_for_an_in_memory_database_or_when_switched_off(sqlite_url):
+    assert writer_possible(Settings.load(database_url=sqlite_url))
+    assert not writer_possible(Settings.load(database_url="sqlite://"))
+    assert not writer_possible(Settings.load(database_url="sqlite:///:memory:"))
+    assert not writer_possible(Settings.load(database_url=sqlite_url).with_overrides(
+        **{"discovery.writer_process": False}))
