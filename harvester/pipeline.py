@@ -166,10 +166,10 @@ class Site:
             else:
                 admitted.append((url, entry))
         report.add_entries(label, tracked, verdicts, len(admitted), lastmods=lastmods, fetched_at=fetched_at)
-        return self._published_records(admitted, label, source, depth, now)
+        return self._published_records(admitted, label, origin, source, depth, now)
 
     def _published_records(
-        self, admitted: list[tuple[str, Any]], label: str, source: Source, depth: int, now: datetime
+        self, admitted: list[tuple[str, Any]], label: str, origin: str, source: Source, depth: int, now: datetime
     ) -> list[DiscoveredUrl]:
         """The frontier records of admitted published entries: ``scoring.score`` split so its date part is
         computed once per distinct lastmod and its URL part (profile rules) only when the profile has rules."""
@@ -178,22 +178,20 @@ class Site:
         rules = bool(profile.score_rules)
         bonuses: dict[tuple[str, datetime], float] = {}
         records: list[DiscoveredUrl] = []
+        same_host = origin + "/"
         for url, entry in admitted:
             kind = UrlKind.DETAIL if plain and _plainly_detail(url) else self._published_kind(url)
             lastmod, priority = entry.lastmod, entry.priority
             value = scoring.base_score(kind, source, depth, priority)
             if lastmod is not None:
-                origin = origin_of(url)
-                bonus = bonuses.get((origin, lastmod))
+                host = origin if url.startswith(same_host) else origin_of(url)
+                bonus = bonuses.get((host, lastmod))
                 if bonus is None:
-                    bonus = scoring.recency_bonus(lastmod, now, self.truthfulness.get(origin))
-                    bonuses[(origin, lastmod)] = bonus
+                    bonus = scoring.recency_bonus(lastmod, now, self.truthfulness.get(host))
+                    bonuses[(host, lastmod)] = bonus
                 value += bonus
             if rules:
-                value = scoring.score(
-                    url, kind=kind, source=source, depth=depth, priority=priority, lastmod=lastmod, now=now,
-                    profile=profile, truthfulness=self.truthfulness.get(origin_of(url)),
-                )
+                value = scoring.with_rules(value, url, profile)
             news, images = getattr(entry, "news", None), getattr(entry, "images", None)
             meta = {"news": news, "images": list(images or ())[:50]} if news or images else None
             records.append(

@@ -114,6 +114,11 @@ def score(
     value = base_score(kind, source, depth, priority)
     if lastmod is not None:
         value += recency_bonus(lastmod, now, truthfulness)
+    return with_rules(value, url, profile)
+
+
+def with_rules(value: float, url: str, profile: SiteProfile | None) -> float:
+    """``value`` plus the boost of every profile rule whose pattern is found in ``url``."""
     for pattern, boost in _rules(profile):
         if pattern.search(url) is not None:
             value += boost
