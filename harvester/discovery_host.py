@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
 from harvester.discovery.feeds import FeedDoc, parse_feed
-from harvester.discovery.listings import extract_links
+from harvester.discovery.listings import PageLinks, extract_links
 from harvester.discovery.sitemaps import parse_sitemap
 from harvester.errors import ContentRejected
 from harvester.records import (
@@ -460,7 +460,23 @@ class HostDiscovery:
         completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)
         if page.robots_nofollow:
             return completion, [], False
-        self.site.classifier.observe_page(claimed.url, page.links)
+        outlinks = self._listing_outlinks(claimed, page, now)
+        next_pages = set(page.next_pages)
+        details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
+        follows = False
+        if details and next_pages:
+            # News: details first found after our last read of this page (today's sitemap may know them already).
+            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
+            follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
+        return completion, list(outlinks.values()), follows
+
+    def _listing_outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
+        """The details and listing pages a listing page links to, admitted (feeds found are queued)."""
+        assert self.rules is not None
+        # Shapes are learned and judged on canonical forms: "/p/./250" and "/p/250?utm_source=x" are the post
+        # "/p/250", which a raw-form classifier would not recognize (and would drop).
+        canonical = {link: self.site.canonicalize(link) or link for link in page.links + page.next_pages}
+        self.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
         depth = claimed.depth + 1
         follow_listings = self.site.profile.use_listings and depth <= self.settings.discovery.listing_max_depth
         nofollow = set(page.nofollow)
@@ -469,7 +485,7 @@ class HostDiscovery:
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
-            kind = self.site.classifier.classify(link)
+            kind = self.site.classifier.classify(canonical[link])
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:
@@ -490,13 +506,7 @@ class HostDiscovery:
             )
             if item is not None:
                 outlinks[item.url] = item
-        details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
-        follows = False
-        if details and next_pages:
-            # News: details first found after our last read of this page (today's sitemap may know them already).
-            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
-            follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
-        return completion, list(outlinks.values()), follows
+        return outlinks
 
     def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
         """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""

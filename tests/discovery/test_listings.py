@@ -235,3 +235,29 @@ def test_test_web_details_classified_without_configuration(test_web) -> None:  #
                         queue.append(canonical)
             assert set(truth.listed_urls()) <= found_details, (name, set(truth.listed_urls()) - found_details)
             assert not wrong, (name, wrong[:10])
+
+
+def test_a_listing_link_spelled_with_dot_segments_is_judged_by_its_canonical_shape():
+    """A listing page's "/p/./250" is the post "/p/250": judged raw, the learned "/p/{n}" detail shape missed it
+    and the new post was dropped (found by bench/recrawl.py --seed 11)."""
+    from datetime import UTC, datetime
+
+    from harvester.discovery.listings import PageLinks
+    from harvester.discovery_host import HostDiscovery
+    from harvester.pipeline import Site
+    from harvester.records import ClaimedUrl, RobotsState
+    from harvester.robots import RobotsRules
+
+    origin = "https://blog.example"
+    settings = Settings.load()
+    site = Site(settings, SiteProfile.build(seeds=(origin + "/",)))
+    site.classifier.learn_details(f"{origin}/p/{n}" for n in range(100, 140))
+    discovery = HostDiscovery(None, settings, site, None, origin, run_id=None,  # type: ignore[arg-type]
+                              run_started=datetime.now(UTC), refresh=False)
+    discovery.rules = RobotsRules(RobotsState(origin=origin, status=404, fetched_at=None, expires_at=None),
+                                  user_agent=settings.http.user_agent, settings=settings.robots)
+    listing = ClaimedUrl(1, f"{origin}/topics/tech/", origin, UrlKind.LISTING, 1, 5.0, 0, datetime.now(UTC))
+    links = [f"{origin}/p/./250", f"{origin}/p/251?utm_source=x", f"{origin}/p/252#comments", f"{origin}/p/253"]
+    found = discovery._listing_outlinks(listing, PageLinks(links=links), datetime.now(UTC))
+    assert sorted(found) == [f"{origin}/p/{n}" for n in (250, 251, 252, 253)]
+    assert {item.kind for item in found.values()} == {UrlKind.DETAIL}
