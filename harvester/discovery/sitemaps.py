@@ -12,13 +12,13 @@ import html
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from io import BytesIO
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from lxml import etree
 
@@ -56,16 +56,18 @@ _BARE_AMP = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
-@dataclass(frozen=True, slots=True)
-class SitemapEntry:
-    """One ``<url>`` (or text line / feed item): ``loc`` is absolute http(s) but not yet canonical."""
+class SitemapEntry(NamedTuple):
+    """One ``<url>`` (or text line / feed item): ``loc`` is absolute http(s) but not yet canonical.
+
+    A NamedTuple: a sitemap makes 50,000 of these, and a frozen dataclass's ``__init__`` cost more than
+    scanning the element."""
 
     loc: str
     lastmod: datetime | None = None
     changefreq: str | None = None
     priority: float | None = None
     news: dict[str, Any] | None = None
-    images: list[str] = field(default_factory=list)
+    images: Sequence[str] = ()
 
 
 @dataclass(slots=True)
@@ -136,7 +138,8 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
     Raises ContentRejected for DOCTYPE/ENTITY declarations and gzip bombs. Entries carry only absolute
     http(s) ``<loc>`` values (others are dropped and counted in ``problems``), deduplicated, at most
     ``settings.max_sitemap_urls`` (then ``over_limit``). ``parser="usp"`` uses ultimate-sitemap-parser
-    (whole file in memory; stops at the first XML error); "auto"/"lxml" stream with lxml and recover.
+    (whole file in memory; stops at the first XML error); "auto"/"lxml" stream with lxml and recover, "auto"
+    first trying the plain-urlset scanner (``_scan_urlset``), which gives the same document for the files it takes.
     """
     body = inflate(body, max_bytes=settings.max_sitemap_bytes)
     truncated = len(body) > settings.max_sitemap_bytes
@@ -152,7 +155,13 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
             raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
         repaired = _BARE_AMP.subn(b"&amp;", body) if b"&" in body else (body, 0)
         body = repaired[0]
-        doc = _parse_usp(body, url, settings) if parser == "usp" else _parse_lxml(body, url, settings)
+        scanned = _scan_urlset(body, url, settings) if parser == "auto" else None
+        if scanned is not None:
+            doc = scanned
+        elif parser == "usp":
+            doc = _parse_usp(body, url, settings)
+        else:
+            doc = _parse_lxml(body, url, settings)
         if repaired[1]:
             doc.problem(f"{repaired[1]} bare '&' escaped (not well-formed XML)")
     if truncated:
@@ -276,6 +285,132 @@ def _validated(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iter
             seen.add(loc)
             counts["kept"] += 1
             yield entry
+    finally:
+        if counts["invalid_loc"]:
+            doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+
+
+# --- plain urlsets, scanned -----------------------------------------------------------------------------------
+
+SCAN_MAX_BYTES = 16 * 2**20
+"""Larger files take the streaming lxml path: the scanner holds the decoded text and the matches of a file."""
+
+_SCAN_PROLOG = re.compile(r"(?:<\?xml(\s[^>]*?)\?>)?\s*<urlset(\s[^>]*)?>")
+_SCAN_DEFAULT_NS = re.compile(r"""\sxmlns\s*=\s*(["'])([^"']*)\1""")
+_SCAN_ENCODING = re.compile(r"""\sencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+_SCAN_ENCODINGS = frozenset(("utf-8", "utf8", "us-ascii", "ascii"))
+# Markup the scanner leaves to lxml: declarations, comments and CDATA, processing instructions, character
+# references, carriage returns (XML normalizes them), prefixed names (image:, news:, video:, a prefixed
+# sitemap namespace), and the bytes XML forbids.
+_SCAN_MARKS = ("<!", "<?", "&#", "\r")
+_SCAN_PREFIXED = re.compile(r"<[^>]*:")
+_SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
+_SCAN_ALLOWED = bytes(b for b in range(256) if b not in _SCAN_FORBIDDEN)
+_SCAN_FIELDS = ("loc", "lastmod", "changefreq", "priority")
+_SCAN_URL = re.compile(
+    r"<url>\s*(?:<loc>([^<]*)</loc>\s*)?(?:<lastmod>([^<]*)</lastmod>\s*)?"
+    r"(?:<changefreq>([^<]*)</changefreq>\s*)?(?:<priority>([^<]*)</priority>\s*)?</url>"
+)
+_XML_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&"))
+
+
+def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc | None:
+    """A plain urlset read with one regular expression instead of an XML parser, or None for lxml to read.
+
+    Most sitemaps are generated: a sitemaps.org ``<urlset>`` of ``<url>`` elements holding ``<loc>``,
+    ``<lastmod>``, ``<changefreq>`` and ``<priority>`` in that order, and nothing else. For those, lxml's
+    per-element events and element objects cost several times what admitting the URL does. The shape is proven
+    before the first entry is produced, so the choice never changes half-way: every ``<url>`` must match, and
+    every tag of the file must be one the matches account for (tags outside ``<url>`` elements, which lxml
+    ignores too, included). Anything else (namespaced extensions, comments, CDATA, another field order, a
+    truncated file, another encoding) goes to lxml; tests/discovery/test_sitemaps.py proves both paths give the
+    same document for every file the scanner takes.
+    """
+    if len(body) > SCAN_MAX_BYTES or body.translate(None, _SCAN_ALLOWED):
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    prolog = _SCAN_PROLOG.match(text, len(text) - len(text.lstrip("\ufeff \t\n")))
+    if prolog is None:
+        return None
+    encoding = _SCAN_ENCODING.search(prolog.group(1) or "")
+    if encoding is not None and encoding.group(1).lower() not in _SCAN_ENCODINGS:
+        return None
+    namespace = _SCAN_DEFAULT_NS.search(prolog.group(2) or "")
+    if namespace is None or "/sitemap/" not in namespace.group(2):
+        return None
+    start = prolog.end()
+    if any(text.find(mark, start) >= 0 for mark in _SCAN_MARKS) or _SCAN_PREFIXED.search(text, start):
+        return None
+    if not text.isascii() and ("\ufffe" in text or "\uffff" in text):
+        return None
+    end = text.rfind("</urlset>")
+    if end < start or text[end + 9 :].strip(" \t\n"):
+        return None  # truncated, or more after the root: lxml's recovery decides
+    matches = _SCAN_URL.findall(text, start, end)
+    fields = sum(text.count(f"<{name}>", start, end) for name in _SCAN_FIELDS)
+    if len(matches) != text.count("<url>", start, end) or text.count("<", start, end) != 2 * (len(matches) + fields):
+        return None
+    doc = SitemapDoc(url=url, kind="urlset", entries=iter(()), parser="scan")
+    doc.entries = _scanned_entries(doc, matches, settings.max_sitemap_urls)
+    return doc
+
+
+def _xml_text(value: str) -> str:
+    if "&" in value:
+        for escaped, char in _XML_ESCAPES:
+            value = value.replace(escaped, char)
+    return value
+
+
+def _scanned_entries(doc: SitemapDoc, matches: list[tuple[str, ...]], limit: int) -> Iterator[SitemapEntry]:
+    """``_url_entry`` and ``_validated`` in one loop for scanned ``<url>`` elements (the same entries, counts and
+    problems); dates and priorities repeat, so each distinct text is parsed once per file."""
+    seen: set[str] = set()
+    invalid: list[str] = []
+    counts = doc.counts
+    counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
+    lastmods: dict[str, datetime | None] = {}
+    priorities: dict[str, float] = {}
+    kept = 0
+    try:
+        for raw_loc, lastmod, changefreq, priority in matches:
+            loc = clean_text(_xml_text(raw_loc)) if raw_loc else None
+            if loc is None:
+                continue
+            if not is_absolute_http(loc):
+                counts["invalid_loc"] += 1
+                if len(invalid) < 3:
+                    invalid.append(loc[:100])
+                continue
+            if loc in seen:
+                counts["duplicates"] += 1
+                continue
+            if kept >= limit:
+                doc.over_limit = True
+                counts["over_limit"] += 1
+                doc.problem(f"more than {limit} URLs: the rest of the file dropped")
+                break
+            seen.add(loc)
+            kept += 1
+            counts["kept"] = kept
+            if lastmod:
+                if lastmod in lastmods:
+                    when = lastmods[lastmod]
+                else:
+                    when = lastmods[lastmod] = parse_lastmod(clean_text(_xml_text(lastmod)))
+            else:
+                when = None
+            if priority:
+                value = priorities.get(priority)
+                if value is None:
+                    value = priorities[priority] = parse_priority(clean_text(_xml_text(priority)))
+            else:
+                value = DEFAULT_PRIORITY
+            frequency = parse_changefreq(clean_text(_xml_text(changefreq))) if changefreq else None
+            yield SitemapEntry(loc, when, frequency, value)
     finally:
         if counts["invalid_loc"]:
             doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
@@ -445,7 +580,7 @@ def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
         changefreq=parse_changefreq(clean_text(changefreq)) if changefreq else None,
         priority=parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY,
         news=_news(news) if news else None,
-        images=images,
+        images=images or (),
     )
 
 
@@ -627,5 +762,5 @@ def _from_usp(page: Any) -> SitemapEntry:
         changefreq=getattr(page.change_frequency, "value", None),  # "" for an empty element, as lastmod
         priority=float(page.priority) if page.priority is not None else None,
         news=news,
-        images=images,
+        images=images or (),
     )

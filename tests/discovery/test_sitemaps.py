@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harvester.discovery.sitemaps import (
     SitemapDoc,
@@ -418,3 +420,85 @@ def test_hostile_sitemaps_of_the_test_web(test_web) -> None:  # type: ignore[no-
         doc, entries = parse(get("/hostile/sitemap-badloc.xml"), url=origin + "/hostile/sitemap-badloc.xml")
         assert len(entries) == 3
         assert all(e.loc.startswith(origin + "/") for e in entries)
+
+
+# --- the plain-urlset scanner against lxml ---------------------------------------------------------------------
+
+_scan_texts = st.sampled_from(
+    ["https://x.example/a", "https://x.example/a", " https://x.example/b?x=1&amp;y=2 ", "https://x.example/caf\u00e9",
+     "https://x.example/q?a=&amp;lt;b&amp;gt;", "https://x.example/%7Euser", "ftp://x.example/no", "/relative",
+     "", "https://x.example/" + "l" * 9000, "https://x.example/&quot;quoted&apos;", "http://x.example:8080/p"]
+)
+_scan_dates = st.sampled_from(["", "2026-11-30", "2026-11-30T10:00:00+02:00", "2026-11", "garbage", " 2026-01-02 "])
+_scan_priorities = st.sampled_from(["", "0.8", "1.0", "1.5", "x", " 0.3 "])
+_scan_freqs = st.sampled_from(["", "daily", "WEEKLY", "sometimes"])
+_space = st.sampled_from(["", " ", "\n  ", "\t"])
+
+
+@st.composite
+def plain_urlsets(draw: st.DrawFn) -> bytes:
+    parts = []
+    for _ in range(draw(st.integers(0, 25))):
+        fields = [f"<loc>{draw(_scan_texts)}</loc>"] if draw(st.integers(0, 9)) else []
+        for name, values in (("lastmod", _scan_dates), ("changefreq", _scan_freqs), ("priority", _scan_priorities)):
+            if draw(st.booleans()):
+                fields.append(f"<{name}>{draw(values)}</{name}>")
+        sep = draw(_space)
+        parts.append("<url>" + sep + sep.join(fields) + sep + "</url>")
+    declaration = draw(st.sampled_from(['<?xml version="1.0" encoding="UTF-8"?>\n', "", "<?xml version='1.0'?>"]))
+    return (declaration + '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + draw(_space).join(parts) + draw(_space) + "</urlset>\n").encode()
+
+
+def _same_document(body: bytes, settings: DiscoverySettings = SETTINGS) -> SitemapDoc:
+    scanned, scanned_entries = parse(body, parser="auto", settings=settings)
+    streamed, streamed_entries = parse(body, parser="lxml", settings=settings)
+    assert scanned_entries == streamed_entries
+    assert (scanned.kind, scanned.counts, scanned.problems, scanned.over_limit) == (
+        streamed.kind, streamed.counts, streamed.problems, streamed.over_limit)
+    return scanned
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plain_urlsets(), st.sampled_from([50_000, 3]))
+def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -> None:
+    doc = _same_document(body, DiscoverySettings(max_sitemap_urls=limit))
+    assert doc.parser == "scan"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(urlset(["https://x.example/a"], "<image:image><image:loc>https://x.example/i.png</image:loc>"
+                            "</image:image>").replace(b"<urlset ", b'<urlset xmlns:image="http://www.google.com/'
+                            b'schemas/sitemap-image/1.1" '), id="image extension"),
+        pytest.param(urlset(["https://x.example/a<!-- c -->"]), id="comment"),
+        pytest.param(urlset(["<![CDATA[https://x.example/a]]>"]), id="cdata"),
+        pytest.param(urlset(["https://x.example/a"], "<priority>0.5</priority><lastmod>2026-01-01</lastmod>"),
+                     id="other field order"),
+        pytest.param(urlset(["https://x.example/&#97;"]), id="character reference"),
+        pytest.param(urlset(["https://x.example/a", "https://x.example/b"])[:-30], id="truncated"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"<url>", b'<url id="1">'), id="attribute"),
+        pytest.param(urlset(["https://x.example/a"], "<mobile/>"), id="unknown element"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"\n", b"\r\n"), id="CRLF"),
+        pytest.param(b'<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9"><sm:url><sm:loc>'
+                     b"https://x.example/a</sm:loc></sm:url></sm:urlset>", id="prefixed"),
+        pytest.param(b"<urlset><url><loc>https://x.example/a</loc></url></urlset>", id="no namespace"),
+        pytest.param(urlset(["https://x.example/caf\u00e9"]).replace(b"UTF-8", b"ISO-8859-1")
+                     .replace("\u00e9".encode(), b"\xe9"), id="latin-1"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"</urlset>\n", b"</urlset>\n<urlset/>"),
+                     id="content after the root"),
+    ],
+)
+def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> None:
+    scanned, scanned_entries = parse(body, parser="auto")
+    streamed, streamed_entries = parse(body, parser="lxml")
+    assert scanned.parser == "lxml"
+    assert scanned_entries == streamed_entries
+    assert scanned.problems == streamed.problems
+
+
+def test_stray_elements_outside_url_are_ignored_by_both() -> None:
+    body = urlset(["https://x.example/a"]).replace(b"</urlset>", b"<loc>https://x.example/stray</loc></urlset>")
+    doc = _same_document(body)
+    assert doc.parser == "scan"
