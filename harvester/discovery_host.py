@@ -80,6 +80,9 @@ ADMIT_CHUNK = 1_000
 """Sitemap entries admitted per ``Site.admit_published`` call: large enough to spread its per-call costs,
 small enough that a 50,000-URL file is never held as records at once."""
 
+LEARN_SAMPLE = 2_000
+"""Detail URLs of one upsert batch the classifier learns shapes from (an even sample of a larger batch)."""
+
 FOLLOW_NEW_SHARE = 0.5
 """A revisited listing page whose detail links are at least this share new to the frontier may continue on its
 next page (a full page of news; sticky posts on top and widgets of known links keep the share below 1)."""
@@ -340,7 +343,9 @@ class HostDiscovery:
     async def _flush(self, batch: list[DiscoveredUrl]) -> AddResult:
         details = [item.url for item in batch if item.kind is UrlKind.DETAIL]
         if details:
-            self.site.classifier.learn_details(details)
+            # Shapes are learned from an even sample: each shape keeps 5,000 examples at most, and learning
+            # every URL of a 50,000-URL sitemap cost a sixth of its ingestion.
+            self.site.classifier.learn_details(details[:: max(1, len(details) // LEARN_SAMPLE)])
         if not batch:
             return AddResult(0, 0, 0)
         self._admitted += len(batch)

@@ -177,12 +177,15 @@ class Site:
         plain = not (profile.listing_patterns or profile.detail_patterns)
         rules = bool(profile.score_rules)
         bonuses: dict[tuple[str, datetime], float] = {}
+        bases: dict[tuple[UrlKind, float | None], float] = {}  # a sitemap repeats a few priorities
         records: list[DiscoveredUrl] = []
         same_host = origin + "/"
         for url, entry in admitted:
             kind = UrlKind.DETAIL if plain and _plainly_detail(url) else self._published_kind(url)
             lastmod, priority = entry.lastmod, entry.priority
-            value = scoring.base_score(kind, source, depth, priority)
+            value = bases.get((kind, priority))
+            if value is None:
+                value = bases[(kind, priority)] = scoring.base_score(kind, source, depth, priority)
             if lastmod is not None:
                 host = origin if url.startswith(same_host) else origin_of(url)
                 bonus = bonuses.get((host, lastmod))
