@@ -145,6 +145,8 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
     truncated = len(body) > settings.max_sitemap_bytes
     if truncated:
         body = body[: settings.max_sitemap_bytes]
+    if body.startswith(b"\xef\xbb\xbf"):
+        body = body[3:]  # a UTF-8 byte-order mark: sniffed byte for byte, it hid the markup behind "ï»¿"
     head = _head_text(body)
     stripped = head.lstrip("\ufeff \t\r\n")
     if not stripped.startswith("<"):
@@ -300,16 +302,16 @@ _SCAN_DEFAULT_NS = re.compile(r"""\sxmlns\s*=\s*(["'])([^"']*)\1""")
 _SCAN_ENCODING = re.compile(r"""\sencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 _SCAN_ENCODINGS = frozenset(("utf-8", "utf8", "us-ascii", "ascii"))
 # Markup the scanner leaves to lxml: declarations, comments and CDATA, processing instructions, character
-# references, carriage returns (XML normalizes them), prefixed names (image:, news:, video:, a prefixed
-# sitemap namespace), and the bytes XML forbids.
-_SCAN_MARKS = ("<!", "<?", "&#", "\r")
+# references, prefixed names (image:, news:, video:, a prefixed sitemap namespace), and the bytes XML forbids.
+_SCAN_MARKS = ("<!", "<?", "&#")
 _SCAN_PREFIXED = re.compile(r"<[^>]*:")
 _SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
 _SCAN_ALLOWED = bytes(b for b in range(256) if b not in _SCAN_FORBIDDEN)
 _SCAN_FIELDS = ("loc", "lastmod", "changefreq", "priority")
+# The four fields in any order; a repeated one keeps its last value, as ``_url_entry`` does.
 _SCAN_URL = re.compile(
-    r"<url>\s*(?:<loc>([^<]*)</loc>\s*)?(?:<lastmod>([^<]*)</lastmod>\s*)?"
-    r"(?:<changefreq>([^<]*)</changefreq>\s*)?(?:<priority>([^<]*)</priority>\s*)?</url>"
+    r"<url>\s*(?:(?:<loc>([^<]*)</loc>|<lastmod>([^<]*)</lastmod>|<changefreq>([^<]*)</changefreq>"
+    r"|<priority>([^<]*)</priority>)\s*)*</url>"
 )
 _XML_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&"))
 
@@ -318,12 +320,12 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
     """A plain urlset read with one regular expression instead of an XML parser, or None for lxml to read.
 
     Most sitemaps are generated: a sitemaps.org ``<urlset>`` of ``<url>`` elements holding ``<loc>``,
-    ``<lastmod>``, ``<changefreq>`` and ``<priority>`` in that order, and nothing else. For those, lxml's
+    ``<lastmod>``, ``<changefreq>`` and ``<priority>``, and nothing else. For those, lxml's
     per-element events and element objects cost several times what admitting the URL does. The shape is proven
     before the first entry is produced, so the choice never changes half-way: every ``<url>`` must match, and
     every tag of the file must be one the matches account for (tags outside ``<url>`` elements, which lxml
-    ignores too, included). Anything else (namespaced extensions, comments, CDATA, another field order, a
-    truncated file, another encoding) goes to lxml; tests/discovery/test_sitemaps.py proves both paths give the
+    ignores too, included). Anything else (namespaced extensions, comments, CDATA, attributes, a truncated
+    file, another encoding) goes to lxml; tests/discovery/test_sitemaps.py proves both paths give the
     same document for every file the scanner takes.
     """
     if len(body) > SCAN_MAX_BYTES or body.translate(None, _SCAN_ALLOWED):
@@ -332,6 +334,8 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")  # XML 1.0 §2.11, as lxml reads it
     prolog = _SCAN_PROLOG.match(text, len(text) - len(text.lstrip("\ufeff \t\n")))
     if prolog is None:
         return None

@@ -440,10 +440,12 @@ def plain_urlsets(draw: st.DrawFn) -> bytes:
     parts = []
     for _ in range(draw(st.integers(0, 25))):
         fields = [f"<loc>{draw(_scan_texts)}</loc>"] if draw(st.integers(0, 9)) else []
-        for name, values in (("lastmod", _scan_dates), ("changefreq", _scan_freqs), ("priority", _scan_priorities)):
-            if draw(st.booleans()):
-                fields.append(f"<{name}>{draw(values)}</{name}>")
-        sep = draw(_space)
+        for name, values in (("lastmod", _scan_dates), ("changefreq", _scan_freqs), ("priority", _scan_priorities),
+                             ("loc", _scan_texts)):
+            repeats = st.sampled_from([0] * 9 + [1]) if name == "loc" else st.sampled_from([0, 1, 1, 1, 2])
+            fields += [f"<{name}>{draw(values)}</{name}>" for _ in range(draw(repeats))]
+        fields = draw(st.permutations(fields))
+        sep = draw(st.sampled_from(["", " ", "\n  ", "\t", "\r\n  "]))
         parts.append("<url>" + sep + sep.join(fields) + sep + "</url>")
     declaration = draw(st.sampled_from(['<?xml version="1.0" encoding="UTF-8"?>\n', "", "<?xml version='1.0'?>"]))
     return (declaration + '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
@@ -474,13 +476,10 @@ def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -
                             b'schemas/sitemap-image/1.1" '), id="image extension"),
         pytest.param(urlset(["https://x.example/a<!-- c -->"]), id="comment"),
         pytest.param(urlset(["<![CDATA[https://x.example/a]]>"]), id="cdata"),
-        pytest.param(urlset(["https://x.example/a"], "<priority>0.5</priority><lastmod>2026-01-01</lastmod>"),
-                     id="other field order"),
         pytest.param(urlset(["https://x.example/&#97;"]), id="character reference"),
         pytest.param(urlset(["https://x.example/a", "https://x.example/b"])[:-30], id="truncated"),
         pytest.param(urlset(["https://x.example/a"]).replace(b"<url>", b'<url id="1">'), id="attribute"),
         pytest.param(urlset(["https://x.example/a"], "<mobile/>"), id="unknown element"),
-        pytest.param(urlset(["https://x.example/a"]).replace(b"\n", b"\r\n"), id="CRLF"),
         pytest.param(b'<sm:urlset xmlns:sm="http://www.sitemaps.org/schemas/sitemap/0.9"><sm:url><sm:loc>'
                      b"https://x.example/a</sm:loc></sm:url></sm:urlset>", id="prefixed"),
         pytest.param(b"<urlset><url><loc>https://x.example/a</loc></url></urlset>", id="no namespace"),
@@ -498,7 +497,32 @@ def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> Non
     assert scanned.problems == streamed.problems
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(urlset(["https://x.example/a"], "<priority>0.9</priority><lastmod>2026-01-01</lastmod>"),
+                     id="other field order"),
+        pytest.param(urlset(["https://x.example/a"], "<loc>https://x.example/b</loc>"), id="repeated field"),
+        pytest.param(urlset(["https://x.example/a", " https://x.example/b\r\n"]).replace(b"\n", b"\r\n"),
+                     id="CRLF"),
+    ],
+)
+def test_the_scanner_takes_any_field_order_and_line_ending_as_lxml_reads_them(body: bytes) -> None:
+    assert _same_document(body).parser == "scan"
+
+
 def test_stray_elements_outside_url_are_ignored_by_both() -> None:
     body = urlset(["https://x.example/a"]).replace(b"</urlset>", b"<loc>https://x.example/stray</loc></urlset>")
     doc = _same_document(body)
     assert doc.parser == "scan"
+
+
+@pytest.mark.parametrize("parser", ["auto", *PARSERS])
+@pytest.mark.parametrize("declaration", [True, False])
+def test_a_utf8_byte_order_mark_is_read_past(parser: str, declaration: bool) -> None:
+    body = urlset(["https://x.example/a", "https://x.example/b"])
+    if not declaration:
+        body = body.split(b"?>\n", 1)[1]
+    doc, entries = parse(b"\xef\xbb\xbf" + body, parser=parser)
+    assert doc.kind == "urlset"
+    assert [e.loc for e in entries] == ["https://x.example/a", "https://x.example/b"]
