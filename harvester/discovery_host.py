@@ -268,7 +268,9 @@ class HostDiscovery:
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
             return []
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
-        if doc.kind in ("urlset", "text") and not doc.over_limit:
+        if doc.kind in ("urlset", "text") and not doc.over_limit and known is not None:
+            # Only a sitemap read before can have stopped listing a URL: on a first read the check found nothing
+            # and scanned the host's every URL (1.5 s of a 30 s ingestion of a million URLs).
             self._reread_urlsets.append(url)
         children = [child for child in doc.children if self.site.canonicalize(child) != url]
         if len(children) != len(doc.children):

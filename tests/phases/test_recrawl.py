@@ -205,6 +205,27 @@ async def test_a_child_sitemap_its_index_dates_unchanged_is_not_requested(make_w
     assert [statuses.get(path_of(child)) for child in children[:-1]] == [304, 304]
 
 
+async def test_urls_a_reread_sitemap_no_longer_lists_lose_their_lastmod(make_web, db_url):
+    web = make_web([HostSpec("g", pages=120, feed_only=0.0, listing_only=0.0)], seed=5)
+    # The index is not trusted, so every child is read again (a child whose pages only vanished may keep its date).
+    settings = settings_for(db_url, **{"discovery.sitemap_index_trust_s": 0.0})
+    profile = SiteProfile.build(seeds=tuple(web.seeds), use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        first = await phases.discover(store, settings, profile)
+        assert first.counters["urls_dropped_from_sitemaps"] == 0
+        day = web.advance_day(changed=0.0, new=0.0, gone=0.05)
+        gone = set(day.gone["g"])
+        dated_before = {url for url in gone if (store.url_info(url) or {}).get("lastmod") is not None}
+        assert dated_before  # control: the vanished pages had a sitemap lastmod
+        kept = [url for url, (state, _) in store.url_states().items() if url not in gone and "/p/" in url]
+        await phases.mark_due(settings, profile)
+        found = await phases.discover(store, settings, profile, refresh=True)
+        assert found.counters["urls_dropped_from_sitemaps"] == len(dated_before)
+        assert all(store.url_info(url)["lastmod"] is None for url in dated_before)
+        still_dated = [url for url in kept if store.url_info(url)["lastmod"] is not None]
+        assert len(still_dated) >= len(kept) * 0.8  # pages still listed keep theirs
+
+
 async def test_continuation_listing_pages_are_read_only_after_a_page_of_news(make_web, sqlite_url):
     spec = HostSpec("l", pages=120, listing_page_size=5, sitemap_only=0.0, feed_only=0.0, listing_only=0.3,
                     feeds=())
