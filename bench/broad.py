@@ -26,6 +26,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 from harvester.engine import Job, PoliteClient, run_hosts
 from harvester.records import FetchResult
@@ -58,7 +59,7 @@ def specs(hosts: int, pages: int, latency: float) -> list[HostSpec]:
             for i in range(hosts)]
 
 
-async def crawl(settings: Settings, per_host: dict[str, list[str]], active: int) -> tuple[ListWork, dict]:
+async def crawl(settings: Settings, per_host: dict[str, list[str]], active: int) -> tuple[ListWork, dict[str, Any]]:
     work = ListWork(per_host)
     async with PoliteClient(settings) as client:
         await run_hosts(client, work, max_active_hosts=active)

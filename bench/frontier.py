@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ def main() -> None:
         finally:
             with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    rows = [
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         ("URLs added", lambda r: f"{r['urls']:,}"),
         ("added URLs/s (target >= 100k SQLite)", lambda r: f"{r['add_rate']:,.0f}"),
         ("  per CPU-second of this process", lambda r: f"{r['add_cpu_rate']:,.0f}"),

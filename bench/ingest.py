@@ -195,7 +195,8 @@ def run(files: int, urls: int, heap: bool = False) -> dict[str, float]:
                 [sys.executable, __file__, "--worker", origin, str(Path(tmp) / "h.db"), *(["--heap"] if heap else [])],
                 capture_output=True, text=True, check=True,
             )
-            return json.loads(out.stdout.strip().splitlines()[-1])
+            figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+            return figures
     finally:
         server.kill()
 
@@ -209,7 +210,8 @@ def main() -> None:
     parser.add_argument("--stages", action="store_true", help="only the per-step breakdown (µs per URL)")
     args = parser.parse_args()
     if args.worker:
-        print(json.dumps(ingest(*args.worker, heap=args.heap)))
+        origin, db_path = args.worker
+        print(json.dumps(ingest(origin, db_path, heap=args.heap)))
         return
     if args.stages:
         figures = stages(args.urls)

@@ -20,6 +20,7 @@ import asyncio
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
+from harvester.testing.record import RequestRecord
 
 
 def path_of(url: str) -> str:
@@ -42,7 +44,7 @@ async def harvest(settings: Settings, profile: SiteProfile, *, refresh: bool) ->
             **{f"extract:{k}": v for k, v in extracted.counters.items()}}
 
 
-def totals(records) -> tuple[int, int]:
+def totals(records: Sequence[RequestRecord]) -> tuple[int, int]:
     return sum(r.bytes for r in records), len(records)
 
 
@@ -103,8 +105,8 @@ def main() -> None:
         detail_bytes = sum(r.bytes for r in day2 if (r.host, r.path) in unchanged_known or (r.host, r.path) in by_key)
         statuses = Counter(r.status for r in day2)
         detail_keys = {(name, path_of(u)) for name in web.truth for u in web.truth[name].detail_urls()} | set(by_key)
-        other = Counter()
-        other_n = Counter()
+        other: Counter[str] = Counter()
+        other_n: Counter[str] = Counter()
         for r in day2:
             if (r.host, r.path) not in detail_keys:
                 first = r.path.strip("/").split("/")[0].split("?")[0]

@@ -29,8 +29,9 @@ import asyncio
 import importlib
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 
@@ -66,7 +67,7 @@ class Scenario:
     origins: dict[str, str] = field(default_factory=dict)
 
 
-Design = Callable[[Scenario], Awaitable[int]]
+Design = Callable[[Scenario], Coroutine[Any, Any, int]]
 
 
 async def global_limit_20(s: Scenario) -> int:

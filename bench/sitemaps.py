@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -248,7 +249,7 @@ def canonicalize_rates(n: int = 100_000) -> list[tuple[str, float]]:
     return rates
 
 
-def run_worker(mode: str, files: int, n: int) -> dict[str, object]:
+def run_worker(mode: str, files: int, n: int) -> dict[str, Any]:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", mode, "--files", str(files), "--urls", str(n)],
         capture_output=True,
@@ -274,7 +275,7 @@ def main() -> None:
     print(f"{args.files} urlsets x {args.urls:,} URLs ({len(body) / 2**20:.1f} MiB each), one subprocess per row")
     print("machine shared with other work: figures are noisy")
     print(f"{'path':<12}{'URLs':>12}{'seconds':>10}{'URLs/s':>12}{'peak RSS growth':>18}{'queued':>10}")
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for mode in args.modes.split(","):
         row = run_worker(mode, args.files, args.urls)
         rows[mode] = row
@@ -290,11 +291,11 @@ def main() -> None:
         print(f"  {name:<26}{rate:>12,.0f} URLs/s")
     if "usp" in rows and "lxml" in rows and "error" not in rows["usp"] and "error" not in rows["lxml"]:
         usp, lxml = rows["usp"], rows["lxml"]
-        speed = float(lxml["urls_per_s"]) / max(1.0, float(usp["urls_per_s"]))  # type: ignore[arg-type]
+        speed = float(lxml["urls_per_s"]) / max(1.0, float(usp["urls_per_s"]))
         print(
             f"lxml vs usp: {speed:.1f}x the parse rate, peak RSS growth "
             f"{float(lxml['rss_growth_kib']) / 1024:.0f} vs {float(usp['rss_growth_kib']) / 1024:.0f} MiB"
-        )  # type: ignore[arg-type]
+        )
 
 
 if __name__ == "__main__":
