@@ -297,22 +297,24 @@ def _validated(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iter
 SCAN_MAX_BYTES = 16 * 2**20
 """Larger files take the streaming lxml path: the scanner holds the decoded text and the matches of a file."""
 
-_SCAN_PROLOG = re.compile(r"(?:<\?xml(\s[^>]*?)\?>)?\s*<urlset(\s[^>]*)?>")
-_SCAN_DEFAULT_NS = re.compile(r"""\sxmlns\s*=\s*(["'])([^"']*)\1""")
-_SCAN_ENCODING = re.compile(r"""\sencoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
-_SCAN_ENCODINGS = frozenset(("utf-8", "utf8", "us-ascii", "ascii"))
-# Markup the scanner leaves to lxml: declarations, comments and CDATA, processing instructions, character
-# references, prefixed names (image:, news:, video:, a prefixed sitemap namespace), and the bytes XML forbids.
-_SCAN_MARKS = ("<!", "<?", "&#")
-_SCAN_PREFIXED = re.compile(r"<[^>]*:")
+# XML's white space is these four (``\s`` would also take Unicode spaces lxml treats as text); ``\r`` is gone by
+# the time the patterns run.
+_WS = "[ \t\n]"
+_SCAN_PROLOG = re.compile(rf"(?:<\?xml({_WS}[^>]*?)\?>)?{_WS}*<urlset({_WS}[^>]*)?>")
+_SCAN_DEFAULT_NS = re.compile(rf"""{_WS}xmlns{_WS}*={_WS}*(["'])([^"']*)\1""")
+_SCAN_ENCODING = re.compile(rf"""{_WS}encoding{_WS}*={_WS}*["']([A-Za-z0-9._-]+)["']""")
+_SCAN_UTF8 = frozenset(("utf-8", "utf8"))
+_SCAN_ASCII = frozenset(("us-ascii", "ascii"))
 _SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
 _SCAN_ALLOWED = bytes(b for b in range(256) if b not in _SCAN_FORBIDDEN)
-_SCAN_FIELDS = ("loc", "lastmod", "changefreq", "priority")
+_SCAN_FIELD = "|".join(f"<{name}>([^<]*)</{name}>" for name in ("loc", "lastmod", "changefreq", "priority"))
 # The four fields in any order; a repeated one keeps its last value, as ``_url_entry`` does.
-_SCAN_URL = re.compile(
-    r"<url>\s*(?:(?:<loc>([^<]*)</loc>|<lastmod>([^<]*)</lastmod>|<changefreq>([^<]*)</changefreq>"
-    r"|<priority>([^<]*)</priority>)\s*)*</url>"
-)
+_SCAN_URL = re.compile(rf"<url>{_WS}*(?:(?:{_SCAN_FIELD}){_WS}*)*</url>")
+# The whole root's content: ``<url>`` elements, white space and stray fields between them (which lxml ignores too),
+# and nothing else. Every repetition is possessive and every alternative starts differently, so a hostile file costs
+# one linear pass, never a backtracking search.
+_SCAN_FIELD_BARE = _SCAN_FIELD.replace("([^<]*)", "[^<]*+")
+_SCAN_CONTENT = re.compile(rf"(?:{_WS}++|<url>(?:{_WS}++|{_SCAN_FIELD_BARE})*+</url>|{_SCAN_FIELD_BARE})*+")
 _XML_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&quot;", '"'), ("&apos;", "'"), ("&amp;", "&"))
 
 
@@ -322,9 +324,9 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
     Most sitemaps are generated: a sitemaps.org ``<urlset>`` of ``<url>`` elements holding ``<loc>``,
     ``<lastmod>``, ``<changefreq>`` and ``<priority>``, and nothing else. For those, lxml's
     per-element events and element objects cost several times what admitting the URL does. The shape is proven
-    before the first entry is produced, so the choice never changes half-way: every ``<url>`` must match, and
-    every tag of the file must be one the matches account for (tags outside ``<url>`` elements, which lxml
-    ignores too, included). Anything else (namespaced extensions, comments, CDATA, attributes, a truncated
+    before the first entry is produced, so the choice never changes half-way: the root's whole content must be
+    ``<url>`` elements of those fields, white space, and stray fields between them (which lxml ignores too).
+    Anything else (namespaced extensions, comments, CDATA, attributes, stray or unclosed tags, a truncated
     file, another encoding) goes to lxml; tests/discovery/test_sitemaps.py proves both paths give the
     same document for every file the scanner takes.
     """
@@ -340,23 +342,26 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
     if prolog is None:
         return None
     encoding = _SCAN_ENCODING.search(prolog.group(1) or "")
-    if encoding is not None and encoding.group(1).lower() not in _SCAN_ENCODINGS:
-        return None
-    namespace = _SCAN_DEFAULT_NS.search(prolog.group(2) or "")
-    if namespace is None or "/sitemap/" not in namespace.group(2):
-        return None
+    if encoding is not None:
+        declared = encoding.group(1).lower()
+        if declared not in _SCAN_UTF8 and not (declared in _SCAN_ASCII and text.isascii()):
+            return None  # lxml reads (or refuses) other encodings, and ASCII declared over other bytes
+    root = prolog.group(2) or ""
+    namespace = _SCAN_DEFAULT_NS.search(root)
+    if namespace is None or "/sitemap/" not in namespace.group(2) or root.endswith("/"):
+        return None  # no sitemaps.org namespace, or an empty ``<urlset .../>``
     start = prolog.end()
-    if any(text.find(mark, start) >= 0 for mark in _SCAN_MARKS) or _SCAN_PREFIXED.search(text, start):
+    # Character references are the one markup the content pattern lets through (in text); lxml decodes them.
+    if text.find("&#", start) >= 0:
         return None
     if not text.isascii() and ("\ufffe" in text or "\uffff" in text):
         return None
     end = text.rfind("</urlset>")
     if end < start or text[end + 9 :].strip(" \t\n"):
         return None  # truncated, or more after the root: lxml's recovery decides
+    if _SCAN_CONTENT.fullmatch(text, start, end) is None:
+        return None  # comments, CDATA, extensions, attributes, stray or unclosed tags: lxml decides
     matches = _SCAN_URL.findall(text, start, end)
-    fields = sum(text.count(f"<{name}>", start, end) for name in _SCAN_FIELDS)
-    if len(matches) != text.count("<url>", start, end) or text.count("<", start, end) != 2 * (len(matches) + fields):
-        return None
     doc = SitemapDoc(url=url, kind="urlset", entries=iter(()), parser="scan")
     doc.entries = _scanned_entries(doc, matches, settings.max_sitemap_urls)
     return doc

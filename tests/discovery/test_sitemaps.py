@@ -487,6 +487,19 @@ def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -
                      .replace("\u00e9".encode(), b"\xe9"), id="latin-1"),
         pytest.param(urlset(["https://x.example/a"]).replace(b"</urlset>\n", b"</urlset>\n<urlset/>"),
                      id="content after the root"),
+        # Malformed files whose tags still balance in number: only a parser can tell what they hold.
+        pytest.param(urlset(["https://x.example/a", "https://x.example/b"]).replace(
+            b"</url>\n</urlset>", b"</url></url><priority>0.5\n</urlset>"), id="stray end tag and unclosed field"),
+        pytest.param(urlset(["https://x.example/a"]).replace(
+            b"</urlset>", b"</urlset><loc>https://x.example/b</urlset>"), id="early root end"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b'0.9">', b'0.9"/>'), id="empty root element"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"\n<urlset", "\u00a0<urlset".encode()),
+                     id="Unicode space before the root"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"<url>", "<url>\u2003".encode()),
+                     id="Unicode space in url"),
+        pytest.param(urlset(["https://x.example/caf\u00e9"]).replace(b"UTF-8", b"US-ASCII"),
+                     id="ASCII declared over UTF-8"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b"</url>", b"junk</url>"), id="text in url"),
     ],
 )
 def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> None:
@@ -509,6 +522,19 @@ def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> Non
 )
 def test_the_scanner_takes_any_field_order_and_line_ending_as_lxml_reads_them(body: bytes) -> None:
     assert _same_document(body).parser == "scan"
+
+
+@pytest.mark.parametrize("filler", ["<", "<url>", "<loc>", "</url>"])
+def test_a_flood_of_open_tags_is_one_linear_pass(filler: str) -> None:
+    """The scanner's patterns never backtrack: 200,000 unclosed tags cost one pass (a pattern that rescanned
+    the rest of the file from each ``<`` took 12 s on the ``<`` flood), and the file goes to lxml."""
+    body = urlset(["https://x.example/a" + filler * 200_000, "https://x.example/b"])
+    doc, _ = parse(body, parser="auto")
+    assert (doc.parser, doc.kind) == ("lxml", "urlset")
+
+
+def test_ascii_declared_and_ascii_is_scanned() -> None:
+    assert _same_document(urlset(["https://x.example/a"]).replace(b"UTF-8", b"us-ascii")).parser == "scan"
 
 
 def test_stray_elements_outside_url_are_ignored_by_both() -> None:
