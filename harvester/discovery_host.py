@@ -9,6 +9,7 @@ picks up where it stopped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections import Counter, deque
@@ -39,7 +40,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.runtime import db, make_owner, utcnow
-from harvester.writer import UrlWriter, writer_possible
+from harvester.writer import UrlWriter, WriterGone, writer_possible
 
 if TYPE_CHECKING:
     from harvester.engine import PoliteClient
@@ -336,9 +337,15 @@ class HostDiscovery:
                     writing = asyncio.ensure_future(self._flush(batch))
                     batch = []
                 await asyncio.sleep(0)
-        finally:
+        except BaseException:
+            # The write in flight finishes (no task outlives the host), but the error that stopped the parse,
+            # a cancellation included, is the one raised.
             if writing is not None:
-                await writing
+                with contextlib.suppress(Exception):
+                    await writing
+            raise
+        if writing is not None:
+            await writing
         await self._flush(batch)
         return count
 
@@ -347,7 +354,7 @@ class HostDiscovery:
         if details:
             # Shapes are learned from an even sample: each shape keeps 5,000 examples at most, and learning
             # every URL of a 50,000-URL sitemap cost a sixth of its ingestion.
-            self.site.classifier.learn_details(details[:: max(1, len(details) // LEARN_SAMPLE)])
+            self.site.classifier.learn_details(details[:: -(-len(details) // LEARN_SAMPLE)])
         if not batch:
             return AddResult(0, 0, 0)
         self._admitted += len(batch)
@@ -355,11 +362,19 @@ class HostDiscovery:
         if writer is None and self._admitted > self.settings.discovery.writer_process_after and writer_possible(
             self.settings
         ):
-            writer = self._writer = UrlWriter(self.settings, label=self.origin)
-            await writer.start()
+            writer = UrlWriter(self.settings, label=self.origin)
+            # Kept once started or failed; while another host holds the writer slot, asked again next batch.
+            if await writer.start() or writer.failed is not None:
+                self._writer = writer
+        added = None
         if writer is not None and writer.ready:
-            added = AddResult(*await writer.add(batch))
-        else:
+            try:
+                added = AddResult(*await writer.add(batch))
+            except WriterGone as exc:
+                self.counters["writer_process_lost"] += 1
+                logger.warning("%s: %s; this batch and the rest are written in-process", self.origin, exc,
+                               extra={"error_class": "storage"})
+        if added is None:
             added = await db(self.store.add_discovered, batch)
         self.counters["urls_new"] += added.inserted
         self.counters["urls_seen_again"] += added.updated

@@ -23,6 +23,7 @@ import pickle
 import select
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -32,7 +33,7 @@ from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["UrlWriter", "writer_possible"]
+__all__ = ["UrlWriter", "WriterGone", "writer_possible"]
 
 _ERRORS: dict[str, type[StoreError]] = {
     "InvalidRecord": InvalidRecord,
@@ -41,6 +42,17 @@ _ERRORS: dict[str, type[StoreError]] = {
 
 START_TIMEOUT_S = 60.0
 """How long the child may take to import and open the store before the host writes in-process again."""
+
+MAX_WRITER_PROCESSES = 1
+"""Writer children per harvester process. One is what the design pays for: parsing holds this process's core and
+the child the other; a second child would only compete for those cores (and, on SQLite, for the one write lock).
+A host that finds the slot taken writes in-process and asks again at its next batch."""
+_slots = threading.BoundedSemaphore(MAX_WRITER_PROCESSES)
+
+
+class WriterGone(StoreError):
+    """The child died, hung or broke the protocol: the batch in hand is not known to be written, and the
+    caller writes it in-process (the upsert is idempotent, so a batch the child did commit is merely seen again)."""
 
 
 def writer_possible(settings: Settings) -> bool:
@@ -67,20 +79,31 @@ class UrlWriter:
         self.failed: str | None = None
         self.batches = 0
         self._busy = False  # a round trip is in a thread (its awaiting task may have been cancelled)
+        self._starting: asyncio.Future[None] | None = None
+        self._slot = False
 
     async def start(self) -> bool:
         """Start the child and wait until it has opened the store (about a second of imports, paid once per
-        host past the threshold); False, logged, when it cannot: the host then writes in-process."""
-        if self._proc is None and self.failed is None:
-            try:
-                await asyncio.to_thread(self._start)
-            except (OSError, StoreError, TimeoutError, EOFError) as exc:
-                self.failed = f"{type(exc).__name__}: {exc}"
-                logger.warning(
-                    "%s: no writer process (%s); URLs are written in-process", self._label, self.failed,
-                    extra={"error_class": "storage"},
-                )
-                await self.aclose()
+        host past the threshold). False when it cannot: logged and ``failed`` when the child could not start
+        (the host then writes in-process for good); neither when another host holds the process's one writer
+        slot (the host may ask again later)."""
+        if self._proc is not None or self.failed is not None or self._starting is not None:
+            return self.ready
+        if not _slots.acquire(blocking=False):
+            return False
+        self._slot = True
+        # Shielded, and awaited again by ``aclose``: a host cancelled during the start must not leave a child
+        # that the start thread goes on to create.
+        self._starting = asyncio.ensure_future(asyncio.to_thread(self._start))
+        try:
+            await asyncio.shield(self._starting)
+        except Exception as exc:  # whatever stopped the child, the host writes in-process
+            self.failed = f"{type(exc).__name__}: {exc}"
+            logger.warning(
+                "%s: no writer process (%s); URLs are written in-process", self._label, self.failed,
+                extra={"error_class": "storage"},
+            )
+            await self.aclose()
         return self.ready
 
     @property
@@ -107,21 +130,36 @@ class UrlWriter:
         # Plain tuples pickle five times faster than NamedTuple instances, both ways; pickled here, so the
         # thread only waits on the pipe and never competes with the parser for the GIL.
         payload = pickle.dumps([tuple(item) for item in batch], protocol=pickle.HIGHEST_PROTOCOL)
+        self._busy = True  # before the thread exists: ``aclose`` must not write to a pipe it may be writing
         try:
             reply = await asyncio.to_thread(self._roundtrip, payload)
-        except (OSError, EOFError, TimeoutError) as exc:
-            self.failed = f"the writer process died: {exc}"
-            raise StoreError(f"{self._label}: {self.failed}") from exc
+        except Exception as exc:
+            self.failed = f"the writer process died: {type(exc).__name__}: {exc}"
+            raise WriterGone(f"{self._label}: {self.failed}") from exc
         if reply[0] == "ok":
             self.batches += 1
             return int(reply[1]), int(reply[2]), int(reply[3])
         raise _ERRORS.get(reply[1], StoreError)(reply[2])
 
     async def aclose(self) -> None:
-        """Stop the child (after its current batch) and reap it."""
+        """Stop the child (after its current batch) and reap it; free the writer slot."""
+        starting = self._starting
+        if starting is not None and not starting.done():
+            # Cancelled mid-start: a killed child ends the start thread's wait at once.
+            if self._proc is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.kill()
+            await asyncio.wait([starting])
+            if not starting.cancelled():
+                starting.exception()  # retrieved: the start's failure is this cancellation's doing
         proc, self._proc = self._proc, None
-        if proc is not None:
-            await asyncio.to_thread(_stop, proc, polite=not self._busy)
+        try:
+            if proc is not None:
+                await asyncio.to_thread(_stop, proc, polite=not self._busy)
+        finally:
+            if self._slot:
+                self._slot = False
+                _slots.release()
 
     def _roundtrip(self, payload: bytes, *, timeout_s: float | None = None) -> tuple[Any, ...]:
         proc = self._proc
@@ -129,6 +167,10 @@ class UrlWriter:
         self._busy = True
         try:
             return self._exchange(proc, payload, timeout_s)
+        except BaseException:
+            # Out of step with the child (a half-written frame, an unreadable reply): never used again.
+            self.failed = self.failed or "the writer process broke off a round trip"
+            raise
         finally:
             self._busy = False
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,3 +119,87 @@ def test_no_writer_process_for_an_in_memory_database_or_when_switched_off(sqlite
     assert not writer_possible(Settings.load(database_url="sqlite:///:memory:"))
     assert not writer_possible(Settings.load(database_url=sqlite_url).with_overrides(
         **{"discovery.writer_process": False}))
+
+
+def _writer_children() -> list[int]:
+    """Live ``python -m harvester.writer`` children of this process (zombies excluded)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"harvester.writer" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+async def test_a_writer_killed_mid_host_leaves_the_host_writing_in_process_and_nothing_lost(make_web, db_url, tmp_path):
+    # Slow sitemaps, so the kill lands between two of them, after the child has committed batches.
+    specs = [HostSpec("slow", pages=200, sitemap_children=8, latency_s=0.2, feeds=())]
+    web = make_web(specs, seed=3)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    through = Settings.load(database_url=db_url).with_overrides(
+        **{"discovery.writer_process_after": 0, "discovery.batch_size": 5}
+    )
+    killed: list[int] = []
+
+    async def kill_the_writer_once_it_has_written(store: FrontierStore) -> None:
+        while not killed:
+            children = _writer_children()
+            if children and len(store.url_states()) >= 10:
+                os.kill(children[0], signal.SIGKILL)
+                killed.append(children[0])
+            await asyncio.sleep(0.02)
+
+    with FrontierStore.open(through, upgrade=True) as store:
+        killer = asyncio.ensure_future(kill_the_writer_once_it_has_written(store))
+        result = await phases.discover(store, through, profile)
+        killer.cancel()
+        via_writer = _rows(store)
+    assert killed, "the writer process was never seen"
+    assert result.counters["writer_process_lost"] == 1
+    assert result.counters["writer_process_batches"] >= 1
+    assert not _writer_children()
+    in_process = Settings.load(database_url=f"sqlite:///{tmp_path / 'direct.db'}").with_overrides(
+        **{"discovery.writer_process": False, "discovery.batch_size": 5}
+    )
+    with FrontierStore.open(in_process, upgrade=True) as store:
+        await phases.discover(store, in_process, profile)
+        direct = _rows(store)
+    assert len(direct) > 150
+    assert via_writer.keys() == direct.keys()
+
+
+async def test_one_writer_process_at_a_time_and_the_slot_comes_back(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        first, second = UrlWriter(settings, label="first"), UrlWriter(settings, label="second")
+        assert await first.start()
+        assert not await second.start()
+        assert second.failed is None, "a taken slot is not a failure: the host asks again later"
+        await first.aclose()
+        third = UrlWriter(settings, label="third")
+        assert await third.start()
+        assert await third.add([_item("https://w.example/a")]) == (1, 0, 0)
+        await third.aclose()
+        await second.aclose()
+
+
+async def test_a_host_cancelled_while_its_writer_starts_leaves_no_child(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        writer = UrlWriter(settings, label="test")
+        starting = asyncio.ensure_future(writer.start())
+        while not _writer_children():  # the child exists and is still importing (about a second)
+            await asyncio.sleep(0.005)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        await writer.aclose()
+        assert not _writer_children()
+        assert not writer.ready
+        again = UrlWriter(settings, label="again")  # and the slot is free again
+        assert await again.start()
+        await again.aclose()
