@@ -43,6 +43,10 @@ _ERRORS: dict[str, type[StoreError]] = {
 START_TIMEOUT_S = 60.0
 """How long the child may take to import and open the store before the host writes in-process again."""
 
+BATCH_TIMEOUT_S = 600.0
+"""How long a batch may go unanswered before the child counts as hung (its upsert waits at most
+``store.sqlite_busy_timeout_s`` per statement on a locked SQLite file); the host then writes in-process."""
+
 MAX_WRITER_PROCESSES = 1
 """Writer children per harvester process. One is what the design pays for: parsing holds this process's core and
 the child the other; a second child would only compete for those cores (and, on SQLite, for the one write lock).
@@ -132,7 +136,7 @@ class UrlWriter:
         payload = pickle.dumps([tuple(item) for item in batch], protocol=pickle.HIGHEST_PROTOCOL)
         self._busy = True  # before the thread exists: ``aclose`` must not write to a pipe it may be writing
         try:
-            reply = await asyncio.to_thread(self._roundtrip, payload)
+            reply = await asyncio.to_thread(self._roundtrip, payload, timeout_s=BATCH_TIMEOUT_S)
         except Exception as exc:
             self.failed = f"the writer process died: {type(exc).__name__}: {exc}"
             raise WriterGone(f"{self._label}: {self.failed}") from exc

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
+import harvester.writer
 from harvester import phases
 from harvester.errors import InvalidRecord, StoreError
 from harvester.frontier import FrontierStore
 from harvester.records import DiscoveredUrl, UrlKind
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec, RobotsSpec
-from harvester.writer import UrlWriter, writer_possible
+from harvester.writer import UrlWriter, WriterGone, writer_possible
 
 SPECS = [
     HostSpec("a", pages=120, robots=RobotsSpec(disallow=("/private/",)), disallowed_in_sitemap=0.1),
@@ -203,3 +204,22 @@ async def test_a_host_cancelled_while_its_writer_starts_leaves_no_child(sqlite_u
         again = UrlWriter(settings, label="again")  # and the slot is free again
         assert await again.start()
         await again.aclose()
+
+
+async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, monkeypatch):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        writer = UrlWriter(settings, label="test")
+        assert await writer.start()
+        pid = writer.pid
+        assert pid is not None
+        monkeypatch.setattr(harvester.writer, "BATCH_TIMEOUT_S", 0.5)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(WriterGone, match="no answer from the writer process"):
+                await writer.add([_item("https://w.example/a")])
+            assert not writer.ready
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            await writer.aclose()
+        assert not _writer_children()
