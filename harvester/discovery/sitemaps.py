@@ -493,9 +493,32 @@ def _iterparse(body: bytes, tag: str | None = None) -> Any:
     )
 
 
+# A start tag that another ``<`` interrupts before its ``>``. libxml2's incremental parser (iterparse) looks ahead
+# to the next ``>`` for each one before it gives up on it, so n of them before a far ``>`` cost n times that
+# distance: a megabyte of ``<a <a <a`` took a minute of CPU on the event loop. Well-formed XML has none outside
+# comments and CDATA; broken files have a few.
+_UNTERMINATED_TAG = re.compile(rb"<[A-Za-z_:][^<>]*+(?=<)")
+MAX_UNTERMINATED_TAGS = 16
+"""Past this many, the file is cut before the next one: the look-aheads then cost at most 16 scans of the file."""
+
+
+def _cut_at_unterminated_tags(doc: SitemapDoc, body: bytes) -> bytes:
+    for count, match in enumerate(_UNTERMINATED_TAG.finditer(body), 1):
+        if count > MAX_UNTERMINATED_TAGS:
+            doc.problem(
+                f"more than {MAX_UNTERMINATED_TAGS} unterminated start tags (slow for the XML parser to recover "
+                f"from): the file is cut at byte {match.start()}"
+            )
+            logger.warning("sitemap %s: more than %d unterminated start tags; cut at byte %d", doc.url,
+                           MAX_UNTERMINATED_TAGS, match.start(), extra={"error_class": "bad_content"})
+            return body[: match.start()]
+    return body
+
+
 def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
-    events = _iterparse(body)
     doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="lxml")
+    body = _cut_at_unterminated_tags(doc, body)
+    events = _iterparse(body)
     try:
         first = next(events)[1]
     except StopIteration:

@@ -552,3 +552,24 @@ def test_a_utf8_byte_order_mark_is_read_past(parser: str, declaration: bool) -> 
     doc, entries = parse(b"\xef\xbb\xbf" + body, parser=parser)
     assert doc.kind == "urlset"
     assert [e.loc for e in entries] == ["https://x.example/a", "https://x.example/b"]
+
+
+
+@pytest.mark.parametrize("filler", ["<a ", "<a:", "<a b='", "<x\n"])
+def test_a_flood_of_unterminated_start_tags_is_cut_before_libxml2_recovers_from_it(filler: str) -> None:
+    """300,000 of them cost lxml's incremental parser about two minutes (each looks ahead to the far ``>``):
+    the file is cut before the 17th, and what came before it is kept."""
+    body = urlset(["https://x.example/a", "https://x.example/b" + filler * 300_000, "https://x.example/c"])
+    doc, entries = parse(body, parser="auto")
+    assert doc.parser == "lxml"
+    assert [e.loc for e in entries] == ["https://x.example/a", "https://x.example/b"]  # b's text ends at the flood
+    assert any("more than 16 unterminated start tags" in problem for problem in doc.problems)
+
+
+def test_a_few_unterminated_start_tags_are_left_to_lxml_recovery() -> None:
+    body = urlset(["https://x.example/a", "https://x.example/b<c ", "https://x.example/d"])
+    doc, entries = parse(body, parser="auto")
+    locs = [e.loc for e in entries]
+    assert locs[0] == "https://x.example/a"
+    assert "https://x.example/d" in locs
+    assert not any("unterminated" in problem for problem in doc.problems)
