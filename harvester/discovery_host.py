@@ -362,10 +362,10 @@ class HostDiscovery:
         if writer is None and self._admitted > self.settings.discovery.writer_process_after and writer_possible(
             self.settings
         ):
-            writer = UrlWriter(self.settings, label=self.origin)
-            # Kept once started or failed; while another host holds the writer slot, asked again next batch.
-            if await writer.start() or writer.failed is not None:
-                self._writer = writer
+            # Held before the start: a host cancelled mid-start closes it on the way out (``run``).
+            writer = self._writer = UrlWriter(self.settings, label=self.origin)
+            if not await writer.start() and writer.failed is None:
+                writer = self._writer = None  # another host holds the writer slot: asked again next batch
         added = None
         if writer is not None and writer.ready:
             try:
@@ -374,6 +374,7 @@ class HostDiscovery:
                 self.counters["writer_process_lost"] += 1
                 logger.warning("%s: %s; this batch and the rest are written in-process", self.origin, exc,
                                extra={"error_class": "storage"})
+                await writer.aclose()  # reaped now, and the writer slot free for another host
         if added is None:
             added = await db(self.store.add_discovered, batch)
         self.counters["urls_new"] += added.inserted

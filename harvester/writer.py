@@ -159,7 +159,7 @@ class UrlWriter:
         proc, self._proc = self._proc, None
         try:
             if proc is not None:
-                await asyncio.to_thread(_stop, proc, polite=not self._busy)
+                await asyncio.to_thread(_stop, proc, polite=not self._busy, kill=self.failed is not None)
         finally:
             if self._slot:
                 self._slot = False
@@ -199,10 +199,14 @@ class UrlWriter:
         return reply
 
 
-def _stop(proc: subprocess.Popen[bytes], *, polite: bool) -> None:
+def _stop(proc: subprocess.Popen[bytes], *, polite: bool, kill: bool = False) -> None:
     """Ask the child to stop after its current batch, wait for it, kill it if it does not go. Not ``polite``
-    while a round trip may still be writing to its pipe: then closing the pipe alone tells it to stop."""
+    while a round trip may still be writing to its pipe: then closing the pipe alone tells it to stop. ``kill``:
+    a child that failed (dead, hung or out of step) is killed at once, never waited for."""
     try:
+        if kill:
+            with contextlib.suppress(OSError):
+                proc.kill()
         if proc.stdin is not None:
             if polite:
                 with contextlib.suppress(OSError):

@@ -223,3 +223,22 @@ async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, mon
             os.kill(pid, signal.SIGKILL)
             await writer.aclose()
         assert not _writer_children()
+
+
+async def test_a_host_cancelled_while_its_writer_starts_closes_it(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=80)], seed=2)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    settings = Settings.load(database_url=sqlite_url).with_overrides(
+        **{"discovery.writer_process_after": 0, "discovery.batch_size": 5}
+    )
+    with FrontierStore.open(settings, upgrade=True) as store:
+        discovering = asyncio.ensure_future(phases.discover(store, settings, profile))
+        while not _writer_children():  # the host is waiting for its writer to import and open the store
+            await asyncio.sleep(0.005)
+        discovering.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await discovering
+        assert not _writer_children()
+        again = UrlWriter(settings, label="again")  # the writer slot came back
+        assert await again.start()
+        await again.aclose()
