@@ -629,7 +629,9 @@ class HostDiscovery:
             self._failed_document(url, "feed", result)
             await db(self.store.save_document, self._failure(url, kind, result, now, known))
             return None
-        doc = parse_feed(result.body, url=url)
+        # Off the event loop: feedparser reads a megabyte in about half a second (a malformed one, through its
+        # loose parser, in more than one), and every other host's discovery would wait that long.
+        doc = await asyncio.to_thread(parse_feed, result.body, url=url)
         for problem in doc.problems[:5]:
             self._problem(f"feed {url}: {problem}")
         batch: list[DiscoveredUrl] = []

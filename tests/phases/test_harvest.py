@@ -184,3 +184,26 @@ def test_an_invalid_seed_is_a_clear_error(bad):
 
     with pytest.raises(ConfigError, match="seed"):
         SiteProfile.build(seeds=(bad,))
+
+
+async def test_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeypatch):
+    """feedparser takes about half a second per megabyte: on the loop, every other host's discovery would stall
+    that long. Each parse runs in a worker thread while the loop goes on."""
+    import threading
+
+    import harvester.discovery_host
+
+    threads: list[threading.Thread] = []
+    real = harvester.discovery_host.parse_feed
+
+    def spied(body: bytes, **kwargs: object) -> object:
+        threads.append(threading.current_thread())
+        return real(body, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(harvester.discovery_host, "parse_feed", spied)
+    web = make_web([HostSpec("a", pages=40, feeds=("rss", "atom"))], seed=4)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds)))
+    assert threads, "the host's feeds were read"
+    assert threading.current_thread() not in threads  # this test runs on the event loop's thread
