@@ -294,15 +294,20 @@ def _validated(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iter
 
 # --- plain urlsets, scanned -----------------------------------------------------------------------------------
 
-SCAN_MAX_BYTES = 16 * 2**20
-"""Larger files take the streaming lxml path: the scanner holds the decoded text and the matches of a file."""
+SCAN_MAX_BYTES = 10_000_000
+"""Larger files take the streaming lxml path: the scanner holds the decoded text and the matches of a file, and
+no text node can reach libxml2's 10,000,000-byte limit (past which lxml silently stops reading)."""
 
 # XML's white space is these four (``\s`` would also take Unicode spaces lxml treats as text); ``\r`` is gone by
 # the time the patterns run.
 _WS = "[ \t\n]"
 _SCAN_PROLOG = re.compile(rf"(?:<\?xml({_WS}[^>]*?)\?>)?{_WS}*<urlset({_WS}[^>]*)?>")
-_SCAN_DEFAULT_NS = re.compile(rf"""{_WS}xmlns{_WS}*={_WS}*(["'])([^"']*)\1""")
-_SCAN_ENCODING = re.compile(rf"""{_WS}encoding{_WS}*={_WS}*["']([A-Za-z0-9._-]+)["']""")
+# Attributes of the root (and pseudo-attributes of the declaration) as the scanner takes them: each after white
+# space, an ASCII name, a quoted value without markup or references. Anything else (a missing space, an unclosed
+# quote, an entity) goes to lxml, whose verdict on broken attributes differs from reading them leniently.
+_SCAN_ATTR = rf"""{_WS}+([A-Za-z_:][-A-Za-z0-9._:]*){_WS}*={_WS}*(?:"([^"<&]*)"|'([^'<&]*)')"""
+_SCAN_ATTRS = re.compile(rf"(?:{_SCAN_ATTR})*+{_WS}*")
+_SCAN_ATTR_ITEM = re.compile(_SCAN_ATTR)
 _SCAN_UTF8 = frozenset(("utf-8", "utf8"))
 _SCAN_ASCII = frozenset(("us-ascii", "ascii"))
 _SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
@@ -341,21 +346,23 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
     prolog = _SCAN_PROLOG.match(text, len(text) - len(text.lstrip("\ufeff \t\n")))
     if prolog is None:
         return None
-    encoding = _SCAN_ENCODING.search(prolog.group(1) or "")
-    if encoding is not None:
-        declared = encoding.group(1).lower()
-        if declared not in _SCAN_UTF8 and not (declared in _SCAN_ASCII and text.isascii()):
-            return None  # lxml reads (or refuses) other encodings, and ASCII declared over other bytes
-    root = prolog.group(2) or ""
-    namespace = _SCAN_DEFAULT_NS.search(root)
-    if namespace is None or "/sitemap/" not in namespace.group(2) or root.endswith("/"):
-        return None  # no sitemaps.org namespace, or an empty ``<urlset .../>``
+    declaration = _scan_attributes(prolog.group(1))
+    if declaration is None or (prolog.group(1) is not None and next(iter(declaration), None) != "version"):
+        return None
+    declared = declaration.get("encoding", "utf-8").lower()
+    if declared not in _SCAN_UTF8 and not (declared in _SCAN_ASCII and text.isascii()):
+        return None  # lxml reads (or refuses) other encodings, and ASCII declared over other bytes
+    root = _scan_attributes(prolog.group(2))
+    if root is None or "/sitemap/" not in root.get("xmlns", ""):
+        return None  # no sitemaps.org namespace, or an empty ``<urlset .../>`` (its "/" is no attribute)
     start = prolog.end()
     # Character references are the one markup the content pattern lets through (in text); lxml decodes them.
     if text.find("&#", start) >= 0:
         return None
     if not text.isascii() and ("\ufffe" in text or "\uffff" in text):
         return None
+    if "]]>" in text:
+        return None  # not allowed in text: lxml's recovery ends the text there
     end = text.rfind("</urlset>")
     if end < start or text[end + 9 :].strip(" \t\n"):
         return None  # truncated, or more after the root: lxml's recovery decides
@@ -365,6 +372,17 @@ def _scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapD
     doc = SitemapDoc(url=url, kind="urlset", entries=iter(()), parser="scan")
     doc.entries = _scanned_entries(doc, matches, settings.max_sitemap_urls)
     return doc
+
+
+def _scan_attributes(text: str | None) -> dict[str, str] | None:
+    """The attributes of a tag as name → value, or None when they are not all plainly well-formed (or repeat)."""
+    if not text:
+        return {}
+    if _SCAN_ATTRS.fullmatch(text) is None:
+        return None
+    items = [(m.group(1), m.group(2) if m.group(2) is not None else m.group(3)) for m in _SCAN_ATTR_ITEM.finditer(text)]
+    found = dict(items)
+    return found if len(found) == len(items) else None
 
 
 def _xml_text(value: str) -> str:
@@ -496,28 +514,41 @@ def _iterparse(body: bytes, tag: str | None = None) -> Any:
 # A start tag that another ``<`` interrupts before its ``>``. libxml2's incremental parser (iterparse) looks ahead
 # to the next ``>`` for each one before it gives up on it, so n of them before a far ``>`` cost n times that
 # distance: a megabyte of ``<a <a <a`` took a minute of CPU on the event loop. Well-formed XML has none outside
-# comments and CDATA; broken files have a few.
-_UNTERMINATED_TAG = re.compile(rb"<[A-Za-z_:][^<>]*+(?=<)")
+# comments and CDATA sections, which the pattern steps over (an unclosed one runs to the end, so a flood of them
+# is still one pass); broken files have a few. Name starts as libxml2 takes them: ASCII letters, ``_``, ``:``
+# and any non-ASCII byte.
+_UNTERMINATED_TAG = re.compile(  # one leading "<", so the engine skips to each "<" instead of trying every byte
+    rb"<(?:!\[CDATA\[(?:[^\]]++|\](?!\]>))*+(?:\]\]>|\Z)"
+    rb"|!--(?:[^-]++|-(?!->))*+(?:-->|\Z)"
+    rb"|([A-Za-z_:\x80-\xff])[^<>]*+(?=<))"
+)
 MAX_UNTERMINATED_TAGS = 16
 """Past this many, the file is cut before the next one: the look-aheads then cost at most 16 scans of the file."""
 
 
-def _cut_at_unterminated_tags(doc: SitemapDoc, body: bytes) -> bytes:
-    for count, match in enumerate(_UNTERMINATED_TAG.finditer(body), 1):
-        if count > MAX_UNTERMINATED_TAGS:
-            doc.problem(
-                f"more than {MAX_UNTERMINATED_TAGS} unterminated start tags (slow for the XML parser to recover "
-                f"from): the file is cut at byte {match.start()}"
-            )
-            logger.warning("sitemap %s: more than %d unterminated start tags; cut at byte %d", doc.url,
-                           MAX_UNTERMINATED_TAGS, match.start(), extra={"error_class": "bad_content"})
-            return body[: match.start()]
-    return body
+def _unterminated_cut(body: bytes) -> int | None:
+    """Where to cut ``body`` before its 17th unterminated start tag, or None."""
+    count = 0
+    for match in _UNTERMINATED_TAG.finditer(body):
+        if match.group(1) is not None:
+            count += 1
+            if count > MAX_UNTERMINATED_TAGS:
+                return match.start()
+    return None
 
 
 def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
     doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="lxml")
-    body = _cut_at_unterminated_tags(doc, body)
+    whole = body
+    cut = _unterminated_cut(body)
+    if cut is not None:
+        body = body[:cut]
+        doc.problem(
+            f"more than {MAX_UNTERMINATED_TAGS} unterminated start tags (slow for the XML parser to recover "
+            f"from): the file is cut at byte {cut}"
+        )
+        logger.warning("sitemap %s: more than %d unterminated start tags; cut at byte %d", url,
+                       MAX_UNTERMINATED_TAGS, cut, extra={"error_class": "bad_content"})
     events = _iterparse(body)
     try:
         first = next(events)[1]
@@ -546,7 +577,8 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDo
         doc.kind = "index"
         _index_children(doc, _events_from(doc, events, first), names, settings.max_sitemap_urls)
     elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
-        return _parse_as_feed(body, url, settings, kind="atom" if root_name == "feed" else "rss")
+        # The whole file: feedparser has no such slow path, and a feed's HTML descriptions may hold many ``<``.
+        return _parse_as_feed(whole, url, settings, kind="atom" if root_name == "feed" else "rss")
     else:
         doc.problem(f"unsupported root element {root_tag!r}")
     return doc

@@ -500,6 +500,15 @@ def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -
         pytest.param(urlset(["https://x.example/caf\u00e9"]).replace(b"UTF-8", b"US-ASCII"),
                      id="ASCII declared over UTF-8"),
         pytest.param(urlset(["https://x.example/a"]).replace(b"</url>", b"junk</url>"), id="text in url"),
+        pytest.param(urlset(["https://x.example/a]]>b"]), id="CDATA end in text"),
+        pytest.param(urlset(["https://x.example/a"]).replace(
+            b'0.9">', b'0.9"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">'), id="no space between attributes"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b'0.9">', b"0.9\" a='1>"), id="unclosed attribute quote"),
+        pytest.param(urlset(["https://x.example/a"]).replace(b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"',
+                     b"<urlset a=' xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"' "
+                     b'xmlns="http://www.google.com/schemas/sitemap-image/1.1"'), id="namespace inside another value"),
+        pytest.param(urlset(["https://x.example/caf\u00e9"]).replace(
+            b'"1.0" encoding="UTF-8"', b'"1.0"encoding="latin1"'), id="no space before encoding"),
     ],
 )
 def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> None:
@@ -533,6 +542,13 @@ def test_a_flood_of_open_tags_is_one_linear_pass(filler: str) -> None:
     assert (doc.parser, doc.kind) == ("lxml", "urlset")
 
 
+def test_a_root_with_schema_location_is_scanned() -> None:
+    body = urlset(["https://x.example/a"]).replace(b'0.9">', b'0.9" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"'
+                                                   b' xsi:schemaLocation="http://www.sitemaps.org/schemas/sitemap/0.9 '
+                                                   b'http://x.example/s.xsd?v=1">')
+    assert _same_document(body).parser == "scan"
+
+
 def test_ascii_declared_and_ascii_is_scanned() -> None:
     assert _same_document(urlset(["https://x.example/a"]).replace(b"UTF-8", b"us-ascii")).parser == "scan"
 
@@ -555,7 +571,7 @@ def test_a_utf8_byte_order_mark_is_read_past(parser: str, declaration: bool) -> 
 
 
 
-@pytest.mark.parametrize("filler", ["<a ", "<a:", "<a b='", "<x\n"])
+@pytest.mark.parametrize("filler", ["<a ", "<a:", "<a b='", "<x\n", "<\u00e9 "])
 def test_a_flood_of_unterminated_start_tags_is_cut_before_libxml2_recovers_from_it(filler: str) -> None:
     """300,000 of them cost lxml's incremental parser about two minutes (each looks ahead to the far ``>``):
     the file is cut before the 17th, and what came before it is kept."""
@@ -573,3 +589,34 @@ def test_a_few_unterminated_start_tags_are_left_to_lxml_recovery() -> None:
     assert locs[0] == "https://x.example/a"
     assert "https://x.example/d" in locs
     assert not any("unterminated" in problem for problem in doc.problems)
+
+
+def test_angle_brackets_in_cdata_and_comments_are_not_unterminated_tags() -> None:
+    """Image captions and comments may quote code: ``Map<String, List<Integer>>`` is text there, never cut."""
+    caption = "<image:image><image:loc>https://x.example/i.png</image:loc><image:caption><![CDATA[Java: " \
+        "Map<String, List<Integer>> m; if (a<b and c<d) {}]]></image:caption></image:image><!-- i<n <x -->"
+    locs = [f"https://x.example/{i}" for i in range(40)]
+    body = urlset(locs, caption).replace(
+        b"<urlset ", b'<urlset xmlns:image="http://www.google.com/schemas/sitemap-image/1.1" ')
+    doc, entries = parse(body, parser="auto")
+    assert [e.loc for e in entries] == locs
+    assert not doc.problems
+
+
+@pytest.mark.parametrize("opener", ["<![CDATA[", "<!--"])
+def test_a_flood_of_unclosed_cdata_or_comments_is_one_pass(opener: str) -> None:
+    body = urlset(["https://x.example/a", "https://x.example/b" + opener * 300_000])
+    _, entries = parse(body, parser="auto")
+    assert entries[0].loc == "https://x.example/a"
+
+
+def test_a_feed_named_as_a_sitemap_is_never_cut() -> None:
+    items = "".join(
+        f"<item><title>Story {i}</title><link>https://x.example/s/{i}</link>"
+        f"<description><![CDATA[<script>for(i=0;i<n;i++){{}}</script><p>text]]></description></item>"
+        for i in range(40)
+    )
+    body = f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>{items}</channel></rss>'.encode()
+    doc, entries = parse(body, parser="auto")
+    assert doc.kind == "rss"
+    assert len(entries) == 40
