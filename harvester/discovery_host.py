@@ -9,7 +9,6 @@ picks up where it stopped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 from collections import Counter, deque
@@ -341,8 +340,11 @@ class HostDiscovery:
             # The write in flight finishes (no task outlives the host), but the error that stopped the parse,
             # a cancellation included, is the one raised.
             if writing is not None:
-                with contextlib.suppress(Exception):
+                try:
                     await writing
+                except Exception as exc:  # logged: the error raised is the one that stopped the parse
+                    logger.warning("%s: a write in flight failed too: %s", self.origin, exc,
+                                   extra={"error_class": "storage"})
             raise
         if writing is not None:
             await writing

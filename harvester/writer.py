@@ -84,6 +84,7 @@ class UrlWriter:
         self.batches = 0
         self._busy = False  # a round trip is in a thread (its awaiting task may have been cancelled)
         self._starting: asyncio.Future[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
         self._slot = False
 
     async def start(self) -> bool:
@@ -99,6 +100,7 @@ class UrlWriter:
         # Shielded, and awaited again by ``aclose``: a host cancelled during the start must not leave a child
         # that the start thread goes on to create.
         self._starting = asyncio.ensure_future(asyncio.to_thread(self._start))
+        self._starting.add_done_callback(_retrieve)  # its failure is reported here, or is a cancellation's doing
         try:
             await asyncio.shield(self._starting)
         except Exception as exc:  # whatever stopped the child, the host writes in-process
@@ -135,8 +137,19 @@ class UrlWriter:
         # thread only waits on the pipe and never competes with the parser for the GIL.
         payload = pickle.dumps([tuple(item) for item in batch], protocol=pickle.HIGHEST_PROTOCOL)
         self._busy = True  # before the thread exists: ``aclose`` must not write to a pipe it may be writing
+        roundtrip = asyncio.ensure_future(asyncio.to_thread(self._roundtrip, payload))
+        roundtrip.add_done_callback(_retrieve)
         try:
-            reply = await asyncio.to_thread(self._roundtrip, payload, timeout_s=BATCH_TIMEOUT_S)
+            # The whole round trip is bounded, sending included (a stopped child leaves a full pipe): past the
+            # deadline the child is killed, which ends the thread's write or read at once.
+            reply = await asyncio.wait_for(asyncio.shield(roundtrip), BATCH_TIMEOUT_S)
+        except TimeoutError as exc:
+            self.failed = f"no answer from the writer process within {BATCH_TIMEOUT_S:g} s"
+            if self._proc is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.kill()
+            await asyncio.wait([roundtrip])
+            raise WriterGone(f"{self._label}: {self.failed}") from exc
         except Exception as exc:
             self.failed = f"the writer process died: {type(exc).__name__}: {exc}"
             raise WriterGone(f"{self._label}: {self.failed}") from exc
@@ -146,18 +159,23 @@ class UrlWriter:
         raise _ERRORS.get(reply[1], StoreError)(reply[2])
 
     async def aclose(self) -> None:
-        """Stop the child (after its current batch) and reap it; free the writer slot."""
-        starting = self._starting
-        if starting is not None and not starting.done():
-            # Cancelled mid-start: a killed child ends the start thread's wait at once.
-            if self._proc is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.kill()
-            await asyncio.wait([starting])
-            if not starting.cancelled():
-                starting.exception()  # retrieved: the start's failure is this cancellation's doing
-        proc, self._proc = self._proc, None
+        """Stop the child (after its current batch) and reap it; free the writer slot. Shielded: a caller
+        cancelled here still gets the child reaped and the slot back, by the one closing task."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close())
+            self._closing.add_done_callback(_retrieve)
+        await asyncio.shield(self._closing)
+
+    async def _close(self) -> None:
         try:
+            starting = self._starting
+            if starting is not None and not starting.done():
+                # Cancelled mid-start: a killed child ends the start thread's wait at once.
+                if self._proc is not None:
+                    with contextlib.suppress(OSError):
+                        self._proc.kill()
+                await asyncio.wait([starting])
+            proc, self._proc = self._proc, None
             if proc is not None:
                 await asyncio.to_thread(_stop, proc, polite=not self._busy, kill=self.failed is not None)
         finally:
@@ -180,6 +198,8 @@ class UrlWriter:
 
     @staticmethod
     def _exchange(proc: subprocess.Popen[bytes], payload: bytes, timeout_s: float | None) -> tuple[Any, ...]:
+        """One frame out (one blocking write: the GIL is released for all of it), one frame back. ``timeout_s``
+        bounds the wait for the answer here; ``add`` bounds a whole round trip by killing the child."""
         assert proc.stdin is not None
         assert proc.stdout is not None
         proc.stdin.write(len(payload).to_bytes(8, "big"))
@@ -197,6 +217,12 @@ class UrlWriter:
         # Our own child's replies over a private pipe, never network input.
         reply: tuple[Any, ...] = pickle.loads(body)  # noqa: S301
         return reply
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a background step's failure as seen: it is reported where it matters, never as "never retrieved"."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _stop(proc: subprocess.Popen[bytes], *, polite: bool, kill: bool = False) -> None:

@@ -216,8 +216,10 @@ async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, mon
         monkeypatch.setattr(harvester.writer, "BATCH_TIMEOUT_S", 0.5)
         os.kill(pid, signal.SIGSTOP)
         try:
+            # Far more than a pipe holds: the send itself must give up, not only the wait for the answer.
+            big = [_item(f"https://w.example/{i}-{'x' * 100}") for i in range(3000)]
             with pytest.raises(WriterGone, match="no answer from the writer process"):
-                await writer.add([_item("https://w.example/a")])
+                await writer.add(big)
             assert not writer.ready
         finally:
             os.kill(pid, signal.SIGKILL)
@@ -240,5 +242,27 @@ async def test_a_host_cancelled_while_its_writer_starts_closes_it(make_web, sqli
             await discovering
         assert not _writer_children()
         again = UrlWriter(settings, label="again")  # the writer slot came back
+        assert await again.start()
+        await again.aclose()
+
+
+async def test_a_close_cancelled_after_a_cancelled_start_still_reaps_the_child_and_frees_the_slot(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        writer = UrlWriter(settings, label="test")
+        starting = asyncio.ensure_future(writer.start())
+        while not _writer_children():
+            await asyncio.sleep(0.005)
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        closing = asyncio.ensure_future(writer.aclose())
+        await asyncio.sleep(0)  # the close is under way: waiting for the start thread
+        closing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await closing
+        await writer.aclose()  # the one closing task, which went on
+        assert not _writer_children()
+        again = UrlWriter(settings, label="again")
         assert await again.start()
         await again.aclose()
