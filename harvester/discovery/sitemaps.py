@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 SitemapKind = Literal["index", "urlset", "text", "rss", "atom", "unknown"]
 ParserChoice = Literal["auto", "lxml", "usp"]
 
+FEED_UNREAD = "feed-unread"
+"""``SitemapDoc.parser`` of a feed named as a sitemap and parsed with ``feeds=False``: only its kind is known; the
+caller parses it again with ``feeds=True`` where feedparser's half a second per megabyte harms nothing."""
+
 GZIP_MAGIC = b"\x1f\x8b"
 
 DEFAULT_PRIORITY = 0.5
@@ -132,7 +136,9 @@ def inflate(body: bytes, *, max_bytes: int) -> bytes:
 # --- the entry point ---------------------------------------------------------------------------------------
 
 
-def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser: ParserChoice = "auto") -> SitemapDoc:
+def parse_sitemap(
+    body: bytes, *, url: str, settings: DiscoverySettings, parser: ParserChoice = "auto", feeds: bool = True
+) -> SitemapDoc:
     """Parse one sitemap file (gzipped or not) into a ``SitemapDoc``; ``url`` is where it was fetched from.
 
     Raises ContentRejected for DOCTYPE/ENTITY declarations and gzip bombs. Entries carry only absolute
@@ -140,6 +146,8 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
     ``settings.max_sitemap_urls`` (then ``over_limit``). ``parser="usp"`` uses ultimate-sitemap-parser
     (whole file in memory; stops at the first XML error); "auto"/"lxml" stream with lxml and recover, "auto"
     first trying the plain-urlset scanner (``_scan_urlset``), which gives the same document for the files it takes.
+    An RSS or Atom feed is read with feedparser; with ``feeds=False`` it is only recognized (``FEED_UNREAD``), so
+    an event loop can hand the slow read to a thread.
     """
     body = inflate(body, max_bytes=settings.max_sitemap_bytes)
     truncated = len(body) > settings.max_sitemap_bytes
@@ -163,7 +171,7 @@ def parse_sitemap(body: bytes, *, url: str, settings: DiscoverySettings, parser:
         elif parser == "usp":
             doc = _parse_usp(body, url, settings)
         else:
-            doc = _parse_lxml(body, url, settings)
+            doc = _parse_lxml(body, url, settings, feeds=feeds)
         if repaired[1]:
             doc.problem(f"{repaired[1]} bare '&' escaped (not well-formed XML)")
     if truncated:
@@ -537,7 +545,7 @@ def _unterminated_cut(body: bytes) -> int | None:
     return None
 
 
-def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
+def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings, *, feeds: bool = True) -> SitemapDoc:
     doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="lxml")
     whole = body
     cut = _unterminated_cut(body)
@@ -577,6 +585,9 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDo
         doc.kind = "index"
         _index_children(doc, _events_from(doc, events, first), names, settings.max_sitemap_urls)
     elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
+        if not feeds:
+            kind: SitemapKind = "atom" if root_name == "feed" else "rss"
+            return SitemapDoc(url=url, kind=kind, entries=iter(()), parser=FEED_UNREAD)
         # The whole file: feedparser has no such slow path, and a feed's HTML descriptions may hold many ``<``.
         return _parse_as_feed(whole, url, settings, kind="atom" if root_name == "feed" else "rss")
     else:

@@ -310,7 +310,7 @@ class Site:
     def robots_text(self) -> str:
         r = self.spec.robots
         if r.body is not None:
-            return r.body
+            return r.body.replace("{origin}", self.origin)
         disallow = list(r.disallow)
         if self.spec.disallowed_in_sitemap > 0:
             disallow.append(DISALLOWED_PREFIX)

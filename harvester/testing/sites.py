@@ -63,7 +63,8 @@ DISALLOWED_PREFIX = "/members/"
 
 @dataclass(frozen=True)
 class RobotsSpec:
-    """robots.txt of one host. ``body`` overrides the generated text; ``status`` 3xx redirects to ``redirect_to``."""
+    """robots.txt of one host. ``body`` overrides the generated text (``{origin}`` in it becomes the host's origin);
+    ``status`` 3xx redirects to ``redirect_to``."""
 
     status: int = 200
     disallow: tuple[str, ...] = ()

@@ -188,22 +188,33 @@ def test_an_invalid_seed_is_a_clear_error(bad):
 
 async def test_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeypatch):
     """feedparser takes about half a second per megabyte: on the loop, every other host's discovery would stall
-    that long. Each parse runs in a worker thread while the loop goes on."""
+    that long. Each parse, of a feed or of a feed named as a sitemap, runs in a worker thread."""
     import threading
 
+    import harvester.discovery.sitemaps
     import harvester.discovery_host
 
-    threads: list[threading.Thread] = []
-    real = harvester.discovery_host.parse_feed
+    threads: list[tuple[str, threading.Thread]] = []
 
-    def spied(body: bytes, **kwargs: object) -> object:
-        threads.append(threading.current_thread())
-        return real(body, **kwargs)  # type: ignore[arg-type]
+    def spy(module: object, label: str) -> None:
+        real = module.parse_feed  # type: ignore[attr-defined]
 
-    monkeypatch.setattr(harvester.discovery_host, "parse_feed", spied)
-    web = make_web([HostSpec("a", pages=40, feeds=("rss", "atom"))], seed=4)
+        def spied(body: bytes, **kwargs: object) -> object:
+            threads.append((label, threading.current_thread()))
+            return real(body, **kwargs)
+
+        monkeypatch.setattr(module, "parse_feed", spied)
+
+    spy(harvester.discovery_host, "feed")
+    spy(harvester.discovery.sitemaps, "sitemap")
+    web = make_web([
+        HostSpec("a", pages=40, feeds=("rss", "atom")),
+        HostSpec("b", pages=40, feeds=("rss",), sitemap_children=0,
+                 robots=RobotsSpec(body="User-agent: *\nDisallow:\n\nSitemap: {origin}/feeds/rss.xml\n")),
+    ], seed=4)
     settings = settings_for(sqlite_url)
     with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds)))
-    assert threads, "the host's feeds were read"
-    assert threading.current_thread() not in threads  # this test runs on the event loop's thread
+        result = await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds)))
+    assert {label for label, _ in threads} == {"feed", "sitemap"}, "feeds and a feed named as a sitemap were read"
+    assert result.counters["sitemaps_parsed"] >= 1
+    assert threading.current_thread() not in [thread for _, thread in threads]  # the test runs on the loop
