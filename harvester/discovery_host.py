@@ -334,7 +334,8 @@ class HostDiscovery:
                 )
                 if len(batch) >= size:
                     if writing is not None:
-                        await writing
+                        pending, writing = writing, None  # its error, if any, is raised here and only here
+                        await pending
                     writing = asyncio.ensure_future(self._flush(batch))
                     batch = []
                 await asyncio.sleep(0)

@@ -177,7 +177,11 @@ class UrlWriter:
                 await asyncio.wait([starting])
             proc, self._proc = self._proc, None
             if proc is not None:
-                await asyncio.to_thread(_stop, proc, polite=not self._busy, kill=self.failed is not None)
+                # A round trip still in its thread (its caller was cancelled) may be blocked writing to a child
+                # that stopped reading: killed, so the pipe frees it (an unacknowledged batch is written again
+                # on the rerun; the upsert is idempotent).
+                busy = self._busy
+                await asyncio.to_thread(_stop, proc, polite=not busy, kill=busy or self.failed is not None)
         finally:
             if self._slot:
                 self._slot = False

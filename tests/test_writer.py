@@ -266,3 +266,23 @@ async def test_a_close_cancelled_after_a_cancelled_start_still_reaps_the_child_a
         again = UrlWriter(settings, label="again")
         assert await again.start()
         await again.aclose()
+
+
+async def test_closing_after_a_cancelled_batch_to_a_stopped_child_does_not_hang(sqlite_url):
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        writer = UrlWriter(settings, label="test")
+        assert await writer.start()
+        pid = writer.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # it reads nothing more: the batch fills the pipe and the send blocks
+        adding = asyncio.ensure_future(writer.add([_item(f"https://w.example/{i}-{'x' * 100}") for i in range(3000)]))
+        await asyncio.sleep(0.2)
+        adding.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await adding
+        await asyncio.wait_for(writer.aclose(), 20)  # the stopped child is killed, the blocked send freed
+        assert not _writer_children()
+        again = UrlWriter(settings, label="again")
+        assert await again.start()
+        await again.aclose()

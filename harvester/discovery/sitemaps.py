@@ -313,7 +313,7 @@ _SCAN_PROLOG = re.compile(rf"(?:<\?xml({_WS}[^>]*?)\?>)?{_WS}*<urlset({_WS}[^>]*
 # Attributes of the root (and pseudo-attributes of the declaration) as the scanner takes them: each after white
 # space, an ASCII name, a quoted value without markup or references. Anything else (a missing space, an unclosed
 # quote, an entity) goes to lxml, whose verdict on broken attributes differs from reading them leniently.
-_SCAN_ATTR = rf"""{_WS}+([A-Za-z_:][-A-Za-z0-9._:]*){_WS}*={_WS}*(?:"([^"<&]*)"|'([^'<&]*)')"""
+_SCAN_ATTR = rf"""{_WS}++([A-Za-z_:][-A-Za-z0-9._:]*){_WS}*={_WS}*(?:"([^"<&]*)"|'([^'<&]*)')"""
 _SCAN_ATTRS = re.compile(rf"(?:{_SCAN_ATTR})*+{_WS}*")
 _SCAN_ATTR_ITEM = re.compile(_SCAN_ATTR)
 _SCAN_UTF8 = frozenset(("utf-8", "utf8"))
@@ -388,7 +388,12 @@ def _scan_attributes(text: str | None) -> dict[str, str] | None:
         return {}
     if _SCAN_ATTRS.fullmatch(text) is None:
         return None
-    items = [(m.group(1), m.group(2) if m.group(2) is not None else m.group(3)) for m in _SCAN_ATTR_ITEM.finditer(text)]
+    # Walked from one attribute's end to the next: a search restarting at every blank was quadratic on a flood.
+    items = []
+    position = 0
+    while (m := _SCAN_ATTR_ITEM.match(text, position)) is not None:
+        items.append((m.group(1), m.group(2) if m.group(2) is not None else m.group(3)))
+        position = m.end()
     found = dict(items)
     return found if len(found) == len(items) else None
 
@@ -535,7 +540,10 @@ MAX_UNTERMINATED_TAGS = 16
 
 
 def _unterminated_cut(body: bytes) -> int | None:
-    """Where to cut ``body`` before its 17th unterminated start tag, or None."""
+    """Where to cut ``body`` before its 17th unterminated start tag, or None. Not for UTF-16 or UTF-32 files
+    (NUL bytes up front), whose code units can look like ``<`` and a name start."""
+    if b"\x00" in body[:512]:
+        return None
     count = 0
     for match in _UNTERMINATED_TAG.finditer(body):
         if match.group(1) is not None:
@@ -555,8 +563,6 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings, *, feeds: bo
             f"more than {MAX_UNTERMINATED_TAGS} unterminated start tags (slow for the XML parser to recover "
             f"from): the file is cut at byte {cut}"
         )
-        logger.warning("sitemap %s: more than %d unterminated start tags; cut at byte %d", url,
-                       MAX_UNTERMINATED_TAGS, cut, extra={"error_class": "bad_content"})
     events = _iterparse(body)
     try:
         first = next(events)[1]
@@ -592,6 +598,9 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings, *, feeds: bo
         return _parse_as_feed(whole, url, settings, kind="atom" if root_name == "feed" else "rss")
     else:
         doc.problem(f"unsupported root element {root_tag!r}")
+    if cut is not None:  # logged here: a feed returned above is read whole, never cut
+        logger.warning("sitemap %s: more than %d unterminated start tags; cut at byte %d", url,
+                       MAX_UNTERMINATED_TAGS, cut, extra={"error_class": "bad_content"})
     return doc
 
 

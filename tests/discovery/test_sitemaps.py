@@ -620,3 +620,25 @@ def test_a_feed_named_as_a_sitemap_is_never_cut() -> None:
     doc, entries = parse(body, parser="auto")
     assert doc.kind == "rss"
     assert len(entries) == 40
+
+
+@pytest.mark.parametrize("where", ["declaration", "root"])
+def test_a_flood_of_blanks_among_attributes_is_one_pass(where: str) -> None:
+    blanks = " " * 1_000_000
+    body = urlset(["https://x.example/a"])
+    if where == "declaration":
+        body = body.replace(b'"1.0"', b'"1.0"' + blanks.encode(), 1)
+    else:
+        body = body.replace(b'0.9">', b'0.9"' + blanks.encode() + b">", 1)
+    assert _same_document(body).parser == "scan"
+
+
+def test_a_utf16_sitemap_is_never_cut() -> None:
+    """UTF-16 code units can look like ``<`` and a name start (証 is 3C 8A): the pre-scan leaves such files be."""
+    items = "".join(f"<url><loc>https://x.example/{i}</loc><news:news><news:title>\u8a3c\u660e {i}</news:title>"
+                    "</news:news></url>\n" for i in range(40))
+    text = ('<?xml version="1.0" encoding="UTF-16"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9" '
+            'xmlns:news="http://www.google.com/schemas/sitemap-news/0.9">\n' + items + "</urlset>\n")
+    doc, entries = parse(text.encode("utf-16"), parser="auto")
+    assert len(entries) == 40
+    assert not doc.problems
