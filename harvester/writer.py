@@ -145,9 +145,7 @@ class UrlWriter:
             reply = await asyncio.wait_for(asyncio.shield(roundtrip), BATCH_TIMEOUT_S)
         except TimeoutError as exc:
             self.failed = f"no answer from the writer process within {BATCH_TIMEOUT_S:g} s"
-            if self._proc is not None:
-                with contextlib.suppress(OSError):
-                    self._proc.kill()
+            self._kill()
             await asyncio.wait([roundtrip])
             raise WriterGone(f"{self._label}: {self.failed}") from exc
         except Exception as exc:
@@ -170,10 +168,7 @@ class UrlWriter:
         try:
             starting = self._starting
             if starting is not None and not starting.done():
-                # Cancelled mid-start: a killed child ends the start thread's wait at once.
-                if self._proc is not None:
-                    with contextlib.suppress(OSError):
-                        self._proc.kill()
+                self._kill()  # cancelled mid-start: a killed child ends the start thread's wait at once
                 await asyncio.wait([starting])
             proc, self._proc = self._proc, None
             if proc is not None:
@@ -186,6 +181,12 @@ class UrlWriter:
             if self._slot:
                 self._slot = False
                 _slots.release()
+
+    def _kill(self) -> None:
+        """Kill the child (if it exists yet): whatever a thread is doing on its pipes then ends at once."""
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
 
     def _roundtrip(self, payload: bytes, *, timeout_s: float | None = None) -> tuple[Any, ...]:
         proc = self._proc

@@ -136,6 +136,25 @@ def _writer_children() -> list[int]:
     return found
 
 
+async def _cancel_once_the_child_exists(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` while the writer child it started is still importing (about a second)."""
+    while not _writer_children():
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _the_slot_is_free(settings: Settings) -> None:
+    again = UrlWriter(settings, label="again")
+    assert await again.start()
+    await again.aclose()
+
+
+def _more_than_a_pipe_holds() -> list[DiscoveredUrl]:
+    return [_item(f"https://w.example/{i}-{'x' * 100}") for i in range(3000)]
+
+
 async def test_a_writer_killed_mid_host_leaves_the_host_writing_in_process_and_nothing_lost(make_web, db_url, tmp_path):
     # Slow sitemaps, so the kill lands between two of them, after the child has committed batches.
     specs = [HostSpec("slow", pages=200, sitemap_children=8, latency_s=0.2, feeds=())]
@@ -192,18 +211,11 @@ async def test_a_host_cancelled_while_its_writer_starts_leaves_no_child(sqlite_u
     settings = Settings.load(database_url=sqlite_url)
     with FrontierStore.open(settings, upgrade=True):
         writer = UrlWriter(settings, label="test")
-        starting = asyncio.ensure_future(writer.start())
-        while not _writer_children():  # the child exists and is still importing (about a second)
-            await asyncio.sleep(0.005)
-        starting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await starting
+        await _cancel_once_the_child_exists(asyncio.ensure_future(writer.start()))
         await writer.aclose()
         assert not _writer_children()
         assert not writer.ready
-        again = UrlWriter(settings, label="again")  # and the slot is free again
-        assert await again.start()
-        await again.aclose()
+        await _the_slot_is_free(settings)
 
 
 async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, monkeypatch):
@@ -217,9 +229,8 @@ async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, mon
         os.kill(pid, signal.SIGSTOP)
         try:
             # Far more than a pipe holds: the send itself must give up, not only the wait for the answer.
-            big = [_item(f"https://w.example/{i}-{'x' * 100}") for i in range(3000)]
             with pytest.raises(WriterGone, match="no answer from the writer process"):
-                await writer.add(big)
+                await writer.add(_more_than_a_pipe_holds())
             assert not writer.ready
         finally:
             os.kill(pid, signal.SIGKILL)
@@ -234,28 +245,17 @@ async def test_a_host_cancelled_while_its_writer_starts_closes_it(make_web, sqli
         **{"discovery.writer_process_after": 0, "discovery.batch_size": 5}
     )
     with FrontierStore.open(settings, upgrade=True) as store:
-        discovering = asyncio.ensure_future(phases.discover(store, settings, profile))
-        while not _writer_children():  # the host is waiting for its writer to import and open the store
-            await asyncio.sleep(0.005)
-        discovering.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await discovering
+        # Cancelled while the host waits for its writer to import and open the store.
+        await _cancel_once_the_child_exists(asyncio.ensure_future(phases.discover(store, settings, profile)))
         assert not _writer_children()
-        again = UrlWriter(settings, label="again")  # the writer slot came back
-        assert await again.start()
-        await again.aclose()
+        await _the_slot_is_free(settings)
 
 
 async def test_a_close_cancelled_after_a_cancelled_start_still_reaps_the_child_and_frees_the_slot(sqlite_url):
     settings = Settings.load(database_url=sqlite_url)
     with FrontierStore.open(settings, upgrade=True):
         writer = UrlWriter(settings, label="test")
-        starting = asyncio.ensure_future(writer.start())
-        while not _writer_children():
-            await asyncio.sleep(0.005)
-        starting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await starting
+        await _cancel_once_the_child_exists(asyncio.ensure_future(writer.start()))
         closing = asyncio.ensure_future(writer.aclose())
         await asyncio.sleep(0)  # the close is under way: waiting for the start thread
         closing.cancel()
@@ -263,9 +263,7 @@ async def test_a_close_cancelled_after_a_cancelled_start_still_reaps_the_child_a
             await closing
         await writer.aclose()  # the one closing task, which went on
         assert not _writer_children()
-        again = UrlWriter(settings, label="again")
-        assert await again.start()
-        await again.aclose()
+        await _the_slot_is_free(settings)
 
 
 async def test_closing_after_a_cancelled_batch_to_a_stopped_child_does_not_hang(sqlite_url):
@@ -276,13 +274,11 @@ async def test_closing_after_a_cancelled_batch_to_a_stopped_child_does_not_hang(
         pid = writer.pid
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)  # it reads nothing more: the batch fills the pipe and the send blocks
-        adding = asyncio.ensure_future(writer.add([_item(f"https://w.example/{i}-{'x' * 100}") for i in range(3000)]))
+        adding = asyncio.ensure_future(writer.add(_more_than_a_pipe_holds()))
         await asyncio.sleep(0.2)
         adding.cancel()
         with pytest.raises(asyncio.CancelledError):
             await adding
         await asyncio.wait_for(writer.aclose(), 20)  # the stopped child is killed, the blocked send freed
         assert not _writer_children()
-        again = UrlWriter(settings, label="again")
-        assert await again.start()
-        await again.aclose()
+        await _the_slot_is_free(settings)

@@ -313,9 +313,7 @@ _SCAN_PROLOG = re.compile(rf"(?:<\?xml({_WS}[^>]*?)\?>)?{_WS}*<urlset({_WS}[^>]*
 # Attributes of the root (and pseudo-attributes of the declaration) as the scanner takes them: each after white
 # space, an ASCII name, a quoted value without markup or references. Anything else (a missing space, an unclosed
 # quote, an entity) goes to lxml, whose verdict on broken attributes differs from reading them leniently.
-_SCAN_ATTR = rf"""{_WS}++([A-Za-z_:][-A-Za-z0-9._:]*){_WS}*={_WS}*(?:"([^"<&]*)"|'([^'<&]*)')"""
-_SCAN_ATTRS = re.compile(rf"(?:{_SCAN_ATTR})*+{_WS}*")
-_SCAN_ATTR_ITEM = re.compile(_SCAN_ATTR)
+_SCAN_ATTR = re.compile(rf"""{_WS}++([A-Za-z_:][-A-Za-z0-9._:]*){_WS}*={_WS}*(?:"([^"<&]*)"|'([^'<&]*)')""")
 _SCAN_UTF8 = frozenset(("utf-8", "utf8"))
 _SCAN_ASCII = frozenset(("us-ascii", "ascii"))
 _SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
@@ -386,16 +384,15 @@ def _scan_attributes(text: str | None) -> dict[str, str] | None:
     """The attributes of a tag as name → value, or None when they are not all plainly well-formed (or repeat)."""
     if not text:
         return {}
-    if _SCAN_ATTRS.fullmatch(text) is None:
-        return None
-    # Walked from one attribute's end to the next: a search restarting at every blank was quadratic on a flood.
+    # Walked from one attribute's end to the next (a search restarting at every blank was quadratic on a flood);
+    # only white space may follow the last.
     items = []
     position = 0
-    while (m := _SCAN_ATTR_ITEM.match(text, position)) is not None:
+    while (m := _SCAN_ATTR.match(text, position)) is not None:
         items.append((m.group(1), m.group(2) if m.group(2) is not None else m.group(3)))
         position = m.end()
     found = dict(items)
-    return found if len(found) == len(items) else None
+    return found if len(found) == len(items) and not text[position:].strip(" \t\n") else None
 
 
 def _xml_text(value: str) -> str:
@@ -591,11 +588,11 @@ def _parse_lxml(body: bytes, url: str, settings: DiscoverySettings, *, feeds: bo
         doc.kind = "index"
         _index_children(doc, _events_from(doc, events, first), names, settings.max_sitemap_urls)
     elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
+        kind: SitemapKind = "atom" if root_name == "feed" else "rss"
         if not feeds:
-            kind: SitemapKind = "atom" if root_name == "feed" else "rss"
             return SitemapDoc(url=url, kind=kind, entries=iter(()), parser=FEED_UNREAD)
         # The whole file: feedparser has no such slow path, and a feed's HTML descriptions may hold many ``<``.
-        return _parse_as_feed(whole, url, settings, kind="atom" if root_name == "feed" else "rss")
+        return _parse_as_feed(whole, url, settings, kind=kind)
     else:
         doc.problem(f"unsupported root element {root_tag!r}")
     if cut is not None:  # logged here: a feed returned above is read whole, never cut
