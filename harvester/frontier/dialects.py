@@ -159,7 +159,8 @@ class Dialect:
         self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
         owner: str, lease_until: datetime,
     ) -> list[Any]:
-        """Move the top ``per_host`` due queue rows of each host into ``leases``; rows of ``RETURNED_COLUMNS``."""
+        """Move the top ``per_host`` due queue rows of each host into ``leases``; rows of ``RETURNED_COLUMNS``,
+        grouped by host in the order of ``host_ids``, best first (the order the store hands them out)."""
         raise NotImplementedError
 
     def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
@@ -460,10 +461,13 @@ class SqliteDialect(Dialect):
                 flat += (url_id, host_id, owner, t_until)
             _sqlite_execute_rows(conn, _sqlite_lease_insert, flat, width=4, count=len(chosen))
             ids = [entry[3] for entry in chosen]
+            found: dict[int, Any] = {}
             for offset in range(0, len(ids), 5000):
                 batch = ids[offset : offset + 5000]
-                rows += driver.execute(f"SELECT {_RETURNED} FROM urls WHERE id IN {self.in_list(len(batch))}",
-                                       batch).fetchall()
+                found.update((row[0], row) for row in driver.execute(
+                    f"SELECT {_RETURNED} FROM urls WHERE id IN {self.in_list(len(batch))}", batch))
+            # In the candidates' order (the IN list comes back in id order): cheaper than sorting the records.
+            rows += [row for url_id in ids if (row := found.get(url_id)) is not None]
         return rows
 
 
@@ -551,6 +555,9 @@ class PostgresDialect(Dialect):
         # bulk load, before autovacuum's ANALYZE, the planner expects a handful of rows per host and picks a
         # bitmap scan that reads and sorts the host's whole queue instead (100+ ms for a claim of 1,000).
         conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
-        return list(conn.exec_driver_sql(
+        rows = list(conn.exec_driver_sql(
             _PG_CLAIM, (list(host_ids), list(kinds), now, per_host, per_host, owner, lease_until)
         ))
+        position = {host_id: i for i, host_id in enumerate(host_ids)}
+        rows.sort(key=lambda row: (position[row[2]], -row[5], row[0]))  # host_id, score, id: see claim_rows
+        return rows

@@ -39,6 +39,7 @@ NAMING_CONVENTION = {
 """Constraint names come from here, never from autogenerate's defaults (STYLE.md §3)."""
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_fromtimestamp = datetime.fromtimestamp
 
 Id = BigInteger().with_variant(Integer(), "sqlite")
 """64-bit ids on PostgreSQL; on SQLite ``INTEGER PRIMARY KEY`` so the id is the rowid (no extra column)."""
@@ -52,7 +53,17 @@ def to_epoch_us(value: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+_FLOAT_EXACT_US = 2**32 * 1_000_000
+"""Below this many microseconds from the epoch (about 136 years either way) ``value / 1e6`` is within 0.25 µs of
+the true instant, so ``fromtimestamp``'s rounding to the microsecond gives it back exactly."""
+
+
 def from_epoch_us(value: int) -> datetime:
+    """The instant ``value`` microseconds after the epoch, UTC-aware. ``fromtimestamp`` on a float is about twice
+    as fast as ``EPOCH + timedelta(...)`` (a claim converts a thousand of these); dates past its exact range take
+    the slow path."""
+    if -_FLOAT_EXACT_US < value < _FLOAT_EXACT_US:
+        return _fromtimestamp(value / 1e6, UTC)
     return EPOCH + timedelta(microseconds=value)
 
 

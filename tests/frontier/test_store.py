@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier import FrontierStore
+from harvester.frontier.models import EPOCH, from_epoch_us, to_epoch_us
 from harvester.records import (
     AddResult,
     Completion,
@@ -171,6 +174,30 @@ def test_claim_orders_by_score_with_stable_tie_break_by_id(store: FrontierStore)
                                         "https://a.test/0"]
     assert [c.id for c in claimed[:3]] == sorted(ids[f"https://a.test/{i}"] for i in (3, 5, 8))
     assert all(c.lease_until == T0 + timedelta(seconds=60) for c in claimed)
+
+
+def test_claim_hands_out_urls_by_host_origin_then_best_first(store: FrontierStore) -> None:
+    # Hosts stored in the reverse of their origins' order, scores interleaved across hosts and kinds of tie.
+    origins = ["https://z.test", "https://m.test", "https://a.test"]
+    for o in origins:
+        store.add_discovered([found(f"{o}/p{i}", score=float((i * 5) % 3)) for i in range(9)], now=T0)
+    claimed = store.claim("w", hosts=origins, per_host=5, lease_s=60, now=T0)
+    assert len(claimed) == 15
+    assert [(c.host, -c.score, c.id) for c in claimed] == sorted((c.host, -c.score, c.id) for c in claimed)
+    assert [c.host for c in claimed[::5]] == sorted(origins)
+
+
+_FIRST_US, _LAST_US = to_epoch_us(datetime.min.replace(tzinfo=UTC)), to_epoch_us(datetime.max.replace(tzinfo=UTC))
+_EDGE_US = 2**32 * 1_000_000  # where from_epoch_us leaves its float path
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(_FIRST_US, _LAST_US) | st.integers(-_EDGE_US - 10**7, -_EDGE_US + 10**7)
+       | st.integers(_EDGE_US - 10**7, _EDGE_US + 10**7) | st.integers(0, _EDGE_US))
+def test_epoch_microseconds_read_back_exactly(value: int) -> None:
+    # SQLite stores instants as integer microseconds; the fast float path must not move one by a microsecond.
+    assert from_epoch_us(value) == EPOCH + timedelta(microseconds=value)
+    assert to_epoch_us(from_epoch_us(value)) == value
 
 
 def test_claimed_urls_are_not_claimed_again_until_released(store: FrontierStore) -> None:
