@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from harvester import revisit
 from harvester.discovery.feeds import FeedDoc, parse_feed
 from harvester.discovery.listings import PageLinks, extract_links
-from harvester.discovery.sitemaps import FEED_UNREAD, parse_sitemap
+from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected
 from harvester.records import (
     AddResult,
@@ -255,9 +255,17 @@ class HostDiscovery:
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
             return []
         try:
-            doc = parse_sitemap(result.body, url=url, settings=self.settings.discovery, feeds=False)
-            if doc.parser == FEED_UNREAD:  # a feed named as a sitemap: feedparser in a thread, as for feeds
-                doc = await asyncio.to_thread(parse_sitemap, result.body, url=url, settings=self.settings.discovery)
+            # Inflating, proving and (for a plain urlset) scanning a large file is tens of milliseconds of CPU:
+            # in a worker thread, so the other hosts' requests go on meanwhile. lxml's parser, if needed, is made
+            # here, on the loop thread that reads its entries.
+            settings = self.settings.discovery
+            prepared = await asyncio.to_thread(prepare_sitemap, result.body, url=url, settings=settings)
+            if isinstance(prepared, SitemapDoc):
+                doc = prepared
+            else:
+                doc = finish_sitemap(prepared, settings=settings, feeds=False)
+                if doc.parser == FEED_UNREAD:  # a feed named as a sitemap: feedparser in a thread, as for feeds
+                    doc = await asyncio.to_thread(finish_sitemap, prepared, settings=settings)
             if doc.kind in ("rss", "atom"):
                 self._queue_feed(url)
             count = await self._ingest_entries(doc.entries, source=url, fetched_at=now)

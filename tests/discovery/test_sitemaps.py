@@ -10,11 +10,13 @@ import tracemalloc
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harvester.discovery import sitemaps
 from harvester.discovery.sitemaps import (
     SitemapDoc,
     SitemapEntry,
@@ -462,10 +464,28 @@ def _same_document(body: bytes, settings: DiscoverySettings = SETTINGS) -> Sitem
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plain_urlsets(), st.sampled_from([50_000, 3]))
-def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -> None:
-    doc = _same_document(body, DiscoverySettings(max_sitemap_urls=limit))
+@given(plain_urlsets(), st.sampled_from([50_000, 3]), st.sampled_from([sitemaps.SCAN_WINDOW, 1, 40]))
+def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int, window: int) -> None:
+    # ``window``: the scanner's ranges, down to one per ``<url>``, give the document the whole file gives.
+    with patch.object(sitemaps, "SCAN_WINDOW", window):
+        doc = _same_document(body, DiscoverySettings(max_sitemap_urls=limit))
     assert doc.parser == "scan"
+
+
+def test_the_scanner_matches_no_further_than_the_url_limit() -> None:
+    body = urlset([f"https://x.example/{i}" for i in range(2_000)])
+    ranges: list[tuple[int, int]] = []
+    real = sitemaps._SCAN_URL
+
+    class Spy:
+        def findall(self, text: str, start: int, end: int) -> list[tuple[str, ...]]:
+            ranges.append((start, end))
+            return real.findall(text, start, end)
+
+    with patch.object(sitemaps, "SCAN_WINDOW", 1_000), patch.object(sitemaps, "_SCAN_URL", Spy()):
+        doc, entries = parse(body, settings=DiscoverySettings(max_sitemap_urls=50))
+    assert doc.parser == "scan" and len(entries) == 50 and doc.over_limit
+    assert 1 < len(ranges) <= 5  # ~24 URLs per range: the 51st is in the third; the file holds ~80 ranges
 
 
 @pytest.mark.parametrize(
@@ -511,8 +531,10 @@ def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int) -
             b'"1.0" encoding="UTF-8"', b'"1.0"encoding="latin1"'), id="no space before encoding"),
     ],
 )
-def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes) -> None:
-    scanned, scanned_entries = parse(body, parser="auto")
+@pytest.mark.parametrize("window", [sitemaps.SCAN_WINDOW, 1])
+def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes, window: int) -> None:
+    with patch.object(sitemaps, "SCAN_WINDOW", window):
+        scanned, scanned_entries = parse(body, parser="auto")
     streamed, streamed_entries = parse(body, parser="lxml")
     assert scanned.parser == "lxml"
     assert scanned_entries == streamed_entries

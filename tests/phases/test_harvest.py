@@ -186,9 +186,10 @@ def test_an_invalid_seed_is_a_clear_error(bad):
         SiteProfile.build(seeds=(bad,))
 
 
-async def test_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeypatch):
-    """feedparser takes about half a second per megabyte: on the loop, every other host's discovery would stall
-    that long. Each parse, of a feed or of a feed named as a sitemap, runs in a worker thread."""
+async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeypatch):
+    """feedparser takes about half a second per megabyte, and inflating and scanning a 7 MB sitemap ~50 ms: on
+    the loop, every other host's discovery would stall that long. Each feed parse (of a feed or of a feed named as
+    a sitemap) and each sitemap's preparation run in a worker thread."""
     import threading
 
     import harvester.discovery.sitemaps
@@ -196,17 +197,18 @@ async def test_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeyp
 
     threads: list[tuple[str, threading.Thread]] = []
 
-    def spy(module: object, label: str) -> None:
-        real = module.parse_feed  # type: ignore[attr-defined]
+    def spy(module: object, name: str, label: str) -> None:
+        real = getattr(module, name)
 
         def spied(body: bytes, **kwargs: object) -> object:
             threads.append((label, threading.current_thread()))
             return real(body, **kwargs)
 
-        monkeypatch.setattr(module, "parse_feed", spied)
+        monkeypatch.setattr(module, name, spied)
 
-    spy(harvester.discovery_host, "feed")
-    spy(harvester.discovery.sitemaps, "sitemap")
+    spy(harvester.discovery_host, "parse_feed", "feed")
+    spy(harvester.discovery.sitemaps, "parse_feed", "sitemap")
+    spy(harvester.discovery_host, "prepare_sitemap", "prepare")
     web = make_web([
         HostSpec("a", pages=40, feeds=("rss", "atom")),
         HostSpec("b", pages=40, feeds=("rss",), sitemap_children=0,
@@ -215,6 +217,6 @@ async def test_feeds_are_parsed_off_the_event_loop(make_web, sqlite_url, monkeyp
     settings = settings_for(sqlite_url)
     with FrontierStore.open(settings, upgrade=True) as store:
         result = await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds)))
-    assert {label for label, _ in threads} == {"feed", "sitemap"}, "feeds and a feed named as a sitemap were read"
-    assert result.counters["sitemaps_parsed"] >= 1
+    assert {label for label, _ in threads} == {"feed", "sitemap", "prepare"}, "feeds and sitemaps were read"
+    assert result.counters["sitemaps_parsed"] >= 2
     assert threading.current_thread() not in [thread for _, thread in threads]  # the test runs on the loop
