@@ -56,7 +56,11 @@ _ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z
 _W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
 # A "&" that does not start one of XML's five named references or a character reference: a bare ampersand,
 # fatal to expat (usp stops there) and mangled by lxml's recovery ("?a=1&b=2" → "?a=1=2"). Escaped up front.
-_BARE_AMP = re.compile(rb"&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)")
+# A CDATA section is stepped over whole (an ``&`` there is text, well-formed), up to the end of the file when it
+# is never closed: each attempt then succeeds, so a flood of unclosed sections is still one pass.
+_BARE_AMP = re.compile(
+    rb"(<!\[CDATA\[.*?(?:\]\]>|\Z))|&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)", re.DOTALL
+)
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -195,12 +199,26 @@ def prepare_sitemap(
         return _finished(doc, 0, truncated, settings)
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
-    body, repaired = _BARE_AMP.subn(b"&amp;", body) if b"&" in body else (body, 0)
+    body, repaired = _escape_bare_ampersands(body) if b"&" in body else (body, 0)
     scanned = _scan_urlset(body, url, settings) if parser == "auto" else None
     if scanned is not None:
         return _finished(scanned, repaired, truncated, settings)
     cut = None if parser == "usp" else _unterminated_cut(body)
     return PreparedSitemap(url, body if cut is None else body[:cut], body, cut, repaired, truncated)
+
+
+def _escape_bare_ampersands(body: bytes) -> tuple[bytes, int]:
+    """``body`` with every bare ``&`` outside CDATA sections escaped, and how many there were."""
+    repaired = 0
+
+    def escape(match: re.Match[bytes]) -> bytes:
+        nonlocal repaired
+        if match.group(1) is not None:
+            return match.group(1)
+        repaired += 1
+        return b"&amp;"
+
+    return _BARE_AMP.sub(escape, body), repaired
 
 
 def finish_sitemap(

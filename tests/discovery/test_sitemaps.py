@@ -345,6 +345,27 @@ def test_bare_ampersand_keeps_every_entry_and_the_right_url() -> None:
         assert any("bare '&'" in problem for problem in doc.problems)
 
 
+def test_an_ampersand_inside_cdata_is_text_not_a_repair() -> None:
+    locs = ["https://x.example/search?q=salt&pepper", "https://x.example/b"]
+    body = urlset(["<![CDATA[https://x.example/search?q=salt&pepper]]>", "https://x.example/b"])
+    for parser in PARSERS:
+        doc, entries = parse(body, parser=parser)
+        assert [e.loc for e in entries] == locs, parser
+        assert not any("bare '&'" in problem for problem in doc.problems), parser
+    doc, entries = parse(body.replace(b"/b<", b"/b?x=1&y=2<"))  # one bare '&' outside the section
+    assert [e.loc for e in entries] == [locs[0], "https://x.example/b?x=1&y=2"]
+    assert "1 bare '&' escaped (not well-formed XML)" in doc.problems
+
+
+def test_a_flood_of_unclosed_cdata_sections_is_one_pass() -> None:
+    # An unclosed section runs to the end of the file, once: had each of the 100,000 been looked for its end
+    # (quadratic: hours), the '&' after each would have been counted as bare.
+    body = urlset(["https://x.example/a&b", "https://x.example/c" + "<![CDATA[&" * 100_000])
+    doc, entries = parse(body)
+    assert entries[0].loc == "https://x.example/a&b"
+    assert "1 bare '&' escaped (not well-formed XML)" in doc.problems
+
+
 def test_malformed_xml_keeps_what_parsed() -> None:
     locs = [f"https://x.example/p{i}" for i in range(200)]
     body = urlset(locs)
