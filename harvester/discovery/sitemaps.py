@@ -245,6 +245,9 @@ def _head_text(body: bytes) -> str:
     """The first bytes as text, for sniffing: UTF-16/32 decoded, anything else read byte for byte."""
     head = body[:_PROLOG_SCAN]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:4]:
+        wide = _wide_codec(head)
+        if wide is not None:  # a byte-order mark, or the NUL bytes around the first "<", tell the codec
+            return head[wide[1] :].decode(wide[0], errors="replace")
         for codec in ("utf-32", "utf-16", "utf-16-le", "utf-16-be"):
             try:
                 return head.decode(codec)
@@ -625,17 +628,53 @@ MAX_UNTERMINATED_TAGS = 16
 """Past this many, the file is cut before the next one: the look-aheads then cost at most 16 scans of the file."""
 
 
+_UNTERMINATED_TAG_TEXT = re.compile(_UNTERMINATED_TAG.pattern.decode("ascii").replace(r"\x80-\xff", r"\x80-\U0010ffff"))
+"""The same pattern over decoded text (a UTF-16 or UTF-32 file): any non-ASCII character starts a name."""
+
+
 def _unterminated_cut(body: bytes) -> int | None:
-    """Where to cut ``body`` before its 17th unterminated start tag, or None. Not for UTF-16 or UTF-32 files
-    (NUL bytes up front), whose code units can look like ``<`` and a name start."""
+    """Where to cut ``body`` before its 17th unterminated start tag, or None."""
     if b"\x00" in body[:512]:
-        return None
+        return _wide_unterminated_cut(body)
     count = 0
     for match in _UNTERMINATED_TAG.finditer(body):
         if match.group(1) is not None:
             count += 1
             if count > MAX_UNTERMINATED_TAGS:
                 return match.start()
+    return None
+
+
+def _wide_unterminated_cut(body: bytes) -> int | None:
+    """``_unterminated_cut`` for a UTF-16 or UTF-32 file (NUL bytes up front), read as text: its code units can
+    look like ``<`` and a name start (証 is 3C 8A), and libxml2's look-ahead is as slow on them. The cut is
+    found in the decoded text and mapped back to a byte offset (an undecodable unit becomes one U+FFFD, which
+    encodes to as many bytes, so the offset of what precedes it is exact)."""
+    codec = _wide_codec(body)
+    if codec is None:
+        return None
+    name, bom = codec
+    text = body[bom:].decode(name, errors="replace")
+    count = 0
+    for match in _UNTERMINATED_TAG_TEXT.finditer(text):
+        if match.group(1) is not None:
+            count += 1
+            if count > MAX_UNTERMINATED_TAGS:
+                return bom + len(text[: match.start()].encode(name))
+    return None
+
+
+def _wide_codec(body: bytes) -> tuple[str, int] | None:
+    """The fixed-endian codec of a UTF-16/32 file and the length of its byte-order mark, from the mark or (as
+    XML 1.0 appendix F guesses it) from where the NUL bytes of the first ``<`` fall; None when neither tells."""
+    for mark, name in ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
+                       (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be")):
+        if body.startswith(mark):
+            return name, len(mark)
+    for first, name in ((b"<\x00\x00\x00", "utf-32-le"), (b"\x00\x00\x00<", "utf-32-be"),
+                        (b"<\x00", "utf-16-le"), (b"\x00<", "utf-16-be")):
+        if body.startswith(first):
+            return name, 0
     return None
 
 
