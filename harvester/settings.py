@@ -38,17 +38,21 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "gclid", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "_ga", "_gl",
     "igshid", "ref", "ref_src", "spm", "_hsenc", "_hsmi", "mkt_tok", "oly_anon_id", "oly_enc_id", "vero_id",
 )
-"""Query parameters that only say where a click came from; removed from the canonical form."""
+"""Query parameters that only say where a click came from; removed from the canonical form (``ref`` included:
+far more sites use it for ``?ref=sidebar`` than for content; a site that does not can set its own list)."""
 
 DEFAULT_SESSION_PARAMS: tuple[str, ...] = (
-    "sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken", "s",
+    "sid", "sessionid", "session_id", "phpsessid", "jsessionid", "aspsessionid", "cfid", "cftoken",
 )
-"""Session-id parameters: a URL carrying one is a trap (a fresh spelling of the same page per visit)."""
+"""Session-id parameters: a URL carrying one is a trap (a fresh spelling of the same page per visit). Not ``s``:
+WordPress's search parameter, which sites list in their own sitemaps."""
 
 DEFAULT_PRESENTATION_PARAMS: tuple[str, ...] = (
-    "sort", "order", "orderby", "sort_by", "view", "display", "layout", "format", "print", "lang_switch",
+    "sort", "order", "orderby", "sort_by", "print", "lang_switch",
 )
-"""Parameters that re-present the same content; they are dropped from the canonical form."""
+"""Parameters that only re-order or re-print the same content; they are dropped from the canonical form, which
+is also the URL fetched. Not ``view``, ``format``, ``layout`` or ``display``: on many sites they select the content
+itself (Joomla's ``option=com_content&view=article``, ``format=pdf``), and dropping them fetched another page."""
 
 DEFAULT_FACET_PARAMS: tuple[str, ...] = (
     "color", "colour", "size", "brand", "price", "filter", "facet", "material", "min_price", "max_price",

@@ -20,7 +20,7 @@ from harvester.settings import Settings, SiteProfile, UrlSettings
 
 logger = logging.getLogger(__name__)
 
-CANONICAL_VERSION: int = 1
+CANONICAL_VERSION: int = 2
 """Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently."""
 
 DEFAULT_PORTS = {"http": 80, "https": 443}

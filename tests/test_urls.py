@@ -53,7 +53,12 @@ def test_canonical_version_is_an_int() -> None:
         ("https://a.com/a b", "https://a.com/a%20b"),
         ("https://a.com/x?b=1&a=2&a=1", "https://a.com/x?a=2&a=1&b=1"),
         ("https://a.com/x?UTM_Source=a&gclid=1&fbclid=2&id=3", "https://a.com/x?id=3"),
-        ("https://a.com/x?sort=asc&view=grid&id=3", "https://a.com/x?id=3"),
+        ("https://a.com/x?sort=asc&print=1&id=3", "https://a.com/x?id=3"),
+        # Parameters that select the content itself stay (dropping them fetched another page, or an error).
+        ("https://a.com/index.php?option=com_content&view=article&id=5",
+         "https://a.com/index.php?id=5&option=com_content&view=article"),
+        ("https://a.com/report?id=9&format=pdf", "https://a.com/report?format=pdf&id=9"),
+        ("https://a.com/x?layout=grid&display=all", "https://a.com/x?display=all&layout=grid"),
         ("https://a.com/x?&&id=3&", "https://a.com/x?id=3"),
         ("https://a.com/x?a=&b", "https://a.com/x?a=&b"),
         ("https://a.com/..", "https://a.com/"),
@@ -270,6 +275,12 @@ def test_seed_hosts_by_default_port_included() -> None:
     assert flt.check("http://evil.example/a") is Verdict.OUT_OF_SCOPE
     assert flt.in_scope("http://127.0.0.1:8001/x")
     assert not flt.in_scope("http://127.0.0.1:9/x")
+
+
+def test_a_site_search_is_no_session_id() -> None:
+    # WordPress's search parameter is "s": sites list such pages in their own sitemaps.
+    assert _filter().check("http://127.0.0.1:8001/search?s=hello", trusted=True) is None
+    assert _filter().check("http://127.0.0.1:8001/forum?sid=0123456789abcdef") is Verdict.TRAP_SESSION_ID
 
 
 def test_www_variant_of_a_seed_is_in_scope() -> None:
