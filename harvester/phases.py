@@ -278,16 +278,28 @@ async def extract(
 
         keeper = asyncio.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
         try:
-            for _round in range(settings.politeness.max_attempts + 1):
+            waits = 0
+            while True:
+                claimed_before = work.claimed_total
                 await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
                 await work.writer.flush()
+                work.exhausted.clear()
+                # Links and redirect targets found on the pages land in the frontier when their completions are
+                # written, after their host may have found its queue empty: fetch them in this run. Only while a
+                # round makes progress (each fetches at least one URL of a finite, budgeted frontier), so due URLs
+                # nobody here can take (a host parked or leased elsewhere) never spin the loop.
+                if work.claimed_total > claimed_before and await db(store.due_count, kinds=("detail",)) > 0:
+                    continue
                 # Retryable failures come back after a short back-off: wait for them rather than leave them
-                # to the next scheduled run, but never longer than RETRY_WAIT_MAX_S.
+                # to the next scheduled run, but never longer than RETRY_WAIT_MAX_S, nor more often than the
+                # attempts a URL has.
                 soonest = await db(store.next_due_at, kinds=("detail",))
-                if soonest is None or (soonest - utcnow()).total_seconds() > RETRY_WAIT_MAX_S:
+                waits += 1
+                if soonest is None or waits > settings.politeness.max_attempts or (
+                    (soonest - utcnow()).total_seconds() > RETRY_WAIT_MAX_S
+                ):
                     break
                 await asyncio.sleep(max(0.0, (soonest - utcnow()).total_seconds()))
-                work.exhausted.clear()
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)

@@ -220,3 +220,50 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
     assert {label for label, _ in threads} == {"feed", "sitemap", "prepare"}, "feeds and sitemaps were read"
     assert result.counters["sitemaps_parsed"] >= 2
     assert threading.current_thread() not in [thread for _, thread in threads]  # the test runs on the loop
+
+
+async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_run(sqlite_url):
+    """A chain of articles each linked only from the one before (longer than the retry rounds), and one that
+    answers 301: every page is fetched by the one harvest, not one level per run."""
+    from aiohttp import web
+
+    fetched: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        path = request.path
+        fetched.append(path)
+        origin = f"http://{request.host}"
+        if path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if path == "/sitemap.xml":
+            return web.Response(content_type="application/xml", text=(
+                '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<url><loc>{origin}/articles/story-1</loc></url><url><loc>{origin}/articles/story-old</loc></url>"
+                "</urlset>"))
+        if path == "/articles/story-old":
+            raise web.HTTPMovedPermanently(f"{origin}/articles/story-moved")
+        if path.startswith("/articles/story-"):
+            n = path.rsplit("-", 1)[1]
+            link = f'<a href="/articles/story-{int(n) + 1}">next story</a>' if n.isdigit() and int(n) < 8 else ""
+            return web.Response(content_type="text/html", text=(
+                f"<html><head><title>Story {n}</title></head><body><main><h1>Story {n}</h1>"
+                f"<p>{'Words of story ' + n + '. ' * 40}</p>{link}</main></body></html>"))
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        settings = settings_for(sqlite_url)
+        profile = SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",))
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await harvest(store, settings, profile)
+    finally:
+        await runner.cleanup()
+    stories = {f"/articles/story-{n}" for n in range(1, 9)} | {"/articles/story-moved"}
+    assert stories <= set(fetched), sorted(stories - set(fetched))
+    assert settings.politeness.max_attempts + 1 < 8  # the chain is longer than the retry rounds
