@@ -190,11 +190,17 @@ class HostDiscovery:
     async def _sitemaps(self) -> None:
         assert self.rules is not None
         discovery = self.settings.discovery
-        named = [url for url in self.rules.sitemaps if self.site.in_scope(url)]
-        if self.rules.sitemaps and not named:
-            self._problem(f"{self.origin}: robots.txt names only out-of-scope sitemaps; none fetched")
-        # Known paths are probed only where robots.txt names no sitemap (usp probes 14 paths regardless).
-        start = named if self.rules.sitemaps else [self.origin + path for path in discovery.known_sitemap_paths]
+        # A Sitemap line may be relative ("Sitemap: /sitemap.xml"): resolved against robots.txt's own URL.
+        robots_url = self.origin + "/robots.txt"
+        resolved = [self.site.canonicalize(url, robots_url) or url for url in self.rules.sitemaps]
+        named = [url for url in resolved if self.site.in_scope(url)]
+        if resolved and not named:
+            self._problem(
+                f"{self.origin}: robots.txt names only sitemaps outside the crawl's scope ({resolved[0]!r}...); "
+                "the known paths are probed instead"
+            )
+        # Known paths are probed only where robots.txt names no usable sitemap (usp probes 14 paths regardless).
+        start = named or [self.origin + path for path in discovery.known_sitemap_paths]
         queue: deque[tuple[str, int, bool, datetime | None]] = deque((url, 1, not named, None) for url in start)
         seen: set[str] = set()
         started = utcnow()

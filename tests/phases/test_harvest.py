@@ -267,3 +267,17 @@ async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_r
     stories = {f"/articles/story-{n}" for n in range(1, 9)} | {"/articles/story-moved"}
     assert stories <= set(fetched), sorted(stories - set(fetched))
     assert settings.politeness.max_attempts + 1 < 8  # the chain is longer than the retry rounds
+
+
+@pytest.mark.parametrize("line", ["Sitemap: /sitemap_index.xml", "Sitemap: http://127.0.0.2:9/sitemap.xml"])
+async def test_a_relative_or_foreign_sitemap_line_still_finds_the_sitemaps(make_web, sqlite_url, line):
+    """A relative Sitemap line is resolved against robots.txt's URL; one naming only another host's sitemap
+    (never fetched: out of scope) leaves the known paths to probe instead of no sitemap at all."""
+    web = make_web([HostSpec("a", pages=40, feeds=(), robots=RobotsSpec(body=f"User-agent: *\nDisallow:\n\n{line}\n"))],
+                   seed=5)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds)))
+        states = store.url_states()
+    assert result.counters["sitemaps_parsed"] >= 2  # the index and its children
+    assert set(web.truth["a"].sitemap_urls()) <= set(states)
