@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
 from harvester.discovery.feeds import FeedDoc, parse_feed
-from harvester.discovery.listings import PageLinks, extract_links
+from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected
 from harvester.records import (
@@ -38,6 +38,7 @@ from harvester.records import (
     origin_of,
     provenance,
 )
+from harvester.robots import product_token
 from harvester.runtime import db, make_owner, utcnow
 from harvester.writer import UrlWriter, WriterGone, writer_possible
 
@@ -496,7 +497,10 @@ class HostDiscovery:
             return base, [], False
         if not result.ok or result.body is None:
             return self._listing_failure(claimed, result, base), [], None
-        page = extract_links(result.body, base_url=result.final_url, content_type=result.content_type)
+        page = apply_robots_header(
+            extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
+            result.headers.get("x-robots-tag"), product_token(self.settings.http.user_agent),
+        )
         for feed in page.feeds:
             self._queue_feed(feed)
         completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)

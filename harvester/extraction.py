@@ -23,9 +23,10 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
-from harvester.discovery.listings import PageLinks, extract_links
+from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.errors import ConfigError
 from harvester.records import ErrorClass, FetchResult, PageRecord
+from harvester.robots import product_token
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,10 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
 
     base = _base_url(tree, final_url)
     canonical = _canonical_from_html(tree, base) or header_canonical
-    links = find_outlinks(body, base_url=final_url, content_type=content_type)
+    links = apply_robots_header(
+        find_outlinks(body, base_url=final_url, content_type=content_type),
+        _header(result.headers, "x-robots-tag"), product_token(settings.http.user_agent),
+    )
     outlinks, next_pages = _outlinks(links, canonical)
     jsonld, invalid = _jsonld(tree)
     title = _title(tree)

@@ -86,6 +86,26 @@ def test_meta_robots_nofollow_yields_no_outlinks():
     assert control.outlinks == ("https://news.example.org/x",)
 
 
+@pytest.mark.parametrize(
+    ("header", "nofollow", "noindex"),
+    [
+        ("noindex, nofollow", True, True),
+        ("none", True, True),
+        ("NoFollow", True, False),
+        ("googlebot: nofollow", False, False),  # another crawler's directive
+        ("harvester: nofollow, noarchive", True, False),  # ours (the User-Agent's product token)
+        ("unavailable_after: 25 Jun 2010 15:00:00 PST, nofollow", True, False),  # a valued directive, not a name
+        ("otherbot: noindex, harvester: nofollow", True, False),  # two headers, joined in order
+        ("noarchive", False, False),
+    ],
+)
+def test_x_robots_tag_header_counts_as_meta_robots(header, nofollow, noindex):
+    body = b'<html><body><a href="/x">x</a></body></html>'
+    out = extract_page(fetched(body, headers={"x-robots-tag": header}), settings=SETTINGS)
+    assert (out.robots_nofollow, out.robots_noindex) == (nofollow, noindex)
+    assert out.outlinks == (() if nofollow else ("https://news.example.org/x",))
+
+
 def test_base_href_is_honoured():
     html = b'<html><head><base href="https://cdn.example.org/root/"></head><body><a href="x">x</a></body></html>'
     out = extract_page(fetched(html), settings=SETTINGS)

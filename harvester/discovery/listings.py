@@ -120,6 +120,32 @@ class PageLinks:
     robots_noindex: bool = False
 
 
+_ROBOTS_VALUED = frozenset(("unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"))
+"""X-Robots-Tag directives that carry a value after a colon (the colon of anything else names a crawler)."""
+
+
+def apply_robots_header(page: PageLinks, value: str | None, token: str) -> PageLinks:
+    """``page`` with the directives of an ``X-Robots-Tag`` header applied, as its ``<meta name=robots>`` are.
+
+    The header is how PDFs and HTML alike say noindex/nofollow from the server. A part ``name: directives``
+    applies to that crawler only (``googlebot: nofollow``), the rest to every crawler; ``token`` is ours
+    (robots.product_token of the User-Agent). Several headers arrive joined by commas, in order.
+    """
+    if not value:
+        return page
+    crawler: str | None = None
+    directives: set[str] = set()
+    for part in value.lower().split(","):
+        name, colon, rest = part.partition(":")
+        if colon and name.strip() not in _ROBOTS_VALUED and " " not in name.strip():
+            crawler, part = name.strip(), rest
+        if crawler is None or crawler == token.lower():
+            directives.add(part.strip())
+    page.robots_nofollow |= bool(directives & {"nofollow", "none"})
+    page.robots_noindex |= bool(directives & {"noindex", "none"})
+    return page
+
+
 def extract_links(html: bytes, *, base_url: str, content_type: str | None = None) -> PageLinks:
     """Links, pagination (rel=next first, then numbered pages and "Next" anchors), feeds and rel=canonical.
 
