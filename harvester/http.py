@@ -157,12 +157,16 @@ def media_type(content_type: str | None) -> str | None:
 
 
 def content_type_accepted(content_type: str | None, accept: Sequence[str] | None) -> bool:
-    """``accept`` None accepts anything; entries may be ``type/subtype``, ``type/*`` or ``*/*``."""
+    """``accept`` None accepts anything; entries may be ``type/subtype``, ``type/*`` or ``*/*``.
+
+    A response with no media type at all is accepted: RFC 9110 §8.3 lets the recipient examine the data, as
+    browsers do, and the readers downstream sniff it (HTML by its markup, sitemaps by theirs) within the same
+    byte cap as any body."""
     if accept is None:
         return True
     mtype = media_type(content_type)
     if mtype is None:
-        return False
+        return True
     major = mtype.split("/", 1)[0]
     for allowed in accept:
         allowed = allowed.lower()

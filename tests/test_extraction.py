@@ -335,3 +335,13 @@ def test_web_pages_hash_stable_across_renders_and_changes_only_when_content_does
     rerendered = [u for u in first if u not in changed and first[u][1] != day2[u][1]]
     # the test web re-renders unchanged pages with a new timestamp/ad block: bytes differ, the hash does not
     assert rerendered or any(first[u][1] != again[u][1] for u in first)
+
+
+def test_html_served_without_a_content_type_is_sniffed():
+    body = b"<!DOCTYPE html><html><head><title>Untyped</title></head><body><main><p>Text.</p><a href='/x'>x</a>" \
+           b"</main></body></html>"
+    out = extract_page(fetched(body, content_type=None), settings=SETTINGS)
+    assert out.page is not None and out.page.title == "Untyped"
+    assert out.outlinks == ("https://news.example.org/x",)
+    binary = extract_page(fetched(b"\x89PNG\r\n\x1a\n\x00\x00", content_type=None), settings=SETTINGS)
+    assert binary.page is not None and binary.page.title is None and binary.outlinks == ()

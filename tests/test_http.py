@@ -179,7 +179,7 @@ def test_content_type_matching():
     assert content_type_accepted("TEXT/HTML", ("text/html",))
     assert content_type_accepted("application/rss+xml", ("application/*",))
     assert not content_type_accepted("image/png", ("text/html",))
-    assert not content_type_accepted(None, ("text/html",))
+    assert content_type_accepted(None, ("text/html",))  # no media type: the body is sniffed (RFC 9110 §8.3)
     assert content_type_accepted(None, None)
 
 
@@ -288,3 +288,22 @@ async def test_validators_are_not_sent_on_redirect_hops(web, fetcher):
     recs = [r for r in await log_of(web) if r.start >= started]
     assert recs[0].if_none_match == '"x"'
     assert recs[1].if_none_match is None
+
+
+async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher):
+    body = b"<!DOCTYPE html><html><head><title>t</title></head><body>untyped</body></html>"
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        result = await fetcher.fetch(f"http://127.0.0.1:{port}/page", accept=("text/html",))
+    finally:
+        server.close()
+    assert result.ok, result.error
+    assert result.body == body and result.content_type is None
