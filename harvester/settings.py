@@ -33,6 +33,9 @@ DEFAULT_USER_AGENT = "harvester/0.1 (+https://harvester.invalid/contact; set HAR
 
 DEFAULT_CONFIG_FILE = Path("harvester.toml")
 
+_BAD_HOST_CHAR = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
+"""Characters no host name (nor IDN) can hold: a seed with one is a typo to report, not a crawl of nothing."""
+
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "utm_id", "utm_name",
     "gclid", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "_ga", "_gl",
@@ -351,6 +354,12 @@ class SiteProfile(_Group):
             parts = urlsplit(seed.strip())
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ValueError(f"seed {seed!r} is not an absolute http(s) URL like https://example.org/")
+            if _BAD_HOST_CHAR.search(parts.hostname):
+                raise ValueError(f"seed {seed!r}: the host name {parts.hostname!r} has characters no host name has")
+            try:
+                parts.port  # noqa: B018 -- urllib checks the range when the port is read
+            except ValueError:
+                raise ValueError(f"seed {seed!r}: the port is not a number from 0 to 65535") from None
         return tuple(seed.strip() for seed in seeds)
 
     @field_validator("detail_patterns", "listing_patterns")

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Select, func, insert, inspect, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -148,8 +148,9 @@ class FrontierStore:
     def open(cls, settings: Settings, *, upgrade: bool | None = None) -> FrontierStore:
         """Open the frontier at ``settings.database_url``.
 
-        ``upgrade`` None upgrades only the embedded default SQLite file (creating its directory); any other
-        database behind the head revision raises ``SchemaOutOfDate``. True migrates to head; False never does.
+        ``upgrade`` None upgrades the embedded default SQLite file (creating its directory) and sets up any new,
+        empty SQLite file (nothing in it to migrate with care); any other database behind the head revision
+        raises ``SchemaOutOfDate``. True migrates to head; False never does.
         """
         url = settings.database_url
         is_default = url == DEFAULT_DATABASE_URL
@@ -159,7 +160,7 @@ class FrontierStore:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
         store = cls(settings, make_engine(settings))
         try:
-            if upgrade or (upgrade is None and is_default):
+            if upgrade or (upgrade is None and (is_default or (store._d.is_sqlite and store._empty()))):
                 store.upgrade()
             else:
                 store._check_revision()
@@ -187,6 +188,11 @@ class FrontierStore:
         with self._engine.begin() as conn:
             migrate.upgrade(conn)
         logger.info("database %s upgraded to %s", self.url_display, migrate.head_revision())
+
+    def _empty(self) -> bool:
+        """No table at all: a database file just created (by SQLite on first open, or by the user)."""
+        with self._engine.connect() as conn:
+            return not inspect(conn).get_table_names()
 
     def _check_revision(self) -> None:
         with self._engine.connect() as conn:

@@ -81,7 +81,19 @@ def test_embedded_default_sqlite_auto_upgrades(tmp_path: Path, monkeypatch: pyte
         assert store.stats().total == 0
 
 
-def test_other_sqlite_file_is_not_upgraded_silently(sqlite_url: str) -> None:
+def test_a_new_empty_sqlite_file_is_set_up(sqlite_url: str) -> None:
+    # Nothing in it to migrate with care: `harvester harvest --db sqlite:///new.db` just works.
+    with FrontierStore.open(Settings(database_url=sqlite_url)) as store:
+        assert store.stats().total == 0
+    with FrontierStore.open(Settings(database_url=sqlite_url), upgrade=False) as store:  # now at head: opens
+        assert store.stats().total == 0
+
+
+def test_an_older_sqlite_file_is_not_upgraded_silently(sqlite_url: str) -> None:
+    engine = create_engine(sqlite_url)
+    with engine.begin() as conn:
+        migrate.upgrade(conn, "0001")
+    engine.dispose()
     with pytest.raises(SchemaOutOfDate, match="harvester db upgrade"):
         FrontierStore.open(Settings(database_url=sqlite_url))
     with FrontierStore.open(Settings(database_url=sqlite_url), upgrade=True) as store:

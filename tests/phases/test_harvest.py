@@ -178,7 +178,9 @@ async def test_a_hook_that_raises_fails_one_page_only(make_web, sqlite_url):
     assert pages and all("title_length" in page.fields for page in pages)
 
 
-@pytest.mark.parametrize("bad", ["ftp://example.org/", "not a url", ""])
+@pytest.mark.parametrize(
+    "bad", ["ftp://example.org/", "not a url", "", "http://127.0.0.1:99999/", "http://exa mple.org/", "http://h:port/"]
+)
 def test_an_invalid_seed_is_a_clear_error(bad):
     from harvester.errors import ConfigError
 
