@@ -325,14 +325,27 @@ def export(
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
+    if not output.parent.is_dir():
+        raise typer.BadParameter(f"-o {str(output)!r}: the directory {str(output.parent)!r} does not exist; create it "
+                                 "or write elsewhere")
     settings = _settings(db, config)
     since_utc = since.astimezone() if since and since.tzinfo is None else since
-    with FrontierStore.open(settings) as store, output.open("wb") as out:
+    try:
+        out = output.open("wb")
+    except OSError as exc:
+        raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
+    with FrontierStore.open(settings) as store, out:
         if fmt == "jsonl":
             count = exporter.export_jsonl(store.iter_pages(since=since_utc), out)
+            console.print(f"wrote {count} pages to {output}")
         else:
-            count = exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent)
-    console.print(f"wrote {count} records to {output}")
+            counts = exporter.WarcCounts()
+            exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent,
+                                 counts=counts)
+            records = counts.responses + counts.revisits + counts.requests
+            console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
+                          f"{counts.revisits} revisits, {counts.requests} requests"
+                          + (f" ({counts.skipped} fetches with no HTTP exchange skipped)" if counts.skipped else ""))
 
 
 @db_app.command("upgrade")

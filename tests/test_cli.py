@@ -61,6 +61,19 @@ def test_export_writes_jsonl_and_warc(make_web, sqlite_url, tmp_path):
     out = runner.invoke(app, ["export", "--format", "warc", "-o", str(warc), "--db", sqlite_url])
     assert out.exit_code == 0, out.output
     assert warc.stat().st_size > 0
+    from warcio.archiveiterator import ArchiveIterator
+
+    with warc.open("rb") as stream:
+        records = sum(1 for _ in ArchiveIterator(stream)) - 1  # the warcinfo record is not counted
+    assert f"wrote {records} WARC records" in " ".join(out.output.split())
+
+
+def test_export_into_a_missing_directory_is_a_clear_error(sqlite_url, tmp_path):
+    target = tmp_path / "no-such-dir" / "out.jsonl"
+    out = runner.invoke(app, ["export", "--format", "jsonl", "-o", str(target), "--db", sqlite_url])
+    assert out.exit_code != 0
+    assert "does not exist" in " ".join(out.output.split())
+    assert not isinstance(out.exception, FileNotFoundError)
 
 
 def test_db_upgrade_reports_head(sqlite_url):
