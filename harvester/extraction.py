@@ -223,11 +223,8 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
     description = _description(tree)
     language = _language(tree, result.headers)
     main_text = main_content_text(tree)  # mutates tree: must come after everything else that reads it
-    if main_text:
-        content_hash = hashlib.sha256(main_text.encode("utf-8")).hexdigest()
-    else:
-        # No text at all (an image-only page): the raw bytes are the only identity there is.
-        content_hash = hashlib.sha256(body).hexdigest()
+    # No text at all (an image-only page): the raw bytes are the only identity there is.
+    content_hash = _content_hash(main_text, title, jsonld) if main_text else hashlib.sha256(body).hexdigest()
     record = PageRecord(
         final_url=final_url, status=status, content_type=content_type, content_hash=content_hash, body=body,
         etag=etag, last_modified=last_modified, canonical_url=canonical, title=title, description=description,
@@ -461,6 +458,17 @@ def _reject_constant(name: str) -> Any:
 
 
 # --- outlinks -----------------------------------------------------------------------------------------------
+
+
+def _content_hash(main_text: str, title: str | None, jsonld: list[Any]) -> str:
+    """The page's identity for change and duplicate detection: its main text, and its title and structured data
+    when it has them. Shop and catalogue pages often share one boilerplate description and differ only in their
+    title and JSON-LD (name, SKU, price): hashed on the text alone, all but one were dropped as duplicates, and a
+    changed price was no change. Navigation, ads and timestamps stay out, as before."""
+    if not title and not jsonld:
+        return hashlib.sha256(main_text.encode("utf-8")).hexdigest()
+    structured = json.dumps(jsonld, sort_keys=True, ensure_ascii=False, default=str) if jsonld else ""
+    return hashlib.sha256("\x00".join((main_text, title or "", structured)).encode("utf-8")).hexdigest()
 
 
 def find_outlinks(body: bytes, *, base_url: str, content_type: str | None) -> PageLinks:

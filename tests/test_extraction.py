@@ -142,6 +142,25 @@ def test_whitespace_is_normalized_in_the_hash():
         extract_page(fetched(b), settings=SETTINGS).content_hash
 
 
+def test_pages_sharing_a_description_differ_by_title_and_structured_data():
+    # A shop's product pages: one boilerplate description in <main>, the product in the title and JSON-LD.
+    def product(name: str, price: str, title: str | None = None) -> bytes:
+        ld = f'{{"@type": "Product", "name": "{name}", "offers": {{"price": "{price}"}}}}'
+        return (f"<html><head><title>{title or name}</title><script type='application/ld+json'>{ld}</script>"
+                "</head><body><main><p>Hand-made in our workshop from certified wood. Ships in 2 days.</p>"
+                "</main></body></html>").encode()
+
+    def digest(body: bytes) -> str:
+        record = extract_page(fetched(body), settings=SETTINGS).page
+        assert record is not None
+        return record.content_hash
+
+    board, spoon = digest(product("Walnut board", "40")), digest(product("Oak spoon", "12"))
+    assert board != spoon  # not duplicates of each other
+    assert digest(product("Walnut board", "45")) != board  # a new price is a change
+    assert digest(product("Walnut board", "40")) == board  # the same page rendered again is not
+
+
 def test_latin1_without_charset_does_not_crash_and_keeps_accents():
     body = page("latin1_no_charset.html")
     out = extract_page(fetched(body, content_type="text/html"), settings=SETTINGS)
