@@ -283,3 +283,43 @@ async def test_a_relative_or_foreign_sitemap_line_still_finds_the_sitemaps(make_
         states = store.url_states()
     assert result.counters["sitemaps_parsed"] >= 2  # the index and its children
     assert set(web.truth["a"].sitemap_urls()) <= set(states)
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_sitemap_that_answers_a_transient_error_once_is_asked_again(sqlite_url, status):
+    from aiohttp import web
+
+    asked: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            if asked.count("/sitemap.xml") == 1:
+                return web.Response(status=status, headers={"Retry-After": "1"})
+            locs = "".join(f"<url><loc>{origin}/articles/story-{n}</loc></url>" for n in range(5))
+            return web.Response(content_type="application/xml", text=(
+                '<?xml version="1.0" encoding="UTF-8"?>'
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        settings = settings_for(sqlite_url)
+        with FrontierStore.open(settings, upgrade=True) as store:
+            result = await phases.discover(
+                store, settings, SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",), use_listings=False))
+            states = store.url_states()
+    finally:
+        await runner.cleanup()
+    assert asked.count("/sitemap.xml") == 2
+    assert result.counters["sitemap_retries"] == 1
+    assert {f"http://127.0.0.1:{port}/articles/story-{n}" for n in range(5)} <= set(states)
