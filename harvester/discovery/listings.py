@@ -92,6 +92,14 @@ LISTING_WORDS = frozenset(
 )
 """Path words that mark a listing (/category/x/, /tag/y, /archive/...) when no learned detail shape matches."""
 
+_SECTION = re.compile(r"[a-z][a-z-]{1,29}")
+_FURNITURE = frozenset((
+    "about", "about-us", "contact", "contact-us", "imprint", "impressum", "legal", "privacy", "privacy-policy",
+    "terms", "cookies", "login", "logout", "signin", "sign-in", "signup", "sign-up", "register", "account",
+    "cart", "checkout", "help", "faq", "subscribe", "newsletter", "jobs", "careers", "advertise", "donate", "wp-admin",
+))
+"""One-word directories that are site furniture, not sections (see ``classify``)."""
+
 _PAGINATION_QUERY = re.compile(r"(?:^|&)(?:page|p|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+(?:&|$)")
 _PAGINATION_PATH = re.compile(r"/(?:page|pages|seite|pagina|p)[/-]?\d+/?$", re.IGNORECASE)
 _SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
@@ -442,7 +450,15 @@ class LinkClassifier:
             return UrlKind.LISTING
         if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):
             return UrlKind.LISTING  # /2024/ or /2024/05/: a date archive
-        return UrlKind.DETAIL if _looks_like_detail(segments[-1]) else None
+        if _looks_like_detail(segments[-1]):
+            return UrlKind.DETAIL
+        if len(segments) == 1 and path.endswith("/") and not parts.query:
+            # A one-word directory (/news/, /sport/, /en/) is a section front on most sites; with no sitemap or
+            # feed to learn the site's shapes from, it is the way to its articles. Site furniture is left out.
+            word = segments[0].lower()
+            if _SECTION.fullmatch(word) and word not in _FURNITURE:
+                return UrlKind.LISTING
+        return None
 
 
 def _looks_like_detail(last: str) -> bool:

@@ -261,3 +261,71 @@ def test_a_listing_link_spelled_with_dot_segments_is_judged_by_its_canonical_sha
     found = discovery._listing_outlinks(listing, PageLinks(links=links), datetime.now(UTC))
     assert sorted(found) == [f"{origin}/p/{n}" for n in (250, 251, 252, 253)]
     assert {item.kind for item in found.values()} == {UrlKind.DETAIL}
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://x.example/news/", UrlKind.LISTING),
+        ("https://x.example/sport/", UrlKind.LISTING),
+        ("https://x.example/world-news/", UrlKind.LISTING),
+        ("https://x.example/en/", UrlKind.LISTING),  # a language front
+        ("https://x.example/about/", None),  # site furniture
+        ("https://x.example/contact-us/", None),
+        ("https://x.example/news", None),  # no trailing slash: as likely a page as a section
+        ("https://x.example/news/?utm=1", None),
+        ("https://x.example/x1/", None),
+    ],
+)
+def test_a_one_word_directory_is_a_section_front(url: str, kind: UrlKind | None) -> None:
+    assert LinkClassifier().classify(url) is kind
+
+
+async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts(sqlite_url):
+    """No sitemap, no feed: the home page links its sections by one word each (/news/, /sport/), and only the
+    sections link the articles. Every article is discovered with no configuration; furniture is not crawled."""
+    from aiohttp import web
+
+    from harvester import phases
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings, SiteProfile
+
+    sections = {"news": 3, "sport": 3, "culture": 2}
+    asked: list[str] = []
+
+    def html(body: str) -> web.Response:
+        return web.Response(content_type="text/html", text=f"<html><body>{body}</body></html>")
+
+    async def handle(request: web.Request) -> web.Response:
+        path = request.path
+        asked.append(path)
+        if path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow:\n")
+        if path == "/":
+            return html("".join(f'<a href="/{s}/">{s}</a> ' for s in sections) + '<a href="/about/">About</a>')
+        for section, count in sections.items():
+            if path == f"/{section}/":
+                return html("".join(f'<a href="/{section}/story-about-things-{i}">Story {i}</a>' for i in range(count)))
+            if path.startswith(f"/{section}/story-"):
+                return html(f"<main><h1>{path}</h1><p>Text.</p></main>")
+        if path == "/about/":
+            return html("<p>About us</p>")
+        return web.Response(status=404)
+
+    app = web.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    origin = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    try:
+        settings = Settings.load(database_url=sqlite_url)
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",)))
+            states = store.url_states()
+    finally:
+        await runner.cleanup()
+    articles = {f"{origin}/{s}/story-about-things-{i}" for s, n in sections.items() for i in range(n)}
+    assert articles <= set(states), sorted(articles - set(states))
+    assert "/about/" not in asked
