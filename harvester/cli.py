@@ -164,6 +164,26 @@ def _print_counters(title: str, counters: dict[str, Any]) -> None:
     console.print(table)
 
 
+MAX_PROBLEMS_SHOWN = 15
+
+
+def _print_problems(settings: Settings) -> None:
+    """The last discovery's problems (robots.txt unavailable, sitemaps refused, cut or out of scope ...): the
+    counters say how many, these say which and why. All of them are in the run's record and Prefect artifact."""
+    from harvester.frontier import FrontierStore
+
+    with FrontierStore.open(settings) as store:
+        last = store.last_run("discover")
+    problems = list(((last or {}).get("counters") or {}).get("problems") or [])
+    if not problems:
+        return
+    console.print(f"[bold]Discovery problems[/] (run {last['id'] if last else '?'}):")
+    for problem in problems[:MAX_PROBLEMS_SHOWN]:
+        console.print(f"  - {problem}", soft_wrap=True)
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more in the run's record")
+
+
 def _status(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
     from harvester.frontier import FrontierStore
@@ -228,6 +248,7 @@ def harvest(
     )
     _print_counters("harvest", result)
     _print_status(settings)
+    _print_problems(settings)
 
 
 @app.command()
@@ -250,6 +271,7 @@ def discover(
     )
     _print_counters("discover", {"discover": result})
     _print_status(settings)
+    _print_problems(settings)
 
 
 @app.command()

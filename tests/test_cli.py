@@ -86,3 +86,17 @@ def test_a_bad_format_is_refused_by_name(sqlite_url, tmp_path):
     out = runner.invoke(app, ["export", "--format", "csv", "-o", str(tmp_path / "x"), "--db", sqlite_url])
     assert out.exit_code != 0
     assert "csv" in out.output
+
+
+def test_the_last_discoverys_problems_are_printed(sqlite_url, capsys):
+    from harvester import cli
+
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        run = store.start_run("discover")
+        problems = [f"http://h{i}.test: robots.txt unavailable (connect)" for i in range(20)]
+        store.finish_run(run, status="completed", counters={"counters": {}, "problems": problems})
+    cli._print_problems(settings)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "http://h0.test: robots.txt unavailable (connect)" in out
+    assert f"and {20 - cli.MAX_PROBLEMS_SHOWN} more" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from urllib.parse import urlsplit
 
@@ -323,3 +324,15 @@ async def test_a_sitemap_that_answers_a_transient_error_once_is_asked_again(sqli
     assert asked.count("/sitemap.xml") == 2
     assert result.counters["sitemap_retries"] == 1
     assert {f"http://127.0.0.1:{port}/articles/story-{n}" for n in range(5)} <= set(states)
+
+
+async def test_an_unreachable_robots_txt_is_named_as_the_reason_nothing_was_fetched(sqlite_url):
+    # A port nobody listens on: connection refused. RFC 9309: disallow all. The report says why.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings = settings_for(sqlite_url, **{"politeness.max_attempts": 1})
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",)))
+    assert any("robots.txt unavailable (connect)" in problem for problem in result.problems), result.problems
+    assert result.counters["robots_unavailable:connect"] == 1
