@@ -278,17 +278,22 @@ async def extract(
 
         keeper = asyncio.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
         try:
-            waits = 0
+            waits = rounds = 0
             while True:
-                claimed_before = work.claimed_total
+                known_before = await db(store.url_high_water)
                 await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
                 await work.writer.flush()
                 work.exhausted.clear()
+                rounds += 1
                 # Links and redirect targets found on the pages land in the frontier when their completions are
-                # written, after their host may have found its queue empty: fetch them in this run. Only while a
-                # round makes progress (each fetches at least one URL of a finite, budgeted frontier), so due URLs
-                # nobody here can take (a host parked or leased elsewhere) never spin the loop.
-                if work.claimed_total > claimed_before and await db(store.due_count, kinds=("detail",)) > 0:
+                # written, after their host may have found its queue empty: fetch them in this run. Only when the
+                # round added URLs (the frontier's growth is bounded by the per-host budgets) and at most
+                # MAX_LINK_ROUNDS times: URLs handed back unfetched (a parked host) are no progress.
+                if (
+                    rounds < MAX_LINK_ROUNDS
+                    and await db(store.url_high_water) > known_before
+                    and await db(store.due_count, kinds=("detail",)) > 0
+                ):
                     continue
                 # Retryable failures come back after a short back-off: wait for them rather than leave them
                 # to the next scheduled run, but never longer than RETRY_WAIT_MAX_S, nor more often than the
@@ -330,6 +335,10 @@ async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:
     else:
         retire_owner(work.owner)
 
+
+MAX_LINK_ROUNDS = 50
+"""Extraction rounds one run spends on pages found by links and redirects of the rounds before (each round is
+one level of links deeper); deeper ones are left to the next run."""
 
 RETRY_WAIT_MAX_S = 30.0
 """Extraction waits this long at most for backed-off retries before it ends and leaves them to the next run."""

@@ -70,3 +70,26 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'harvester.db'}"
     else:
         yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+async def serve():
+    """``await serve(handler)`` → the origin of a real aiohttp server on 127.0.0.1 answering every GET with
+    ``handler(request)``: for the one-off sites a test needs beyond the test web. Stopped after the test."""
+    from aiohttp import web
+
+    runners: list[web.AppRunner] = []
+
+    async def start(handler) -> str:  # type: ignore[no-untyped-def]
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        runners.append(runner)
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        return f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+
+    yield start
+    for runner in runners:
+        await runner.cleanup()

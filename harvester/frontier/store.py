@@ -681,6 +681,11 @@ class FrontierStore:
             gone_urls = list(tx.conn.execute(gone_q.order_by(Url.id).limit(examples)).scalars())
         return {"new": int(new), "gone": int(gone), "new_urls": new_urls, "gone_urls": gone_urls}
 
+    def url_high_water(self) -> int:
+        """The largest URL id: it grows exactly when URLs are added (ids are never reused)."""
+        with self._tx(write=False) as tx:
+            return self._d.max_url_id(tx.conn)
+
     def due_count(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> int:
         """URLs an extraction would fetch now (not counting those leased): the denominator of its progress."""
         now = aware(now) or utcnow()

@@ -281,7 +281,7 @@ def test_a_one_word_directory_is_a_section_front(url: str, kind: UrlKind | None)
     assert LinkClassifier().classify(url) is kind
 
 
-async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts(sqlite_url):
+async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts(sqlite_url, serve):
     """No sitemap, no feed: the home page links its sections by one word each (/news/, /sport/), and only the
     sections link the articles. Every article is discovered with no configuration; furniture is not crawled."""
     from aiohttp import web
@@ -312,20 +312,11 @@ async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts
             return html("<p>About us</p>")
         return web.Response(status=404)
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    origin = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-    try:
-        settings = Settings.load(database_url=sqlite_url)
-        with FrontierStore.open(settings, upgrade=True) as store:
-            await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",)))
-            states = store.url_states()
-    finally:
-        await runner.cleanup()
+    origin = await serve(handle)
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",)))
+        states = store.url_states()
     articles = {f"{origin}/{s}/story-about-things-{i}" for s, n in sections.items() for i in range(n)}
     assert articles <= set(states), sorted(articles - set(states))
     assert "/about/" not in asked

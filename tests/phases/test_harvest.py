@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 import hooks_sample
 import pytest
+from aiohttp import web
 
 from harvester import phases
 from harvester.frontier import FrontierStore
@@ -225,7 +226,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
     assert threading.current_thread() not in [thread for _, thread in threads]  # the test runs on the loop
 
 
-async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_run(sqlite_url):
+async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_run(sqlite_url, serve):
     """A chain of articles each linked only from the one before (longer than the retry rounds), and one that
     answers 301: every page is fetched by the one harvest, not one level per run."""
     from aiohttp import web
@@ -253,20 +254,10 @@ async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_r
                 f"<p>{'Words of story ' + n + '. ' * 40}</p>{link}</main></body></html>"))
         return web.Response(status=404)
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        settings = settings_for(sqlite_url)
-        profile = SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",))
-        with FrontierStore.open(settings, upgrade=True) as store:
-            await harvest(store, settings, profile)
-    finally:
-        await runner.cleanup()
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",)))
     stories = {f"/articles/story-{n}" for n in range(1, 9)} | {"/articles/story-moved"}
     assert stories <= set(fetched), sorted(stories - set(fetched))
     assert settings.politeness.max_attempts + 1 < 8  # the chain is longer than the retry rounds
@@ -287,7 +278,7 @@ async def test_a_relative_or_foreign_sitemap_line_still_finds_the_sitemaps(make_
 
 
 @pytest.mark.parametrize("status", [429, 503])
-async def test_a_sitemap_that_answers_a_transient_error_once_is_asked_again(sqlite_url, status):
+async def test_a_sitemap_that_answers_a_transient_error_once_is_asked_again(sqlite_url, serve, status):
     from aiohttp import web
 
     asked: list[str] = []
@@ -306,24 +297,14 @@ async def test_a_sitemap_that_answers_a_transient_error_once_is_asked_again(sqli
                 f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
         return web.Response(status=404)
 
-    app = web.Application()
-    app.router.add_get("/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        settings = settings_for(sqlite_url)
-        with FrontierStore.open(settings, upgrade=True) as store:
-            result = await phases.discover(
-                store, settings, SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",), use_listings=False))
-            states = store.url_states()
-    finally:
-        await runner.cleanup()
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False))
+        states = store.url_states()
     assert asked.count("/sitemap.xml") == 2
     assert result.counters["sitemap_retries"] == 1
-    assert {f"http://127.0.0.1:{port}/articles/story-{n}" for n in range(5)} <= set(states)
+    assert {f"{origin}/articles/story-{n}" for n in range(5)} <= set(states)
 
 
 async def test_an_unreachable_robots_txt_is_named_as_the_reason_nothing_was_fetched(sqlite_url):
@@ -336,3 +317,41 @@ async def test_an_unreachable_robots_txt_is_named_as_the_reason_nothing_was_fetc
         result = await phases.discover(store, settings, SiteProfile.build(seeds=(f"http://127.0.0.1:{port}/",)))
     assert any("robots.txt unavailable (connect)" in problem for problem in result.problems), result.problems
     assert result.counters["robots_unavailable:connect"] == 1
+
+
+async def test_urls_handed_back_by_a_parked_host_do_not_keep_extraction_running(sqlite_url, serve):
+    """Host a's articles move (301) to host b, whose Crawl-delay parks it: every fetch is refused and handed
+    back unfetched, round after round. That is no progress: the run ends (it once went on for ever)."""
+    import asyncio
+
+    async def parked(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nCrawl-delay: 5000\n")
+        return web.Response(content_type="text/html", text="<html><body><main>b</main></body></html>")
+
+    b = await serve(parked)
+
+    async def moving(request: web.Request) -> web.Response:
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            # A crawl-delay longer than the hand-back of a refused URL: each round finds the last one's due again.
+            return web.Response(text=f"User-agent: *\nCrawl-delay: 1.5\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            locs = "".join(f"<url><loc>{origin}/articles/story-about-{n}</loc></url>" for n in range(3))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        if request.path.startswith("/articles/"):
+            raise web.HTTPMovedPermanently(b + request.path)
+        return web.Response(status=404)
+
+    a = await serve(moving)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(a + "/", b + "/"))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        result = await asyncio.wait_for(phases.extract(store, settings, profile), timeout=60)  # it ends: the point
+        states = store.url_states()
+    # Each attempt was refused (the redirect leads to the parked host) and handed back for a later run, a few
+    # times each: not round after round.
+    assert 3 <= result.counters["parked"] <= 3 * (settings.politeness.max_attempts + 1)
+    assert all(states[f"{a}/articles/story-about-{n}"][0] == "queued" for n in range(3))
