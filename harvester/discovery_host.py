@@ -251,7 +251,7 @@ class HostDiscovery:
         if known is not None and self._unchanged_per_index(known, dated):
             self.counters["sitemaps_unchanged_per_index"] += 1
             return [(child, None) for child in known.children]
-        result = await self._fetch_sitemap(url, known)
+        result = await self._fetch_sitemap(url, known, retry=not probing)
         now = utcnow()
         if result.not_modified and known is not None:
             self.counters["sitemaps_not_modified"] += 1
@@ -314,16 +314,17 @@ class HostDiscovery:
         )
         return dated_children
 
-    async def _fetch_sitemap(self, url: str, known: DocumentState | None) -> FetchResult:
-        """One sitemap, asked again after a transient failure (429, 5xx, timeout, connection) up to
-        ``politeness.max_attempts`` times: a single 503 must not leave the host without its sitemap until the next
-        revisit. The client keeps Retry-After and its back-off between attempts (a parked host is refused at once,
-        so no wait outlasts the park); on top of that each retry waits ``backoff_base_s`` doubling."""
+    async def _fetch_sitemap(self, url: str, known: DocumentState | None, *, retry: bool) -> FetchResult:
+        """One sitemap, asked again (``retry``: one a site names, not a probed path) after a transient failure (429,
+        5xx, timeout, connection) up to ``politeness.max_attempts`` times: a single 503 must not leave the host
+        without its sitemap until the next revisit. The client keeps Retry-After and its back-off between attempts
+        (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
+        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
         politeness = self.settings.politeness
-        for attempt in range(politeness.max_attempts):
+        for attempt in range(politeness.max_attempts if retry else 1):
             if attempt:
                 self.counters["sitemap_retries"] += 1
-                await asyncio.sleep(politeness.backoff_base_s * 2 ** (attempt - 1))
+                await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.client.fetch(
                 url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
                 max_bytes=self.settings.discovery.max_sitemap_bytes,

@@ -97,6 +97,8 @@ _FURNITURE = frozenset((
     "about", "about-us", "contact", "contact-us", "imprint", "impressum", "legal", "privacy", "privacy-policy",
     "terms", "cookies", "login", "logout", "signin", "sign-in", "signup", "sign-up", "register", "account",
     "cart", "checkout", "help", "faq", "subscribe", "newsletter", "jobs", "careers", "advertise", "donate", "wp-admin",
+    "wp-json", "admin", "user", "users", "profile", "my-account", "wishlist", "basket", "kontakt", "datenschutz",
+    "calendar", "events", "services",
 ))
 """One-word directories that are site furniture, not sections (see ``classify``)."""
 
@@ -452,7 +454,7 @@ class LinkClassifier:
             return UrlKind.LISTING  # /2024/ or /2024/05/: a date archive
         if _looks_like_detail(segments[-1]):
             return UrlKind.DETAIL
-        if len(segments) == 1 and path.endswith("/") and not parts.query:
+        if len(segments) == 1 and path.endswith("/") and not parts.query and not self.learned:
             # A one-word directory (/news/, /sport/, /en/) is a section front on most sites; with no sitemap or
             # feed to learn the site's shapes from, it is the way to its articles. Site furniture is left out.
             word = segments[0].lower()

@@ -281,6 +281,14 @@ def test_a_one_word_directory_is_a_section_front(url: str, kind: UrlKind | None)
     assert LinkClassifier().classify(url) is kind
 
 
+def test_the_section_front_guess_is_only_made_with_nothing_learned() -> None:
+    # Once the site's detail shapes are known, its sections show as their parents; a bare word proves nothing.
+    classifier = LinkClassifier()
+    classifier.learn_details([f"https://x.example/articles/2026/some-long-story-{i}" for i in range(50)])
+    assert classifier.classify("https://x.example/services/") is None
+    assert classifier.classify("https://x.example/articles/") is UrlKind.LISTING  # a learned shape's section
+
+
 async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts(sqlite_url, serve):
     """No sitemap, no feed: the home page links its sections by one word each (/news/, /sport/), and only the
     sections link the articles. Every article is discovered with no configuration; furniture is not crawled."""
