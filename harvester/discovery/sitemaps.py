@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from io import BytesIO
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from lxml import etree
 
@@ -61,6 +61,9 @@ _W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
 _BARE_AMP = re.compile(
     rb"(<!\[CDATA\[.*?(?:\]\]>|\Z))|&(?!(?:amp|lt|gt|quot|apos|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});)", re.DOTALL
 )
+_BARE_AMP_TEXT = re.compile(_BARE_AMP.pattern.decode("ascii"), re.DOTALL)
+"""``_BARE_AMP`` over decoded text (a UTF-16 or UTF-32 file)."""
+_Text = TypeVar("_Text", str, bytes)
 _XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -208,17 +211,27 @@ def prepare_sitemap(
 
 
 def _escape_bare_ampersands(body: bytes) -> tuple[bytes, int]:
-    """``body`` with every bare ``&`` outside CDATA sections escaped, and how many there were."""
+    """``body`` with every bare ``&`` outside CDATA sections escaped, and how many there were. A UTF-16/32 file
+    is repaired as text (its bytes are code units: a byte-wise ``&amp;`` would shift every one after it)."""
+    wide = _wide_codec(body) if b"\x00" in body[:512] else None
+    if wide is None:
+        return _escape_in(body, _BARE_AMP, b"&amp;")
+    name, bom = wide
+    text, repaired = _escape_in(body[bom:].decode(name, errors="replace"), _BARE_AMP_TEXT, "&amp;")
+    return (body[:bom] + text.encode(name) if repaired else body), repaired
+
+
+def _escape_in(body: _Text, pattern: re.Pattern[_Text], escaped: _Text) -> tuple[_Text, int]:
     repaired = 0
 
-    def escape(match: re.Match[bytes]) -> bytes:
+    def escape(match: re.Match[_Text]) -> _Text:
         nonlocal repaired
         if match.group(1) is not None:
             return match.group(1)
         repaired += 1
-        return b"&amp;"
+        return escaped
 
-    return _BARE_AMP.sub(escape, body), repaired
+    return pattern.sub(escape, body), repaired
 
 
 def finish_sitemap(
@@ -633,9 +646,11 @@ _UNTERMINATED_TAG_TEXT = re.compile(_UNTERMINATED_TAG.pattern.decode("ascii").re
 
 
 def _unterminated_cut(body: bytes) -> int | None:
-    """Where to cut ``body`` before its 17th unterminated start tag, or None."""
-    if b"\x00" in body[:512]:
-        return _wide_unterminated_cut(body)
+    """Where to cut ``body`` before its 17th unterminated start tag, or None. A UTF-16/32 file is read as text;
+    any other (a stray NUL byte included) byte by byte."""
+    wide = _wide_codec(body) if b"\x00" in body[:512] else None
+    if wide is not None:
+        return _wide_unterminated_cut(body, wide)
     count = 0
     for match in _UNTERMINATED_TAG.finditer(body):
         if match.group(1) is not None:
@@ -645,14 +660,11 @@ def _unterminated_cut(body: bytes) -> int | None:
     return None
 
 
-def _wide_unterminated_cut(body: bytes) -> int | None:
+def _wide_unterminated_cut(body: bytes, codec: tuple[str, int]) -> int | None:
     """``_unterminated_cut`` for a UTF-16 or UTF-32 file (NUL bytes up front), read as text: its code units can
     look like ``<`` and a name start (証 is 3C 8A), and libxml2's look-ahead is as slow on them. The cut is
     found in the decoded text and mapped back to a byte offset (an undecodable unit becomes one U+FFFD, which
     encodes to as many bytes, so the offset of what precedes it is exact)."""
-    codec = _wide_codec(body)
-    if codec is None:
-        return None
     name, bom = codec
     text = body[bom:].decode(name, errors="replace")
     count = 0
@@ -675,6 +687,13 @@ def _wide_codec(body: bytes) -> tuple[str, int] | None:
                         (b"<\x00", "utf-16-le"), (b"\x00<", "utf-16-be")):
         if body.startswith(first):
             return name, 0
+    # No mark and something before the "<" (white space): ASCII-range UTF-16 has a NUL in every other byte.
+    head = body[:64]
+    half = len(head) // 2
+    if half >= 2 and head[1::2].count(0) == half and head[0::2].count(0) == 0:
+        return "utf-16-le", 0
+    if half >= 2 and head[0::2].count(0) == half and head[1::2].count(0) == 0:
+        return "utf-16-be", 0
     return None
 
 

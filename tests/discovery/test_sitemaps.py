@@ -693,6 +693,35 @@ def test_a_flood_of_unterminated_start_tags_in_utf16_is_cut_too(codec: str) -> N
     assert kept.endswith("</url>" + "<a " * MAX_UNTERMINATED_TAGS)  # cut exactly before the 17th
 
 
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_ampersands_in_utf16_are_repaired_as_text(codec: str) -> None:
+    # Byte-wise, every "&" of UTF-16 looked bare, and a one-byte "&amp;" shifted the code units after it.
+    text = ('<?xml version="1.0" encoding="UTF-16"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            "<url><loc>https://x.example/?a=1&amp;b=2</loc></url><url><loc>https://x.example/?c=3&d=4</loc></url>"
+            "</urlset>")
+    doc, entries = parse(text.encode(codec), parser="auto")
+    assert [e.loc for e in entries] == ["https://x.example/?a=1&b=2", "https://x.example/?c=3&d=4"]
+    assert "1 bare '&' escaped (not well-formed XML)" in doc.problems
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        pytest.param(lambda text: text.replace("UTF-16", "UTF-8").encode().replace(b"?>", b"?>\x00", 1),
+                     id="UTF-8 with a stray NUL"),
+        pytest.param(lambda text: ("\n  " + text).encode("utf-16-le"), id="UTF-16 without mark, blank first"),
+    ],
+)
+def test_a_flood_of_unterminated_start_tags_is_cut_whatever_the_nul_bytes(encode) -> None:  # type: ignore[no-untyped-def]
+    text = ('<?xml version="1.0" encoding="UTF-16"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            "<url><loc>https://x.example/a</loc></url>" + "<a " * 50_000
+            + "<url><loc>https://x.example/b</loc></url></urlset>")
+    # Neither file is readable XML (libxml2 stops at the NUL, and cannot tell the encoding of the other); what
+    # matters is the cut: uncut, 50,000 look-aheads cost libxml2 minutes of the event loop.
+    doc, _ = parse(encode(text), parser="auto")
+    assert any("unterminated start tags" in problem for problem in doc.problems)
+
+
 def test_a_utf16_sitemap_is_never_cut() -> None:
     """UTF-16 code units can look like ``<`` and a name start (証 is 3C 8A): the pre-scan reads the text."""
     items = "".join(f"<url><loc>https://x.example/{i}</loc><news:news><news:title>\u8a3c\u660e {i}</news:title>"
