@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harvester.errors import HarvesterError
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
@@ -352,22 +352,25 @@ def export(
                                  "or write elsewhere")
     settings = _settings(db, config)
     since_utc = since.astimezone() if since and since.tzinfo is None else since
-    try:
-        out = output.open("wb")
-    except OSError as exc:
-        raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
-    with FrontierStore.open(settings) as store, out:
-        if fmt == "jsonl":
-            count = exporter.export_jsonl(store.iter_pages(since=since_utc), out)
-            console.print(f"wrote {count} pages to {output}")
-        else:
+    # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
+    upgrade = None if settings.database_url == DEFAULT_DATABASE_URL else False
+    with FrontierStore.open(settings, upgrade=upgrade) as store:
+        try:
+            out = output.open("wb")
+        except OSError as exc:
+            raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
+        with out:
+            if fmt == "jsonl":
+                count = exporter.export_jsonl(store.iter_pages(since=since_utc), out)
+                console.print(f"wrote {count} pages to {output}")
+                return
             counts = exporter.WarcCounts()
             exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent,
                                  counts=counts)
-            records = counts.responses + counts.revisits + counts.requests
-            console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
-                          f"{counts.revisits} revisits, {counts.requests} requests"
-                          + (f" ({counts.skipped} fetches with no HTTP exchange skipped)" if counts.skipped else ""))
+    records = counts.responses + counts.revisits + counts.requests
+    console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
+                  f"{counts.revisits} revisits, {counts.requests} requests"
+                  + (f" ({counts.skipped} fetches with no HTTP exchange skipped)" if counts.skipped else ""))
 
 
 @db_app.command("upgrade")

@@ -532,8 +532,12 @@ def _headers_of(response: httpx.Response) -> dict[str, str]:
     for raw_key, raw_value in response.headers.raw:
         key = raw_key.decode("latin-1").lower()
         value = raw_value.decode("latin-1")
-        out[key] = f"{out[key]}, {value}" if key in out else value
+        # X-Robots-Tag lines stay apart: a "crawler:" prefix applies to the rest of its own line only.
+        out[key] = f"{out[key]}{_JOIN.get(key, ', ')}{value}" if key in out else value
     return out
+
+
+_JOIN = {"x-robots-tag": "\n"}
 
 
 def _content_length(headers: dict[str, str]) -> int | None:

@@ -100,3 +100,12 @@ def test_the_last_discoverys_problems_are_printed(sqlite_url, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "http://h0.test: robots.txt unavailable (connect)" in out
     assert f"and {20 - cli.MAX_PROBLEMS_SHOWN} more" in out
+
+
+def test_export_from_a_mistyped_database_keeps_the_output_file(tmp_path):
+    target = tmp_path / "out.jsonl"
+    target.write_text("yesterday's export\n")
+    out = runner.invoke(app, ["export", "-o", str(target), "--db", f"sqlite:///{tmp_path / 'typo.db'}"])
+    assert out.exit_code != 0
+    assert "typo.db" in str(out.exception)  # main() prints it as one line: SchemaOutOfDate names the database
+    assert target.read_text() == "yesterday's export\n"

@@ -95,7 +95,8 @@ def test_meta_robots_nofollow_yields_no_outlinks():
         ("googlebot: nofollow", False, False),  # another crawler's directive
         ("harvester: nofollow, noarchive", True, False),  # ours (the User-Agent's product token)
         ("unavailable_after: 25 Jun 2010 15:00:00 PST, nofollow", True, False),  # a valued directive, not a name
-        ("otherbot: noindex, harvester: nofollow", True, False),  # two headers, joined in order
+        ("otherbot: noindex, harvester: nofollow", True, False),  # two crawlers on one line
+        ("googlebot: noarchive\nnoindex", False, True),  # two header lines: the prefix ends with its line
         ("noarchive", False, False),
     ],
 )

@@ -307,3 +307,21 @@ async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher):
         server.close()
     assert result.ok, result.error
     assert result.body == body and result.content_type is None
+
+
+async def test_x_robots_tag_header_lines_stay_apart(fetcher):
+    # A "crawler:" prefix holds to the end of its own line: joined by commas, it would swallow the next line.
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Robots-Tag: googlebot: noarchive\r\n"
+                     b"X-Robots-Tag: noindex\r\nVary: a\r\nVary: b\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        result = await fetcher.fetch(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/")
+    finally:
+        server.close()
+    assert result.headers["x-robots-tag"] == "googlebot: noarchive\nnoindex"
+    assert result.headers["vary"] == "a, b"  # every other field as RFC 9110 §5.3 joins it

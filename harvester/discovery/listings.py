@@ -138,19 +138,21 @@ def apply_robots_header(page: PageLinks, value: str | None, token: str) -> PageL
     """``page`` with the directives of an ``X-Robots-Tag`` header applied, as its ``<meta name=robots>`` are.
 
     The header is how PDFs and HTML alike say noindex/nofollow from the server. A part ``name: directives``
-    applies to that crawler only (``googlebot: nofollow``), the rest to every crawler; ``token`` is ours
-    (robots.product_token of the User-Agent). Several headers arrive joined by commas, in order.
+    applies to that crawler only (``googlebot: nofollow``), up to the end of its header line; the rest to every
+    crawler. ``token`` is ours (robots.product_token of the User-Agent). Several header lines arrive joined by
+    newlines (http._headers_of), in order.
     """
     if not value:
         return page
-    crawler: str | None = None
     directives: set[str] = set()
-    for part in value.lower().split(","):
-        name, colon, rest = part.partition(":")
-        if colon and name.strip() not in _ROBOTS_VALUED and " " not in name.strip():
-            crawler, part = name.strip(), rest
-        if crawler is None or crawler == token.lower():
-            directives.add(part.strip())
+    for line in value.lower().split("\n"):
+        crawler: str | None = None
+        for part in line.split(","):
+            name, colon, rest = part.partition(":")
+            if colon and name.strip() not in _ROBOTS_VALUED and " " not in name.strip():
+                crawler, part = name.strip(), rest
+            if crawler is None or crawler == token.lower():
+                directives.add(part.strip())
     page.robots_nofollow |= bool(directives & {"nofollow", "none"})
     page.robots_noindex |= bool(directives & {"noindex", "none"})
     return page
