@@ -467,8 +467,25 @@ def _content_hash(main_text: str, title: str | None, jsonld: list[Any]) -> str:
     changed price was no change. Navigation, ads and timestamps stay out, as before."""
     if not title and not jsonld:
         return hashlib.sha256(main_text.encode("utf-8")).hexdigest()
-    structured = json.dumps(jsonld, sort_keys=True, ensure_ascii=False, default=str) if jsonld else ""
+    structured = json.dumps(_stable(jsonld), sort_keys=True, ensure_ascii=False, default=str) if jsonld else ""
     return hashlib.sha256("\x00".join((main_text, title or "", structured)).encode("utf-8")).hexdigest()
+
+
+_VOLATILE_JSONLD = frozenset((
+    "datemodified", "commentcount", "interactionstatistic", "interactioncount", "userinteractioncount",
+    "aggregaterating", "review", "reviews", "reviewcount", "ratingcount", "ratingvalue", "comment",
+))
+"""JSON-LD properties that move without the page changing (counters, ratings, a render-time dateModified): kept
+out of the content hash, or most fetches would count as changes and wear down the host's lastmod truthfulness."""
+
+
+def _stable(value: Any) -> Any:
+    """``value`` (parsed JSON-LD) without its volatile properties, at any depth."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if str(k).lower() not in _VOLATILE_JSONLD}
+    if isinstance(value, list):
+        return [_stable(item) for item in value]
+    return value
 
 
 def find_outlinks(body: bytes, *, base_url: str, content_type: str | None) -> PageLinks:
