@@ -161,7 +161,7 @@ def content_type_accepted(content_type: str | None, accept: Sequence[str] | None
 
     A response with no media type at all is accepted: RFC 9110 §8.3 lets the recipient examine the data, as
     browsers do, and the readers downstream sniff it (HTML by its markup, sitemaps by theirs) within the same
-    byte cap as any body."""
+    byte cap as any body. A binary one is refused once read (``_binary``)."""
     if accept is None:
         return True
     mtype = media_type(content_type)
@@ -173,6 +173,15 @@ def content_type_accepted(content_type: str | None, accept: Sequence[str] | None
         if allowed in (mtype, "*/*") or (allowed.endswith("/*") and allowed[:-2] == major):
             return True
     return False
+
+
+def _binary(body: bytes | None) -> bool:
+    """A body no text reader wants: a NUL byte in its first KiB, unless it is UTF-16/32 text (a byte-order mark or
+    a first ``<`` in one); sniffing as RFC 9110 §8.3 allows, the way browsers tell text from the rest."""
+    head = (body or b"")[:1024]
+    if b"\x00" not in head:
+        return False
+    return not head.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<", b"\x00\x00\x00<"))
 
 
 def error_class_for_status(status: int) -> ErrorClass | None:
@@ -463,6 +472,10 @@ class Fetcher:
                 else:
                     read = await _read_body(response, headers, cap, truncate=truncate, state=state)
                     body, raw = read.data, read.raw_bytes
+                    if content_type is None and accept is not None and _binary(body):
+                        # Untyped and not text (an image, an archive): what a typed one would have been refused as.
+                        error_class, error = ErrorClass.BAD_CONTENT_TYPE, "no content-type, and the body is binary"
+                        body = None
         elif status != 304 and status >= 400:
             error = f"HTTP {status}"
             read_err = await _drain(response, headers)

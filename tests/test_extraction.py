@@ -367,5 +367,3 @@ def test_html_served_without_a_content_type_is_sniffed():
     out = extract_page(fetched(body, content_type=None), settings=SETTINGS)
     assert out.page is not None and out.page.title == "Untyped"
     assert out.outlinks == ("https://news.example.org/x",)
-    binary = extract_page(fetched(b"\x89PNG\r\n\x1a\n\x00\x00", content_type=None), settings=SETTINGS)
-    assert binary.page is not None and binary.page.title is None and binary.outlinks == ()

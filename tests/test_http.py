@@ -290,8 +290,15 @@ async def test_validators_are_not_sent_on_redirect_hops(web, fetcher):
     assert recs[1].if_none_match is None
 
 
-async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher):
-    body = b"<!DOCTYPE html><html><head><title>t</title></head><body>untyped</body></html>"
+@pytest.mark.parametrize(
+    ("body", "accepted"),
+    [
+        (b"<!DOCTYPE html><html><head><title>t</title></head><body>untyped</body></html>", True),
+        ("<urlset/>".encode("utf-16"), True),  # UTF-16 text has NUL bytes too
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", False),
+    ],
+)
+async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher, body, accepted):
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
@@ -305,8 +312,11 @@ async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher):
         result = await fetcher.fetch(f"http://127.0.0.1:{port}/page", accept=("text/html",))
     finally:
         server.close()
-    assert result.ok, result.error
-    assert result.body == body and result.content_type is None
+    if accepted:
+        assert result.ok, result.error
+        assert result.body == body and result.content_type is None
+    else:
+        assert result.error_class is ErrorClass.BAD_CONTENT_TYPE and result.body is None
 
 
 async def test_x_robots_tag_header_lines_stay_apart(fetcher):
