@@ -153,9 +153,14 @@ def apply_robots_header(page: PageLinks, value: str | None, token: str) -> PageL
                 crawler, part = name.strip(), rest
             if crawler is None or crawler == token.lower():
                 directives.add(part.strip())
+    _obey(page, directives)
+    return page
+
+
+def _obey(page: PageLinks, directives: set[str]) -> None:
+    """Robots directives (of a meta tag or a header), lower-cased, onto ``page``."""
     page.robots_nofollow |= bool(directives & {"nofollow", "none"})
     page.robots_noindex |= bool(directives & {"noindex", "none"})
-    return page
 
 
 def extract_links(html: bytes, *, base_url: str, content_type: str | None = None) -> PageLinks:
@@ -178,9 +183,7 @@ def extract_links(html: bytes, *, base_url: str, content_type: str | None = None
         tag = el.tag
         if tag == "meta":
             if (el.get("name") or "").strip().lower() in ("robots", "googlebot"):
-                directives = {part.strip() for part in (el.get("content") or "").lower().split(",")}
-                page.robots_nofollow |= bool(directives & {"nofollow", "none"})
-                page.robots_noindex |= bool(directives & {"noindex", "none"})
+                _obey(page, {part.strip() for part in (el.get("content") or "").lower().split(",")})
             continue
         href = el.get("href")
         if not href:

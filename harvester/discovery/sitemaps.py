@@ -651,12 +651,18 @@ def _unterminated_cut(body: bytes) -> int | None:
     wide = _wide_codec(body) if b"\x00" in body[:512] else None
     if wide is not None:
         return _wide_unterminated_cut(body, wide)
+    return _start_past_limit(_UNTERMINATED_TAG.finditer(body))
+
+
+def _start_past_limit(matches: Iterator[re.Match[Any]]) -> int | None:
+    """Where the first unterminated start tag past ``MAX_UNTERMINATED_TAGS`` begins (CDATA and comments, the
+    pattern's other matches, not counted), or None."""
     count = 0
-    for match in _UNTERMINATED_TAG.finditer(body):
+    for match in matches:
         if match.group(1) is not None:
             count += 1
             if count > MAX_UNTERMINATED_TAGS:
-                return match.start()
+                return int(match.start())
     return None
 
 
@@ -667,13 +673,8 @@ def _wide_unterminated_cut(body: bytes, codec: tuple[str, int]) -> int | None:
     encodes to as many bytes, so the offset of what precedes it is exact)."""
     name, bom = codec
     text = body[bom:].decode(name, errors="replace")
-    count = 0
-    for match in _UNTERMINATED_TAG_TEXT.finditer(text):
-        if match.group(1) is not None:
-            count += 1
-            if count > MAX_UNTERMINATED_TAGS:
-                return bom + len(text[: match.start()].encode(name))
-    return None
+    at = _start_past_limit(_UNTERMINATED_TAG_TEXT.finditer(text))
+    return None if at is None else bom + len(text[:at].encode(name))
 
 
 def _wide_codec(body: bytes) -> tuple[str, int] | None:
