@@ -165,7 +165,7 @@ class HostDiscovery:
         self.rules = await self.client.robots(self.origin)
         if self.rules.mode == "disallow":  # RFC 9309 §2.3.1.4: 5xx or unreachable means disallow all
             state = self.rules.state
-            why = state.error_class.value if state.error_class is not None else f"status {state.status}"
+            why = state.error_class.value if state.error_class is not None else f"http_{state.status}"
             self.counters[f"robots_unavailable:{why}"] += 1
             self._problem(f"{self.origin}: robots.txt unavailable ({why}): everything is disallowed until it answers")
         parked = self.client.parked(self.origin)
