@@ -8,6 +8,7 @@ polite fetch function, so robots.txt requests obey the host's limits like any ot
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -37,8 +38,10 @@ RobotsFetch = Callable[[str, Validators], Awaitable[FetchResult]]
 """Fetches ``<origin>/robots.txt`` politely (truncated at the cap, up to five redirects) with these validators."""
 
 
+@functools.cache
 def product_token(user_agent: str) -> str:
-    """RFC 9309 §2.2.1: the product token is the UA's name without version ("harvester/0.1 (...)" → "harvester")."""
+    """RFC 9309 §2.2.1: the product token is the UA's name without version ("harvester/0.1 (...)" → "harvester").
+    Cached: extraction asks it for every page (X-Robots-Tag), always of the one configured User-Agent."""
     first = user_agent.strip().split(None, 1)[0] if user_agent.strip() else "*"
     return first.split("/", 1)[0] or "*"
 

@@ -140,6 +140,11 @@ async def _cancel_once_the_child_exists(task: asyncio.Future[Any]) -> None:
     """Cancel ``task`` while the writer child it started is still importing (about a second)."""
     while not _writer_children():
         await asyncio.sleep(0.005)
+    await _cancelled(task)
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and see the cancellation come out of it."""
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -258,9 +263,7 @@ async def test_a_close_cancelled_after_a_cancelled_start_still_reaps_the_child_a
         await _cancel_once_the_child_exists(asyncio.ensure_future(writer.start()))
         closing = asyncio.ensure_future(writer.aclose())
         await asyncio.sleep(0)  # the close is under way: waiting for the start thread
-        closing.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await closing
+        await _cancelled(closing)
         await writer.aclose()  # the one closing task, which went on
         assert not _writer_children()
         await _the_slot_is_free(settings)
@@ -276,9 +279,7 @@ async def test_closing_after_a_cancelled_batch_to_a_stopped_child_does_not_hang(
         os.kill(pid, signal.SIGSTOP)  # it reads nothing more: the batch fills the pipe and the send blocks
         adding = asyncio.ensure_future(writer.add(_more_than_a_pipe_holds()))
         await asyncio.sleep(0.2)
-        adding.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await adding
+        await _cancelled(adding)
         await asyncio.wait_for(writer.aclose(), 20)  # the stopped child is killed, the blocked send freed
         assert not _writer_children()
         await _the_slot_is_free(settings)

@@ -202,18 +202,19 @@ def prepare_sitemap(
         return _finished(doc, 0, truncated, settings)
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
-    body, repaired = _escape_bare_ampersands(body) if b"&" in body else (body, 0)
+    wide = _wide_codec(body) if b"\x00" in body[:512] else None  # UTF-16/32: repaired and pre-scanned as text
+    body, repaired = _escape_bare_ampersands(body, wide) if b"&" in body else (body, 0)
     scanned = _scan_urlset(body, url, settings) if parser == "auto" else None
     if scanned is not None:
         return _finished(scanned, repaired, truncated, settings)
-    cut = None if parser == "usp" else _unterminated_cut(body)
+    cut = None if parser == "usp" else _unterminated_cut(body, wide)
     return PreparedSitemap(url, body if cut is None else body[:cut], body, cut, repaired, truncated)
 
 
-def _escape_bare_ampersands(body: bytes) -> tuple[bytes, int]:
+def _escape_bare_ampersands(body: bytes, wide: tuple[str, int] | None) -> tuple[bytes, int]:
     """``body`` with every bare ``&`` outside CDATA sections escaped, and how many there were. A UTF-16/32 file
-    is repaired as text (its bytes are code units: a byte-wise ``&amp;`` would shift every one after it)."""
-    wide = _wide_codec(body) if b"\x00" in body[:512] else None
+    (``wide``: its ``_wide_codec``) is repaired as text: its bytes are code units, and a byte-wise ``&amp;`` would
+    shift every one after it."""
     if wide is None:
         return _escape_in(body, _BARE_AMP, b"&amp;")
     name, bom = wide
@@ -645,10 +646,9 @@ _UNTERMINATED_TAG_TEXT = re.compile(_UNTERMINATED_TAG.pattern.decode("ascii").re
 """The same pattern over decoded text (a UTF-16 or UTF-32 file): any non-ASCII character starts a name."""
 
 
-def _unterminated_cut(body: bytes) -> int | None:
-    """Where to cut ``body`` before its 17th unterminated start tag, or None. A UTF-16/32 file is read as text;
-    any other (a stray NUL byte included) byte by byte."""
-    wide = _wide_codec(body) if b"\x00" in body[:512] else None
+def _unterminated_cut(body: bytes, wide: tuple[str, int] | None) -> int | None:
+    """Where to cut ``body`` before its 17th unterminated start tag, or None. A UTF-16/32 file (``wide``: its
+    ``_wide_codec``) is read as text; any other (a stray NUL byte included) byte by byte."""
     if wide is not None:
         return _wide_unterminated_cut(body, wide)
     return _start_past_limit(_UNTERMINATED_TAG.finditer(body))
