@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import resource
 import socket
 import subprocess
@@ -180,6 +181,43 @@ def stages(urls: int) -> dict[str, float]:
     return out
 
 
+def sqlite_floor(urls: int) -> float:
+    """CPU µs per URL that sqlite3 alone needs to insert ready-made rows into the store's own ``urls`` and
+    ``queue`` tables (the schema made by the migrations, the store's pragmas, batches of 10,000 as the ingest
+    writes them): the least any ingest into this frontier pays per URL, before parsing, canonicalizing,
+    filtering, scoring and merging, which are the harvester's."""
+    import sqlite3
+
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    origin = "http://127.0.0.1:8080"
+    with tempfile.TemporaryDirectory() as tmp:
+        with FrontierStore.open(Settings.load(database_url=f"sqlite:///{tmp}/h.db"), upgrade=True):
+            pass  # the schema, made by the migrations
+        conn = sqlite3.connect(f"{tmp}/h.db", isolation_level=None)
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "cache_size=-131072", "mmap_size=268435456"):
+            conn.execute(f"PRAGMA {pragma}")
+        conn.execute("INSERT INTO hosts (id, origin) VALUES (1, ?)", (origin,))
+        now = int(time.time() * 1e6)
+        rows = [(1, f"/articles/{n % 97}/story-about-things-{n}", 2, "detail", "queued", n / 7, 1, now, now, now)
+                for n in range(4 * urls)]
+        insert = ("INSERT INTO urls (host_id, path, canonical_version, kind, state, score, depth, first_seen,"
+                  " last_seen, lastmod) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (host_id, path) DO NOTHING")
+        spent = 0.0
+        for start in range(0, len(rows), 10_000):  # batches of 10,000, as the ingest writes them
+            c0 = time.process_time()
+            conn.execute("BEGIN IMMEDIATE")
+            top = conn.execute("SELECT coalesce(max(id), 0) FROM urls").fetchone()[0]
+            conn.executemany(insert, rows[start : start + 10_000])
+            conn.execute("INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, -score, id,"
+                         " next_fetch_at FROM urls WHERE id > ?", (top,))
+            conn.execute("COMMIT")
+            spent += time.process_time() - c0
+        conn.close()
+    return spent / len(rows) * 1e6
+
+
 def run(files: int, urls: int, heap: bool = False) -> dict[str, float]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -218,6 +256,9 @@ def main() -> None:
         total = sum(figures.values())
         print("  ".join(f"{name[:-3]} {value:.1f} µs/URL" for name, value in figures.items())
               + f"  sum {total:.1f} µs/URL = {1e6 / total:,.0f} URLs/s one step after another")
+        cores = os.cpu_count() or 1
+        print(f"bare sqlite3 insert of ready rows {sqlite_floor(args.urls):.1f} CPU µs/URL; at 100k URLs/s, {cores}"
+              f" cores give {cores * 10:.1f} CPU µs/URL for everything")
         return
     counts = sorted({max(1, args.files // 4), args.files})
     rows = [(f"{n} x {args.urls}", run(n, args.urls, args.heap)) for n in counts]
