@@ -196,40 +196,24 @@ class HostDiscovery:
     async def _sitemaps(self) -> None:
         assert self.rules is not None
         discovery = self.settings.discovery
-        # A Sitemap line may be relative ("Sitemap: /sitemap.xml"): resolved against robots.txt's own URL.
+        # A Sitemap line may be relative ("Sitemap: /sitemap.xml"): resolved against robots.txt's own URL. It may
+        # name another host (sitemaps.org cross-submission: a CDN, the bare domain of a www site): robots.txt
+        # speaks for the site, so the file is read, through that host's own gate and robots.txt, and its entries
+        # are admitted by this crawl's scope as any sitemap's are.
         robots_url = self.origin + "/robots.txt"
-        resolved = [self.site.canonicalize(url, robots_url) or url for url in self.rules.sitemaps]
-        named = [url for url in resolved if self.site.in_scope(url)]
-        if resolved and not named:
-            self._problem(
-                f"{self.origin}: robots.txt names only sitemaps outside the crawl's scope ({resolved[0]!r}...); "
-                "the known paths are probed instead"
-            )
-        # Known paths are probed only where robots.txt names no usable sitemap (usp probes 14 paths regardless).
-        start = named or [self.origin + path for path in discovery.known_sitemap_paths]
-        queue: deque[tuple[str, int, bool, datetime | None]] = deque((url, 1, not named, None) for url in start)
+        named = [url for line in self.rules.sitemaps if (url := self.site.canonicalize(line, robots_url))]
         seen: set[str] = set()
         started = utcnow()
         self._reread_urlsets = []
-        while queue:
-            url, depth, probing, dated = queue.popleft()
-            canonical = self.site.canonicalize(url)
-            if canonical is None or canonical in seen:
-                if canonical is not None:
-                    self.counters["sitemap_loops"] += 1
-                continue
-            if len(seen) >= discovery.max_sitemaps_per_host:
-                self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
-                break
-            seen.add(canonical)
-            for child, child_lastmod in await self._sitemap(canonical, probing, dated):
-                if depth >= discovery.max_sitemap_depth:
-                    self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
-                    break
-                if self.site.in_scope(child):
-                    queue.append((child, depth + 1, False, child_lastmod))
-                else:
-                    self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+        read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
+        if not read:
+            # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
+            # regardless).
+            if named:
+                self._problem(f"{self.origin}: none of the {len(named)} sitemaps robots.txt names could be read; "
+                              "the known paths are probed instead")
+            probes = [self.origin + path for path in discovery.known_sitemap_paths]
+            await self._walk_sitemaps([url for url in probes if url not in seen], probing=True, seen=seen)
         if self._reread_urlsets:
             # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
             # skip never passes over a page that may be gone (it is asked, conditionally, and found gone).
@@ -239,11 +223,47 @@ class HostDiscovery:
             )
             self.counters["urls_dropped_from_sitemaps"] += dropped
 
+    async def _walk_sitemaps(self, start: list[str], *, probing: bool, seen: set[str]) -> int:
+        """Read ``start`` and the indexes' children breadth-first, at most ``max_sitemaps_per_host`` files and
+        ``max_sitemap_depth`` levels; returns how many could be read (fetched and parsed, or known unchanged).
+
+        A child is followed when it is in the crawl's scope or on its index's own origin (an index on a CDN lists
+        its siblings there); an index cannot send the crawl to a third host."""
+        discovery = self.settings.discovery
+        queue: deque[tuple[str, int, datetime | None]] = deque((url, 1, None) for url in start)
+        read = 0
+        while queue:
+            url, depth, dated = queue.popleft()
+            canonical = self.site.canonicalize(url)
+            if canonical is None or canonical in seen:
+                if canonical is not None:
+                    self.counters["sitemap_loops"] += 1
+                continue
+            if len(seen) >= discovery.max_sitemaps_per_host:
+                self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
+                break
+            seen.add(canonical)
+            children = await self._sitemap(canonical, probing, dated)
+            if children is None:
+                continue
+            read += 1
+            home = origin_of(canonical)
+            for child, child_lastmod in children:
+                if depth >= discovery.max_sitemap_depth:
+                    self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
+                    break
+                if self.site.in_scope(child) or origin_of(child) == home:
+                    queue.append((child, depth + 1, child_lastmod))
+                else:
+                    self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+        return read
+
     async def _sitemap(
         self, url: str, probing: bool, dated: datetime | None
-    ) -> list[tuple[str, datetime | None]]:
+    ) -> list[tuple[str, datetime | None]] | None:
         """Process one sitemap file; returns the children of an index with the lastmod the index gives each
-        (known children, undated, when it is unchanged). ``dated``: this file's lastmod in its parent index."""
+        (known children, undated, when it is unchanged), or None when it could not be read. ``dated``: this
+        file's lastmod in its parent index."""
         known = await db(self.store.get_document, url)
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
@@ -262,7 +282,7 @@ class HostDiscovery:
             if not (probing and result.status == 404):
                 self._failed_document(url, "sitemap", result)
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
-            return []
+            return None
         try:
             # Inflating, proving and (for a plain urlset) scanning a large file is tens of milliseconds of CPU:
             # in a worker thread, so the other hosts' requests go on meanwhile. lxml's parser, if needed, is made
@@ -285,7 +305,7 @@ class HostDiscovery:
                 "sitemap %s refused: %s", url, exc, extra={"host": self.origin, "error_class": "bad_content"}
             )
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
-            return []
+            return None
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
         if doc.kind in ("urlset", "text") and not doc.over_limit and known is not None:
             # Only a sitemap read before can have stopped listing a URL: on a first read the check found nothing
@@ -321,13 +341,18 @@ class HostDiscovery:
         (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
         retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
         politeness = self.settings.politeness
+        home = origin_of(url)
+
+        def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
+            return origin_of(hop) == home or self.site.in_scope(hop)
+
         for attempt in range(politeness.max_attempts if retry else 1):
             if attempt:
                 self.counters["sitemap_retries"] += 1
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.client.fetch(
                 url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
-                max_bytes=self.settings.discovery.max_sitemap_bytes,
+                max_bytes=self.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
             )
             if result.error_class not in revisit.RETRYABLE:
                 break

@@ -199,12 +199,14 @@ class PoliteClient:
         gate.failures = max(gate.failures, policy.failures)
 
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
-                    max_bytes: int | None = None, check_robots: bool = True) -> FetchResult:
+                    max_bytes: int | None = None, check_robots: bool = True,
+                    in_scope: Callable[[str], bool] | None = None) -> FetchResult:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
-        ROBOTS_DISALLOWED without a request; redirect hops re-enter scope, robots and the hop host's gate.
-        A 429/503 backs the host off and is returned (the caller decides whether to requeue).
+        ROBOTS_DISALLOWED without a request; redirect hops re-enter scope (``in_scope`` when given, for a
+        document the crawl reads outside its scope, such as a sitemap on a CDN; else the client's), robots and the
+        hop host's gate. A 429/503 backs the host off and is returned (the caller decides whether to requeue).
         """
         origin = _http_origin(url)
         if origin is None:
@@ -220,12 +222,14 @@ class PoliteClient:
                 return self._count_refusal(host, refused(url, ErrorClass.ROBOTS_DISALLOWED, "disallowed by robots.txt"))
         return await self._gated(url, host, validators=validators, accept=accept,
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
-                                 check_robots=check_robots, robots_fetch=False)
+                                 check_robots=check_robots, robots_fetch=False,
+                                 in_scope=self._in_scope if in_scope is None else in_scope)
 
     # --- the gated fetch --------------------------------------------------------------------------------------
 
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
-                     max_bytes: int, check_robots: bool, robots_fetch: bool) -> FetchResult:
+                     max_bytes: int, check_robots: bool, robots_fetch: bool,
+                     in_scope: Callable[[str], bool] | None = None) -> FetchResult:
         if not await self._acquire(host):
             return self._count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
         held: list[_Host | None] = [host]
@@ -235,7 +239,7 @@ class PoliteClient:
             if not robots_fetch:
                 if self._canonicalize is not None:
                     target = self._canonicalize(target)
-                if self._in_scope is not None and not self._in_scope(target):
+                if in_scope is not None and not in_scope(target):
                     return ErrorClass.OUT_OF_SCOPE
             hop_origin = _http_origin(target)
             if hop_origin is None:

@@ -265,8 +265,8 @@ async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_r
 
 @pytest.mark.parametrize("line", ["Sitemap: /sitemap_index.xml", "Sitemap: http://127.0.0.2:9/sitemap.xml"])
 async def test_a_relative_or_foreign_sitemap_line_still_finds_the_sitemaps(make_web, sqlite_url, line):
-    """A relative Sitemap line is resolved against robots.txt's URL; one naming only another host's sitemap
-    (never fetched: out of scope) leaves the known paths to probe instead of no sitemap at all."""
+    """A relative Sitemap line is resolved against robots.txt's URL; one naming only a sitemap that cannot be
+    read (here another host that refuses connections) leaves the known paths to probe instead of no sitemap."""
     web = make_web([HostSpec("a", pages=40, feeds=(), robots=RobotsSpec(body=f"User-agent: *\nDisallow:\n\n{line}\n"))],
                    seed=5)
     settings = settings_for(sqlite_url)
@@ -275,6 +275,64 @@ async def test_a_relative_or_foreign_sitemap_line_still_finds_the_sitemaps(make_
         states = store.url_states()
     assert result.counters["sitemaps_parsed"] >= 2  # the index and its children
     assert set(web.truth["a"].sitemap_urls()) <= set(states)
+
+
+async def test_a_sitemap_on_another_host_named_by_robots_txt_is_read(sqlite_url, serve):
+    """sitemaps.org cross-submission: the site's robots.txt names an index on a CDN, whose children live on the
+    CDN too (one behind a redirect there). They are read through the CDN's own robots.txt and gate; the site's
+    entries are admitted, the CDN's own pages are not (out of scope), a child on a third host is not followed,
+    and the site's known paths are never probed."""
+    asked: dict[str, list[str]] = {"site": [], "cdn": [], "third": []}
+    origins: dict[str, str] = {}
+
+    def xml(body: str) -> web.Response:
+        return web.Response(content_type="application/xml", text='<?xml version="1.0" encoding="UTF-8"?>' + body)
+
+    async def site(request: web.Request) -> web.Response:
+        asked["site"].append(request.path)
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow: /private/\nSitemap: {origins['cdn']}/maps/index.xml\n")
+        return web.Response(status=404)
+
+    async def cdn(request: web.Request) -> web.Response:
+        asked["cdn"].append(request.path)
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /secret/\n")
+        if request.path == "/maps/index.xml":
+            children = [f"{origins['cdn']}/maps/a.xml", f"{origins['cdn']}/maps/old-b.xml",
+                        f"{origins['third']}/maps/c.xml", f"{origins['cdn']}/secret/d.xml"]
+            return xml('<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                       + "".join(f"<sitemap><loc>{c}</loc></sitemap>" for c in children) + "</sitemapindex>")
+        if request.path == "/maps/old-b.xml":
+            raise web.HTTPMovedPermanently(location="/maps/b.xml")
+        if request.path in ("/maps/a.xml", "/maps/b.xml"):
+            name = request.path[6]
+            locs = [f"{origins['site']}/{name}/story-{n}" for n in range(3)]
+            locs += [f"{origins['site']}/private/{name}", f"{origins['cdn']}/{name}/asset"]
+            return xml('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                       + "".join(f"<url><loc>{loc}</loc></url>" for loc in locs) + "</urlset>")
+        return web.Response(status=404)
+
+    async def third(request: web.Request) -> web.Response:
+        asked["third"].append(request.path)
+        return web.Response(status=404)
+
+    for name, handler in (("site", site), ("cdn", cdn), ("third", third)):
+        origins[name] = await serve(handler)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(origins["site"] + "/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, profile)
+        states = store.url_states()
+    stories = {f"{origins['site']}/{name}/story-{n}" for name in "ab" for n in range(3)}
+    assert stories <= set(states)
+    assert not [url for url in states if "/private/" in url or url.startswith(origins["cdn"])]
+    assert result.counters["sitemaps_parsed"] == 3  # the index and both urlsets
+    assert asked["cdn"][0] == "/robots.txt"
+    assert "/secret/d.xml" not in asked["cdn"]  # the CDN's robots.txt governs requests to the CDN
+    assert asked["third"] == []
+    # No known path probed: robots.txt named a sitemap that could be read.
+    assert not set(asked["site"]) & set(settings.discovery.known_sitemap_paths)
 
 
 @pytest.mark.parametrize("status", [429, 503])
