@@ -131,7 +131,9 @@ class CompletionWriter:
                 tallies, self._lastmod = self._lastmod, {}
                 await db(self._store.add_lastmod_checks, tallies)
             for completion, _ in items:
-                self.counters[completion.state.value] += 1
+                # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
+                failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
+                self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
 
     async def _write(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> CompleteResult:
         for attempt in range(WRITE_ATTEMPTS):

@@ -413,3 +413,37 @@ async def test_urls_handed_back_by_a_parked_host_do_not_keep_extraction_running(
     # times each: not round after round.
     assert 3 <= result.counters["parked"] <= 3 * (settings.politeness.max_attempts + 1)
     assert all(states[f"{a}/articles/story-about-{n}"][0] == "queued" for n in range(3))
+
+
+async def test_state_counters_name_the_state_each_url_is_left_in(sqlite_url, serve):
+    """A failure below max_attempts leaves the URL queued for another try: counted as queued, not failed. Only
+    the last attempt of a URL that never answers counts as failed."""
+    asked: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            locs = "".join(f"<url><loc>{origin}/articles/{name}</loc></url>" for name in ("broken", "flaky", "fine"))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        if request.path == "/articles/broken" or (request.path == "/articles/flaky" and asked[request.path] == 1):
+            return web.Response(status=500)
+        return web.Response(content_type="text/html",
+                            text=f"<html><body><main>the story at {request.path}</main></body></html>")
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url, **{"politeness.max_attempts": 2, "politeness.backoff_base_s": 0.05})
+    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        result = await phases.extract(store, settings, profile)
+        states = store.url_states()
+    assert states[f"{origin}/articles/broken"][0] == "failed"
+    assert states[f"{origin}/articles/flaky"][0] == "done"
+    assert asked["/articles/broken"] == 2
+    assert result.counters["state:failed"] == 1  # broken's second attempt; its first left it queued
+    assert result.counters["state:queued"] == 2  # broken's and flaky's first attempts
+    assert result.counters["state:done"] >= 2
