@@ -107,6 +107,23 @@ def test_x_robots_tag_header_counts_as_meta_robots(header, nofollow, noindex):
     assert out.outlinks == (() if nofollow else ("https://news.example.org/x",))
 
 
+@pytest.mark.parametrize(
+    ("name", "nofollow"),
+    [
+        ("robots", True),  # every crawler's
+        ("ROBOTS", True),
+        ("harvester", True),  # ours (the User-Agent's product token)
+        ("googlebot", False),  # another crawler's directive, as in the header
+        ("otherbot", False),
+    ],
+)
+def test_meta_robots_directives_apply_to_every_crawler_or_to_ours(name, nofollow):
+    body = f'<html><head><meta name="{name}" content="nofollow"></head><body><a href="/x">x</a></body></html>'
+    out = extract_page(fetched(body.encode()), settings=SETTINGS)
+    assert out.robots_nofollow is nofollow
+    assert out.outlinks == (() if nofollow else ("https://news.example.org/x",))
+
+
 def test_base_href_is_honoured():
     html = b'<html><head><base href="https://cdn.example.org/root/"></head><body><a href="x">x</a></body></html>'
     out = extract_page(fetched(html), settings=SETTINGS)

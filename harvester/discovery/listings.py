@@ -128,20 +128,30 @@ class PageLinks:
     base: str | None = None
     robots_nofollow: bool = False
     robots_noindex: bool = False
+    crawler_meta: dict[str, set[str]] = field(default_factory=dict)
+    """``<meta name=NAME>`` directives for one named crawler (``googlebot``, ``harvester``): ours are applied by
+    ``apply_robots_header``, which knows our product token; another crawler's are not ours to obey."""
 
+
+MAX_CRAWLER_METAS = 16
+"""Distinct crawler names kept from one page's meta tags: a page cannot make us hold more."""
 
 _ROBOTS_VALUED = frozenset(("unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"))
 """X-Robots-Tag directives that carry a value after a colon (the colon of anything else names a crawler)."""
 
 
 def apply_robots_header(page: PageLinks, value: str | None, token: str) -> PageLinks:
-    """``page`` with the directives of an ``X-Robots-Tag`` header applied, as its ``<meta name=robots>`` are.
+    """``page`` with the directives of an ``X-Robots-Tag`` header applied, as its ``<meta name=robots>`` are, and
+    those of a ``<meta>`` naming our crawler.
 
     The header is how PDFs and HTML alike say noindex/nofollow from the server. A part ``name: directives``
     applies to that crawler only (``googlebot: nofollow``), up to the end of its header line; the rest to every
     crawler. ``token`` is ours (robots.product_token of the User-Agent). Several header lines arrive joined by
     newlines (http._headers_of), in order.
     """
+    ours = page.crawler_meta.get(token.lower())
+    if ours:
+        _obey(page, ours)
     if not value:
         return page
     directives: set[str] = set()
@@ -155,6 +165,9 @@ def apply_robots_header(page: PageLinks, value: str | None, token: str) -> PageL
                 directives.add(part.strip())
     _obey(page, directives)
     return page
+
+
+_DIRECTIVES = frozenset(("nofollow", "noindex", "none"))
 
 
 def _obey(page: PageLinks, directives: set[str]) -> None:
@@ -182,8 +195,13 @@ def extract_links(html: bytes, *, base_url: str, content_type: str | None = None
     for el in root.iter("a", "area", "link", "meta"):
         tag = el.tag
         if tag == "meta":
-            if (el.get("name") or "").strip().lower() in ("robots", "googlebot"):
-                _obey(page, {part.strip() for part in (el.get("content") or "").lower().split(",")})
+            name = (el.get("name") or "").strip().lower()
+            if name and (name == "robots" or name in page.crawler_meta or len(page.crawler_meta) < MAX_CRAWLER_METAS):
+                directives = {part.strip() for part in (el.get("content") or "").lower().split(",")}
+                if name == "robots":  # every crawler's
+                    _obey(page, directives)
+                elif directives & _DIRECTIVES and " " not in name:
+                    page.crawler_meta.setdefault(name, set()).update(directives)
             continue
         href = el.get("href")
         if not href:
