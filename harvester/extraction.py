@@ -192,11 +192,14 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
     is_html = (mime is None and _looks_like_html(body)) or (
         mime is not None and (mime in HTML_TYPES or (mime in allowed and mime.endswith(("html", "+xml"))))
     )
+    token = product_token(settings.http.user_agent)
+    header_only = apply_robots_header(PageLinks(), _header(result.headers, "x-robots-tag"), token)
     if not is_html:
         record = PageRecord(
             final_url=final_url, status=status, content_type=content_type,
             content_hash=hashlib.sha256(body).hexdigest(), body=body, etag=etag, last_modified=last_modified,
             canonical_url=header_canonical, language=_language_tag(_header(result.headers, "content-language")),
+            robots=_robots_directives(header_only),
         )
         return _with_hook(Extracted(page=record), result, hook, text="", encoding="", main_text="")
 
@@ -207,6 +210,7 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
             final_url=final_url, status=status, content_type=content_type,
             content_hash=hashlib.sha256(b"").hexdigest(), body=body, etag=etag, last_modified=last_modified,
             canonical_url=header_canonical, language=_language_tag(_header(result.headers, "content-language")),
+            robots=_robots_directives(header_only),
         )
         return _with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
                           main_text="")
@@ -214,8 +218,8 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
     base = _base_url(tree, final_url)
     canonical = _canonical_from_html(tree, base) or header_canonical
     links = apply_robots_header(
-        find_outlinks(body, base_url=final_url, content_type=content_type),
-        _header(result.headers, "x-robots-tag"), product_token(settings.http.user_agent),
+        find_outlinks(body, base_url=final_url, content_type=content_type), _header(result.headers, "x-robots-tag"),
+        token,
     )
     outlinks, next_pages = _outlinks(links, canonical)
     jsonld, invalid = _jsonld(tree)
@@ -228,7 +232,7 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
     record = PageRecord(
         final_url=final_url, status=status, content_type=content_type, content_hash=content_hash, body=body,
         etag=etag, last_modified=last_modified, canonical_url=canonical, title=title, description=description,
-        language=language, jsonld=jsonld,
+        language=language, jsonld=jsonld, robots=_robots_directives(links),
     )
     extracted = Extracted(
         page=record, outlinks=outlinks, next_pages=next_pages, feeds=tuple(links.feeds), encoding=encoding,
@@ -650,6 +654,11 @@ def load_hook(spec: str) -> ExtractorHook:
         )
     checked: ExtractorHook = hook
     return checked
+
+
+def _robots_directives(links: PageLinks) -> tuple[str, ...]:
+    """What a page's robots directives asked of us, as stored with it and exported (``noindex``, ``nofollow``)."""
+    return (("noindex",) if links.robots_noindex else ()) + (("nofollow",) if links.robots_nofollow else ())
 
 
 def _with_hook(

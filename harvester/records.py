@@ -206,6 +206,8 @@ class PageRecord:
     language: str | None = None
     jsonld: list[Any] = field(default_factory=list, compare=False, hash=False)
     fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    robots: tuple[str, ...] = ()
+    """The robots directives of ``<meta>`` tags and ``X-Robots-Tag`` that applied to us: ``noindex``, ``nofollow``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +391,8 @@ class StoredPage:
     language: str | None = None
     jsonld: list[Any] = field(default_factory=list, compare=False, hash=False)
     fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    robots: tuple[str, ...] | None = None
+    """As ``PageRecord.robots``; None for a page stored before they were recorded."""
 
 
 @dataclass(frozen=True, slots=True)

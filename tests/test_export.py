@@ -103,6 +103,7 @@ def test_jsonl_matches_the_database(harvested):
         assert line["title"] == page.title
         assert line["jsonld"] == page.jsonld
         assert line["fields"] == page.fields
+        assert line["robots"] == []  # no directive applied to us
         assert datetime.fromisoformat(line["fetched_at"]) == page.fetched_at
     assert [(line["url"], line["title"], line["etag"]) for line in lines] == [
         (urls[0], "Alpha", '"a1"'), (urls[1], "Beta", '"b1"'), (urls[1], "Beta", '"b2"')]
@@ -208,3 +209,31 @@ def read_raw_versions(data: bytes) -> set[str]:
     for record in ArchiveIterator(io.BytesIO(data)):
         versions.add(record.rec_headers.protocol)
     return versions
+
+
+@pytest.mark.parametrize(
+    ("meta", "header", "robots"),
+    [
+        ('<meta name="robots" content="noindex">', None, ["noindex"]),
+        ('<meta name="robots" content="none">', None, ["noindex", "nofollow"]),
+        ("", "noindex, nofollow", ["noindex", "nofollow"]),
+        ('<meta name="googlebot" content="noindex">', "otherbot: nofollow", []),  # other crawlers' directives
+    ],
+)
+def test_the_robots_directives_a_page_gave_us_are_stored_and_exported(db_url, meta, header, robots):
+    settings = Settings(database_url=db_url, http={"user_agent": UA})
+    url = f"{ORIGIN}/p/private"
+    body = f"<html><head><title>t</title>{meta}</head><body><main><p>text</p></main></body></html>".encode()
+    result = FetchResult(
+        url=url, final_url=url, status=200, started_at=0.0, elapsed_s=0.01, body=body,
+        content_type="text/html; charset=utf-8", bytes_read=len(body),
+        headers={"x-robots-tag": header} if header else {},
+    )
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(url=url, kind=UrlKind.DETAIL, source="seed")], now=DAY1)
+        complete(store, settings, claim_all(store, DAY1)[url], result, DAY1)
+        pages = list(store.iter_pages())
+        out = io.BytesIO()
+        export_jsonl(store.iter_pages(), out)
+    assert [page.robots for page in pages] == [tuple(robots)]
+    assert json.loads(out.getvalue())["robots"] == robots

@@ -269,6 +269,9 @@ class Page(Base):
     language: Mapped[str | None] = mapped_column(String(40))
     jsonld: Mapped[list[Any] | None] = mapped_column(JSON)
     fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    robots: Mapped[str | None] = mapped_column(String(40))
+    """The robots directives that applied to us, comma-separated (``noindex,nofollow``); '' for none; NULL for a
+    page stored before they were recorded."""
     body: Mapped[bytes] = mapped_column(LargeBinary)
     body_size: Mapped[int] = mapped_column(Integer)
 

@@ -223,7 +223,8 @@ def page_row(url_id: int, fetched_at: datetime, page: PageRecord, level: int) ->
         "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
         "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
         "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
-        "fields": dict(page.fields), "body": zlib.compress(page.body, level), "body_size": len(page.body),
+        "fields": dict(page.fields), "robots": ",".join(page.robots), "body": zlib.compress(page.body, level),
+        "body_size": len(page.body),
     }
 
 
@@ -235,4 +236,5 @@ def stored_page(row: Any) -> StoredPage:
         content_hash=row.content_hash, body=zlib.decompress(row.body), canonical_url=row.canonical_url,
         title=row.title, description=row.description, language=row.language, jsonld=list(row.jsonld or []),
         fields=dict(row.fields or {}),
+        robots=None if row.robots is None else tuple(part for part in row.robots.split(",") if part),
     )
