@@ -209,27 +209,29 @@ class Site:
         """Kind of a URL a site lists in a sitemap or feed: a detail unless it is plainly a listing page.
 
         Sitemaps also list homepages and ``?page=N`` archives; everything else they publish is content, even
-        where its path looks like pagination (``/p/12`` is a post on many blogs). Profile patterns override.
+        where its path looks like pagination (``/p/12`` is a post on many blogs) or is the root with a query
+        (``/?p=123``, WordPress's default permalink). Profile patterns override.
         """
         return self._published_kind(self.canonicalize(url) or url)
 
     def _published_kind(self, canonical: str) -> UrlKind:
         parts = urlsplit(canonical)
-        if (parts.path or "/") == "/" or (parts.query and _PAGE_QUERY.search(parts.query)):
+        if ((parts.path or "/") == "/" and not parts.query) or (parts.query and _PAGE_QUERY.search(parts.query)):
             return UrlKind.LISTING
         if self.profile.listing_patterns or self.profile.detail_patterns:
             return self.classifier.classify(canonical) or UrlKind.DETAIL
         return UrlKind.DETAIL
 
 
-_PAGE_QUERY = re.compile(r"(?:^|&)(?:page|p|pg|paged|offset|start)=\d+(?:&|$)", re.IGNORECASE)
+_PAGE_QUERY = re.compile(r"(?:^|&)(?:page|pg|paged|offset|start)=\d+(?:&|$)", re.IGNORECASE)
+"""A published URL's query that pages a list. Not ``p=``: WordPress's default permalink is ``/?p=123``, a post."""
 
 
 def _plainly_detail(canonical: str) -> bool:
-    """A canonical URL with a path beyond "/" and no pagination query: what ``_published_kind`` calls a
-    detail without a profile, by string scan (no ``urlsplit``)."""
+    """A canonical URL with a path beyond "/" or a query, and no pagination query: what ``_published_kind`` calls
+    a detail without a profile, by string scan (no ``urlsplit``)."""
     slash = canonical.find("/", canonical.find("://") + 3)
     if slash < 0:
         return False
     path, _, query = canonical[slash:].partition("?")
-    return path != "/" and not (query and _PAGE_QUERY.search(query))
+    return (path != "/" or bool(query)) and not (query and _PAGE_QUERY.search(query))

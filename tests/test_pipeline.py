@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from harvester.discovery.sitemaps import SitemapEntry
 from harvester.pipeline import Site
-from harvester.records import Source
+from harvester.records import Source, UrlKind
 from harvester.settings import ScoreRule, Settings, SiteProfile
 
 ORIGIN = "https://news.example"
@@ -28,6 +28,7 @@ _locs = st.sampled_from(
         "https://www.news.example/b/story",
         ORIGIN + "/",
         ORIGIN + "/archive?page=3",
+        ORIGIN + "/?p=42",
         ORIGIN + "/p/12",
         ORIGIN + "/private/secret",
         ORIGIN + "/x;jsessionid=ABC",
@@ -126,9 +127,20 @@ def test_batch_admission_refuses_what_admit_refuses() -> None:
     assert report["rejected"] == {"disallowed": 1, "out_of_scope": 1, "invalid": 1}
 
 
-@pytest.mark.parametrize("url", [ORIGIN + "/", ORIGIN + "/?page=2", ORIGIN + "/list?x=1&page=4"])
+@pytest.mark.parametrize("url", [ORIGIN + "/", ORIGIN + "/?page=2", ORIGIN + "/?paged=3", ORIGIN + "/list?x=1&page=4"])
 def test_published_listing_shapes_stay_listings(url: str) -> None:
     site, _ = _sites({})
     got = site.admit_published([SitemapEntry(loc=url)], where=SITEMAP, origin=ORIGIN, now=NOW, fetched_at=NOW,
                                allowed=None)
     assert [item.kind.value for item in got] == ["listing"]
+
+
+@pytest.mark.parametrize("url", [ORIGIN + "/?p=123", ORIGIN + "/?page_id=7", ORIGIN + "/p/12", ORIGIN + "/a?p=2"])
+def test_published_content_at_the_root_or_behind_p_is_detail(url: str) -> None:
+    """WordPress's default permalinks (``/?p=123`` posts, ``/?page_id=7`` pages) are content the site publishes,
+    not its homepage or an archive page: fetched and stored in extraction, not read as a listing."""
+    site, _ = _sites({})
+    got = site.admit_published([SitemapEntry(loc=url)], where=SITEMAP, origin=ORIGIN, now=NOW, fetched_at=NOW,
+                               allowed=None)
+    assert [item.kind.value for item in got] == ["detail"]
+    assert site.published_kind(url) is UrlKind.DETAIL
