@@ -22,7 +22,7 @@ from harvester import revisit
 from harvester.discovery.feeds import FeedDoc, parse_feed
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
-from harvester.errors import ContentRejected
+from harvester.errors import ContentRejected, NotASitemap
 from harvester.records import (
     AddResult,
     ClaimedUrl,
@@ -298,6 +298,12 @@ class HostDiscovery:
             if doc.kind in ("rss", "atom"):
                 self._queue_feed(url)
             count = await self._ingest_entries(doc.entries, source=url, fetched_at=now)
+        except NotASitemap as exc:
+            # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
+            if not probing:
+                self._problem(str(exc))
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            return None
         except ContentRejected as exc:
             self.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
             self._problem(f"sitemap {url} refused: {exc}")

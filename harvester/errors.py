@@ -54,6 +54,10 @@ class ContentRejected(HarvesterError):
     """A discovery document was refused as a whole: hostile markup, a bomb, or over a protocol limit."""
 
 
+class NotASitemap(ContentRejected):
+    """What came back for a sitemap is an HTML page: a soft 404 of a guessed path, mostly, not an attack."""
+
+
 class StoreError(HarvesterError):
     """The frontier store could not complete a unit of work."""
 

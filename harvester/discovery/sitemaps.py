@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from lxml import etree
 
 from harvester.discovery.feeds import parse_feed
-from harvester.errors import ContentRejected
+from harvester.errors import ContentRejected, NotASitemap
 from harvester.settings import DiscoverySettings
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ MAX_LOC_LENGTH = 8192
 
 _PROLOG_SCAN = 65_536
 _DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_HTML_PAGE = re.compile(r"<(?:!doctype\s+html[\s>]|html[\s>])", re.IGNORECASE)
+"""The start of an HTML page (after blanks): what many sites answer for a path they do not have."""
 # Only complete references ending in ";" are decoded: a URL's "&not=1" or "&copy=2" must stay as written
 # (html.unescape, which usp applies, turns them into "¬=1" and "©=2").
 _ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -200,6 +202,8 @@ def prepare_sitemap(
         doc = SitemapDoc(url=url, kind="text", entries=iter(()), parser="text")
         doc.entries = _validated(doc, _text_entries(body), settings.max_sitemap_urls)
         return _finished(doc, 0, truncated, settings)
+    if _HTML_PAGE.match(stripped):
+        raise NotASitemap(f"sitemap {url} is an HTML page, not a sitemap")
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
     wide = _wide_codec(body) if b"\x00" in body[:512] else None  # UTF-16/32: repaired and pre-scanned as text

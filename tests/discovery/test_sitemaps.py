@@ -26,7 +26,7 @@ from harvester.discovery.sitemaps import (
     parse_lastmod,
     parse_sitemap,
 )
-from harvester.errors import ContentRejected
+from harvester.errors import ContentRejected, NotASitemap
 from harvester.settings import DiscoverySettings
 from harvester.testing.hostile import gzip_bomb
 
@@ -396,8 +396,16 @@ def test_self_referencing_index_lists_itself_once(parser: str) -> None:
     assert "index lists itself" in doc.problems
 
 
+@pytest.mark.parametrize(
+    "body", [b"<html><body>hello</body></html>", b"\n  <!DOCTYPE html>\n<html lang=en><p>Not found", b"<HTML>"]
+)
+def test_an_html_page_is_not_a_sitemap_and_not_an_attack(body: bytes) -> None:
+    with pytest.raises(NotASitemap, match="is an HTML page, not a sitemap"):
+        parse(body)
+
+
 def test_not_a_sitemap() -> None:
-    doc, entries = parse(b"<html><body>hello</body></html>")
+    doc, entries = parse(b"<catalog><item>not a sitemap</item></catalog>")
     assert doc.kind == "unknown"
     assert entries == []
     assert doc.problems

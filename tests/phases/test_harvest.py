@@ -447,3 +447,34 @@ async def test_state_counters_name_the_state_each_url_is_left_in(sqlite_url, ser
     assert result.counters["state:failed"] == 1  # broken's second attempt; its first left it queued
     assert result.counters["state:queued"] == 2  # broken's and flaky's first attempts
     assert result.counters["state:done"] >= 2
+
+
+@pytest.mark.parametrize("named", [False, True])
+async def test_an_html_page_for_a_sitemap_is_a_soft_404_not_an_attack(sqlite_url, serve, named):
+    """Many sites answer any path with an HTML page. A guessed sitemap path answered so is as good as a 404 (no
+    problem reported, no attack counted); one robots.txt names is reported as an HTML page."""
+    asked: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        asked.append(request.path)
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow:\n" + (f"Sitemap: {origin}/map\n" if named else ""))
+        if request.path == "/sitemap_index.xml":
+            locs = "".join(f"<url><loc>{origin}/articles/story-{n}</loc></url>" for n in range(3))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        return web.Response(content_type="text/html", text="<!DOCTYPE html>\n<html><body>Not found</body></html>")
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, profile)
+        states = store.url_states()
+    assert {f"{origin}/articles/story-{n}" for n in range(3)} <= set(states)
+    assert result.counters["rejected:bad_content"] == 0
+    assert not [problem for problem in result.problems if "XXE" in problem]
+    html_problems = [problem for problem in result.problems if "is an HTML page" in problem]
+    assert html_problems == ([f"sitemap {origin}/map is an HTML page, not a sitemap"] if named else [])
+    assert "/sitemap.xml.gz" in asked  # control: the soft 404s were asked
