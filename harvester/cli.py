@@ -108,13 +108,16 @@ def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any,
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
         with FrontierStore.open(settings) as store:
-            while not done.is_set():
+            while True:
+                finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
                 stats = (await asyncio.to_thread(store.stats)).as_dict()
                 states = stats.get("by_state") or {}
                 total = sum(states.values())
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
                 progress.update(task_id, total=max(total, 1), completed=finished,
                                 description=f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued")
+                if finishing:
+                    return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(done.wait(), timeout=0.5)
 

@@ -109,3 +109,25 @@ def test_export_from_a_mistyped_database_keeps_the_output_file(tmp_path):
     assert out.exit_code != 0
     assert "typo.db" in str(out.exception)  # main() prints it as one line: SchemaOutOfDate names the database
     assert target.read_text() == "yesterday's export\n"
+
+
+def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
+    """The watcher reads the frontier every half second; what the run did after its last reading must still be
+    on the line left on screen (it used to end on a stale count)."""
+    import asyncio
+
+    from harvester import cli
+    from harvester.records import DiscoveredUrl, UrlKind
+
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+
+    async def run() -> str:
+        await asyncio.sleep(0.1)  # after the watcher's first reading, well before its next
+        with FrontierStore.open(settings) as store:
+            store.add_discovered([DiscoveredUrl(f"http://a.test/story-{n}", UrlKind.DETAIL, "seed") for n in range(3)])
+        return "ran"
+
+    assert cli._run_with_progress(settings, "harvest", run()) == "ran"
+    assert "harvest: 0 done, 3 queued" in capsys.readouterr().out
