@@ -342,14 +342,19 @@ def export(
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl or warc.")] = "jsonl",
     since: Annotated[datetime | None, typer.Option(help="Only fetches at or after this time (UTC).")] = None,
+    latest: Annotated[bool, typer.Option(help="JSONL: only the newest version of each page, none of a page "
+                                              "since found gone (a snapshot).")] = False,
     db: DbOpt = None, config: ConfigOpt = None,
 ) -> None:
-    """Stream the harvest out as JSONL (one record per page) or WARC 1.1 (responses, revisits, requests)."""
+    """Stream the harvest out as JSONL (one record per stored version of a page, with the URL's state now; or
+    --latest, the current version of each live page) or WARC 1.1 (responses, revisits, requests)."""
     from harvester import export as exporter
     from harvester.frontier import FrontierStore
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
+    if latest and fmt != "jsonl":
+        raise typer.BadParameter("--latest is a JSONL snapshot; a WARC file records every exchange")
     if not output.parent.is_dir():
         raise typer.BadParameter(f"-o {str(output)!r}: the directory {str(output.parent)!r} does not exist; create it "
                                  "or write elsewhere")
@@ -364,8 +369,8 @@ def export(
             raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
         with out:
             if fmt == "jsonl":
-                count = exporter.export_jsonl(store.iter_pages(since=since_utc), out)
-                console.print(f"wrote {count} pages to {output}")
+                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest), out)
+                console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
                 return
             counts = exporter.WarcCounts()
             exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent,

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 JSONL_FIELDS = (
     "url", "final_url", "status", "fetched_at", "content_type", "etag", "last_modified", "content_hash",
-    "canonical", "title", "description", "language", "jsonld", "fields", "robots",
+    "canonical", "title", "description", "language", "jsonld", "fields", "robots", "state",
 )
 """The keys of every JSONL line, in this order."""
 
@@ -79,6 +79,7 @@ def page_record(page: StoredPage) -> dict[str, Any]:
         # What the page's robots directives asked of us (["noindex"] ...): filter on it to honour noindex
         # downstream. null for a page stored before they were recorded.
         "robots": None if page.robots is None else list(page.robots),
+        "state": page.url_state,  # the URL's state now: "gone" marks a page the site has since removed
     }
 
 

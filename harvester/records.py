@@ -393,6 +393,9 @@ class StoredPage:
     fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     robots: tuple[str, ...] | None = None
     """As ``PageRecord.robots``; None for a page stored before they were recorded."""
+    url_state: str | None = None
+    """The URL's state now (``done``, ``gone``, ``duplicate`` ...): an older version of a page, or the page of a
+    URL since found gone, says so here."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,6 +104,7 @@ def test_jsonl_matches_the_database(harvested):
         assert line["jsonld"] == page.jsonld
         assert line["fields"] == page.fields
         assert line["robots"] == []  # no directive applied to us
+        assert line["state"] == "done"
         assert datetime.fromisoformat(line["fetched_at"]) == page.fetched_at
     assert [(line["url"], line["title"], line["etag"]) for line in lines] == [
         (urls[0], "Alpha", '"a1"'), (urls[1], "Beta", '"b1"'), (urls[1], "Beta", '"b2"')]
@@ -237,3 +238,27 @@ def test_the_robots_directives_a_page_gave_us_are_stored_and_exported(db_url, me
         export_jsonl(store.iter_pages(), out)
     assert [page.robots for page in pages] == [tuple(robots)]
     assert json.loads(out.getvalue())["robots"] == robots
+
+
+def test_latest_exports_the_current_version_of_each_live_page(db_url):
+    """Every stored version by default, each with the URL's state now; ``latest``: the newest version of each
+    URL, and nothing of one since found gone."""
+    settings = Settings(database_url=db_url)
+    urls = [f"{ORIGIN}/p/{name}" for name in ("kept", "changed", "removed")]
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(url=u, kind=UrlKind.DETAIL, source="seed") for u in urls], now=DAY1)
+        day1 = claim_all(store, DAY1)
+        for url in urls:
+            complete(store, settings, day1[url], fetch(url, 200, html(url[-7:], "first"), etag='"1"'), DAY1)
+        day2 = claim_all(store, DAY2)
+        complete(store, settings, day2[urls[0]], fetch(urls[0], 304, etag='"1"'), DAY2)
+        complete(store, settings, day2[urls[1]], fetch(urls[1], 200, html("changed", "second"), etag='"2"'), DAY2)
+        complete(store, settings, day2[urls[2]], fetch(urls[2], 404, error_class=ErrorClass.HTTP_4XX), DAY2)
+        every, latest = io.BytesIO(), io.BytesIO()
+        export_jsonl(store.iter_pages(), every)
+        export_jsonl(store.iter_pages(latest=True, batch=1), latest)
+    every_lines = [json.loads(line) for line in every.getvalue().splitlines()]
+    latest_lines = [json.loads(line) for line in latest.getvalue().splitlines()]
+    assert [(line["url"], line["state"]) for line in every_lines] == [
+        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[1], "done")]
+    assert [(line["url"], line["etag"]) for line in latest_lines] == [(urls[0], '"1"'), (urls[1], '"2"')]

@@ -237,4 +237,5 @@ def stored_page(row: Any) -> StoredPage:
         title=row.title, description=row.description, language=row.language, jsonld=list(row.jsonld or []),
         fields=dict(row.fields or {}),
         robots=None if row.robots is None else tuple(part for part in row.robots.split(",") if part),
+        url_state=row.url_state,
     )

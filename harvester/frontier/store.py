@@ -19,9 +19,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, func, insert, inspect, or_, select, update
+from sqlalchemy import Connection, Engine, Select, exists, func, insert, inspect, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
@@ -96,7 +97,10 @@ _KIND_OF = {kind.value: kind for kind in UrlKind}
 
 
 def _pages_query() -> Select[Any]:
-    return select(Page.__table__, _full_url).join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
+    return (
+        select(Page.__table__, _full_url, Url.state.label("url_state"))
+        .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
+    )
 
 
 def _document_state(doc: Any) -> DocumentState:
@@ -1068,10 +1072,14 @@ class FrontierStore:
                     counts[key] = counts.get(key, 0) + int(n)
         return out
 
-    def iter_pages(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredPage]:
+    def iter_pages(
+        self, *, since: datetime | None = None, latest: bool = False, batch: int = 500
+    ) -> Iterator[StoredPage]:
         """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
-        bounded and no connection or snapshot is held between batches)."""
+        bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
+        each URL, and none of a URL found gone since (a snapshot of the site as last seen)."""
         last_id = 0
+        newer = aliased(Page)
         while True:
             query = (
                 _pages_query().where(Page.id > last_id)
@@ -1079,6 +1087,11 @@ class FrontierStore:
             )
             if since is not None:
                 query = query.where(Page.fetched_at >= since)
+            if latest:
+                query = query.where(
+                    Url.state != UrlState.GONE.value,
+                    ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
+                )
             with self._tx(write=False) as tx:
                 rows = tx.conn.execute(query).all()
             if not rows:
