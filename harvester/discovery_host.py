@@ -141,6 +141,10 @@ class HostDiscovery:
         """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
         self._writer: UrlWriter | None = None
         self._admitted = 0
+        self._moved: str | None = None
+        """Where this seed host's homepage redirects to, outside the scope it had: read with this host."""
+        self._prefetched: dict[str, FetchResult] = {}
+        """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 
     async def run(self) -> None:
         """Discover the host. Its persisted politeness state applies first: a host still parked from an earlier
@@ -173,9 +177,11 @@ class HostDiscovery:
             self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
             return
         profile = self.site.profile
+        seed_urls = self.site.seeds_of(self.origin) or [self.origin + "/"]
+        self._moved = self.site.moved.get(self.origin) or await self._seed_moved(seed_urls[0])
         now = utcnow()
         seeds = [
-            item for url in self.site.seeds_of(self.origin) or [self.origin + "/"]
+            item for url in seed_urls
             if (item := self.site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
                                         allowed=self.rules.allowed, kind=UrlKind.LISTING, trusted=True))
         ]
@@ -191,6 +197,26 @@ class HostDiscovery:
             await self._drain_feeds()
         self.report.add_rejections({}, source="link")
 
+    async def _seed_moved(self, seed: str) -> str | None:
+        """The origin the seed redirects to, when that is outside the crawl's scope (a site that moved: another
+        domain, a subdomain); None otherwise. Asked once per seed host: a seed already in the frontier was
+        asked before, and what was found then is in ``hosts.moved_to``. The new origin joins the scope, here and in
+        every later phase, and its robots.txt and sitemaps are read with this host's."""
+        if await db(self.store.url_id, seed) is not None:
+            return None
+        result = await self.client.fetch(seed, accept=self.settings.http.allowed_content_types,
+                                         in_scope=lambda hop: hop.startswith(("http://", "https://")))
+        self._prefetched[seed] = result
+        final = result.final_url or result.url
+        target = origin_of(final)
+        if not result.ok or target == self.origin or self.site.in_scope(final):
+            return None
+        await db(self.store.set_moved_to, self.origin, target)
+        self.site.add_moved({self.origin: target})
+        self.counters["seeds_moved"] += 1
+        self._problem(f"{self.origin}: the seed {seed} redirects to {final}; {target} is crawled as this site")
+        return target
+
     # -- sitemaps -------------------------------------------------------------------------------------------
 
     async def _sitemaps(self) -> None:
@@ -200,8 +226,13 @@ class HostDiscovery:
         # name another host (sitemaps.org cross-submission: a CDN, the bare domain of a www site): robots.txt
         # speaks for the site, so the file is read, through that host's own gate and robots.txt, and its entries
         # are admitted by this crawl's scope as any sitemap's are.
-        robots_url = self.origin + "/robots.txt"
-        named = [url for line in self.rules.sitemaps if (url := self.site.canonicalize(line, robots_url))]
+        homes = [(self.origin, self.rules)]
+        if self._moved is not None:
+            homes.append((self._moved, await self.client.robots(self._moved)))
+        named = list(dict.fromkeys(
+            url for home, rules in homes for line in rules.sitemaps
+            if (url := self.site.canonicalize(line, home + "/robots.txt"))
+        ))
         seen: set[str] = set()
         started = utcnow()
         self._reread_urlsets = []
@@ -212,7 +243,7 @@ class HostDiscovery:
             if named:
                 self._problem(f"{self.origin}: none of the {len(named)} sitemaps robots.txt names could be read; "
                               "the known paths are probed instead")
-            probes = [self.origin + path for path in discovery.known_sitemap_paths]
+            probes = [home + path for home, _ in homes for path in discovery.known_sitemap_paths]
             await self._walk_sitemaps([url for url in probes if url not in seen], probing=True, seen=seen)
         if self._reread_urlsets:
             # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
@@ -535,7 +566,7 @@ class HostDiscovery:
         """One listing page; the flag says whether its next pages may hold news (it was mostly news itself),
         None when the fetch failed and says nothing about them."""
         assert self.rules is not None
-        result = await self.client.fetch(
+        result = self._prefetched.pop(claimed.url, None) or await self.client.fetch(
             claimed.url, validators=claimed.validators, accept=self.settings.http.allowed_content_types
         )
         now = utcnow()

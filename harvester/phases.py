@@ -209,6 +209,7 @@ async def discover(
     for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
     """
     site = Site(settings, profile)
+    site.add_moved(await db(store.moved_hosts))
     origins = list(hosts) if hosts else site.origins
     started = await db(store.run_started_at, run_id) if run_id is not None else None
     await recover_leases(store)
@@ -258,6 +259,7 @@ async def extract(
     """
 
     site = Site(settings, profile)
+    site.add_moved(await db(store.moved_hosts))
     hook = load_hook(profile.extractor) if profile.extractor else None
     written = await write_unwritten(store, settings.database_url, run_id=run_id)
     if written:

@@ -43,6 +43,16 @@ class Site:
             if canonical is not None:
                 origins[origin_of(canonical)] = None
         self.origins = list(origins)
+        self.moved: dict[str, str] = {}
+        """Seed origin -> the origin its homepage redirects to (in scope like a seed host; persisted by the store
+        as ``hosts.moved_to`` and loaded by every phase)."""
+
+    def add_moved(self, moved: dict[str, str]) -> None:
+        """Seed hosts that moved (``FrontierStore.moved_hosts``): their new origins join the scope."""
+        for origin, target in moved.items():
+            if origin in self.origins:
+                self.moved[origin] = target
+                self.filter.add_host(target)
 
     def report(self, origin: str) -> DiscoveryReport:
         report = self.reports.get(origin)

@@ -401,6 +401,12 @@ class UrlFilter:
 
     # -- scope
 
+    def add_host(self, origin: str) -> None:
+        """Put ``origin``'s host (and its www twin) in scope, as a seed's: where a seed host moved to."""
+        netloc = _split_host_path(origin + "/")[0]
+        self._hosts.add(netloc)
+        self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+
     def in_scope(self, url: str) -> bool:
         """Scope only (no traps, no budget): for redirect hops and sitemap entries of a canonical URL."""
         return self._scope(url, *_split_host_path(url))

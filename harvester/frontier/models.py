@@ -124,6 +124,8 @@ class Host(Base):
     lastmod_checks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     lastmod_hits: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    moved_to: Mapped[str | None] = mapped_column(String(300))
+    """The origin this seed host's homepage redirects to: part of the crawl's scope from then on."""
 
 
 class Source(Base):

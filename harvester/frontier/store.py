@@ -506,6 +506,11 @@ class FrontierStore:
         ).first()
         return None if row is None else int(row[0])
 
+    def url_id(self, url: str) -> int | None:
+        """The id of a stored URL (canonical), or None when the frontier does not hold it."""
+        with self._tx(write=False) as tx:
+            return self._url_id(tx.conn, url)
+
     def sources_of(self, url: str) -> list[str]:
         """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""
         p = self._d.p
@@ -884,6 +889,18 @@ class FrontierStore:
             "next_allowed_at": aware(policy.next_allowed_at),
         }
         self._update_host(policy.origin, values)
+
+    def set_moved_to(self, origin: str, target: str) -> None:
+        """Record that seed host ``origin`` redirects its homepage to ``target`` (an origin)."""
+        if not ORIGIN.fullmatch(target):
+            raise InvalidRecord(f"origin {target!r} is not scheme://host[:port] (http or https)")
+        self._update_host(origin, {"moved_to": target})
+
+    def moved_hosts(self) -> dict[str, str]:
+        """Seed origin -> the origin it moved to, for every seed host found redirecting (``set_moved_to``)."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(select(Host.origin, Host.moved_to).where(Host.moved_to.is_not(None))).all()
+        return {origin: target for origin, target in rows if target is not None}
 
     def _update_host(self, origin: str, values: dict[str, Any]) -> None:
         if not ORIGIN.fullmatch(origin):

@@ -478,3 +478,42 @@ async def test_an_html_page_for_a_sitemap_is_a_soft_404_not_an_attack(sqlite_url
     html_problems = [problem for problem in result.problems if "is an HTML page" in problem]
     assert html_problems == ([f"sitemap {origin}/map is an HTML page, not a sitemap"] if named else [])
     assert "/sitemap.xml.gz" in asked  # control: the soft 404s were asked
+
+
+async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, serve):
+    """The seed host answers every path with a 301 to another origin (a site that moved). That origin joins the
+    crawl's scope, recorded in the frontier, so extraction (another Site, as in another task) keeps it; its
+    sitemap's articles are harvested; the move is reported; the homepage is asked once, not twice."""
+    asked: Counter[str] = Counter()
+    new: list[str] = []
+
+    async def old_site(request: web.Request) -> web.Response:
+        raise web.HTTPMovedPermanently(location=new[0] + request.path_qs)
+
+    async def new_site(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {new[0]}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            locs = "".join(f"<url><loc>{new[0]}/articles/story-{n}</loc></url>" for n in range(4))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        links = "".join(f'<a href="/articles/story-{n}">story {n}</a>' for n in range(4))
+        return web.Response(content_type="text/html",
+                            text=f"<html><body><main>the page at {request.path} {links}</main></body></html>")
+
+    old = await serve(old_site)
+    new.append(await serve(new_site))
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        discovered = await phases.discover(store, settings, profile)
+        extracted = await phases.extract(store, settings, profile)
+        states = store.url_states()
+        assert store.moved_hosts() == {old: new[0]}
+    stories = [f"{new[0]}/articles/story-{n}" for n in range(4)]
+    assert all(states[url][0] == "done" for url in stories), {url: states.get(url) for url in stories}
+    assert extracted.counters["state:done"] >= 4
+    assert discovered.counters["seeds_moved"] == 1
+    assert any(f"redirects to {new[0]}/" in problem for problem in discovered.problems), discovered.problems
+    assert asked["/"] == 1
