@@ -615,6 +615,8 @@ class HostDiscovery:
             if link in nofollow:
                 continue
             kind = self.site.classifier.classify(canonical[link])
+            if kind is None and claimed.depth == 0:
+                kind = self.site.classifier.guess_navigation(canonical[link])
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:
@@ -622,6 +624,8 @@ class HostDiscovery:
             if kind is UrlKind.FEED:
                 self._queue_feed(link)
                 continue
+            if kind is None:
+                self.counters["links_unclassified"] += 1  # neither a detail nor a listing by any rule: not followed
             if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
                 continue
             if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.site.profile.use_listings)):

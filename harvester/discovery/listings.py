@@ -444,6 +444,19 @@ class LinkClassifier:
     def learned(self) -> int:
         return len(self._details)
 
+    def guess_navigation(self, url: str) -> UrlKind | None:
+        """A seed page's link that ``classify`` left undecided, on a site with nothing learned (no sitemap or
+        feed): a path of one or two words (``/c/shoes``, ``/en/sport``, ``/product-category/tools/``), no query,
+        no site furniture, is taken for a section front. A homepage's navigation is the only way to such a
+        site's items; a guess that is wrong costs one listing read, not a stored page."""
+        if self.learned:
+            return None
+        parts = _Parts(url)
+        segments = [seg.lower() for seg in parts.segments]
+        if parts.query or not 1 <= len(segments) <= 2 or not all(_words_only(seg) for seg in segments):
+            return None
+        return None if any(seg in _FURNITURE for seg in segments) else UrlKind.LISTING
+
     def classify(self, url: str) -> UrlKind | None:
         for rule in self._detail_rules:
             if rule.search(url):
@@ -484,6 +497,10 @@ class LinkClassifier:
             if _SECTION.fullmatch(word) and word not in _FURNITURE:
                 return UrlKind.LISTING
         return None
+
+
+def _words_only(segment: str) -> bool:
+    return bool(_SECTION.fullmatch(segment) or (len(segment) == 1 and segment.isalpha()))
 
 
 def _looks_like_detail(last: str) -> bool:

@@ -328,3 +328,28 @@ async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts
     articles = {f"{origin}/{s}/story-about-things-{i}" for s, n in sections.items() for i in range(n)}
     assert articles <= set(states), sorted(articles - set(states))
     assert "/about/" not in asked
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://shop.example/c/shoes", UrlKind.LISTING),
+        ("https://shop.example/c/shoes/", UrlKind.LISTING),
+        ("https://shop.example/product-category/tools/", UrlKind.LISTING),
+        ("https://news.example/en/sport", UrlKind.LISTING),
+        ("https://shop.example/about", None),  # furniture
+        ("https://shop.example/help/shipping", None),  # furniture
+        ("https://shop.example/c/shoes?sort=price", None),  # a query: a view, not a section
+        ("https://shop.example/a/b/c", None),  # three levels: not navigation
+        ("https://shop.example/item-42", None),  # an id
+    ],
+)
+def test_a_seed_pages_undecided_link_of_one_or_two_words_is_guessed_a_section(url, kind):
+    assert LinkClassifier().guess_navigation(url) is kind
+
+
+def test_no_section_is_guessed_once_the_sites_shapes_are_learned():
+    classifier = LinkClassifier()
+    assert classifier.guess_navigation("https://shop.example/c/shoes") is UrlKind.LISTING  # control
+    classifier.learn_details(["https://shop.example/products/red-running-shoe-123"])
+    assert classifier.guess_navigation("https://shop.example/c/shoes") is None

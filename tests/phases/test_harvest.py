@@ -517,3 +517,37 @@ async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, 
     assert discovered.counters["seeds_moved"] == 1
     assert any(f"redirects to {new[0]}/" in problem for problem in discovered.problems), discovered.problems
     assert asked["/"] == 1
+
+
+async def test_with_nothing_published_the_homepages_sections_lead_to_the_items(sqlite_url, serve):
+    """No robots.txt, no sitemap, no feed: the homepage links two-word category paths (one relative, each
+    behind a redirect to its slash form) and site furniture. The categories are read as listings and their
+    products harvested; the furniture is not asked."""
+    asked: Counter[str] = Counter()
+
+    async def shop(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        path = request.path
+        if path == "/":
+            nav = '<a href="/c/shoes">Shoes</a> <a href="c/shirts">Shirts</a> <a href="/about">About</a>'
+            nav += ' <a href="/cart">Cart</a> <a href="/privacy-policy">Privacy</a>'
+            return web.Response(content_type="text/html", text=f"<html><body><nav>{nav}</nav></body></html>")
+        if path in ("/c/shoes", "/c/shirts"):
+            raise web.HTTPMovedPermanently(location=path + "/")
+        if path in ("/c/shoes/", "/c/shirts/"):
+            name = path.split("/")[2]
+            items = "".join(f'<li><a href="/p/{name}-item-{n}">{name} {n}</a></li>' for n in range(5))
+            return web.Response(content_type="text/html", text=f"<html><body><ul>{items}</ul></body></html>")
+        if path.startswith("/p/"):
+            return web.Response(content_type="text/html",
+                                text=f"<html><body><main>the product {path}</main></body></html>")
+        return web.Response(status=404)
+
+    origin = await serve(shop)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",)))
+        states = store.url_states()
+    products = [f"{origin}/p/{name}-item-{n}" for name in ("shoes", "shirts") for n in range(5)]
+    assert all(states.get(url, ("missing",))[0] == "done" for url in products), states
+    assert not {"/about", "/cart", "/privacy-policy"} & set(asked)
