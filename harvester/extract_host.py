@@ -121,11 +121,13 @@ class CompletionWriter:
             if not items:
                 return
             try:
-                items = await self._mark_duplicates(items)
+                items, demoted = await self._mark_duplicates(items)
                 result = await self._write(items)
             except BaseException:
                 self._pending[:0] = items
                 raise
+            if demoted:
+                self.counters["duplicate"] += await db(self._store.demote_to_duplicates, demoted)
             self.counters["lease_lost"] += result.lost
             if self._lastmod:
                 tallies, self._lastmod = self._lastmod, {}
@@ -152,27 +154,48 @@ class CompletionWriter:
 
     async def _mark_duplicates(
         self, items: list[tuple[Completion, list[DiscoveredUrl]]]
-    ) -> list[tuple[Completion, list[DiscoveredUrl]]]:
-        """A page whose main content is already held by another URL is a duplicate; its links are not expanded."""
+    ) -> tuple[list[tuple[Completion, list[DiscoveredUrl]]], list[tuple[int, int]]]:
+        """A page whose main content is already held by another URL is a duplicate; its links are not expanded.
+
+        Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
+        canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
+        its duplicate (returned as (holder, new holder) pairs, demoted once this batch is written). Otherwise the
+        first URL read keeps it."""
         fresh = [c for c, _ in items if c.page is not None and c.content_hash]
         if not fresh:
-            return items
+            return items, []
         known = await db(
             self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
             exclude_ids=[c.url_id for c in fresh],
         )
-        out = []
+        # What each holder's page names as canonical: stored holders from the store, this batch's from the batch.
+        declared = await db(self._store.declared_canonicals, list(set(known.values())))
+        position: dict[int, int] = {}
+        demoted: list[tuple[int, int]] = []
+        out: list[tuple[Completion, list[DiscoveredUrl]]] = []
         for completion, outlinks in items:
-            digest = completion.content_hash
-            if completion.page is not None and digest:
+            digest, page = completion.content_hash, completion.page
+            if page is not None and digest:
                 holder = known.get(digest)
-                if holder is not None and holder != completion.url_id:
+                if holder is None or holder == completion.url_id:
+                    known[digest] = completion.url_id
+                elif page.canonical_url == page.final_url and declared.get(holder) == page.final_url:
+                    known[digest] = completion.url_id  # the holder points here: this URL takes the content over
+                    if holder in position:  # read in this same batch: not stored yet, simply its duplicate
+                        index = position.pop(holder)
+                        out[index] = (replace(out[index][0], state=UrlState.DUPLICATE, duplicate_of=completion.url_id,
+                                              page=None), [])
+                    else:
+                        demoted.append((holder, completion.url_id))
+                else:
                     completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=holder, page=None)
                     outlinks = []
-                else:
-                    known[digest] = completion.url_id
+                if known[digest] == completion.url_id:
+                    position[completion.url_id] = len(out)
+                    if page.canonical_url is not None:
+                        declared[completion.url_id] = page.canonical_url
             out.append((completion, outlinks))
-        return out
+        return out, demoted
 
 
 class ExtractWork:

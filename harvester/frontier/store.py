@@ -846,6 +846,30 @@ class FrontierStore:
         with self._tx(write=False) as tx:
             return {str(h): int(i) for h, i in tx.conn.execute(query)}
 
+    def declared_canonicals(self, url_ids: Sequence[int]) -> dict[int, str]:
+        """url id -> the canonical URL its newest stored page declares (rel=canonical), where it declares one."""
+        if not url_ids:
+            return {}
+        newer = aliased(Page)
+        query = select(Page.url_id, Page.canonical_url).where(
+            Page.url_id.in_(list(url_ids)), Page.canonical_url.is_not(None),
+            ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),
+        )
+        with self._tx(write=False) as tx:
+            return {int(url_id): str(canonical) for url_id, canonical in tx.conn.execute(query)}
+
+    def demote_to_duplicates(self, pairs: Sequence[tuple[int, int]]) -> int:
+        """(url id, new holder id): URLs that held a content another URL now holds (the one the site names as
+        canonical) become its duplicates. Only a DONE URL is demoted; returns how many were."""
+        demoted = 0
+        with self._tx() as tx:
+            for url_id, holder in pairs:
+                demoted += tx.conn.execute(
+                    update(Url).where(Url.id == url_id, Url.state == UrlState.DONE.value)
+                    .values(state=UrlState.DUPLICATE.value, duplicate_of=holder)
+                ).rowcount
+        return demoted
+
     # --- hosts: robots, politeness, lastmod truthfulness --------------------------------------------------
 
     def load_robots(self, origin: str) -> RobotsState | None:
@@ -1094,7 +1118,7 @@ class FrontierStore:
     ) -> Iterator[StoredPage]:
         """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
         bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
-        each URL, and none of a URL found gone since (a snapshot of the site as last seen)."""
+        each URL, and none of a URL found gone or a duplicate since (a snapshot of the site as last seen)."""
         last_id = 0
         newer = aliased(Page)
         while True:
@@ -1106,7 +1130,7 @@ class FrontierStore:
                 query = query.where(Page.fetched_at >= since)
             if latest:
                 query = query.where(
-                    Url.state != UrlState.GONE.value,
+                    Url.state.not_in((UrlState.GONE.value, UrlState.DUPLICATE.value)),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             with self._tx(write=False) as tx:

@@ -576,3 +576,20 @@ def test_mixed_batches_count_and_merge_the_same_on_every_path(store: FrontierSto
     fresh_twice = [found("https://a.test/new", source=SITEMAP), found("https://a.test/new", source=FEED)]
     assert store.add_discovered(fresh_twice, now=T0).inserted == 1
     assert store.sources_of("https://a.test/new") == [SITEMAP, FEED]
+
+
+def test_declared_canonicals_and_demotion_to_duplicate(store: FrontierStore) -> None:
+    from dataclasses import replace
+
+    store.add_discovered([found("https://a.test/p/x?colour=blue"), found("https://a.test/p/x"), found("https://a.test/q")])
+    claimed = {c.url: c.id for c in claim_all(store, "w", ["https://a.test"])}
+    variant, clean, other = (claimed[f"https://a.test/{path}"] for path in ("p/x?colour=blue", "p/x", "q"))
+    store.complete("w", done(variant, page=replace(page(), canonical_url="https://a.test/p/x"), content_hash="h1"))
+    store.complete("w", done(other, page=page(content_hash="h2"), content_hash="h2"))  # declares none
+    assert store.declared_canonicals([variant, clean, other]) == {variant: "https://a.test/p/x"}
+    # Only a DONE URL is demoted: the clean one is still leased, so it is left alone.
+    assert store.demote_to_duplicates([(variant, clean), (clean, variant)]) == 1
+    states = store.url_states()
+    assert states["https://a.test/p/x?colour=blue"][0] == "duplicate"
+    assert states["https://a.test/p/x"][0] == "leased"
+    assert store.url_info("https://a.test/p/x?colour=blue")["duplicate_of"] == clean

@@ -551,3 +551,36 @@ async def test_with_nothing_published_the_homepages_sections_lead_to_the_items(s
     products = [f"{origin}/p/{name}-item-{n}" for name in ("shoes", "shirts") for n in range(5)]
     assert all(states.get(url, ("missing",))[0] == "done" for url in products), states
     assert not {"/about", "/cart", "/privacy-policy"} & set(asked)
+
+
+@pytest.mark.parametrize("variant_first", [True, False])
+async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serve, variant_first):
+    """A product is listed as /p/shoe and as /p/shoe?colour=blue; both declare /p/shoe canonical. Whichever is
+    read first, /p/shoe holds the content and the variant is its duplicate (the first read used to win)."""
+
+    async def shop(request: web.Request) -> web.Response:
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            urls = [f"{origin}/p/shoe-{n}?colour=blue" for n in range(3)] + [f"{origin}/p/shoe-{n}" for n in range(3)]
+            priorities = ("0.9", "0.1") if variant_first else ("0.1", "0.9")
+            locs = "".join(f"<url><loc>{url}</loc><priority>{priorities[0] if '?' in url else priorities[1]}"
+                           "</priority></url>" for url in urls)
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        canonical = f"{origin}{request.path}"
+        return web.Response(content_type="text/html", text=(
+            f'<html><head><link rel="canonical" href="{canonical}"><title>{request.path}</title></head>'
+            f"<body><main>the product {request.path}</main></body></html>"))
+
+    origin = await serve(shop)
+    settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1})
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
+        states = store.url_states()
+        snapshot = [page.url for page in store.iter_pages(latest=True)]
+    for n in range(3):
+        assert states[f"{origin}/p/shoe-{n}"][0] == "done"
+        assert states[f"{origin}/p/shoe-{n}?colour=blue"][0] == "duplicate"
+    assert sorted(snapshot) == [f"{origin}/p/shoe-{n}" for n in range(3)]
