@@ -432,6 +432,8 @@ class Job:
     validators: Validators = NO_VALIDATORS
     accept: tuple[str, ...] | None = None
     payload: Any = None
+    answered: FetchResult | None = None
+    """This URL's answer, already read (the target of a permanent redirect followed in this run): no request."""
 
 
 class HostWork(Protocol):
@@ -531,12 +533,14 @@ class _HostRun:
                 return
             try:
                 reason = origin_parked(_http_origin(job.url) or job.host)
-                if reason is not None:
+                if job.answered is not None:
+                    result = job.answered
+                elif reason is not None:
                     result = refused(job.url, ErrorClass.PARKED, reason)
                 else:
                     result = await client.fetch(job.url, validators=job.validators, accept=job.accept)
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
-                if result.status is not None:
+                if result.status is not None and job.answered is None:
                     self.stats.fetched += 1
                 try:
                     await self.work.done(job, result)

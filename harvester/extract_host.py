@@ -51,6 +51,9 @@ WRITE_BACKOFF_S = 0.25
 """A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
 
 MAX_CLAIM = 50
+
+MOVED_ANSWERS_BYTES = 32 * 2**20
+"""Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
 """URLs leased per host per claim: a crawl-delayed host must finish its batch well inside the lease."""
 
 
@@ -220,6 +223,9 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
+        self._moved_answers: dict[str, FetchResult] = {}
+        """Canonical target URL -> the answer its permanent redirect gave (``_keep_moved_answer``), oldest first."""
+        self._moved_bytes = 0
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -298,8 +304,12 @@ class ExtractWork:
                     [],
                 )
                 return None
+        answered = self._moved_answers.pop(item.url, None)
+        if answered is not None:
+            self._moved_bytes -= len(answered.body or b"")
+            self.counters["moved_target_read_once"] += 1
         return Job(url=item.url, host=host, validators=item.validators,
-                   accept=self.settings.http.allowed_content_types, payload=item)
+                   accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
 
     async def done(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
@@ -359,7 +369,19 @@ class ExtractWork:
             )
             if target is not None:
                 outlinks.append(target)
+                self._keep_moved_answer(target.url, result)
         return completion, outlinks
+
+    def _keep_moved_answer(self, target: str, result: FetchResult) -> None:
+        """The answer of a permanent redirect is the target's page: kept so that the target, queued as a URL of
+        its own, is recorded from it when claimed instead of being downloaded a second time. In memory and
+        bounded: a target claimed by another worker, or after a restart, is simply fetched."""
+        answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
+        self._moved_answers[target] = answer
+        self._moved_bytes += len(answer.body or b"")
+        while self._moved_bytes > MOVED_ANSWERS_BYTES and self._moved_answers:
+            dropped = self._moved_answers.pop(next(iter(self._moved_answers)))
+            self._moved_bytes -= len(dropped.body or b"")
 
     def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:
         """Links of a detail page that look like details too: the pages sitemaps and listings missed."""

@@ -584,3 +584,33 @@ async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serv
         assert states[f"{origin}/p/shoe-{n}"][0] == "done"
         assert states[f"{origin}/p/shoe-{n}?colour=blue"][0] == "duplicate"
     assert sorted(snapshot) == [f"{origin}/p/shoe-{n}" for n in range(3)]
+
+
+async def test_the_target_of_a_permanent_redirect_is_downloaded_once(sqlite_url, serve):
+    """A sitemap lists old addresses that 301 to new ones. The answer the redirect led to is the target's page:
+    the target is recorded from it, not asked again."""
+    asked: Counter[str] = Counter()
+
+    async def site(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            locs = "".join(f"<url><loc>{origin}/old/story-{n}</loc></url>" for n in range(3))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        if request.path.startswith("/old/"):
+            raise web.HTTPMovedPermanently(location=request.path.replace("/old/", "/new/"))
+        return web.Response(content_type="text/html",
+                            text=f"<html><body><main>the story at {request.path}</main></body></html>")
+
+    origin = await serve(site)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
+        states = store.url_states()
+        pages = {page.url for page in store.iter_pages()}
+    assert pages == {f"{origin}/new/story-{n}" for n in range(3)}
+    assert all(states[f"{origin}/new/story-{n}"][0] == "done" for n in range(3))
+    assert [asked[f"/new/story-{n}"] for n in range(3)] == [1, 1, 1]
