@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +51,10 @@ WRITE_BACKOFF_S = 0.25
 """A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
 
 MAX_CLAIM = 50
+"""URLs leased per host per claim: a crawl-delayed host must finish its batch well inside the lease."""
 
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
-"""URLs leased per host per claim: a crawl-delayed host must finish its batch well inside the lease."""
 
 
 _UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
@@ -84,8 +84,10 @@ async def write_unwritten(store: FrontierStore, database_url: str, *, run_id: in
 class CompletionWriter:
     """Batches completions into ``complete_many`` transactions, marking content duplicates on the way."""
 
-    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None) -> None:
+    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None,
+                 canonicalize: Callable[[str], str | None] | None = None) -> None:
         self._store = store
+        self._canonicalize = canonicalize or (lambda url: url)
         self._owner = owner
         self._run_id = run_id
         self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
@@ -171,8 +173,11 @@ class CompletionWriter:
             self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
             exclude_ids=[c.url_id for c in fresh],
         )
-        # What each holder's page names as canonical: stored holders from the store, this batch's from the batch.
-        declared = await db(self._store.declared_canonicals, list(set(known.values())))
+        # What each holder's page names as canonical (in canonical form): stored holders from the store, this
+        # batch's from the batch.
+        canon = self._canonicalize
+        declared = {url_id: canon(url) for url_id, url in
+                    (await db(self._store.declared_canonicals, list(set(known.values())))).items()}
         position: dict[int, int] = {}
         demoted: list[tuple[int, int]] = []
         out: list[tuple[Completion, list[DiscoveredUrl]]] = []
@@ -182,7 +187,9 @@ class CompletionWriter:
                 holder = known.get(digest)
                 if holder is None or holder == completion.url_id:
                     known[digest] = completion.url_id
-                elif page.canonical_url == page.final_url and declared.get(holder) == page.final_url:
+                elif (completion.final_url is None and page.canonical_url is not None  # read at its own address
+                      and (here := canon(page.final_url)) is not None and here == canon(page.canonical_url)
+                      and declared.get(holder) == here):
                     known[digest] = completion.url_id  # the holder points here: this URL takes the content over
                     if holder in position:  # read in this same batch: not stored yet, simply its duplicate
                         index = position.pop(holder)
@@ -196,7 +203,7 @@ class CompletionWriter:
                 if known[digest] == completion.url_id:
                     position[completion.url_id] = len(out)
                     if page.canonical_url is not None:
-                        declared[completion.url_id] = page.canonical_url
+                        declared[completion.url_id] = canon(page.canonical_url)
             out.append((completion, outlinks))
         return out, demoted
 
@@ -214,7 +221,7 @@ class ExtractWork:
         self.site = site
         self.owner = owner
         self.hook = hook
-        self.writer = CompletionWriter(store, owner, run_id=run_id)
+        self.writer = CompletionWriter(store, owner, run_id=run_id, canonicalize=site.canonicalize)
         self.counters: Counter[str] = Counter()
         self.leased: set[str] = set()
         self.exhausted: set[str] = set()
@@ -377,6 +384,9 @@ class ExtractWork:
         its own, is recorded from it when claimed instead of being downloaded a second time. In memory and
         bounded: a target claimed by another worker, or after a restart, is simply fetched."""
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
+        earlier = self._moved_answers.pop(target, None)  # many old addresses may lead to one target
+        if earlier is not None:
+            self._moved_bytes -= len(earlier.body or b"")
         self._moved_answers[target] = answer
         self._moved_bytes += len(answer.body or b"")
         while self._moved_bytes > MOVED_ANSWERS_BYTES and self._moved_answers:

@@ -553,13 +553,16 @@ async def test_with_nothing_published_the_homepages_sections_lead_to_the_items(s
     assert not {"/about", "/cart", "/privacy-policy"} & set(asked)
 
 
-@pytest.mark.parametrize("variant_first", [True, False])
-async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serve, variant_first):
+@pytest.mark.parametrize(("variant_first", "variant_redirects"), [(True, False), (False, False), (False, True)])
+async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serve, variant_first, variant_redirects):
     """A product is listed as /p/shoe and as /p/shoe?colour=blue; both declare /p/shoe canonical. Whichever is
-    read first, /p/shoe holds the content and the variant is its duplicate (the first read used to win)."""
+    read first, /p/shoe holds the content and the variant is its duplicate (the first read used to win). A
+    variant that redirects (302) to /p/shoe is not /p/shoe: it never takes the content over."""
 
     async def shop(request: web.Request) -> web.Response:
         origin = f"http://{request.host}"
+        if variant_redirects and request.query_string:
+            raise web.HTTPFound(location=request.path)
         if request.path == "/robots.txt":
             return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
         if request.path == "/sitemap.xml":
