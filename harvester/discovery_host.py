@@ -197,19 +197,28 @@ class HostDiscovery:
             await self._drain_feeds()
         self.report.add_rejections({}, source="link")
 
+    def _homes(self) -> list[str]:
+        """This host, and where its seed moved to (read as part of it: no discovery of its own runs for it)."""
+        return [self.origin] if self._moved is None else [self.origin, self._moved]
+
     async def _seed_moved(self, seed: str) -> str | None:
-        """The origin the seed redirects to, when that is outside the crawl's scope (a site that moved: another
-        domain, a subdomain); None otherwise. Asked once per seed host: a seed already in the frontier was
-        asked before, and what was found then is in ``hosts.moved_to``. The new origin joins the scope, here and in
-        every later phase, and its robots.txt and sitemaps are read with this host's."""
+        """The origin the seed permanently redirects to (301/308 only), when that is outside the crawl's scope (a
+        site that moved: another domain, a subdomain); None otherwise. A temporary redirect (a consent wall, a
+        login, a geo check) moves nothing, and the operator's deny patterns hold for every hop. Asked once per
+        seed host: a seed already in the frontier was asked before, and what was found then is in
+        ``hosts.moved_to``. The new origin joins the scope, here and in every later phase, and its robots.txt,
+        sitemaps and listing pages are read with this host's."""
         if await db(self.store.url_id, seed) is not None:
             return None
-        result = await self.client.fetch(seed, accept=self.settings.http.allowed_content_types,
-                                         in_scope=lambda hop: hop.startswith(("http://", "https://")))
+        denied = self.site.filter.denied
+        result = await self.client.fetch(
+            seed, accept=self.settings.http.allowed_content_types,
+            in_scope=lambda hop: hop.startswith(("http://", "https://")) and not denied(hop),
+        )
         self._prefetched[seed] = result
         final = result.final_url or result.url
         target = origin_of(final)
-        if not result.ok or target == self.origin or self.site.in_scope(final):
+        if not result.ok or not revisit.is_permanent_move(result) or target == self.origin or self.site.in_scope(final):
             return None
         await db(self.store.set_moved_to, self.origin, target)
         self.site.add_moved({self.origin: target})
@@ -248,11 +257,10 @@ class HostDiscovery:
         if self._reread_urlsets:
             # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
             # skip never passes over a page that may be gone (it is asked, conditionally, and found gone).
-            dropped = await db(
-                self.store.forget_lastmods, self.origin,
-                [provenance(Source.SITEMAP, url) for url in self._reread_urlsets], seen_before=started,
-            )
-            self.counters["urls_dropped_from_sitemaps"] += dropped
+            sources = [provenance(Source.SITEMAP, url) for url in self._reread_urlsets]
+            for home, _ in homes:
+                dropped = await db(self.store.forget_lastmods, home, sources, seen_before=started)
+                self.counters["urls_dropped_from_sitemaps"] += dropped
 
     async def _walk_sitemaps(self, start: list[str], *, probing: bool, seen: set[str]) -> int:
         """Read ``start`` and the indexes' children breadth-first, at most ``max_sitemaps_per_host`` files and
@@ -261,10 +269,11 @@ class HostDiscovery:
         A child is followed when it is in the crawl's scope or on its index's own origin (an index on a CDN lists
         its siblings there); an index cannot send the crawl to a third host."""
         discovery = self.settings.discovery
-        queue: deque[tuple[str, int, datetime | None]] = deque((url, 1, None) for url in start)
+        # (url, depth, lastmod in its index, probed): only the start can be a guess; an index's children are named.
+        queue: deque[tuple[str, int, datetime | None, bool]] = deque((url, 1, None, probing) for url in start)
         read = 0
         while queue:
-            url, depth, dated = queue.popleft()
+            url, depth, dated, probed = queue.popleft()
             canonical = self.site.canonicalize(url)
             if canonical is None or canonical in seen:
                 if canonical is not None:
@@ -274,7 +283,7 @@ class HostDiscovery:
                 self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
                 break
             seen.add(canonical)
-            children = await self._sitemap(canonical, probing, dated)
+            children = await self._sitemap(canonical, probed, dated)
             if children is None:
                 continue
             read += 1
@@ -284,7 +293,7 @@ class HostDiscovery:
                     self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
                     break
                 if self.site.in_scope(child) or origin_of(child) == home:
-                    queue.append((child, depth + 1, child_lastmod))
+                    queue.append((child, depth + 1, child_lastmod, False))
                 else:
                     self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
         return read
@@ -501,7 +510,7 @@ class HostDiscovery:
         limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
         while fetched < budget:
             claimed = await db(
-                self.store.claim, self.owner, hosts=[self.origin], per_host=min(2 * limit, budget - fetched),
+                self.store.claim, self.owner, hosts=self._homes(), per_host=min(2 * limit, budget - fetched),
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
             )
             if not claimed:

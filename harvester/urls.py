@@ -407,13 +407,17 @@ class UrlFilter:
         self._hosts.add(netloc)
         self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
 
+    def denied(self, url: str) -> bool:
+        """The operator's deny patterns refuse ``url``: they hold even where the scope is widened."""
+        return bool(self._deny) and any(p.search(url) for p in self._deny)
+
     def in_scope(self, url: str) -> bool:
         """Scope only (no traps, no budget): for redirect hops and sitemap entries of a canonical URL."""
         return self._scope(url, *_split_host_path(url))
 
     def _scope(self, url: str, netloc: str, path: str, query: str) -> bool:
         # Deny first: an operator's deny list beats every allow rule.
-        if self._deny and any(p.search(url) for p in self._deny):
+        if self.denied(url):
             return False
         host = netloc.rpartition("@")[2]
         if netloc not in self._hosts and host not in self._hosts:

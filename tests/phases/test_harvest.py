@@ -480,27 +480,40 @@ async def test_an_html_page_for_a_sitemap_is_a_soft_404_not_an_attack(sqlite_url
     assert "/sitemap.xml.gz" in asked  # control: the soft 404s were asked
 
 
-async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, serve):
-    """The seed host answers every path with a 301 to another origin (a site that moved). That origin joins the
-    crawl's scope, recorded in the frontier, so extraction (another Site, as in another task) keeps it; its
-    sitemap's articles are harvested; the move is reported; the homepage is asked once, not twice."""
+@pytest.mark.parametrize(("everything_moved", "sitemap"), [(True, True), (False, True), (False, False)])
+async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, serve, everything_moved, sitemap):
+    """The seed host 301s its pages to another origin (a site that moved): all of them, robots.txt included, or
+    only its pages, its own robots.txt and sitemap paths answering 404. That origin joins the crawl's scope,
+    recorded in the frontier, so extraction (another Site, as in another task) keeps it. Its robots.txt's sitemap
+    is read, or with none its section fronts are; its articles are harvested; the move is reported; the homepage
+    is asked once, not twice."""
     asked: Counter[str] = Counter()
     new: list[str] = []
 
     async def old_site(request: web.Request) -> web.Response:
+        if not everything_moved and (request.path == "/robots.txt" or "sitemap" in request.path):
+            return web.Response(status=404)
         raise web.HTTPMovedPermanently(location=new[0] + request.path_qs)
 
     async def new_site(request: web.Request) -> web.Response:
         asked[request.path] += 1
         if request.path == "/robots.txt":
-            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {new[0]}/sitemap.xml\n")
-        if request.path == "/sitemap.xml":
-            locs = "".join(f"<url><loc>{new[0]}/articles/story-{n}</loc></url>" for n in range(4))
+            line = f"Sitemap: {new[0]}/maps/a.xml\n" if sitemap else ""
+            return web.Response(text="User-agent: *\nDisallow:\n" + line)
+        if request.path == "/maps/a.xml" and sitemap:
+            locs = "".join(f"<url><loc>{new[0]}/news/story-{n}-about-things</loc></url>" for n in range(4))
             return web.Response(content_type="application/xml", text=(
                 f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
-        links = "".join(f'<a href="/articles/story-{n}">story {n}</a>' for n in range(4))
-        return web.Response(content_type="text/html",
-                            text=f"<html><body><main>the page at {request.path} {links}</main></body></html>")
+        if request.path == "/":
+            return web.Response(content_type="text/html",
+                                text='<html><body><nav><a href="/news/">News</a></nav></body></html>')
+        if request.path == "/news/":
+            links = "".join(f'<a href="/news/story-{n}-about-things">story {n}</a>' for n in range(4))
+            return web.Response(content_type="text/html", text=f"<html><body><main>{links}</main></body></html>")
+        if request.path.startswith("/news/story-"):
+            return web.Response(content_type="text/html",
+                                text=f"<html><body><main>the story at {request.path}</main></body></html>")
+        return web.Response(status=404)
 
     old = await serve(old_site)
     new.append(await serve(new_site))
@@ -511,12 +524,34 @@ async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, 
         extracted = await phases.extract(store, settings, profile)
         states = store.url_states()
         assert store.moved_hosts() == {old: new[0]}
-    stories = [f"{new[0]}/articles/story-{n}" for n in range(4)]
-    assert all(states[url][0] == "done" for url in stories), {url: states.get(url) for url in stories}
+    stories = [f"{new[0]}/news/story-{n}-about-things" for n in range(4)]
+    assert all(states.get(url, ("missing",))[0] == "done" for url in stories), {url: states.get(url) for url in stories}
     assert extracted.counters["state:done"] >= 4
     assert discovered.counters["seeds_moved"] == 1
     assert any(f"redirects to {new[0]}/" in problem for problem in discovered.problems), discovered.problems
     assert asked["/"] == 1
+    assert asked["/maps/a.xml"] == (1 if sitemap else 0)
+
+
+async def test_a_seed_that_redirects_only_for_now_does_not_widen_the_scope(sqlite_url, serve):
+    """A 302 (a consent wall, a login, a geo check) is not a move: the other host stays out of scope."""
+    other: list[str] = []
+
+    async def wall(request: web.Request) -> web.Response:
+        return web.Response(content_type="text/html", text="<html><body><main>accept cookies</main></body></html>")
+
+    async def site(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        raise web.HTTPFound(location=other[0] + "/consent")
+
+    other.append(await serve(wall))
+    origin = await serve(site)
+    settings = settings_for(sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",), use_feeds=False))
+        assert store.moved_hosts() == {}
+    assert result.counters["seeds_moved"] == 0
 
 
 async def test_with_nothing_published_the_homepages_sections_lead_to_the_items(sqlite_url, serve):
