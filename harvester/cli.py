@@ -343,7 +343,7 @@ def export(
     fmt: Annotated[str, typer.Option("--format", help="jsonl or warc.")] = "jsonl",
     since: Annotated[datetime | None, typer.Option(help="Only fetches at or after this time (UTC).")] = None,
     latest: Annotated[bool, typer.Option(help="JSONL: only the newest version of each page, none of a page "
-                                              "since found gone (a snapshot).")] = False,
+                                              "since gone, moved or found a duplicate (a snapshot).")] = False,
     db: DbOpt = None, config: ConfigOpt = None,
 ) -> None:
     """Stream the harvest out as JSONL (one record per stored version of a page, with the URL's state now; or

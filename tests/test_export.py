@@ -12,7 +12,7 @@ from warcio.archiveiterator import ArchiveIterator
 from harvester.export import JSONL_FIELDS, WarcCounts, export_jsonl, export_warc, sha1_digest
 from harvester.extraction import extract_page
 from harvester.frontier import FrontierStore
-from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, ErrorClass, FetchResult, UrlKind
+from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, ErrorClass, FetchResult, UrlKind, UrlState
 from harvester.revisit import classify_outcome
 from harvester.settings import Settings
 
@@ -242,9 +242,9 @@ def test_the_robots_directives_a_page_gave_us_are_stored_and_exported(db_url, me
 
 def test_latest_exports_the_current_version_of_each_live_page(db_url):
     """Every stored version by default, each with the URL's state now; ``latest``: the newest version of each
-    URL, and nothing of one since found gone."""
+    URL, and nothing of one since found gone or moved (its page lives at the new address)."""
     settings = Settings(database_url=db_url)
-    urls = [f"{ORIGIN}/p/{name}" for name in ("kept", "changed", "removed")]
+    urls = [f"{ORIGIN}/p/{name}" for name in ("kept", "changed", "removed", "moving")]
     with FrontierStore.open(settings, upgrade=True) as store:
         store.add_discovered([DiscoveredUrl(url=u, kind=UrlKind.DETAIL, source="seed") for u in urls], now=DAY1)
         day1 = claim_all(store, DAY1)
@@ -254,11 +254,14 @@ def test_latest_exports_the_current_version_of_each_live_page(db_url):
         complete(store, settings, day2[urls[0]], fetch(urls[0], 304, etag='"1"'), DAY2)
         complete(store, settings, day2[urls[1]], fetch(urls[1], 200, html("changed", "second"), etag='"2"'), DAY2)
         complete(store, settings, day2[urls[2]], fetch(urls[2], 404, error_class=ErrorClass.HTTP_4XX), DAY2)
+        # As extraction records a move: the 301 it answered, where it leads, nothing stored.
+        store.complete("w", Completion(url_id=day2[urls[3]].id, state=UrlState.DONE, fetched_at=DAY2, status=301,
+                                       final_url=f"{ORIGIN}/q/moved", next_fetch_at=DAY2 + timedelta(days=30)))
         every, latest = io.BytesIO(), io.BytesIO()
         export_jsonl(store.iter_pages(), every)
         export_jsonl(store.iter_pages(latest=True, batch=1), latest)
     every_lines = [json.loads(line) for line in every.getvalue().splitlines()]
     latest_lines = [json.loads(line) for line in latest.getvalue().splitlines()]
     assert [(line["url"], line["state"]) for line in every_lines] == [
-        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[1], "done")]
+        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[3], "done"), (urls[1], "done")]
     assert [(line["url"], line["etag"]) for line in latest_lines] == [(urls[0], '"1"'), (urls[1], '"2"')]

@@ -96,6 +96,10 @@ _KIND_OF = {kind.value: kind for kind in UrlKind}
 """Stored kind -> UrlKind without Enum's (slow) value lookup."""
 
 
+_NOT_CURRENT = tuple(s.value for s in (UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED))
+"""URL states whose stored pages a snapshot (``iter_pages(latest=True)``) leaves out."""
+
+
 def _pages_query() -> Select[Any]:
     return (
         select(Page.__table__, _full_url, Url.state.label("url_state"))
@@ -1118,7 +1122,8 @@ class FrontierStore:
     ) -> Iterator[StoredPage]:
         """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
         bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
-        each URL, and none of a URL found gone or a duplicate since (a snapshot of the site as last seen)."""
+        each URL, and none of a URL that is gone, a duplicate, disallowed, skipped or moved since (a snapshot of the
+        site as last seen)."""
         last_id = 0
         newer = aliased(Page)
         while True:
@@ -1130,7 +1135,9 @@ class FrontierStore:
                 query = query.where(Page.fetched_at >= since)
             if latest:
                 query = query.where(
-                    Url.state.not_in((UrlState.GONE.value, UrlState.DUPLICATE.value)),
+                    Url.state.not_in(_NOT_CURRENT),
+                    # A URL that answers with a permanent redirect now: its page lives at the target's address.
+                    or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             with self._tx(write=False) as tx:
