@@ -219,14 +219,15 @@ class Site:
         """Kind of a URL a site lists in a sitemap or feed: a detail unless it is plainly a listing page.
 
         Sitemaps also list homepages and ``?page=N`` archives; everything else they publish is content, even
-        where its path looks like pagination (``/p/12`` is a post on many blogs) or is the root with a query
-        (``/?p=123``, WordPress's default permalink). Profile patterns override.
+        where its path looks like pagination (``/p/12`` is a post on many blogs) or is the root with an item's
+        query (``/?p=123``, WordPress's default permalink). Profile patterns override.
         """
         return self._published_kind(self.canonicalize(url) or url)
 
     def _published_kind(self, canonical: str) -> UrlKind:
         parts = urlsplit(canonical)
-        if ((parts.path or "/") == "/" and not parts.query) or (parts.query and _PAGE_QUERY.search(parts.query)):
+        root = (parts.path or "/") == "/"
+        if (root and not _ROOT_ITEM.search(parts.query)) or (parts.query and _PAGE_QUERY.search(parts.query)):
             return UrlKind.LISTING
         if self.profile.listing_patterns or self.profile.detail_patterns:
             return self.classifier.classify(canonical) or UrlKind.DETAIL
@@ -236,12 +237,16 @@ class Site:
 _PAGE_QUERY = re.compile(r"(?:^|&)(?:page|pg|paged|offset|start)=\d+(?:&|$)", re.IGNORECASE)
 """A published URL's query that pages a list. Not ``p=``: WordPress's default permalink is ``/?p=123``, a post."""
 
+_ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
+"""The query of a root URL that names one item (WordPress's plain permalinks); any other (``?cat=5``, ``?m=2024``)
+is an archive."""
+
 
 def _plainly_detail(canonical: str) -> bool:
-    """A canonical URL with a path beyond "/" or a query, and no pagination query: what ``_published_kind`` calls
-    a detail without a profile, by string scan (no ``urlsplit``)."""
+    """A canonical URL with a path beyond "/" or an item's query at the root, and no pagination query: what
+    ``_published_kind`` calls a detail without a profile, by string scan (no ``urlsplit``)."""
     slash = canonical.find("/", canonical.find("://") + 3)
     if slash < 0:
         return False
     path, _, query = canonical[slash:].partition("?")
-    return (path != "/" or bool(query)) and not (query and _PAGE_QUERY.search(query))
+    return (path != "/" or bool(_ROOT_ITEM.search(query))) and not (query and _PAGE_QUERY.search(query))

@@ -127,7 +127,8 @@ def test_batch_admission_refuses_what_admit_refuses() -> None:
     assert report["rejected"] == {"disallowed": 1, "out_of_scope": 1, "invalid": 1}
 
 
-@pytest.mark.parametrize("url", [ORIGIN + "/", ORIGIN + "/?page=2", ORIGIN + "/?paged=3", ORIGIN + "/list?x=1&page=4"])
+@pytest.mark.parametrize("url", [ORIGIN + "/", ORIGIN + "/?page=2", ORIGIN + "/?paged=3", ORIGIN + "/list?x=1&page=4",
+                                 ORIGIN + "/?cat=5", ORIGIN + "/?m=202401"])
 def test_published_listing_shapes_stay_listings(url: str) -> None:
     site, _ = _sites({})
     got = site.admit_published([SitemapEntry(loc=url)], where=SITEMAP, origin=ORIGIN, now=NOW, fetched_at=NOW,
@@ -135,7 +136,8 @@ def test_published_listing_shapes_stay_listings(url: str) -> None:
     assert [item.kind.value for item in got] == ["listing"]
 
 
-@pytest.mark.parametrize("url", [ORIGIN + "/?p=123", ORIGIN + "/?page_id=7", ORIGIN + "/p/12", ORIGIN + "/a?p=2"])
+@pytest.mark.parametrize("url", [ORIGIN + "/?p=123", ORIGIN + "/?page_id=7", ORIGIN + "/?attachment_id=9",
+                                 ORIGIN + "/p/12", ORIGIN + "/a?p=2"])
 def test_published_content_at_the_root_or_behind_p_is_detail(url: str) -> None:
     """WordPress's default permalinks (``/?p=123`` posts, ``/?page_id=7`` pages) are content the site publishes,
     not its homepage or an archive page: fetched and stored in extraction, not read as a listing."""
