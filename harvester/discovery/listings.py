@@ -338,7 +338,7 @@ class _Templates:
     a prefix is the section's own listing page.
     """
 
-    __slots__ = ("_dirty", "_groups", "_keys", "_max_examples", "_prefixes", "_variable")
+    __slots__ = ("_dirty", "_groups", "_hosts", "_keys", "_max_examples", "_prefixes", "_variable")
 
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
@@ -347,9 +347,15 @@ class _Templates:
         self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._dirty: set[tuple[str, int]] = set()
+        self._hosts: set[str] = set()
+
+    def knows(self, host: str) -> bool:
+        """Whether any example of ``host`` (without www.) was learned."""
+        return host in self._hosts
 
     def add(self, url: str) -> None:
         host, segments, query = _path_parts(url)
+        self._hosts.add(host)
         group = (host, len(segments))
         examples = self._groups.setdefault(group, [])
         if len(examples) < self._max_examples:
@@ -445,17 +451,22 @@ class LinkClassifier:
         return len(self._details)
 
     def guess_navigation(self, url: str) -> UrlKind | None:
-        """A seed page's link that ``classify`` left undecided, on a site with nothing learned (no sitemap or
-        feed): a path of one or two words (``/c/shoes``, ``/en/sport``, ``/product-category/tools/``), no query,
-        no site furniture, is taken for a section front. A homepage's navigation is the only way to such a
-        site's items; a guess that is wrong costs one listing read, not a stored page."""
-        if self.learned:
-            return None
+        """A seed page's link that ``classify`` left undecided, on a host with no detail shape learned (no
+        sitemap or feed): a directory of words (``/news/``, ``/product-category/tools/``) or a word under a one-
+        or two-letter prefix (``/c/shoes``, ``/en/sport``), with no query and no site furniture, is taken for a
+        section front: a homepage's navigation is the only way to such a site's items. A slug that could be an
+        item (``/hello-world``, ``/blog/hello-world``) is left alone: a guessed listing is never stored."""
         parts = _Parts(url)
-        segments = [seg.lower() for seg in parts.segments]
-        if parts.query or not 1 <= len(segments) <= 2 or not all(_words_only(seg) for seg in segments):
+        if self._details.knows(parts.host) or parts.query:
             return None
-        return None if any(seg in _FURNITURE for seg in segments) else UrlKind.LISTING
+        segments = [seg.lower() for seg in parts.segments]
+        if not 1 <= len(segments) <= 2 or not all(_words_only(seg) for seg in segments):
+            return None
+        if any(seg in _FURNITURE for seg in segments):
+            return None
+        if parts.path.endswith("/") or (len(segments) == 2 and len(segments[0]) <= 2):
+            return UrlKind.LISTING
+        return None
 
     def classify(self, url: str) -> UrlKind | None:
         for rule in self._detail_rules:

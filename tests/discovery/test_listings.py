@@ -342,6 +342,8 @@ async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts
         ("https://shop.example/c/shoes?sort=price", None),  # a query: a view, not a section
         ("https://shop.example/a/b/c", None),  # three levels: not navigation
         ("https://shop.example/item-42", None),  # an id
+        ("https://blog.example/hello-world", None),  # a slug that could be a post
+        ("https://blog.example/blog/hello-world", None),
     ],
 )
 def test_a_seed_pages_undecided_link_of_one_or_two_words_is_guessed_a_section(url, kind):
@@ -351,5 +353,6 @@ def test_a_seed_pages_undecided_link_of_one_or_two_words_is_guessed_a_section(ur
 def test_no_section_is_guessed_once_the_sites_shapes_are_learned():
     classifier = LinkClassifier()
     assert classifier.guess_navigation("https://shop.example/c/shoes") is UrlKind.LISTING  # control
-    classifier.learn_details(["https://shop.example/products/red-running-shoe-123"])
+    classifier.learn_details(["https://www.shop.example/products/red-running-shoe-123"])
     assert classifier.guess_navigation("https://shop.example/c/shoes") is None
+    assert classifier.guess_navigation("https://other.example/c/shoes") is UrlKind.LISTING  # per host
