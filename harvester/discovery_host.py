@@ -591,7 +591,7 @@ class HostDiscovery:
             return self._listing_failure(claimed, result, base), [], None
         page = apply_robots_header(
             extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
-            result.headers.get("x-robots-tag"), product_token(self.settings.http.user_agent),
+            result.headers.get("x-robots-tag"), product_token(self.client.user_agent),
         )
         for feed in page.feeds:
             self._queue_feed(feed)

@@ -343,7 +343,8 @@ class ExtractWork:
         new_hash = None
         hook_error = None
         if result.ok and result.body is not None:
-            extracted = extract_page(result, settings=self.settings, hook=self.hook)
+            extracted = extract_page(result, settings=self.settings, hook=self.hook,
+                                     user_agent=self.site.profile.user_agent)
             new_hash = extracted.content_hash
             if extracted.failed:
                 hook_error = extracted.error

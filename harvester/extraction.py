@@ -173,7 +173,9 @@ class Page:
 # --- the entry point ----------------------------------------------------------------------------------------
 
 
-def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook | None = None) -> Extracted:
+def extract_page(
+    result: FetchResult, *, settings: Settings, hook: ExtractorHook | None = None, user_agent: str | None = None
+) -> Extracted:
     """The record kept for one successful fetch (2xx with a body), and its outlinks.
 
     Never raises for anything the page contains. A raising or misbehaving ``hook`` gives an ``Extracted``
@@ -192,7 +194,7 @@ def extract_page(result: FetchResult, *, settings: Settings, hook: ExtractorHook
     is_html = (mime is None and _looks_like_html(body)) or (
         mime is not None and (mime in HTML_TYPES or (mime in allowed and mime.endswith(("html", "+xml"))))
     )
-    token = product_token(settings.http.user_agent)
+    token = product_token(user_agent or settings.http.user_agent)  # the profile's, when it names its own
     header_only = apply_robots_header(PageLinks(), _header(result.headers, "x-robots-tag"), token)
     if not is_html:
         record = PageRecord(

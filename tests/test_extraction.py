@@ -384,3 +384,10 @@ def test_html_served_without_a_content_type_is_sniffed():
     out = extract_page(fetched(body, content_type=None), settings=SETTINGS)
     assert out.page is not None and out.page.title == "Untyped"
     assert out.outlinks == ("https://news.example.org/x",)
+
+
+def test_a_profiles_own_user_agent_names_the_crawler_meta_tags_address():
+    body = b'<html><head><meta name="ourbot" content="nofollow"></head><body><a href="/x">x</a></body></html>'
+    ours = extract_page(fetched(body), settings=SETTINGS, user_agent="ourbot/2.0 (+https://ours.invalid/bot)")
+    assert ours.robots_nofollow
+    assert not extract_page(fetched(body), settings=SETTINGS).robots_nofollow  # control: the settings' agent
