@@ -93,6 +93,7 @@ def run(label: str, settings: Settings, batches: list[list[DiscoveredUrl]], clai
         latencies = []
         cpu_latencies = []
         floor_latencies: list[float] = []
+        floor_n = 0
         got = 0
         for _ in range(claims):
             t, c = time.perf_counter(), time.process_time()
@@ -105,7 +106,7 @@ def run(label: str, settings: Settings, batches: list[list[DiscoveredUrl]], clai
         with floor_of(store, per_host) as floor:
             while floor is not None and len(floor_latencies) < claims:
                 t = time.perf_counter()
-                floor()
+                floor_n = floor()
                 floor_latencies.append((time.perf_counter() - t) * 1000)
         latencies.sort()
     return {
@@ -120,11 +121,12 @@ def run(label: str, settings: Settings, batches: list[list[DiscoveredUrl]], clai
         "claim_p95_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.95))],
         "claim_cpu_median_ms": statistics.median(cpu_latencies),
         "floor_median_ms": statistics.median(floor_latencies) if floor_latencies else None,
+        "floor_n": floor_n,
     }
 
 
 @contextlib.contextmanager
-def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], None] | None]:
+def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], int] | None]:
     """SQLite only: the least a claim of per-URL leases costs here, with none of the harvester's code.
 
     The same statements a claim must run (the head of each host's queue range joined to the URL rows, those
@@ -145,10 +147,11 @@ def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], None]
         " AND (q.due_at IS NULL OR q.due_at <= ?) ORDER BY q.rank, q.url_id LIMIT ?)"
     )
     candidates = " UNION ALL ".join([branch] * len(host_ids))
-    dequeue = "DELETE FROM queue WHERE host_id = ? AND kind = 'detail' AND (rank, url_id) <= (?, ?)"
+    dequeue = ("DELETE FROM queue WHERE host_id = ? AND kind = 'detail' AND (rank, url_id) <= (?, ?)"
+               " AND (due_at IS NULL OR due_at <= ?)")
     lease = "INSERT INTO leases (url_id, host_id, owner, lease_until) VALUES " + ", ".join(["(?, ?, ?, ?)"] * 100)
 
-    def claim() -> None:
+    def claim() -> int:
         now = int(time.time() * 1e6)
         conn.execute("BEGIN IMMEDIATE")
         params: list[Any] = []
@@ -156,7 +159,7 @@ def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], None]
             params += (host_id, now, per_host)
         rows = conn.execute(candidates, params).fetchall()
         last = {host_id: (rank, url_id) for host_id, rank, url_id, *_ in rows}
-        conn.executemany(dequeue, [(host_id, *edge) for host_id, edge in last.items()])
+        conn.executemany(dequeue, [(host_id, *edge, now) for host_id, edge in last.items()])
         flat: list[Any] = []
         for host_id, _, url_id, *_ in rows:
             flat += (url_id, host_id, "floor", now + 600_000_000)
@@ -166,6 +169,7 @@ def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], None]
         conn.executemany("INSERT INTO leases (url_id, host_id, owner, lease_until) VALUES (?, ?, ?, ?)",
                          [tail[i : i + 4] for i in range(0, len(tail), 4)])
         conn.execute("COMMIT")
+        return len(rows)
 
     try:
         conn.execute("DELETE FROM leases")  # the store's claims began on an empty lease table too
@@ -244,6 +248,7 @@ def main() -> None:
         ("claim median CPU ms of this process", lambda r: f"{r['claim_cpu_median_ms']:.2f}"),
         ("  floor: bare sqlite3, same claim, ms", lambda r: "-" if r["floor_median_ms"] is None
          else f"{r['floor_median_ms']:.2f}"),
+        ("  URLs per floor claim", lambda r: "-" if r["floor_median_ms"] is None else f"{r['floor_n']}"),
     ]
     print()
     print(f"{'':40}" + "".join(f"{r['label']:>14}" for r in results))

@@ -186,24 +186,29 @@ def sqlite_floor(urls: int) -> float:
     ``queue`` tables (the schema made by the migrations, the store's pragmas, batches of 10,000 as the ingest
     writes them): the least any ingest into this frontier pays per URL, before parsing, canonicalizing,
     filtering, scoring and merging, which are the harvester's."""
-    import sqlite3
-
     from harvester.frontier import FrontierStore
+    from harvester.frontier.dialects import make_engine
     from harvester.settings import Settings
 
     origin = "http://127.0.0.1:8080"
     with tempfile.TemporaryDirectory() as tmp:
-        with FrontierStore.open(Settings.load(database_url=f"sqlite:///{tmp}/h.db"), upgrade=True):
+        settings = Settings.load(database_url=f"sqlite:///{tmp}/h.db")
+        with FrontierStore.open(settings, upgrade=True):
             pass  # the schema, made by the migrations
-        conn = sqlite3.connect(f"{tmp}/h.db", isolation_level=None)
-        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "cache_size=-131072", "mmap_size=268435456"):
-            conn.execute(f"PRAGMA {pragma}")
-        conn.execute("INSERT INTO hosts (id, origin) VALUES (1, ?)", (origin,))
+        engine = make_engine(settings)  # the store's own pragmas, foreign keys included
+        raw = engine.raw_connection()
+        conn = raw.driver_connection
+        assert conn is not None
+        conn.execute("INSERT INTO hosts (id, origin, failures, lastmod_checks, lastmod_hits) VALUES (1, ?, 0, 0, 0)",
+                     (origin,))
+        conn.execute("INSERT INTO sources (id, label, kind) VALUES (1, ?, 'sitemap')", (f"sitemap:{origin}/s.xml",))
         now = int(time.time() * 1e6)
-        rows = [(1, f"/articles/{n % 97}/story-about-things-{n}", 2, "detail", "queued", n / 7, 1, now, now, now)
+        # Four urlsets' worth, so that the unique index is as deep as in the end-to-end run's middle.
+        rows = [(1, f"/articles/{n % 97}/story-about-things-{n}", 2, 1, "detail", "queued", n / 7, 1, now, now, now)
                 for n in range(4 * urls)]
-        insert = ("INSERT INTO urls (host_id, path, canonical_version, kind, state, score, depth, first_seen,"
-                  " last_seen, lastmod) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (host_id, path) DO NOTHING")
+        insert = ("INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth,"
+                  " first_seen, last_seen, lastmod) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                  " ON CONFLICT (host_id, path) DO NOTHING")
         spent = 0.0
         for start in range(0, len(rows), 10_000):  # batches of 10,000, as the ingest writes them
             c0 = time.process_time()
@@ -214,7 +219,8 @@ def sqlite_floor(urls: int) -> float:
                          " next_fetch_at FROM urls WHERE id > ?", (top,))
             conn.execute("COMMIT")
             spent += time.process_time() - c0
-        conn.close()
+        raw.close()
+        engine.dispose()
     return spent / len(rows) * 1e6
 
 

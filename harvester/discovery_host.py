@@ -307,7 +307,8 @@ class HostDiscovery:
         known = await db(self.store.get_document, url)
         if known is not None and not self._due(known):
             self.counters["documents_skipped"] += 1
-            return [(child, None) for child in known.children]
+            # Never read (only failures so far): still unreadable until it is due again, so the probes go on.
+            return None if known.content_hash is None else [(child, None) for child in known.children]
         if known is not None and self._unchanged_per_index(known, dated):
             self.counters["sitemaps_unchanged_per_index"] += 1
             return [(child, None) for child in known.children]

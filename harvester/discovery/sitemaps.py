@@ -51,7 +51,8 @@ MAX_LOC_LENGTH = 8192
 _PROLOG_SCAN = 65_536
 _DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _HTML_PAGE = re.compile(r"<(?:!doctype\s+html[\s>]|html[\s>])", re.IGNORECASE)
-"""The start of an HTML page (after blanks): what many sites answer for a path they do not have."""
+"""An HTML page's doctype or root in a document's head (behind a prolog or comments too): what many sites answer
+for a path they do not have."""
 # Only complete references ending in ";" are decoded: a URL's "&not=1" or "&copy=2" must stay as written
 # (html.unescape, which usp applies, turns them into "¬=1" and "©=2").
 _ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -202,7 +203,7 @@ def prepare_sitemap(
         doc = SitemapDoc(url=url, kind="text", entries=iter(()), parser="text")
         doc.entries = _validated(doc, _text_entries(body), settings.max_sitemap_urls)
         return _finished(doc, 0, truncated, settings)
-    if _HTML_PAGE.match(stripped):
+    if _HTML_PAGE.search(head):  # refused either way: never parsed, so a crafted one gains nothing
         raise NotASitemap(f"sitemap {url} is an HTML page, not a sitemap")
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")

@@ -1,5 +1,5 @@
 """Pages record the robots directives that applied to us (``noindex``, ``nofollow``), from ``<meta>`` tags and
-``X-Robots-Tag``, so an export can leave out what a site asked not to be indexed.
+``X-Robots-Tag``, so a consumer of the export can tell which pages a site asked not to be indexed.
 
 Revision ID: 0003
 Revises: 0002

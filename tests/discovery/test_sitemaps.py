@@ -397,7 +397,12 @@ def test_self_referencing_index_lists_itself_once(parser: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "body", [b"<html><body>hello</body></html>", b"\n  <!DOCTYPE html>\n<html lang=en><p>Not found", b"<HTML>"]
+    "body",
+    [
+        b"<html><body>hello</body></html>", b"\n  <!DOCTYPE html>\n<html lang=en><p>Not found", b"<HTML>",
+        b"<!-- cms --><!DOCTYPE html><html>",
+        b'<?xml version="1.0"?><!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" "xhtml1-strict.dtd"><html>',
+    ],
 )
 def test_an_html_page_is_not_a_sitemap_and_not_an_attack(body: bytes) -> None:
     with pytest.raises(NotASitemap, match="is an HTML page, not a sitemap"):
