@@ -157,7 +157,8 @@ class HostDiscovery:
                 if self._writer.batches:
                     self.counters["writer_process_batches"] += self._writer.batches
             if self.policies is not None:
-                await self.policies.save(self.origin)
+                for home in self._homes():
+                    await self.policies.save(home)
 
     async def _run(self) -> None:
         if self.policies is not None:
@@ -179,6 +180,9 @@ class HostDiscovery:
         profile = self.site.profile
         seed_urls = self.site.seeds_of(self.origin) or [self.origin + "/"]
         self._moved = self.site.moved.get(self.origin) or await self._seed_moved(seed_urls[0])
+        if self._moved is not None and self.policies is not None:
+            # Read as part of this host from here on: its persisted back-off or park holds for our requests.
+            await self.policies.load(self._moved)
         now = utcnow()
         seeds = [
             item for url in seed_urls

@@ -272,7 +272,7 @@ async def extract(
     async with polite_client(store, settings, profile, site) as client:
         policies = PolicyKeeper(store, client)
         # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
-        await policies.lift_expired(site.origins)
+        await policies.lift_expired([*site.origins, *site.moved.values()])
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, policies=policies)
 
         def snapshot() -> Progress:
