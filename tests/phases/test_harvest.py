@@ -32,6 +32,19 @@ def path_of(url: str) -> str:
     return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
+def robots_and_sitemap(request: web.Request, paths: list[str]) -> web.Response | None:
+    """The answer of a one-off site to /robots.txt (naming /sitemap.xml) or /sitemap.xml (listing ``paths`` on
+    its own origin); None for any other path."""
+    origin = f"http://{request.host}"
+    if request.path == "/robots.txt":
+        return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+    if request.path == "/sitemap.xml":
+        locs = "".join(f"<url><loc>{origin}{path}</loc></url>" for path in paths)
+        return web.Response(content_type="application/xml", text=(
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+    return None
+
+
 async def harvest(store: FrontierStore, settings: Settings, profile: SiteProfile) -> None:
     await phases.discover(store, settings, profile)
     await phases.extract(store, settings, profile)
@@ -422,13 +435,9 @@ async def test_state_counters_name_the_state_each_url_is_left_in(sqlite_url, ser
 
     async def handle(request: web.Request) -> web.Response:
         asked[request.path] += 1
-        origin = f"http://{request.host}"
-        if request.path == "/robots.txt":
-            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
-        if request.path == "/sitemap.xml":
-            locs = "".join(f"<url><loc>{origin}/articles/{name}</loc></url>" for name in ("broken", "flaky", "fine"))
-            return web.Response(content_type="application/xml", text=(
-                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        published = robots_and_sitemap(request, [f"/articles/{name}" for name in ("broken", "flaky", "fine")])
+        if published is not None:
+            return published
         if request.path == "/articles/broken" or (request.path == "/articles/flaky" and asked[request.path] == 1):
             return web.Response(status=500)
         return web.Response(content_type="text/html",
@@ -631,13 +640,9 @@ async def test_the_target_of_a_permanent_redirect_is_downloaded_once(sqlite_url,
 
     async def site(request: web.Request) -> web.Response:
         asked[request.path] += 1
-        origin = f"http://{request.host}"
-        if request.path == "/robots.txt":
-            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
-        if request.path == "/sitemap.xml":
-            locs = "".join(f"<url><loc>{origin}/old/story-{n}</loc></url>" for n in range(3))
-            return web.Response(content_type="application/xml", text=(
-                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        published = robots_and_sitemap(request, [f"/old/story-{n}" for n in range(3)])
+        if published is not None:
+            return published
         if request.path.startswith("/old/"):
             raise web.HTTPMovedPermanently(location=request.path.replace("/old/", "/new/"))
         return web.Response(content_type="text/html",
