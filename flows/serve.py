@@ -46,7 +46,7 @@ def deployments(
 
 def serve_deployments(profile: SiteProfile, **options: Any) -> None:
     """Register both deployments and serve their runs until interrupted."""
-    serve(*deployments(profile, **options))  # type: ignore[arg-type]
+    serve(*deployments(profile, **options))  # type: ignore[arg-type, unused-ignore]  # typed so in newer Prefect
 
 
 if __name__ == "__main__":
