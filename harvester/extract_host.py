@@ -127,12 +127,11 @@ class CompletionWriter:
                 return
             try:
                 items, demoted = await self._mark_duplicates(items)
-                result = await self._write(items)
+                result = await self._write(items, demoted)
             except BaseException:
                 self._pending[:0] = items
                 raise
-            if demoted:
-                self.counters["duplicate"] += await db(self._store.demote_to_duplicates, demoted)
+            self.counters["duplicate"] += result.demoted
             self.counters["lease_lost"] += result.lost
             if self._lastmod:
                 tallies, self._lastmod = self._lastmod, {}
@@ -142,10 +141,12 @@ class CompletionWriter:
                 failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
                 self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
 
-    async def _write(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> CompleteResult:
+    async def _write(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]]
+    ) -> CompleteResult:
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id)
+                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote)
             except (InvalidRecord, LeaseLost):
                 raise
             except StoreError as exc:
@@ -164,7 +165,7 @@ class CompletionWriter:
 
         Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
         canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
-        its duplicate (returned as (holder, new holder) pairs, demoted once this batch is written). Otherwise the
+        its duplicate (returned as (holder, new holder) pairs, demoted as this batch is written). Otherwise the
         first URL read keeps it."""
         fresh = [c for c, _ in items if c.page is not None and c.content_hash]
         if not fresh:

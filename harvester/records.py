@@ -346,6 +346,8 @@ class CompleteResult:
     pages: int
     outlinks: AddResult
     lost_ids: tuple[int, ...] = ()
+    demoted: int = 0
+    """URLs that held a content and became duplicates of a URL of this batch (``complete_many``'s ``demote``)."""
 
 
 @dataclass(frozen=True, slots=True)

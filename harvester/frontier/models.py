@@ -152,6 +152,10 @@ class Url(Base):
               postgresql_where=text("state = 'done'")),
         Index("ix_urls_content_hash", "content_hash", sqlite_where=text("content_hash IS NOT NULL"),
               postgresql_where=text("content_hash IS NOT NULL")),
+        # The duplicates of one URL, re-pointed when it is demoted to a duplicate itself (rare, so partial: the
+        # million URLs that are no one's duplicate cost nothing here).
+        Index("ix_urls_duplicate_of", "duplicate_of", sqlite_where=text("duplicate_of IS NOT NULL"),
+              postgresql_where=text("duplicate_of IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

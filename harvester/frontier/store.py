@@ -744,9 +744,15 @@ class FrontierStore:
             raise LeaseLost(f"URL id {completion.url_id} is no longer leased by {owner!r}; nothing was written")
 
     def complete_many(
-        self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None
+        self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None,
+        demote: Sequence[tuple[int, int]] = (),
     ) -> CompleteResult:
         """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
+
+        ``demote`` holds (url id, new holder id) pairs: URLs that held a content which a URL of this batch now
+        holds (the one the site names as canonical). Each becomes the new holder's duplicate in the same
+        transaction, and so do its own duplicates, but only where the new holder's completion is written and the
+        URL is still DONE (``demoted`` counts them).
 
         Completions whose URL is no longer LEASED by ``owner`` are skipped and counted in ``lost``. A FAILED
         completion goes back to QUEUED (due at ``completion.next_fetch_at``) while attempts stay below
@@ -820,9 +826,27 @@ class FrontierStore:
             if links:
                 now = max(c.fetched_at for c, _ in mine)
                 added = self._upsert(tx, fold(links), aware(now) or utcnow())
+            demoted = self._demote(conn, [(old, new) for old, new in demote if new in held])
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
-        return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids)
+        return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids, demoted)
+
+    @staticmethod
+    def _demote(conn: Connection, pairs: Sequence[tuple[int, int]]) -> int:
+        """(url id, new holder id): a DONE URL becomes the new holder's duplicate, and the URLs that were its
+        duplicates follow it, so ``duplicate_of`` always names a URL that holds the content."""
+        demoted = 0
+        for url_id, holder in pairs:
+            if url_id == holder:
+                continue
+            changed = conn.execute(
+                update(Url).where(Url.id == url_id, Url.state == UrlState.DONE.value)
+                .values(state=UrlState.DUPLICATE.value, duplicate_of=holder)
+            ).rowcount
+            if changed:
+                demoted += changed
+                conn.execute(update(Url).where(Url.duplicate_of == url_id).values(duplicate_of=holder))
+        return demoted
 
     def duplicates_of(
         self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = (), now: datetime | None = None
@@ -861,18 +885,6 @@ class FrontierStore:
         )
         with self._tx(write=False) as tx:
             return {int(url_id): str(canonical) for url_id, canonical in tx.conn.execute(query)}
-
-    def demote_to_duplicates(self, pairs: Sequence[tuple[int, int]]) -> int:
-        """(url id, new holder id): URLs that held a content another URL now holds (the one the site names as
-        canonical) become its duplicates. Only a DONE URL is demoted; returns how many were."""
-        demoted = 0
-        with self._tx() as tx:
-            for url_id, holder in pairs:
-                demoted += tx.conn.execute(
-                    update(Url).where(Url.id == url_id, Url.state == UrlState.DONE.value)
-                    .values(state=UrlState.DUPLICATE.value, duplicate_of=holder)
-                ).rowcount
-        return demoted
 
     # --- hosts: robots, politeness, lastmod truthfulness --------------------------------------------------
 

@@ -581,15 +581,28 @@ def test_mixed_batches_count_and_merge_the_same_on_every_path(store: FrontierSto
 def test_declared_canonicals_and_demotion_to_duplicate(store: FrontierStore) -> None:
     from dataclasses import replace
 
-    store.add_discovered([found("https://a.test/p/x?colour=blue"), found("https://a.test/p/x"), found("https://a.test/q")])
+    urls = ["p/x?colour=blue", "p/x?colour=red", "p/x", "q", "r"]
+    store.add_discovered([found(f"https://a.test/{path}") for path in urls])
     claimed = {c.url: c.id for c in claim_all(store, "w", ["https://a.test"])}
-    variant, clean, other = (claimed[f"https://a.test/{path}"] for path in ("p/x?colour=blue", "p/x", "q"))
+    variant, red, clean, other, late = (claimed[f"https://a.test/{path}"] for path in urls)
     store.complete("w", done(variant, page=replace(page(), canonical_url="https://a.test/p/x"), content_hash="h1"))
+    store.complete("w", done(red, state=UrlState.DUPLICATE, duplicate_of=variant))
     store.complete("w", done(other, page=page(content_hash="h2"), content_hash="h2"))  # declares none
     assert store.declared_canonicals([variant, clean, other]) == {variant: "https://a.test/p/x"}
-    # Only a DONE URL is demoted: the clean one is still leased, so it is left alone.
-    assert store.demote_to_duplicates([(variant, clean), (clean, variant)]) == 1
+    # A new holder whose completion is not written (its lease is gone) demotes nothing.
+    store.release("w", [late])
+    lost = store.complete_many("w", [(done(late, page=page(), content_hash="h1"), [])], demote=[(variant, late)])
+    assert (lost.lost, lost.demoted) == (1, 0)
+    assert store.url_states()["https://a.test/p/x?colour=blue"][0] == "done"
+    # Written with the clean URL's completion: the variant becomes its duplicate, and the variant's own duplicate
+    # follows it. Only a DONE URL is demoted: the red one is a duplicate already.
+    result = store.complete_many("w", [(done(clean, page=page(), content_hash="h1"), [])],
+                                 demote=[(variant, clean), (red, clean)])
+    assert result.demoted == 1
     states = store.url_states()
     assert states["https://a.test/p/x?colour=blue"][0] == "duplicate"
-    assert states["https://a.test/p/x"][0] == "leased"
-    assert store.url_info("https://a.test/p/x?colour=blue")["duplicate_of"] == clean
+    assert states["https://a.test/p/x"][0] == "done"
+    assert store.url_info("https://a.test/p/x?colour=blue")["duplicate_of"] == clean  # type: ignore[index]
+    assert store.url_info("https://a.test/p/x?colour=red")["duplicate_of"] == clean  # type: ignore[index]
+    assert states["https://a.test/q"][0] == "done"
+    assert store.complete_many("w", [], demote=[(clean, variant)]).demoted == 0
