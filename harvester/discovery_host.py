@@ -23,6 +23,7 @@ from harvester.discovery.feeds import FeedDoc, parse_feed
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
+from harvester.http import REDIRECT_STATUSES
 from harvester.records import (
     AddResult,
     ClaimedUrl,
@@ -95,6 +96,12 @@ MAX_FEED_ENTRIES_REMEMBERED = 200_000
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _seed_due(known: dict[str, Any], now: datetime) -> bool:
+    """Whether the listing crawl claims this stored seed in this run (``FrontierStore.claim``'s rule)."""
+    due_at = known["next_fetch_at"]
+    return known["state"] in (UrlState.QUEUED.value, UrlState.DONE.value) and (due_at is None or due_at <= now)
 
 
 FEED_TYPES = None
@@ -208,26 +215,44 @@ class HostDiscovery:
     async def _seed_moved(self, seed: str) -> str | None:
         """The origin the seed permanently redirects to (301/308 only), when that is outside the crawl's scope (a
         site that moved: another domain, a subdomain); None otherwise. A temporary redirect (a consent wall, a
-        login, a geo check) moves nothing, and the operator's deny patterns hold for every hop. Asked once per
-        seed host: a seed already in the frontier was asked before, and what was found then is in
-        ``hosts.moved_to``. The new origin joins the scope, here and in every later phase, and its robots.txt,
-        sitemaps and listing pages are read with this host's."""
-        if await db(self.store.url_id, seed) is not None:
+        login, a geo check) moves nothing, and the operator's deny patterns hold for every hop. What is found is
+        kept in ``hosts.moved_to``; the new origin joins the scope, here and in every later phase, and its
+        robots.txt, sitemaps and listing pages are read with this host's.
+
+        The seed is asked on its first run, and on a later one only where the listing crawl would ask it anyway
+        (it is due, asked conditionally: the answer is kept for the listing crawl) or where its last answer was a
+        redirect (which the listing crawl recorded as out of scope and does not ask again). So a site that moves
+        after its first harvest is followed, at the cost of no request the crawl would not otherwise make, bar
+        one a run for a seed that keeps redirecting."""
+        known = await db(self.store.url_info, seed)
+        due = known is None or _seed_due(known, utcnow())
+        if known is not None and not due and known["last_status"] not in REDIRECT_STATUSES:
             return None
         denied = self.site.filter.denied
         result = await self.client.fetch(
             seed, accept=self.settings.http.allowed_content_types,
+            validators=Validators() if known is None else Validators(known["etag"], known["last_modified"]),
             in_scope=lambda hop: hop.startswith(("http://", "https://")) and not denied(hop),
         )
-        self._prefetched[seed] = result
         final = result.final_url or result.url
         target = origin_of(final)
-        if not result.ok or not revisit.is_permanent_move(result) or target == self.origin or self.site.in_scope(final):
+        moved = (result.ok and revisit.is_permanent_move(result) and target != self.origin
+                 and not self.site.in_scope(final))
+        if due:
+            self._prefetched[seed] = result
+        if not moved:
             return None
         await db(self.store.set_moved_to, self.origin, target)
         self.site.add_moved({self.origin: target})
         self.counters["seeds_moved"] += 1
         self._problem(f"{self.origin}: the seed {seed} redirects to {final}; {target} is crawled as this site")
+        if not due:
+            # The seed stays as its redirect left it: the page it leads to is read in its place, with this answer.
+            home = self.site.admit(final, base=None, source=Source.SEED, where="", depth=0, now=utcnow(),
+                                   kind=UrlKind.LISTING, trusted=True)
+            if home is not None:
+                await db(self.store.add_discovered, [home])
+                self._prefetched[home.url] = result
         return target
 
     # -- sitemaps -------------------------------------------------------------------------------------------

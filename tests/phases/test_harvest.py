@@ -12,6 +12,8 @@ from aiohttp import web
 
 from harvester import phases
 from harvester.frontier import FrontierStore
+from harvester.records import Completion, ErrorClass, UrlKind, UrlState
+from harvester.runtime import utcnow
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.record import disallowed_hits, duplicates
 from harvester.testing.render import TRAP_PREFIXES
@@ -540,6 +542,69 @@ async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, 
     assert any(f"redirects to {new[0]}/" in problem for problem in discovered.problems), discovered.problems
     assert asked["/"] == 1
     assert asked["/maps/a.xml"] == (1 if sitemap else 0)
+
+
+@pytest.mark.parametrize("skipped", [False, True])
+async def test_a_seed_that_moves_after_its_first_harvest_is_followed(sqlite_url, serve, skipped):
+    """Harvested once at its old address, the site then moves: every path answers 301 to a new origin. The next
+    discovery, asking the homepage it would ask anyway (due again), finds the move, and the new origin's articles
+    are harvested (their text names the host: they are not the old pages' duplicates); the new homepage is asked
+    once. Also from a frontier that recorded the seed's redirect as out
+    of scope (skipped, never due again), as the listing crawl does on its own."""
+    moved: list[str] = []
+    asked: Counter[str] = Counter()
+
+    def page_for(request: web.Request, stories: int) -> web.Response:
+        path = request.path
+        if path == "/robots.txt" or "sitemap" in path:
+            return web.Response(status=404)
+        if path == "/":
+            return web.Response(content_type="text/html",
+                                text='<html><body><nav><a href="/news/">News</a></nav></body></html>')
+        if path == "/news/":
+            links = "".join(f'<a href="/news/story-{n}-about-things">story {n}</a>' for n in range(stories))
+            return web.Response(content_type="text/html", text=f"<html><body><main>{links}</main></body></html>")
+        if path.startswith("/news/story-"):
+            return web.Response(content_type="text/html",
+                                text=f"<html><body><main>the story at {request.host}{path}</main></body></html>")
+        return web.Response(status=404)
+
+    async def old_site(request: web.Request) -> web.Response:
+        if moved:
+            raise web.HTTPMovedPermanently(location=moved[0] + request.path_qs)
+        return page_for(request, 2)
+
+    async def new_site(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        return page_for(request, 4)
+
+    old = await serve(old_site)
+    new = await serve(new_site)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        first = await phases.discover(store, settings, profile)
+        await phases.extract(store, settings, profile)
+        assert first.counters["seeds_moved"] == 0
+        moved.append(new)
+        store.make_due([old])  # the next day: what was read is due again
+        if skipped:  # the listing crawl's own record of an out-of-scope redirect
+            listings = store.claim("old-run", hosts=[old], per_host=10, lease_s=60, kinds=(UrlKind.LISTING,))
+            (seed,) = [c for c in listings if c.url == old + "/"]
+            store.release("old-run", [c.id for c in listings if c is not seed])
+            store.complete("old-run", Completion(
+                url_id=seed.id, state=UrlState.SKIPPED, fetched_at=utcnow(), status=301,
+                error_class=ErrorClass.OUT_OF_SCOPE, error="redirect refused"))
+            assert store.url_states()[old + "/"][0] == "skipped"
+        second = await phases.discover(store, settings, profile)
+        extracted = await phases.extract(store, settings, profile)
+        states = store.url_states()
+        assert store.moved_hosts() == {old: new}
+    stories = [f"{new}/news/story-{n}-about-things" for n in range(4)]
+    assert all(states.get(url, ("missing",))[0] == "done" for url in stories), {url: states.get(url) for url in stories}
+    assert extracted.counters["state:done"] >= 4
+    assert second.counters["seeds_moved"] == 1
+    assert asked["/"] == 1
 
 
 async def test_a_seed_that_redirects_only_for_now_does_not_widen_the_scope(sqlite_url, serve):
