@@ -46,7 +46,8 @@ def deployments(
 
 def serve_deployments(profile: SiteProfile, **options: Any) -> None:
     """Register both deployments and serve their runs until interrupted."""
-    # Prefect before 3.9 typed serve's arguments narrower than the deployments it accepts; the ignore holds for both.
+    # Older Prefect typed serve's arguments narrower than the deployments it accepts (3.9.1 does not): the
+    # ignore holds for both.
     serve(*deployments(profile, **options))  # type: ignore[arg-type, unused-ignore]
 
 

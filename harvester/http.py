@@ -222,7 +222,7 @@ def make_transport(kind: Transport, connections: int, *, tls: bool = True) -> ht
     if kind == "aiohttp":
         from httpx_aiohttp import AiohttpTransport
 
-        # Untyped before httpx-aiohttp 0.2 (an Any), typed since: the ignore holds for both.
+        # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
         return AiohttpTransport(verify=verify, limits=limits, trust_env=False)  # type: ignore[no-any-return, unused-ignore]
     return httpx.AsyncHTTPTransport(verify=verify, limits=limits, http2=(kind == "http2"), trust_env=False)
 
