@@ -650,12 +650,16 @@ class HostDiscovery:
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
         next_pages = set(page.next_pages)
+        items = self.site.classifier.repeated_items(canonical[link] for link in page.links if link not in next_pages)
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
             kind = self.site.classifier.classify(canonical[link])
             if kind is None and claimed.depth == 0:
                 kind = self.site.classifier.guess_navigation(canonical[link])
+            if kind is None and canonical[link] in items:
+                kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
+                self.counters["links_as_items"] += 1
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:

@@ -468,6 +468,37 @@ class LinkClassifier:
             return UrlKind.LISTING
         return None
 
+    def repeated_items(self, links: Iterable[str], *, min_siblings: int = 3) -> set[str]:
+        """The links of a listing page that ``classify`` left undecided but that repeat one shape at least
+        ``min_siblings`` times: the page's list of items. ``/article/3-2``, ``/product/101``, ``/item?id=42`` or
+        ``/recipes/banana-bread`` are no generic detail shape, yet five of them side by side on a paginated page
+        are what the page lists; a site with no sitemap or feed has no other way to them.
+
+        Links group by host, directory, query keys and a coarse shape of their last segment (with digits, several
+        words, one word); a lone word at the root (``/about``) and any site furniture are never items."""
+        groups: dict[tuple[str, tuple[str, ...], str, str], set[str]] = {}
+        for link in links:
+            if self.classify(link) is not None:
+                continue
+            parts = _Parts(link)
+            segments = [seg.lower() for seg in parts.segments]
+            if not segments or any(_is_furniture(seg) for seg in segments):
+                continue
+            last = segments[-1]
+            stem = _EXTENSION.sub("", last)
+            if parts.query_keys:
+                coarse, directory = "query", tuple(segments)  # /item?id=42: the query names the item
+            elif any(ch.isdigit() for ch in last):
+                coarse, directory = "digits", tuple(segments[:-1])
+            elif len([chunk for chunk in _SEPARATORS.split(stem) if chunk]) >= 2:
+                coarse, directory = "words", tuple(segments[:-1])
+            elif len(segments) >= 2:
+                coarse, directory = "word", tuple(segments[:-1])
+            else:
+                continue
+            groups.setdefault((parts.host, directory, parts.query_keys, coarse), set()).add(link)
+        return {link for members in groups.values() if len(members) >= min_siblings for link in members}
+
     def classify(self, url: str) -> UrlKind | None:
         for rule in self._detail_rules:
             if rule.search(url):
@@ -508,6 +539,11 @@ class LinkClassifier:
             if _SECTION.fullmatch(word) and word not in _FURNITURE:
                 return UrlKind.LISTING
         return None
+
+
+def _is_furniture(segment: str) -> bool:
+    """A segment that is, or is made of, site furniture (``about-us``, ``privacy-policy``, ``terms-of-use``)."""
+    return segment in _FURNITURE or any(word in _FURNITURE for word in _SEPARATORS.split(_EXTENSION.sub("", segment)))
 
 
 def _words_only(segment: str) -> bool:

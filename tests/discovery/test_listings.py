@@ -356,3 +356,28 @@ def test_no_section_is_guessed_once_the_sites_shapes_are_learned():
     classifier.learn_details(["https://www.shop.example/products/red-running-shoe-123"])
     assert classifier.guess_navigation("https://shop.example/c/shoes") is None
     assert classifier.guess_navigation("https://other.example/c/shoes") is UrlKind.LISTING  # per host
+
+
+def test_a_listing_pages_repeated_undecided_shape_is_its_list_of_items():
+    """Item shapes no generic rule knows, five of them side by side, are the page's items; navigation, furniture,
+    one-off links and shapes already decided are not."""
+    site = "https://news.example"
+    items = {
+        "article": [f"{site}/article/3-{k}" for k in range(1, 6)],
+        "product": [f"{site}/product/{k}01" for k in range(1, 4)],
+        "query": [f"{site}/item?id={k}" for k in range(40, 44)],
+        "recipe": [f"{site}/recipes/banana-bread", f"{site}/recipes/apple-pie", f"{site}/recipes/plum-cake"],
+        "word": [f"{site}/fruit/apple", f"{site}/fruit/pear", f"{site}/fruit/plum"],
+    }
+    others = [
+        f"{site}/about", f"{site}/contact", f"{site}/careers",  # lone words at the root
+        f"{site}/about-us", f"{site}/privacy-policy", f"{site}/terms-of-use",  # furniture, however spelled
+        f"{site}/help/shipping", f"{site}/help/returns", f"{site}/help/sizes",  # furniture directory
+        f"{site}/story/only-one", f"{site}/story/1-2",  # two of a kind
+        f"{site}/category/sport", f"{site}/tag/a", f"{site}/tag/b", f"{site}/list?page=2",  # listings already
+        f"{site}/news/what-a-great-long-story-today",  # a detail already
+        "https://elsewhere.example/article/1-1", "https://elsewhere.example/article/1-2",  # another host: two
+    ]
+    found = LinkClassifier().repeated_items([*others, *(url for group in items.values() for url in group)])
+    assert found == {url for group in items.values() for url in group}
+    assert LinkClassifier().repeated_items(items["product"][:2]) == set()  # fewer than three

@@ -722,3 +722,47 @@ async def test_the_target_of_a_permanent_redirect_is_downloaded_once(sqlite_url,
     assert pages == {f"{origin}/new/story-{n}" for n in range(3)}
     assert all(states[f"{origin}/new/story-{n}"][0] == "done" for n in range(3))
     assert [asked[f"/new/story-{n}"] for n in range(3)] == [1, 1, 1]
+
+
+async def test_a_paginated_lists_items_are_harvested_whatever_their_shape(sqlite_url, serve):
+    """No sitemap; a feed whose entries have another shape; the homepage links a paginated list (rel=next) of
+    /article/<page>-<n> items, a shape no generic rule knows. Every item is harvested; the furniture is not."""
+    asked: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        path = request.path
+        if path == "/robots.txt" or "sitemap" in path:
+            return web.Response(status=404)
+        if path == "/":
+            return web.Response(content_type="text/html", text=(
+                '<html><head><link rel="alternate" type="application/atom+xml" href="/feed.atom"></head><body>'
+                '<a href="/list?page=1">News</a> <a href="/about">About</a> <a href="/privacy-policy">Privacy</a>'
+                "</body></html>"))
+        if path == "/feed.atom":
+            entries = "".join(
+                f'<entry><id>urn:x:{n}</id><title>F{n}</title><updated>2024-05-0{n}T00:00:00Z</updated>'
+                f'<link rel="alternate" href="/feedart/{n}"/></entry>' for n in range(1, 4))
+            return web.Response(content_type="application/atom+xml", text=(
+                '<?xml version="1.0"?><feed xmlns="http://www.w3.org/2005/Atom"><title>t</title><id>urn:f</id>'
+                f"<updated>2024-05-03T00:00:00Z</updated>{entries}</feed>"))
+        if path == "/list":
+            number = int(request.query.get("page", "1"))
+            links = "".join(f'<a href="/article/{number}-{n}">item {number}-{n}</a> ' for n in range(1, 6))
+            after = f'<a rel="next" href="/list?page={number + 1}">next</a>' if number < 4 else ""
+            return web.Response(content_type="text/html", text=f"<html><body><main>{links}</main>{after}</body></html>")
+        return web.Response(content_type="text/html",
+                            text=f"<html><body><main>the page at {path}</main></body></html>")
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/",))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        discovered = await phases.discover(store, settings, profile)
+        await phases.extract(store, settings, profile)
+        states = store.url_states()
+    items = [f"{origin}/article/{number}-{n}" for number in range(1, 5) for n in range(1, 6)]
+    assert all(states.get(url, ("missing",))[0] == "done" for url in items), {url: states.get(url) for url in items}
+    assert all(states.get(f"{origin}/feedart/{n}", ("missing",))[0] == "done" for n in range(1, 4))
+    assert discovered.counters["links_as_items"] == 20
+    assert asked["/about"] == 0 and asked["/privacy-policy"] == 0
