@@ -280,7 +280,9 @@ async def extract(
 
         keeper = asyncio.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
         try:
-            waits = rounds = 0
+            rounds = idle = 0
+            last_settled = -1
+            waited_s = 0.0
             while True:
                 known_before = await db(store.url_high_water)
                 await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
@@ -298,15 +300,23 @@ async def extract(
                 ):
                     continue
                 # Retryable failures come back after a short back-off: wait for them rather than leave them
-                # to the next scheduled run, but never longer than RETRY_WAIT_MAX_S, nor more often than the
-                # attempts a URL has.
+                # to the next scheduled run, while the next is due within RETRY_WAIT_MAX_S and the waits add up
+                # to RETRY_WAIT_TOTAL_S at most. Every round after a wait spends an attempt of each URL it fetches,
+                # so the waits end with the attempts; rounds that settle nothing (URLs handed back unfetched by a
+                # parked host) end them after max_attempts.
                 soonest = await db(store.next_due_at, kinds=("detail",))
-                waits += 1
-                if soonest is None or waits > settings.politeness.max_attempts or (
-                    (soonest - utcnow()).total_seconds() > RETRY_WAIT_MAX_S
-                ):
+                if soonest is None:
                     break
-                await asyncio.sleep(max(0.0, (soonest - utcnow()).total_seconds()))
+                gap = max(0.0, (soonest - utcnow()).total_seconds())
+                if gap > RETRY_WAIT_MAX_S or waited_s + gap > RETRY_WAIT_TOTAL_S:
+                    break
+                settled = _settled(work)
+                idle = idle + 1 if settled == last_settled else 0
+                last_settled = settled
+                if idle >= settings.politeness.max_attempts:
+                    break
+                await asyncio.sleep(gap)
+                waited_s += gap
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
@@ -343,7 +353,16 @@ MAX_LINK_ROUNDS = 50
 one level of links deeper); deeper ones are left to the next run."""
 
 RETRY_WAIT_MAX_S = 30.0
-"""Extraction waits this long at most for backed-off retries before it ends and leaves them to the next run."""
+"""Extraction waits this long at most for the next backed-off retry before it ends and leaves them to the next run."""
+
+RETRY_WAIT_TOTAL_S = 120.0
+"""All of one extraction's waits for backed-off retries, together, stay within this."""
+
+
+def _settled(work: ExtractWork) -> int:
+    """Completions written in this run, bar URLs handed back unfetched (a parked host, a redirect into one): a
+    round that adds none made no progress."""
+    return sum(work.writer.counters.values()) - work.counters["parked"]
 
 PROGRESS_EVERY_S = 1.0
 

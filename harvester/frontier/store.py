@@ -714,15 +714,29 @@ class FrontierStore:
         return int(queued) + int(revisits)
 
     def next_due_at(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> datetime | None:
-        """When the next queued URL (a backed-off retry) becomes due, on hosts that are not parked."""
+        """When queued work next becomes claimable on a host that is not parked: a backed-off retry coming due,
+        or the end of a host's back-off (``blocked_until``) with URLs due before it. A retry due on a host that is
+        still backing off then is not claimable: waking for it would find nothing to do."""
         now = aware(now) or utcnow()
+        kind_values = list(kinds)
         with self._tx(write=False) as tx:
-            value = tx.conn.execute(
+            retry = tx.conn.execute(
                 select(func.min(QueueEntry.due_at)).select_from(QueueEntry)
                 .join(Host, Host.id == QueueEntry.host_id).where(
-                    QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at > now, Host.parked_reason.is_(None))
+                    QueueEntry.kind.in_(kind_values), QueueEntry.due_at > now, Host.parked_reason.is_(None),
+                    or_(Host.blocked_until.is_(None), Host.blocked_until <= QueueEntry.due_at),
+                )
             ).scalar_one_or_none()
-        return aware(value) if isinstance(value, datetime) else None
+            waiting = exists().where(
+                QueueEntry.host_id == Host.id, QueueEntry.kind.in_(kind_values),
+                or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= Host.blocked_until),
+            )
+            unblocked = tx.conn.execute(
+                select(func.min(Host.blocked_until)).where(
+                    Host.blocked_until > now, Host.parked_reason.is_(None), waiting)
+            ).scalar_one_or_none()
+        moments = [aware(value) for value in (retry, unblocked) if isinstance(value, datetime)]
+        return min((m for m in moments if m is not None), default=None)
 
     def sample_urls(self, *, kind: str, limit: int) -> list[str]:
         """Some known URLs of ``kind`` (the newest first), e.g. to re-learn a site's detail URL shapes."""

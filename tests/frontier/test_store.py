@@ -606,3 +606,29 @@ def test_declared_canonicals_and_demotion_to_duplicate(store: FrontierStore) -> 
     assert store.url_info("https://a.test/p/x?colour=red")["duplicate_of"] == clean  # type: ignore[index]
     assert states["https://a.test/q"][0] == "done"
     assert store.complete_many("w", [], demote=[(clean, variant)]).demoted == 0
+
+
+def test_next_due_at_is_when_queued_work_can_next_be_claimed(store: FrontierStore) -> None:
+    """A retry due while its host still backs off is claimable only when the back-off ends; a URL due now on a
+    host backing off, likewise; a parked host's retries are not waited for."""
+    minute = timedelta(minutes=1)
+    hosts = ["https://a.test", "https://b.test", "https://c.test", "https://d.test"]
+    store.add_discovered([found(f"{host}/x") for host in hosts], now=T0)
+    ids = {c.url.split("/")[2]: c.id for c in claim_all(store, "w", hosts)}
+
+    def retry(host: str, due: datetime) -> None:
+        store.complete("w", done(ids[host], state=UrlState.FAILED, status=503, next_fetch_at=due,
+                                 error_class=ErrorClass.HTTP_5XX, error="HTTP 503"))
+
+    retry("b.test", T0 + 2 * minute)
+    store.save_host_policy(HostPolicy(origin="https://b.test", blocked_until=T0 + 10 * minute))
+    store.release("w", [ids["c.test"]])  # due now
+    store.save_host_policy(HostPolicy(origin="https://c.test", blocked_until=T0 + 5 * minute))
+    retry("d.test", T0 + 30 * timedelta(seconds=1))
+    store.save_host_policy(HostPolicy(origin="https://d.test", parked_reason="Retry-After 3600s",
+                                      blocked_until=T0 + 60 * minute))
+    assert store.next_due_at(now=T0) == T0 + 5 * minute  # c's back-off ends; b's retry waits for b's
+    retry("a.test", T0 + minute)
+    assert store.next_due_at(now=T0) == T0 + minute
+    assert store.next_due_at(now=T0 + 6 * minute) == T0 + 10 * minute  # c is claimable now: not waited for
+    assert store.next_due_at(now=T0 + 11 * minute) is None

@@ -460,6 +460,41 @@ async def test_state_counters_name_the_state_each_url_is_left_in(sqlite_url, ser
     assert result.counters["state:done"] >= 2
 
 
+async def test_failures_first_met_in_later_rounds_get_all_their_attempts_in_the_run(sqlite_url, serve):
+    """Broken pages found one link deeper each round fail first in different rounds; their retries come due at
+    different times. Each still gets every attempt within the run, not only those the first few waits allow."""
+    asked: Counter[str] = Counter()
+    levels = 5
+
+    async def handle(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        published = robots_and_sitemap(request, ["/news/story-about-level-0"])
+        if published is not None:
+            return published
+        if request.path.startswith("/news/broken-story-about-"):
+            return web.Response(status=500)
+        if not request.path.startswith("/news/story-about-level-"):
+            return web.Response(status=404)
+        level = int(request.path.rsplit("-", 1)[1])
+        links = f'<a href="/news/broken-story-about-{level}">broken</a>'
+        if level + 1 < levels:
+            links += f'<a href="/news/story-about-level-{level + 1}">next</a>'
+        return web.Response(content_type="text/html", text=f"<html><body><main>{level} {links}</main></body></html>")
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url, **{"politeness.max_attempts": 3, "politeness.backoff_base_s": 0.1,
+                                           "politeness.backoff_max_s": 0.4})
+    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        result = await phases.extract(store, settings, profile)
+        states = store.url_states()
+    broken = [f"/news/broken-story-about-{level}" for level in range(levels)]
+    assert {path: asked[path] for path in broken} == {path: 3 for path in broken}
+    assert all(states[origin + path][0] == "failed" for path in broken)
+    assert result.counters["state:failed"] == levels
+
+
 @pytest.mark.parametrize("named", [False, True])
 async def test_an_html_page_for_a_sitemap_is_a_soft_404_not_an_attack(sqlite_url, serve, named):
     """Many sites answer any path with an HTML page. A guessed sitemap path answered so is as good as a 404 (no
