@@ -150,6 +150,8 @@ class HostDiscovery:
         self._admitted = 0
         self._moved: str | None = None
         """Where this seed host's homepage redirects to, outside the scope it had: read with this host."""
+        self._seed_sitemaps: list[str] = []
+        """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
         self._prefetched: dict[str, FetchResult] = {}
         """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 
@@ -186,7 +188,19 @@ class HostDiscovery:
             return
         profile = self.site.profile
         seed_urls = self.site.seeds_of(self.origin) or [self.origin + "/"]
-        self._moved = self.site.moved.get(self.origin) or await self._seed_moved(seed_urls[0])
+        # A seed that names a sitemap or a feed (https://example.org/sitemap_index.xml) is read as one: it is the
+        # operator's pointer to what the site publishes, not a page whose links to follow.
+        published = {url: kind for url in seed_urls
+                     if (kind := self.site.classifier.classify(url)) in (UrlKind.SITEMAP, UrlKind.FEED)}
+        self._seed_sitemaps = [url for url, kind in published.items() if kind is UrlKind.SITEMAP]
+        for url, kind in published.items():
+            if kind is UrlKind.FEED:
+                self._queue_feed(url)
+        seed_urls = [url for url in seed_urls if url not in published]
+        if self.site.moved.get(self.origin):
+            self._moved = self.site.moved[self.origin]
+        elif seed_urls:
+            self._moved = await self._seed_moved(seed_urls[0])
         if self._moved is not None and self.policies is not None:
             # Read as part of this host from here on: its persisted back-off or park holds for our requests.
             await self.policies.load(self._moved)
@@ -267,10 +281,11 @@ class HostDiscovery:
         homes = [(self.origin, self.rules)]
         if self._moved is not None:
             homes.append((self._moved, await self.client.robots(self._moved)))
-        named = list(dict.fromkeys(
-            url for home, rules in homes for line in rules.sitemaps
-            if (url := self.site.canonicalize(line, home + "/robots.txt"))
-        ))
+        named = list(dict.fromkeys([
+            *self._seed_sitemaps,
+            *(url for home, rules in homes for line in rules.sitemaps
+              if (url := self.site.canonicalize(line, home + "/robots.txt"))),
+        ]))
         seen: set[str] = set()
         started = utcnow()
         self._reread_urlsets = []

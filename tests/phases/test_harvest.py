@@ -801,3 +801,42 @@ async def test_a_paginated_lists_items_are_harvested_whatever_their_shape(sqlite
     assert all(states.get(f"{origin}/feedart/{n}", ("missing",))[0] == "done" for n in range(1, 4))
     assert discovered.counters["links_as_items"] == 20
     assert asked["/about"] == 0 and asked["/privacy-policy"] == 0
+
+
+@pytest.mark.parametrize("seed", ["/sitemap_index.xml", "/feed.xml"])
+async def test_a_seed_naming_a_sitemap_or_feed_is_read_as_one(sqlite_url, serve, seed):
+    """The operator seeds the site's sitemap index (or feed), which robots.txt does not name: it is read once, as
+    what it is, its entries harvested; it is not queued as a listing page, and no known path is probed."""
+    asked: Counter[str] = Counter()
+
+    async def handle(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        origin = f"http://{request.host}"
+        path = request.path
+        if path == "/sitemap_index.xml":
+            return web.Response(content_type="application/xml", text=(
+                '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                f"<sitemap><loc>{origin}/maps/posts.xml</loc></sitemap></sitemapindex>"))
+        if path == "/maps/posts.xml":
+            locs = "".join(f"<url><loc>{origin}/news/story-about-{n}</loc></url>" for n in range(3))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        if path == "/feed.xml":
+            items = "".join(f"<item><title>{n}</title><link>{origin}/news/story-about-{n}</link></item>" for n in range(3))
+            return web.Response(content_type="application/rss+xml", text=(
+                f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>{items}</channel></rss>'))
+        if path.startswith("/news/story-about-"):
+            return web.Response(content_type="text/html", text=f"<html><body><main>{path}</main></body></html>")
+        return web.Response(status=404)
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + seed,))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        await phases.extract(store, settings, profile)
+        states = store.url_states()
+        assert store.url_info(origin + seed) is None  # not a page of the frontier
+    assert all(states[f"{origin}/news/story-about-{n}"][0] == "done" for n in range(3))
+    assert asked[seed] == 1
+    assert asked["/sitemap.xml"] == (1 if seed == "/feed.xml" else 0)  # probed only where no sitemap was read
