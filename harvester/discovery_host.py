@@ -408,6 +408,9 @@ class HostDiscovery:
             doc.problem("the index lists itself")
         self.counters["sitemaps_parsed"] += 1
         self.report.add_sitemap(url, kind, entries=count, over_limit=doc.over_limit, problems=doc.problems)
+        if doc.over_limit:  # data left unread: the operator hears of it, not only the report
+            self._problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
+                          f"read: {'; '.join(doc.problems)}")
         revisit = self.settings.discovery.sitemap_index_revisit_s if kind == "sitemap_index" else (
             self.settings.discovery.sitemap_revisit_s
         )

@@ -822,7 +822,8 @@ async def test_a_seed_naming_a_sitemap_or_feed_is_read_as_one(sqlite_url, serve,
             return web.Response(content_type="application/xml", text=(
                 f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
         if path == "/feed.xml":
-            items = "".join(f"<item><title>{n}</title><link>{origin}/news/story-about-{n}</link></item>" for n in range(3))
+            items = "".join(
+                f"<item><title>{n}</title><link>{origin}/news/story-about-{n}</link></item>" for n in range(3))
             return web.Response(content_type="application/rss+xml", text=(
                 f'<?xml version="1.0"?><rss version="2.0"><channel><title>t</title>{items}</channel></rss>'))
         if path.startswith("/news/story-about-"):
@@ -840,3 +841,20 @@ async def test_a_seed_naming_a_sitemap_or_feed_is_read_as_one(sqlite_url, serve,
     assert all(states[f"{origin}/news/story-about-{n}"][0] == "done" for n in range(3))
     assert asked[seed] == 1
     assert asked["/sitemap.xml"] == (1 if seed == "/feed.xml" else 0)  # probed only where no sitemap was read
+
+
+async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_sees(sqlite_url, serve):
+    """URLs left unread are named among the run's problems (which the CLI prints), not only in the report."""
+    async def handle(request: web.Request) -> web.Response:
+        published = robots_and_sitemap(request, [f"/news/story-about-{n}" for n in range(8)])
+        return published if published is not None else web.Response(status=404)
+
+    origin = await serve(handle)
+    settings = settings_for(sqlite_url, **{"discovery.max_sitemap_urls": 5})
+    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, profile)
+    assert [problem for problem in result.problems if "over the protocol's limits" in problem] == [
+        f"sitemap {origin}/sitemap.xml is over the protocol's limits, only its first part was read: "
+        "more than 5 URLs: the rest of the file dropped"
+    ]
