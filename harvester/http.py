@@ -400,7 +400,7 @@ class Fetcher:
         except zlib.error as exc:
             return state.failure(ErrorClass.BAD_CONTENT, f"undecodable body: {exc}")
         except (httpx.HTTPError, aiohttp.ClientError, OSError, ValueError) as exc:
-            return state.failure(ErrorClass.CONNECT, f"{type(exc).__name__}: {exc}")
+            return state.failure(_broken_or_unreachable(exc, state), f"{type(exc).__name__}: {exc}")
 
     async def _fetch(
         self,
@@ -419,10 +419,12 @@ class Fetcher:
                 raise _Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
             state.current = current
             sent = validators if not state.hops else NO_VALIDATORS
+            state.answered = False
             response = await self.client(origin_of(current)).send(current, sent)
             try:
                 status = response.status_code
                 state.status = status
+                state.answered = True
                 headers = _headers_of(response)
                 state.headers = headers
                 location = headers.get("location")
@@ -505,7 +507,8 @@ class Fetcher:
 class _FetchState:
     """What a fetch knows so far, so a failure mid-way still reports status, hops and headers."""
 
-    __slots__ = ("current", "headers", "hop_statuses", "hops", "raw_bytes", "started", "started_wall", "status", "url")
+    __slots__ = ("answered", "current", "headers", "hop_statuses", "hops", "raw_bytes", "started", "started_wall",
+                 "status", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -514,6 +517,8 @@ class _FetchState:
         self.hop_statuses: list[int] = []
         self.raw_bytes = 0
         self.status: int | None = None
+        self.answered = False
+        """Whether the request now in flight (this hop) got its status line."""
         self.headers: dict[str, str] | None = None
         self.started_wall = time.time()
         self.started = time.monotonic()
@@ -577,6 +582,19 @@ async def _drain(response: httpx.Response, headers: dict[str, str]) -> _Body:
             return _Body(b"", raw)
         parts.append(chunk)
     return _Body(b"".join(parts), raw)
+
+
+def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass:
+    """PROTOCOL when the server answered and broke HTTP (the body cut short or overrunning its Content-Length,
+    a garbled status line), CONNECT when no answer came: operators look at the server for one, the network for
+    the other. Both are retried and count towards parking alike."""
+    if state.answered:
+        return ErrorClass.PROTOCOL  # the answer had begun: what failed was the answer
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, (httpx.RemoteProtocolError, aiohttp.ClientPayloadError,
+                              aiohttp.http_exceptions.HttpProcessingError)):
+            return ErrorClass.PROTOCOL
+    return ErrorClass.CONNECT
 
 
 def _refine(exc: BaseException, default: ErrorClass) -> ErrorClass:

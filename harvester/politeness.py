@@ -38,7 +38,7 @@ class Signal(StrEnum):
     NEUTRAL = "neutral"  # an answer that says nothing about load (4xx, redirect hop, refusal)
     SLOW = "slow"  # an answer slower than slow_response_s: halve the limit
     OVERLOADED = "overloaded"  # 429 / 503: halve, and back off (Retry-After or exponential)
-    FAILED = "failed"  # connect error, timeout, other 5xx: counted towards parking
+    FAILED = "failed"  # connect or protocol error, timeout, other 5xx: counted towards parking
 
 
 def classify(result: FetchResult, slow_response_s: float) -> Signal:
@@ -46,7 +46,7 @@ def classify(result: FetchResult, slow_response_s: float) -> Signal:
     status = result.status
     if result.error_class is ErrorClass.HTTP_429 or status == 503:
         return Signal.OVERLOADED
-    if result.error_class in (ErrorClass.CONNECT, ErrorClass.TIMEOUT, ErrorClass.HTTP_5XX):
+    if result.error_class in (ErrorClass.CONNECT, ErrorClass.PROTOCOL, ErrorClass.TIMEOUT, ErrorClass.HTTP_5XX):
         return Signal.FAILED
     if status is None:
         return Signal.NEUTRAL  # refused before any request (robots, scope)

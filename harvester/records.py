@@ -55,6 +55,7 @@ class ErrorClass(StrEnum):
     TOO_LARGE = "too_large"
     TOO_MANY_REDIRECTS = "too_many_redirects"
     CONNECT = "connect"
+    PROTOCOL = "protocol"  # the server broke HTTP: a body cut short or longer than declared, a garbled status line
     HTTP_4XX = "http_4xx"
     HTTP_5XX = "http_5xx"
     HTTP_429 = "http_429"

@@ -39,7 +39,9 @@ TRUTHFUL_THRESHOLD = 0.9
 MAX_SKIP_AGE_S = 30 * DAY_S
 """A page skipped on its lastmod is still fetched once its last fetch is this old, so truthfulness is re-tested."""
 
-RETRYABLE = frozenset({ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429})
+RETRYABLE = frozenset({
+    ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.PROTOCOL, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429,
+})
 """Failures that may go away by themselves; the rest (4xx, too large, wrong type, hook) would fail the same way."""
 
 PERMANENT_REDIRECTS = frozenset({301, 308})

@@ -335,3 +335,40 @@ async def test_x_robots_tag_header_lines_stay_apart(fetcher):
         server.close()
     assert result.headers["x-robots-tag"] == "googlebot: noarchive\nnoindex"
     assert result.headers["vary"] == "a, b"  # every other field as RFC 9110 §5.3 joins it
+
+
+async def test_a_broken_answer_is_a_protocol_error_and_no_answer_a_connect_error(fetcher, serve):
+    """A body cut short, a body longer than its Content-Length (whose surplus garbles the connection's next answer)
+    and a refused connection: the first two are the server's fault (protocol), the last the network's (connect)."""
+    from aiohttp import web as aioweb
+
+    async def handle(request: aioweb.Request) -> aioweb.StreamResponse:
+        if request.path == "/cut":
+            response = aioweb.StreamResponse(headers={"Content-Type": "text/html", "Content-Length": "10000"})
+            await response.prepare(request)
+            await response.write(b"<html><body>" + b"a" * 500)
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if request.path == "/overrun":
+            response = aioweb.StreamResponse(headers={"Content-Type": "text/html", "Content-Length": "100"})
+            await response.prepare(request)
+            assert request.transport is not None
+            request.transport.write(b"<html><body>" + b"b" * 300 + b"</body></html>")
+            return response
+        return aioweb.Response(content_type="text/html", text="<html><body>fine</body></html>")
+
+    origin = await serve(handle)
+    cut = await fetcher.fetch(origin + "/cut", accept=("text/html",))
+    assert (cut.ok, cut.error_class) == (False, ErrorClass.PROTOCOL), cut.error
+    classes = []
+    for path in ("/overrun", "/fine", "/fine"):
+        result = await fetcher.fetch(origin + path, accept=("text/html",))
+        classes.append(None if result.ok else result.error_class)
+    # aiohttp flags the overrun itself; httpcore reads the surplus as the next answer's status line.
+    assert (classes.count(ErrorClass.PROTOCOL), classes.count(None)) == (1, 2), classes
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    refused = await fetcher.fetch(f"http://127.0.0.1:{port}/", accept=("text/html",))
+    assert refused.error_class is ErrorClass.CONNECT
