@@ -317,10 +317,15 @@ def recrawl(
                      overrides=_overrides(per_host, max_hosts)),
     )
     _print_counters("recrawl", result)
-    changes = result.get("changes") or {}
+    _print_changes(result.get("changes") or {})
+
+
+def _print_changes(changes: dict[str, Any]) -> None:
+    """What a re-crawl found new and gone (``FrontierStore.changes_since``), with examples of each."""
     console.print(f"new URLs: {changes.get('new', 0)}   gone URLs: {changes.get('gone', 0)}")
-    for url in (changes.get("gone_urls") or [])[:20]:
-        console.print(f"  gone: {url}")
+    for label, key in (("new", "new_urls"), ("gone", "gone_urls")):
+        for url in (changes.get(key) or [])[:MAX_PROBLEMS_SHOWN]:
+            console.print(f"  {label}: {url}", soft_wrap=True)
 
 
 @app.command()

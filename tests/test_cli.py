@@ -131,3 +131,14 @@ def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
 
     assert cli._run_with_progress(settings, "harvest", run()) == "ran"
     assert "harvest: 0 done, 3 queued" in capsys.readouterr().out
+
+
+def test_a_recrawls_new_and_gone_urls_are_both_listed(capsys):
+    from harvester import cli
+
+    cli._print_changes({"new": 2, "gone": 1, "new_urls": ["http://h.test/a", "http://h.test/b"],
+                        "gone_urls": ["http://h.test/old"]})
+    out = capsys.readouterr().out
+    assert "new URLs: 2   gone URLs: 1" in out
+    assert "new: http://h.test/a" in out and "new: http://h.test/b" in out
+    assert "gone: http://h.test/old" in out
