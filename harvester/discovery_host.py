@@ -668,7 +668,10 @@ class HostDiscovery:
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
         next_pages = set(page.next_pages)
-        items = self.site.classifier.repeated_items(canonical[link] for link in page.links if link not in next_pages)
+        items = self.site.classifier.repeated_items(
+            canonical[link] for link in page.links
+            if link not in next_pages and link not in nofollow and self.site.in_scope(canonical[link])
+        )
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue

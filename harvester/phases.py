@@ -364,6 +364,7 @@ def _settled(work: ExtractWork) -> int:
     round that adds none made no progress."""
     return sum(work.writer.counters.values()) - work.counters["parked"]
 
+
 PROGRESS_EVERY_S = 1.0
 
 
