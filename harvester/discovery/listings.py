@@ -102,8 +102,12 @@ _FURNITURE = frozenset((
 ))
 """One-word directories that are site furniture, not sections (see ``classify``)."""
 
-_PAGINATION_QUERY = re.compile(r"(?:^|&)(?:page|p|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+(?:&|$)")
-_PAGINATION_PATH = re.compile(r"/(?:page|pages|seite|pagina|p)[/-]?\d+/?$", re.IGNORECASE)
+# The one-letter "p" pages only up to 999: beyond, /p/12345 and ?p=12345 are items (a post id), not page 12,345.
+_PAGINATION_QUERY = re.compile(
+    r"(?:^|&)(?:(?:page|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+|p=\d{1,3})(?:&|$)"
+)
+_PAGINATION_PATH = re.compile(r"/(?:(?:page|pages|seite|pagina)[/-]?\d+|p[/-]?\d{1,3})/?$", re.IGNORECASE)
+_ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
 _SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _SEPARATORS = re.compile(r"[-_+~,.]+")
@@ -525,7 +529,9 @@ class LinkClassifier:
             return UrlKind.LISTING
         segments = parts.segments
         if not segments:
-            return UrlKind.LISTING  # the homepage lists the newest items of most sites
+            # The homepage lists the newest items of most sites; with an item's id (WordPress's plain permalinks
+            # /?p=4711, /?page_id=2) the root is that item (a short ?p=2 paged above, as a list's page).
+            return UrlKind.DETAIL if _ROOT_ITEM.search(parts.query) else UrlKind.LISTING
         if any(seg.lower() in LISTING_WORDS for seg in segments):
             return UrlKind.LISTING
         if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):

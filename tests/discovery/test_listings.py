@@ -92,10 +92,25 @@ def test_garbage_and_empty_pages() -> None:
         ("https://h.example/articles/page-turner-9", False),
         ("https://h.example/list?pages=2", False),
         ("https://h.example/p/12345/blue-widget", False),
+        ("https://h.example/news/p/2", True),
+        ("https://h.example/news?p=12", True),
+        ("https://h.example/p/12345", False),  # a post id: no list runs to page 12,345 under the one-letter name
+        ("https://h.example/?p=4711", False),
+        ("https://h.example/archive/page/1500", True),  # the full word: any page number
     ],
 )
 def test_is_pagination(url: str, expected: bool) -> None:
     assert is_pagination(url) is expected
+
+
+def test_a_post_id_under_p_is_an_item() -> None:
+    classifier = LinkClassifier()
+    assert classifier.classify("https://h.example/p/12345") is UrlKind.DETAIL
+    assert classifier.classify("https://h.example/?p=4711") is UrlKind.DETAIL  # WordPress's plain permalink
+    assert classifier.classify("https://h.example/?page_id=2") is UrlKind.DETAIL
+    assert classifier.classify("https://h.example/?p=2") is UrlKind.LISTING  # short: a list's page
+    assert classifier.classify("https://h.example/?cat=5") is UrlKind.LISTING  # a category archive
+    assert classifier.classify("https://h.example/") is UrlKind.LISTING
 
 
 def test_segment_shapes() -> None:
