@@ -111,25 +111,39 @@ class SitemapDoc:
 # --- gzip --------------------------------------------------------------------------------------------------
 
 
+BOMB_RATIO = 250
+"""Inflated bytes per compressed byte consumed above which a stream past the cap is a bomb. Deflate tops out near
+1,000:1 on filler (what bombs are made of); sitemaps, even of near-identical URLs, stay far below 100:1."""
+
+
 def inflate(body: bytes, *, max_bytes: int) -> bytes:
     """``body`` gunzipped when it starts with the gzip magic (never judged by file name), else unchanged.
 
-    The decompressed size is capped with zlib's ``max_length``, so a bomb costs at most ``max_bytes`` of memory:
-    over the cap raises ContentRejected. Multi-member gzip is followed; a truncated stream keeps what inflated.
+    The decompressed size is capped with zlib's ``max_length``, so it costs at most ``max_bytes`` of memory. Past
+    the cap, a stream inflating more than ``BOMB_RATIO`` times what it consumed is a bomb (ContentRejected); any
+    other is a large file, returned one byte past the cap for the caller to cut there, as it cuts a plain file (a
+    50 MB sitemap keeps its first part instead of losing all). Multi-member gzip is followed; a truncated stream
+    keeps what inflated.
     """
     if not body.startswith(GZIP_MAGIC):
         return body
     out = bytearray()
     data = body
+    consumed = 0
     try:
         while data.startswith(GZIP_MAGIC):
             inflater = zlib.decompressobj(wbits=31)
             while data:
                 out += inflater.decompress(data, max_bytes + 1 - len(out))
+                rest = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+                consumed += len(data) - len(rest)
                 if len(out) > max_bytes:
-                    raise ContentRejected(
-                        f"gzip bomb: sitemap inflates past the {max_bytes}-byte cap; refused after {max_bytes} bytes"
-                    )
+                    if len(out) > BOMB_RATIO * max(consumed, 1):
+                        raise ContentRejected(
+                            f"gzip bomb: sitemap inflates past the {max_bytes}-byte cap at over {BOMB_RATIO}:1;"
+                            f" refused after {max_bytes} bytes"
+                        )
+                    return bytes(out)
                 if inflater.eof:
                     break
                 data = inflater.unconsumed_tail

@@ -335,6 +335,29 @@ def test_gzip_bomb_stopped_at_the_cap_without_inflating_it() -> None:
         parse_sitemap(bomb, url="https://x.example/s.xml.gz", settings=DiscoverySettings(max_sitemap_bytes=cap))
 
 
+@pytest.mark.parametrize("near_identical", [False, True])
+def test_a_large_gzipped_sitemap_is_cut_at_the_cap_and_kept_as_a_plain_one_is(near_identical: bool) -> None:
+    """Past the inflated-size cap, an honest sitemap (a few to a few dozen times smaller compressed, however alike its
+    URLs) keeps its first part with the problem named, as the same file served plain does; only a bomb's ratio is
+    refused (the test above)."""
+    import hashlib
+
+    def loc(i: int) -> str:
+        tail = f"{i}" if near_identical else hashlib.sha256(str(i).encode()).hexdigest()[:16]
+        return f"<url><loc>https://x.example/news/story-{tail}</loc><lastmod>2024-05-01</lastmod></url>"
+
+    xml = ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+           + "".join(loc(i) for i in range(6_000)) + "</urlset>").encode()
+    cap = len(xml) // 3
+    settings = DiscoverySettings(max_sitemap_bytes=cap)
+    gzipped = parse_sitemap(gzip.compress(xml), url="https://x.example/s.xml.gz", settings=settings)
+    plain = parse_sitemap(xml, url="https://x.example/s.xml", settings=settings)
+    kept = [entry.loc for entry in gzipped.entries]
+    assert kept == [entry.loc for entry in plain.entries]
+    assert 1_000 < len(kept) < 6_000
+    assert gzipped.over_limit and any("cut at the cap" in problem for problem in gzipped.problems)
+
+
 def test_bare_ampersand_keeps_every_entry_and_the_right_url() -> None:
     locs = [f"https://x.example/p{i}" for i in range(1000)]
     locs[500] = "https://x.example/search?q=salt&pepper"
