@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from harvester import revisit
 from harvester.discovery.feeds import FeedDoc, parse_feed
-from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
+from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links, is_pagination
 from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.http import REDIRECT_STATUSES
@@ -668,10 +668,11 @@ class HostDiscovery:
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
         next_pages = set(page.next_pages)
+        paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
         items = self.site.classifier.repeated_items(
             canonical[link] for link in page.links
             if link not in next_pages and link not in nofollow and self.site.in_scope(canonical[link])
-        )
+        ) if paginated_list else set()
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue

@@ -98,7 +98,7 @@ _FURNITURE = frozenset((
     "terms", "cookies", "login", "logout", "signin", "sign-in", "signup", "sign-up", "register", "account",
     "cart", "checkout", "help", "faq", "subscribe", "newsletter", "jobs", "careers", "advertise", "donate", "wp-admin",
     "wp-json", "admin", "user", "users", "profile", "my-account", "wishlist", "basket", "kontakt", "datenschutz",
-    "calendar", "events", "services",
+    "calendar", "events", "services", "print", "share",
 ))
 """One-word directories that are site furniture, not sections (see ``classify``)."""
 
@@ -473,34 +473,27 @@ class LinkClassifier:
         return None
 
     def repeated_items(self, links: Iterable[str], *, min_siblings: int = 3) -> set[str]:
-        """The links of a listing page that ``classify`` left undecided but that repeat one shape at least
-        ``min_siblings`` times: the page's list of items. ``/article/3-2``, ``/product/101``, ``/item?id=42`` or
-        ``/recipes/banana-bread`` are no generic detail shape, yet five of them side by side on a paginated page
-        are what the page lists; a site with no sitemap or feed has no other way to them.
+        """The links of a paginated list that ``classify`` left undecided but that share a directory and end in
+        an id, at least ``min_siblings`` of them: the list's items. ``/article/3-2`` or ``/product/101`` are no
+        generic detail shape, yet a list's pages side by side are made of them, and a site with no sitemap or feed
+        has no other way to them.
 
-        Links group by host, directory, query keys and a coarse shape of their last segment (with digits, several
-        words, one word); a lone word at the root (``/about``) and any site furniture are never items."""
-        groups: dict[tuple[str, tuple[str, ...], str, str], set[str]] = {}
+        Deliberately narrow, because a kind is fixed when a URL is first stored and learned from later: only a
+        last segment with an id (a digit, at least two characters: not a page number), never a word or a slug
+        (menus, footers and section links repeat words: ``/news/world``, ``/pages/shipping``), never a query
+        (filters, languages, views, variants), never site furniture. The caller asks only of a paginated page."""
+        groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         for link in links:
             if self.classify(link) is not None:
                 continue
             parts = _Parts(link)
             segments = [seg.lower() for seg in parts.segments]
-            if not segments or any(_is_furniture(seg) for seg in segments):
+            if parts.query or not segments or any(_is_furniture(seg) for seg in segments):
                 continue
             last = segments[-1]
-            stem = _EXTENSION.sub("", last)
-            if parts.query_keys:
-                coarse, directory = "query", tuple(segments)  # /item?id=42: the query names the item
-            elif any(ch.isdigit() for ch in last):
-                coarse, directory = "digits", tuple(segments[:-1])
-            elif len([chunk for chunk in _SEPARATORS.split(stem) if chunk]) >= 2:
-                coarse, directory = "words", tuple(segments[:-1])
-            elif len(segments) >= 2:
-                coarse, directory = "word", tuple(segments[:-1])
-            else:
+            if len(last) < 2 or not any(ch.isdigit() for ch in last):
                 continue
-            groups.setdefault((parts.host, directory, parts.query_keys, coarse), set()).add(link)
+            groups.setdefault((parts.host, tuple(segments[:-1])), set()).add(link)
         return {link for members in groups.values() if len(members) >= min_siblings for link in members}
 
     def classify(self, url: str) -> UrlKind | None:

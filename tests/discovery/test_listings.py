@@ -373,26 +373,33 @@ def test_no_section_is_guessed_once_the_sites_shapes_are_learned():
     assert classifier.guess_navigation("https://other.example/c/shoes") is UrlKind.LISTING  # per host
 
 
-def test_a_listing_pages_repeated_undecided_shape_is_its_list_of_items():
-    """Item shapes no generic rule knows, five of them side by side, are the page's items; navigation, furniture,
-    one-off links and shapes already decided are not."""
+def test_a_paginated_lists_repeated_ids_are_its_items_and_nothing_else_is():
+    """Ids under one directory, three or more side by side, are the list's items; the navigation, filters,
+    languages, page numbers, footers, profiles and variants that repeat on real listing pages are not."""
     site = "https://news.example"
-    items = {
-        "article": [f"{site}/article/3-{k}" for k in range(1, 6)],
-        "product": [f"{site}/product/{k}01" for k in range(1, 4)],
-        "query": [f"{site}/item?id={k}" for k in range(40, 44)],
-        "recipe": [f"{site}/recipes/banana-bread", f"{site}/recipes/apple-pie", f"{site}/recipes/plum-cake"],
-        "word": [f"{site}/fruit/apple", f"{site}/fruit/pear", f"{site}/fruit/plum"],
-    }
+    items = [
+        *(f"{site}/article/3-{k}" for k in range(1, 6)),
+        *(f"{site}/product/{k}01" for k in range(1, 4)),
+        *(f"{site}/thread/{k}2-a" for k in range(1, 4)),
+    ]
     others = [
-        f"{site}/about", f"{site}/contact", f"{site}/careers",  # lone words at the root
-        f"{site}/about-us", f"{site}/privacy-policy", f"{site}/terms-of-use",  # furniture, however spelled
-        f"{site}/help/shipping", f"{site}/help/returns", f"{site}/help/sizes",  # furniture directory
-        f"{site}/story/only-one", f"{site}/story/1-2",  # two of a kind
-        f"{site}/category/sport", f"{site}/tag/a", f"{site}/tag/b", f"{site}/list?page=2",  # listings already
+        f"{site}/about", f"{site}/contact", f"{site}/careers", f"{site}/our-story", f"{site}/book-now",
+        f"{site}/about-us", f"{site}/privacy-policy", f"{site}/terms-of-use",
+        *(f"{site}/pages/{name}" for name in ("shipping", "returns", "stockists", "size-guide", "gift-cards")),
+        *(f"{site}/news/{name}" for name in ("world", "uk", "business")),
+        *(f"{site}/sport/{name}" for name in ("football", "tennis", "golf")),
+        *(f"{site}/recipes/{name}" for name in ("banana-bread", "apple-pie", "plum-cake")),
+        *(f"{site}/shop/?filter_color={c}" for c in ("red", "blue", "green")),
+        *(f"{site}/news/?lang={lang}" for lang in ("en", "de", "fr")),
+        *(f"{site}/products/x?variant={n}" for n in (101, 102, 103)),
+        *(f"{site}/viewforum.php?f={n}" for n in (1, 2, 3)),
+        *(f"{site}/blog/{n}" for n in range(2, 6)),  # page numbers
+        *(f"{site}/print/{n}" for n in (123, 124, 125)),  # print versions
+        f"{site}/u/alice", f"{site}/u/bob", f"{site}/u/carol",
+        f"{site}/story/1-2", f"{site}/story/1-3",  # two of a kind
+        f"{site}/category/sport", f"{site}/tag/a", f"{site}/list?page=2",  # listings already
         f"{site}/news/what-a-great-long-story-today",  # a detail already
         "https://elsewhere.example/article/1-1", "https://elsewhere.example/article/1-2",  # another host: two
     ]
-    found = LinkClassifier().repeated_items([*others, *(url for group in items.values() for url in group)])
-    assert found == {url for group in items.values() for url in group}
-    assert LinkClassifier().repeated_items(items["product"][:2]) == set()  # fewer than three
+    assert LinkClassifier().repeated_items([*others, *items]) == set(items)
+    assert LinkClassifier().repeated_items(items[5:7]) == set()  # fewer than three
