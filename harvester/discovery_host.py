@@ -23,7 +23,6 @@ from harvester.discovery.feeds import FeedDoc, parse_feed
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links, is_pagination
 from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.http import REDIRECT_STATUSES
 from harvester.records import (
     AddResult,
     ClaimedUrl,
@@ -233,29 +232,46 @@ class HostDiscovery:
         kept in ``hosts.moved_to``; the new origin joins the scope, here and in every later phase, and its
         robots.txt, sitemaps and listing pages are read with this host's.
 
-        The seed is asked on its first run, and on a later one only where the listing crawl would ask it anyway
-        (it is due, asked conditionally: the answer is kept for the listing crawl) or where its last answer was a
-        redirect (which the listing crawl recorded as out of scope and does not ask again). So a site that moves
-        after its first harvest is followed, at the cost of no request the crawl would not otherwise make, bar
-        one a run for a seed that keeps redirecting."""
+        On its first run the seed is asked following any redirect, and the answer is kept for the listing crawl.
+        On a later run it is asked only where the listing crawl would ask it anyway (due), as that crawl would
+        (conditionally, within the scope), the answer kept for it; only a permanent redirect out of the scope is
+        then followed, with a second request. A seed whose last answer was a permanent redirect (which the listing
+        crawl recorded as out of scope and does not ask again) is asked once a run. So a site that moves after its
+        first harvest is followed, and a seed that redirects for now costs nothing more than it did."""
         known = await db(self.store.url_info, seed)
-        due = known is None or _seed_due(known, utcnow())
-        if known is not None and not due and known["last_status"] not in REDIRECT_STATUSES:
+        if known is None:
+            result = await self._fetch_seed(seed, Validators(), anywhere=True)
+            self._prefetched[seed] = result
+            return await self._moved_to(seed, result, due=True)
+        validators = Validators(known["etag"], known["last_modified"])
+        if _seed_due(known, utcnow()):
+            result = await self.client.fetch(seed, validators=validators,
+                                             accept=self.settings.http.allowed_content_types)
+            self._prefetched[seed] = result
+            if result.error_class is not ErrorClass.OUT_OF_SCOPE or result.status not in revisit.PERMANENT_REDIRECTS:
+                return None
+            return await self._moved_to(seed, await self._fetch_seed(seed, validators, anywhere=True), due=True)
+        if known["last_status"] not in revisit.PERMANENT_REDIRECTS:
             return None
+        return await self._moved_to(seed, await self._fetch_seed(seed, validators, anywhere=True), due=False)
+
+    async def _fetch_seed(self, seed: str, validators: Validators, *, anywhere: bool) -> FetchResult:
         denied = self.site.filter.denied
-        result = await self.client.fetch(
-            seed, accept=self.settings.http.allowed_content_types,
-            validators=Validators() if known is None else Validators(known["etag"], known["last_modified"]),
-            in_scope=lambda hop: hop.startswith(("http://", "https://")) and not denied(hop),
+        return await self.client.fetch(
+            seed, accept=self.settings.http.allowed_content_types, validators=validators,
+            in_scope=(lambda hop: hop.startswith(("http://", "https://")) and not denied(hop)) if anywhere else None,
         )
+
+    async def _moved_to(self, seed: str, result: FetchResult, *, due: bool) -> str | None:
+        """Record the move ``result`` shows, if it is one (see ``_seed_moved``); ``due``: the listing crawl reads
+        the seed itself in this run, else the page it leads to is admitted to be read in its place."""
         final = result.final_url or result.url
         target = origin_of(final)
-        moved = (result.ok and revisit.is_permanent_move(result) and target != self.origin
-                 and not self.site.in_scope(final))
+        if (not result.ok or not revisit.is_permanent_move(result) or target == self.origin
+                or self.site.in_scope(final)):
+            return None
         if due:
             self._prefetched[seed] = result
-        if not moved:
-            return None
         await db(self.store.set_moved_to, self.origin, target)
         self.site.add_moved({self.origin: target})
         self.counters["seeds_moved"] += 1

@@ -643,13 +643,17 @@ async def test_a_seed_that_moves_after_its_first_harvest_is_followed(sqlite_url,
 
 
 async def test_a_seed_that_redirects_only_for_now_does_not_widen_the_scope(sqlite_url, serve):
-    """A 302 (a consent wall, a login, a geo check) is not a move: the other host stays out of scope."""
+    """A 302 (a consent wall, a login, a geo check) is not a move: the other host stays out of scope. Later runs
+    ask the seed only when it is due, within the scope, and never the other host again."""
     other: list[str] = []
+    asked: Counter[str] = Counter()
 
     async def wall(request: web.Request) -> web.Response:
+        asked["wall" + request.path] += 1
         return web.Response(content_type="text/html", text="<html><body><main>accept cookies</main></body></html>")
 
     async def site(request: web.Request) -> web.Response:
+        asked["site" + request.path] += 1
         if request.path == "/robots.txt":
             return web.Response(status=404)
         raise web.HTTPFound(location=other[0] + "/consent")
@@ -657,8 +661,16 @@ async def test_a_seed_that_redirects_only_for_now_does_not_widen_the_scope(sqlit
     other.append(await serve(wall))
     origin = await serve(site)
     settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/",), use_feeds=False)
     with FrontierStore.open(settings, upgrade=True) as store:
-        result = await phases.discover(store, settings, SiteProfile.build(seeds=(origin + "/",), use_feeds=False))
+        result = await phases.discover(store, settings, profile)
+        assert store.moved_hosts() == {}
+        assert (asked["site/"], asked["wall/consent"]) == (1, 1)  # the first run follows, to see where it leads
+        store.make_due([origin])
+        await phases.discover(store, settings, profile)  # due: asked as the listing crawl would, within the scope
+        assert (asked["site/"], asked["wall/consent"]) == (2, 1)
+        await phases.discover(store, settings, profile)  # not due: not asked
+        assert (asked["site/"], asked["wall/consent"]) == (2, 1)
         assert store.moved_hosts() == {}
     assert result.counters["seeds_moved"] == 0
 
