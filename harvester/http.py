@@ -394,7 +394,10 @@ class Fetcher:
         except _TooLarge as exc:
             return state.failure(ErrorClass.TOO_LARGE, str(exc))
         except httpx.TimeoutException as exc:
-            return state.failure(_refine(exc, ErrorClass.TIMEOUT), f"{type(exc).__name__}: {exc}")
+            refined = _refine(exc, ErrorClass.TIMEOUT)
+            if refined is ErrorClass.CONNECT and state.answered:
+                refined = ErrorClass.PROTOCOL  # the connection dropped mid-answer (httpx-aiohttp calls it a timeout)
+            return state.failure(refined, f"{type(exc).__name__}: {exc}")
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
             return state.failure(ErrorClass.OUT_OF_SCOPE, f"{type(exc).__name__}: {exc}")
         except zlib.error as exc:
@@ -591,9 +594,11 @@ def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass
     if state.answered:
         return ErrorClass.PROTOCOL  # the answer had begun: what failed was the answer
     for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, httpx.RemoteProtocolError) and "without sending a response" in str(cause):
+            return ErrorClass.CONNECT  # closed before any answer: a dropped connection, not a broken answer
         if isinstance(cause, (httpx.RemoteProtocolError, aiohttp.ClientPayloadError,
                               aiohttp.http_exceptions.HttpProcessingError)):
-            return ErrorClass.PROTOCOL
+            return ErrorClass.PROTOCOL  # a garbled status line
     return ErrorClass.CONNECT
 
 

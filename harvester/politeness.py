@@ -25,7 +25,7 @@ PROBE_AFTER_START = 100
 PROBE_AFTER_MAX = 10_000
 
 BACKOFF_AFTER_FAILURES = 3
-"""Consecutive connect/timeout/5xx failures before the host is also backed off (not only counted)."""
+"""Consecutive connect/protocol/timeout/5xx failures before the host is also backed off (not only counted)."""
 
 JITTER = 0.5
 """Back-off delays are multiplied by a factor drawn from [1, 1 + JITTER)."""
@@ -193,7 +193,8 @@ class HostGate:
             self.failures += 1
             self._decrease(now, started_at)  # a failing or timing-out host gets fewer connections, not more
             if self.failures >= self.config.park_after_failures:
-                self.park(f"{self.failures} consecutive failures (connect/timeout/5xx)", until=now + self.config.park_s)
+                self.park(f"{self.failures} consecutive failures (connect/protocol/timeout/5xx)",
+                          until=now + self.config.park_s)
             elif self.failures >= BACKOFF_AFTER_FAILURES:
                 self._back_off(now, None, exponent=self.failures - BACKOFF_AFTER_FAILURES)
 

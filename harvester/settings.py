@@ -98,7 +98,7 @@ class PolitenessSettings(_Group):
     backoff_base_s: float = Field(1.0, gt=0, description="First back-off after a 429/503 without Retry-After.")
     backoff_max_s: float = Field(300.0, gt=0, description="Longest back-off or Retry-After honoured in a run.")
     park_after_failures: int = Field(
-        20, ge=1, description="Consecutive connect/timeout/5xx failures after which a host is parked."
+        20, ge=1, description="Consecutive connect/protocol/timeout/5xx failures after which a host is parked."
     )
     park_s: float = Field(
         86_400.0, gt=0, le=30 * 86_400.0,

@@ -372,3 +372,16 @@ async def test_a_broken_answer_is_a_protocol_error_and_no_answer_a_connect_error
         port = closed.getsockname()[1]
     refused = await fetcher.fetch(f"http://127.0.0.1:{port}/", accept=("text/html",))
     assert refused.error_class is ErrorClass.CONNECT
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the request read, then closed with no answer at all
+        writer.close()
+
+    silent = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    try:
+        port = silent.sockets[0].getsockname()[1]
+        dropped = await fetcher.fetch(f"http://127.0.0.1:{port}/", accept=("text/html",))
+    finally:
+        silent.close()
+        await silent.wait_closed()
+    assert dropped.error_class is ErrorClass.CONNECT, dropped.error
