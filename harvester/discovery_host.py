@@ -195,6 +195,8 @@ class HostDiscovery:
         for url, kind in published.items():
             if kind is UrlKind.FEED:
                 self._queue_feed(url)
+            if not (profile.use_sitemaps if kind is UrlKind.SITEMAP else profile.use_feeds):
+                self._problem(f"{self.origin}: the seed {url} is a {kind.value}, which this profile does not read")
         seed_urls = [url for url in seed_urls if url not in published]
         if self.site.moved.get(self.origin):
             self._moved = self.site.moved[self.origin]

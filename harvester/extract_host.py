@@ -67,13 +67,21 @@ def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion,
         _UNWRITTEN.setdefault(database_url, []).append((owner, items))
 
 
-async def write_unwritten(store: FrontierStore, database_url: str, *, run_id: int | None) -> int:
-    """Write what an earlier failed attempt of this process left behind; raises if the database still fails."""
+async def write_unwritten(
+    store: FrontierStore, database_url: str, *, run_id: int | None,
+    canonicalize: Callable[[str], str | None] | None = None,
+) -> int:
+    """Write what an earlier failed attempt of this process left behind; raises if the database still fails.
+    Content duplicates are marked again first, so a holder a stashed page takes over (rel=canonical) is demoted
+    with it: the pairs the failed write carried were not stashed."""
     written = 0
     batches = _UNWRITTEN.get(database_url, [])
     while batches:
         owner, items = batches[0]
-        await db(store.complete_many, owner, items, run_id=run_id)
+        marker = CompletionWriter(store, owner, run_id=run_id, canonicalize=canonicalize)
+        items, demote = await marker._mark_duplicates(items)
+        batches[0] = (owner, items)
+        await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
         batches.pop(0)
         retire_owner(owner)  # its other leases now return through recover_leases
         written += len(items)

@@ -261,7 +261,7 @@ async def extract(
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
     hook = load_hook(profile.extractor) if profile.extractor else None
-    written = await write_unwritten(store, settings.database_url, run_id=run_id)
+    written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
     if written:
         logger.info("wrote %d completions a failed attempt had left unwritten", written)
     await recover_leases(store)

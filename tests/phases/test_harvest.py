@@ -853,6 +853,12 @@ async def test_a_seed_naming_a_sitemap_or_feed_is_read_as_one(sqlite_url, serve,
     assert all(states[f"{origin}/news/story-about-{n}"][0] == "done" for n in range(3))
     assert asked[seed] == 1
     assert asked["/sitemap.xml"] == (1 if seed == "/feed.xml" else 0)  # probed only where no sitemap was read
+    # A profile that reads no sitemaps (or feeds) says so of such a seed instead of dropping it in silence.
+    off = SiteProfile.build(seeds=(origin + seed,), use_sitemaps=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        result = await phases.discover(store, settings, off)
+    kind = "sitemap" if "sitemap" in seed else "feed"
+    assert f"{origin}: the seed {origin}{seed} is a {kind}, which this profile does not read" in result.problems
 
 
 async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_sees(sqlite_url, serve):
@@ -870,3 +876,33 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
         f"sitemap {origin}/sitemap.xml is over the protocol's limits, only its first part was read: "
         "more than 5 URLs: the rest of the file dropped"
     ]
+
+
+async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
+    """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
+    holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
+    from harvester.extract_host import stash_unwritten, write_unwritten
+    from harvester.records import DiscoveredUrl, PageRecord
+
+    origin = "https://shop.test"
+    variant, clean = f"{origin}/p/x?colour=blue", f"{origin}/p/x"
+    settings = settings_for(sqlite_url)
+    now = utcnow()
+
+    def page(url: str) -> PageRecord:
+        return PageRecord(final_url=url, status=200, content_type="text/html", content_hash="h1", body=b"<html/>",
+                          canonical_url=clean)
+
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(url, UrlKind.DETAIL, "sitemap:x", depth=1) for url in (variant, clean)])
+        ids = {c.url: c.id for c in store.claim("w", hosts=[origin], per_host=10, lease_s=60)}
+        store.complete("w", Completion(url_id=ids[variant], state=UrlState.DONE, fetched_at=now, status=200,
+                                       content_hash="h1", page=page(variant)))
+        stash_unwritten(settings.database_url, "w", [(Completion(
+            url_id=ids[clean], state=UrlState.DONE, fetched_at=now, status=200, content_hash="h1", page=page(clean),
+        ), [])])
+        assert await write_unwritten(store, settings.database_url, run_id=None) == 1
+        states = store.url_states()
+        assert states[clean][0] == "done"
+        assert states[variant][0] == "duplicate"
+        assert store.url_info(variant)["duplicate_of"] == ids[clean]
