@@ -516,15 +516,15 @@ class LinkClassifier:
         # on another, and the site's own sitemaps and feeds are the better witness.
         if self._details.matches(parts):
             return UrlKind.DETAIL
+        if not parts.segments and _ROOT_ITEM.search(parts.query):
+            return UrlKind.DETAIL  # WordPress's plain permalinks (/?p=12, /?page_id=2): its lists page by ?paged=
         if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
             return UrlKind.LISTING
         if self._listings.matches(parts) or self._details.is_section_of(parts):
             return UrlKind.LISTING
         segments = parts.segments
         if not segments:
-            # The homepage lists the newest items of most sites; with an item's id (WordPress's plain permalinks
-            # /?p=4711, /?page_id=2) the root is that item (a short ?p=2 paged above, as a list's page).
-            return UrlKind.DETAIL if _ROOT_ITEM.search(parts.query) else UrlKind.LISTING
+            return UrlKind.LISTING  # the homepage lists the newest items of most sites
         if any(seg.lower() in LISTING_WORDS for seg in segments):
             return UrlKind.LISTING
         if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):

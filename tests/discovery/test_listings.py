@@ -108,7 +108,9 @@ def test_a_post_id_under_p_is_an_item() -> None:
     assert classifier.classify("https://h.example/p/12345") is UrlKind.DETAIL
     assert classifier.classify("https://h.example/?p=4711") is UrlKind.DETAIL  # WordPress's plain permalink
     assert classifier.classify("https://h.example/?page_id=2") is UrlKind.DETAIL
-    assert classifier.classify("https://h.example/?p=2") is UrlKind.LISTING  # short: a list's page
+    assert classifier.classify("https://h.example/?p=2") is UrlKind.DETAIL  # at the root a post (lists use ?paged=)
+    assert classifier.classify("https://h.example/?paged=2") is UrlKind.LISTING
+    assert classifier.classify("https://h.example/news?p=2") is UrlKind.LISTING  # elsewhere, a short p is a page
     assert classifier.classify("https://h.example/?cat=5") is UrlKind.LISTING  # a category archive
     assert classifier.classify("https://h.example/") is UrlKind.LISTING
 
