@@ -242,7 +242,7 @@ class HostDiscovery:
         first harvest is followed, and a seed that redirects for now costs nothing more than it did."""
         known = await db(self.store.url_info, seed)
         if known is None:
-            result = await self._fetch_seed(seed, Validators(), anywhere=True)
+            result = await self._fetch_seed(seed, Validators())
             self._prefetched[seed] = result
             return await self._moved_to(seed, result, due=True)
         validators = Validators(known["etag"], known["last_modified"])
@@ -252,16 +252,17 @@ class HostDiscovery:
             self._prefetched[seed] = result
             if result.error_class is not ErrorClass.OUT_OF_SCOPE or result.status not in revisit.PERMANENT_REDIRECTS:
                 return None
-            return await self._moved_to(seed, await self._fetch_seed(seed, validators, anywhere=True), due=True)
+            return await self._moved_to(seed, await self._fetch_seed(seed, validators), due=True)
         if known["last_status"] not in revisit.PERMANENT_REDIRECTS:
             return None
-        return await self._moved_to(seed, await self._fetch_seed(seed, validators, anywhere=True), due=False)
+        return await self._moved_to(seed, await self._fetch_seed(seed, validators), due=False)
 
-    async def _fetch_seed(self, seed: str, validators: Validators, *, anywhere: bool) -> FetchResult:
+    async def _fetch_seed(self, seed: str, validators: Validators) -> FetchResult:
+        """The seed asked following any redirect (off the scope too, the deny patterns holding on every hop)."""
         denied = self.site.filter.denied
         return await self.client.fetch(
             seed, accept=self.settings.http.allowed_content_types, validators=validators,
-            in_scope=(lambda hop: hop.startswith(("http://", "https://")) and not denied(hop)) if anywhere else None,
+            in_scope=lambda hop: hop.startswith(("http://", "https://")) and not denied(hop),
         )
 
     async def _moved_to(self, seed: str, result: FetchResult, *, due: bool) -> str | None:
@@ -686,17 +687,20 @@ class HostDiscovery:
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
         next_pages = set(page.next_pages)
-        paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
-        items = self.site.classifier.repeated_items(
-            canonical[link] for link in page.links
-            if link not in next_pages and link not in nofollow and self.site.in_scope(canonical[link])
-        ) if paginated_list else set()
+        decided: list[tuple[str, UrlKind | None]] = []
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
             kind = self.site.classifier.classify(canonical[link])
             if kind is None and claimed.depth == 0:
                 kind = self.site.classifier.guess_navigation(canonical[link])
+            decided.append((link, kind))
+        paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
+        items = self.site.classifier.repeated_items(
+            canonical[link] for link, kind in decided
+            if kind is None and link not in next_pages and self.site.in_scope(canonical[link])
+        ) if paginated_list else set()
+        for link, kind in decided:
             if kind is None and canonical[link] in items:
                 kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
                 self.counters["links_as_items"] += 1

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from harvester import scoring
-from harvester.discovery.listings import LinkClassifier
+from harvester.discovery.listings import ROOT_ITEM, LinkClassifier
 from harvester.discovery.report import DiscoveryReport
 from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provenance
 from harvester.settings import Settings, SiteProfile
@@ -227,7 +227,7 @@ class Site:
     def _published_kind(self, canonical: str) -> UrlKind:
         parts = urlsplit(canonical)
         root = (parts.path or "/") == "/"
-        if (root and not _ROOT_ITEM.search(parts.query)) or (parts.query and _PAGE_QUERY.search(parts.query)):
+        if (root and not ROOT_ITEM.search(parts.query)) or (parts.query and _PAGE_QUERY.search(parts.query)):
             return UrlKind.LISTING
         if self.profile.listing_patterns or self.profile.detail_patterns:
             return self.classifier.classify(canonical) or UrlKind.DETAIL
@@ -237,9 +237,6 @@ class Site:
 _PAGE_QUERY = re.compile(r"(?:^|&)(?:page|pg|paged|offset|start)=\d+(?:&|$)", re.IGNORECASE)
 """A published URL's query that pages a list. Not ``p=``: WordPress's default permalink is ``/?p=123``, a post."""
 
-_ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
-"""The query of a root URL that names one item (WordPress's plain permalinks); any other (``?cat=5``, ``?m=2024``)
-is an archive."""
 
 
 def _plainly_detail(canonical: str) -> bool:
@@ -249,4 +246,4 @@ def _plainly_detail(canonical: str) -> bool:
     if slash < 0:
         return False
     path, _, query = canonical[slash:].partition("?")
-    return (path != "/" or bool(_ROOT_ITEM.search(query))) and not (query and _PAGE_QUERY.search(query))
+    return (path != "/" or bool(ROOT_ITEM.search(query))) and not (query and _PAGE_QUERY.search(query))

@@ -13,12 +13,13 @@ import socket
 import time
 import uuid
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from harvester.http import Fetcher, content_type_accepted, parse_retry_after
-from harvester.records import ErrorClass, Validators
+from harvester.records import ErrorClass, FetchResult, Validators
 from harvester.settings import HttpSettings
 from harvester.testing import HostSpec
 
@@ -247,6 +248,18 @@ class EncodedServer:
         self.server.close()
 
 
+async def fetch_from_raw(fetcher: Fetcher, handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                         Awaitable[None]], path: str = "/", **kw: Any) -> FetchResult:
+    """One fetch from a bare asyncio server answering with ``handle``: for answers no web framework would send."""
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        return await fetcher.fetch(f"http://127.0.0.1:{port}{path}", **kw)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_gzip_bomb_body_stops_at_the_decoded_cap(fetcher):
     server = EncodedServer()
     async with server as origin:
@@ -306,12 +319,7 @@ async def test_a_response_without_a_content_type_is_read_for_sniffing(fetcher, b
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    try:
-        port = server.sockets[0].getsockname()[1]
-        result = await fetcher.fetch(f"http://127.0.0.1:{port}/page", accept=("text/html",))
-    finally:
-        server.close()
+    result = await fetch_from_raw(fetcher, handle, "/page", accept=("text/html",))
     if accepted:
         assert result.ok, result.error
         assert result.body == body and result.content_type is None
@@ -328,11 +336,7 @@ async def test_x_robots_tag_header_lines_stay_apart(fetcher):
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    try:
-        result = await fetcher.fetch(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/")
-    finally:
-        server.close()
+    result = await fetch_from_raw(fetcher, handle)
     assert result.headers["x-robots-tag"] == "googlebot: noarchive\nnoindex"
     assert result.headers["vary"] == "a, b"  # every other field as RFC 9110 §5.3 joins it
 
@@ -377,11 +381,5 @@ async def test_a_broken_answer_is_a_protocol_error_and_no_answer_a_connect_error
         await reader.readuntil(b"\r\n\r\n")  # the request read, then closed with no answer at all
         writer.close()
 
-    silent = await asyncio.start_server(hang_up, "127.0.0.1", 0)
-    try:
-        port = silent.sockets[0].getsockname()[1]
-        dropped = await fetcher.fetch(f"http://127.0.0.1:{port}/", accept=("text/html",))
-    finally:
-        silent.close()
-        await silent.wait_closed()
+    dropped = await fetch_from_raw(fetcher, hang_up, accept=("text/html",))
     assert dropped.error_class is ErrorClass.CONNECT, dropped.error

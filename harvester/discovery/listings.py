@@ -107,7 +107,9 @@ _PAGINATION_QUERY = re.compile(
     r"(?:^|&)(?:(?:page|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+|p=\d{1,3})(?:&|$)"
 )
 _PAGINATION_PATH = re.compile(r"/(?:(?:page|pages|seite|pagina)[/-]?\d+|p[/-]?\d{1,3})/?$", re.IGNORECASE)
-_ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
+ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
+"""The query of a root URL that names one item (WordPress's plain permalinks); any other (``?cat=5``, ``?m=2024``)
+is an archive."""
 _SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _SEPARATORS = re.compile(r"[-_+~,.]+")
@@ -473,10 +475,10 @@ class LinkClassifier:
         return None
 
     def repeated_items(self, links: Iterable[str], *, min_siblings: int = 3) -> set[str]:
-        """The links of a paginated list that ``classify`` left undecided but that share a directory and end in
-        an id, at least ``min_siblings`` of them: the list's items. ``/article/3-2`` or ``/product/101`` are no
-        generic detail shape, yet a list's pages side by side are made of them, and a site with no sitemap or feed
-        has no other way to them.
+        """Of a paginated list's links that ``classify`` left undecided (the caller classified them already),
+        those that share a directory and end in an id, at least ``min_siblings`` of them: the list's items.
+        ``/article/3-2`` or ``/product/101`` are no generic detail shape, yet a list's pages side by side are made
+        of them, and a site with no sitemap or feed has no other way to them.
 
         Deliberately narrow, because a kind is fixed when a URL is first stored and learned from later: only a
         last segment with an id (a digit, at least two characters: not a page number), never a word or a slug
@@ -484,8 +486,6 @@ class LinkClassifier:
         (filters, languages, views, variants), never site furniture. The caller asks only of a paginated page."""
         groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
         for link in links:
-            if self.classify(link) is not None:
-                continue
             parts = _Parts(link)
             segments = [seg.lower() for seg in parts.segments]
             if parts.query or not segments or any(_is_furniture(seg) for seg in segments):
@@ -516,7 +516,7 @@ class LinkClassifier:
         # on another, and the site's own sitemaps and feeds are the better witness.
         if self._details.matches(parts):
             return UrlKind.DETAIL
-        if not parts.segments and _ROOT_ITEM.search(parts.query):
+        if not parts.segments and ROOT_ITEM.search(parts.query):
             return UrlKind.DETAIL  # WordPress's plain permalinks (/?p=12, /?page_id=2): its lists page by ?paged=
         if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
             return UrlKind.LISTING
