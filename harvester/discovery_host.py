@@ -35,6 +35,7 @@ from harvester.records import (
     UrlKind,
     UrlState,
     Validators,
+    Vanished,
     origin_of,
     provenance,
 )
@@ -142,7 +143,6 @@ class HostDiscovery:
         self._feeds_seen: set[str] = set()
         self._feed_docs_seen: set[str] = set()
         self._feed_entries: set[str] = set()
-        self._reread_urlsets: list[str] = []
         self._follows: dict[str, bool] = {}
         """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
         self._writer: UrlWriter | None = None
@@ -151,6 +151,10 @@ class HostDiscovery:
         """Where this seed host's homepage redirects to, outside the scope it had: read with this host."""
         self._seed_sitemaps: list[str] = []
         """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
+        self._vanished_from: dict[int, Vanished] = {}
+        """Listing pages read in this batch → what they may have stopped naming (written with their completion)."""
+        self._feeds_found: list[str] = []
+        """Feeds found on listing pages of this batch, written with their completion so a kill cannot lose them."""
         self._prefetched: dict[str, FetchResult] = {}
         """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 
@@ -306,8 +310,6 @@ class HostDiscovery:
               if (url := self.site.canonicalize(line, home + "/robots.txt"))),
         ]))
         seen: set[str] = set()
-        started = utcnow()
-        self._reread_urlsets = []
         read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
         if not read:
             # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
@@ -317,13 +319,6 @@ class HostDiscovery:
                               "the known paths are probed instead")
             probes = [home + path for home, _ in homes for path in discovery.known_sitemap_paths]
             await self._walk_sitemaps([url for url in probes if url not in seen], probing=True, seen=seen)
-        if self._reread_urlsets:
-            # A URL a re-read sitemap no longer lists has no published lastmod any more: clear it, so the lastmod
-            # skip never passes over a page that may be gone (it is asked, conditionally, and found gone).
-            sources = [provenance(Source.SITEMAP, url) for url in self._reread_urlsets]
-            for home, _ in homes:
-                dropped = await db(self.store.forget_lastmods, home, sources, seen_before=started)
-                self.counters["urls_dropped_from_sitemaps"] += dropped
 
     async def _walk_sitemaps(self, start: list[str], *, probing: bool, seen: set[str]) -> int:
         """Read ``start`` and the indexes' children breadth-first, at most ``max_sitemaps_per_host`` files and
@@ -417,10 +412,10 @@ class HostDiscovery:
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
             return None
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
-        if doc.kind in ("urlset", "text") and not doc.over_limit and known is not None:
-            # Only a sitemap read before can have stopped listing a URL: on a first read the check found nothing
-            # and scanned the host's every URL (1.5 s of a 30 s ingestion of a million URLs).
-            self._reread_urlsets.append(url)
+        # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
+        # the host's every URL for nothing), and only a whole one says what it no longer lists.
+        vanished = self._vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
+            doc.over_limit) else None
         children = [child for child in doc.children if self.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
             self.counters["sitemap_loops"] += 1
@@ -430,21 +425,22 @@ class HostDiscovery:
         if doc.over_limit:  # data left unread: the operator hears of it, not only the report
             self._problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
                           f"read: {'; '.join(doc.problems)}")
-        revisit = self.settings.discovery.sitemap_index_revisit_s if kind == "sitemap_index" else (
-            self.settings.discovery.sitemap_revisit_s
-        )
+        revisit_s = self._revisit_s(kind)
         dated_children = [
             (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))
         ]
         canonical_children = [c for c, _ in dated_children]
-        await db(
+        rechecked = await db(
             self.store.save_document,
             DocumentState(
                 url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
-                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
-                next_fetch_at=now + timedelta(seconds=revisit), url_count=count, children=tuple(canonical_children),
+                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
+                next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=count,
+                children=tuple(canonical_children),
             ),
+            vanished=vanished,
         )
+        self.counters["urls_vanished_rechecked"] += rechecked
         return dated_children
 
     async def _fetch_sitemap(self, url: str, known: DocumentState | None, *, retry: bool) -> FetchResult:
@@ -593,7 +589,10 @@ class HostDiscovery:
             items = list(await asyncio.gather(*(self._listing(item) for item in firsts)))
             for item, before in continuations:
                 items.append(await self._continuation(item, before))
-            done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id)
+            vanished, self._vanished_from = self._vanished_from, {}
+            feeds, self._feeds_found = self._feeds_found, []
+            done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
+                            feeds=feeds)
             self.counters["listing_pages"] += len(claimed) - done.lost
             fetched += len(claimed)
             if self._feeds and self.site.profile.use_feeds:
@@ -629,7 +628,7 @@ class HostDiscovery:
         return Completion(
             url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at,
             content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
-            next_fetch_at=now + timedelta(seconds=revisit_s), revisit_s=revisit_s,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
         ), []
 
     async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
@@ -646,11 +645,12 @@ class HostDiscovery:
             claimed.url, validators=claimed.validators, accept=self.settings.http.allowed_content_types
         )
         now = utcnow()
-        revisit = self.settings.discovery.listing_revisit_s
+        revisit_s = self.settings.discovery.listing_revisit_s
         base = Completion(
             url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
             etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
-            next_fetch_at=now + timedelta(seconds=revisit), revisit_s=revisit, bytes_read=result.bytes_read,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+            bytes_read=result.bytes_read,
         )
         if result.not_modified:
             return base, [], False
@@ -666,6 +666,14 @@ class HostDiscovery:
         if page.robots_nofollow:
             return completion, [], False
         outlinks = self._listing_outlinks(claimed, page, now)
+        if claimed.content_hash is not None:
+            # Read before: what it named then and does not name now is asked again in this run (moved down the
+            # list, a conditional request says so; deleted, a 404/410 marks it gone).
+            self._vanished_from[claimed.id] = Vanished(
+                labels=(provenance(Source.LISTING, claimed.url), provenance(Source.PAGINATION, claimed.url)),
+                origins=tuple(self._homes()), named_since=await db(self.store.last_read_at, claimed.id),
+                seen_before=self.run_started, now=now,
+            )
         next_pages = set(page.next_pages)
         details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
         follows = False
@@ -742,6 +750,8 @@ class HostDiscovery:
         canonical = self.site.canonicalize(url)
         if canonical is None or canonical in self._feeds_seen or not self.site.in_scope(canonical):
             return
+        if self.site.profile.use_feeds:
+            self._feeds_found.append(canonical)  # written with the listing page that named it (``_listings``)
         self._feeds_seen.add(canonical)
         self._feeds.append(canonical)
 
@@ -769,9 +779,11 @@ class HostDiscovery:
         head = await self._feed_document(url, "feed", known, last_read)
         if head is None:
             return
-        if head.repeats:
+        if head.repeats or (known is not None and known.kind == "feed_mirror"):
             # Everything it lists came from another feed of this host in this run (the Atom twin of an RSS
             # feed, a category feed): poll it again only after feed_mirror_recheck_s, and read no older pages.
+            # Once a mirror, its head is still read (an Atom twin ordered by `updated` shows edits of old
+            # entries, which then differ from the twin's head) but its history is the twin's: never walked.
             self.counters["feeds_mirrored"] += 1
             await db(self.store.save_document, replace(head.state, kind="feed_mirror"))
             return
@@ -855,12 +867,15 @@ class HostDiscovery:
         revisit_s = self.settings.discovery.feed_revisit_s
         state = DocumentState(
             url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
-            content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now,
-            next_fetch_at=now + timedelta(seconds=revisit_s), url_count=len(doc.entries),
+            content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=len(doc.entries),
             # An archive leads to the one before it, so a later read can walk past known archives.
             children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
         )
-        await db(self.store.save_document, state)
+        # A feed's head is re-read every run: an entry it showed last time and not now has been pushed out by
+        # newer ones or deleted, and one conditional request tells which. Pages past the head shift every day.
+        vanished = self._vanished(Source.FEED, url, known, now) if kind == "feed" else None
+        self.counters["urls_vanished_rechecked"] += await db(self.store.save_document, state, vanished=vanished)
         return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
                          state=state, repeats=repeats)
 
@@ -874,16 +889,35 @@ class HostDiscovery:
     # -- documents ----------------------------------------------------------------------------------------------
 
     def _due(self, doc: DocumentState) -> bool:
-        """Fetch again unless this run already did, or (without ``refresh``) its revisit time has not come."""
+        """Asked in every run that has not asked it yet, whatever minute the run starts: a document that can be
+        asked conditionally (it was read, and the server gave a validator) costs the site a 304 when unchanged,
+        and it is what announces changes, new pages and deletions. One without validators would be downloaded
+        whole each time: it waits for its revisit time (``revisit.due_at``: a little ahead of the interval, so a
+        run on the same schedule as the last one finds it due). A failed one waits for its retry time."""
         if doc.fetched_at is not None and doc.fetched_at >= self.run_started:
             return False
         if self.refresh or doc.next_fetch_at is None:
             return True
+        if doc.error is None and doc.content_hash is not None and (doc.etag or doc.last_modified):
+            return True
         return doc.next_fetch_at <= utcnow()
 
     def _refetched(self, doc: DocumentState, now: datetime) -> DocumentState:
-        revisit = (doc.next_fetch_at - doc.fetched_at) if doc.next_fetch_at and doc.fetched_at else timedelta(days=1)
-        return replace(doc, fetched_at=now, next_fetch_at=now + revisit)
+        """``doc`` answered 304: asked now, read as before (``read_at`` stays: what it names has not changed)."""
+        return replace(doc, fetched_at=now, next_fetch_at=revisit.due_at(now, self._revisit_s(doc.kind),
+                                                                      self.settings.revisit))
+
+    def _revisit_s(self, kind: str) -> float:
+        discovery = self.settings.discovery
+        return {"sitemap_index": discovery.sitemap_index_revisit_s, "sitemap": discovery.sitemap_revisit_s}.get(
+            kind, discovery.feed_revisit_s)
+
+    def _vanished(self, source: Source, url: str, known: DocumentState | None, now: datetime) -> Vanished | None:
+        """What the full read of ``url`` may have stopped naming (see ``Vanished``): nothing on a first read."""
+        if known is None or known.content_hash is None:
+            return None
+        return Vanished(labels=(provenance(source, url),), origins=tuple(self._homes()), named_since=known.read_at,
+                        seen_before=self.run_started, now=now)
 
     def _failure(
         self, url: str, kind: str, result: FetchResult, now: datetime, known: DocumentState | None,

@@ -22,6 +22,7 @@ from harvester.http import NO_VALIDATORS, Fetcher, close_clients
 from harvester.politeness import GateConfig, HostGate, Signal, classify
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators
 from harvester.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
+from harvester.runtime import utcnow
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class PoliteClient:
         honouring a Retry-After, a back-off or a park and starts from the learned limit. Monotonic times become
         UTC; ``blocked_until`` of a parked host is when its park ends (``HostGate.parked_until``)."""
         gate = self._host(origin).gate
-        now_mono, now_wall = time.monotonic(), datetime.now(UTC)
+        now_mono, now_wall = time.monotonic(), utcnow()
 
         def wall(mono: float) -> datetime | None:
             return now_wall + timedelta(seconds=mono - now_mono) if mono > now_mono else None
@@ -172,7 +173,7 @@ class PoliteClient:
         """
         host = self._host(policy.origin)
         gate = host.gate
-        now_mono, now_wall = time.monotonic(), datetime.now(UTC)
+        now_mono, now_wall = time.monotonic(), utcnow()
 
         def mono(when: datetime | None) -> float:
             if when is None:

@@ -301,7 +301,9 @@ class ExtractWork:
     async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
         now = utcnow()
         revisit_settings = self.settings.revisit
-        if item.content_hash and revisit.may_skip(
+        # A lastmod vouches for a page only where a list that names every page carries it: a feed entry's date
+        # says nothing once the entry has left the feed, nor of a page deleted since.
+        if item.content_hash and revisit.listed(item) and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
             threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
         ):
@@ -310,7 +312,7 @@ class ExtractWork:
             else:
                 revisit_s, next_at = revisit.next_revisit(
                     previous_s=item.revisit_s, changed=False, changefreq=item.changefreq, settings=revisit_settings,
-                    now=now,
+                    now=now, listed=True,
                 )
                 self.counters["skipped_by_lastmod"] += 1
                 await self.writer.put(

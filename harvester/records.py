@@ -184,6 +184,8 @@ class ClaimedUrl(NamedTuple):
     last_fetched_at: datetime | None = None
     changefreq: str | None = None
     revisit_s: float | None = None
+    source: str | None = None
+    """The kind of place it was first found (``Source``'s value: sitemap, feed, listing ...)."""
 
     @property
     def validators(self) -> Validators:
@@ -249,10 +251,25 @@ class DocumentState:
     error: str | None = None
     children: tuple[str, ...] = ()
     """Child sitemaps of an index, so an index answering 304 still leads to its (conditional) children."""
+    read_at: datetime | None = None
+    """When it was last read in full (a 200 parsed), as opposed to ``fetched_at`` (last asked, a 304 too)."""
 
     @property
     def validators(self) -> Validators:
         return Validators(self.etag, self.last_modified)
+
+
+@dataclass(frozen=True, slots=True)
+class Vanished:
+    """What a document or listing page just read in full (``labels``: its provenance labels) may have stopped
+    naming: URLs of ``origins`` last named in ``[named_since, seen_before)``, i.e. by its previous full read and
+    not since. ``now``: when they become due again."""
+
+    labels: tuple[str, ...]
+    origins: tuple[str, ...]
+    named_since: datetime | None
+    seen_before: datetime
+    now: datetime
 
 
 @dataclass(frozen=True, slots=True)

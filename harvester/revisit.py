@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlState
+from harvester.runtime import utcnow
 from harvester.settings import PolitenessSettings, RevisitSettings, Settings
 
 HOUR_S = 3600.0
@@ -51,15 +52,29 @@ PERMANENT_REDIRECTS = frozenset({301, 308})
 # --- the revisit interval -----------------------------------------------------------------------------------
 
 
+LISTED_SOURCES = frozenset({"sitemap", "seed"})
+"""First sources whose URLs an exhaustive list keeps naming (a sitemap, the operator's seeds): their deletions show
+as they vanish from it, and a sitemap's lastmods announce their changes. URLs first found anywhere else (a feed
+entry or a listing page past the part re-read each run, a link) announce neither."""
+
+
+def listed(claimed: ClaimedUrl) -> bool:
+    """Whether an exhaustive list named ``claimed`` first (see ``LISTED_SOURCES``; unknown counts as listed)."""
+    return claimed.source is None or claimed.source in LISTED_SOURCES
+
+
 def next_revisit(
-    *, previous_s: float | None, changed: bool, changefreq: str | None, settings: RevisitSettings, now: datetime
+    *, previous_s: float | None, changed: bool, changefreq: str | None, settings: RevisitSettings, now: datetime,
+    listed: bool = True,
 ) -> tuple[float, datetime]:
     """(interval in seconds, when the URL is due next) after one fetch.
 
     Formula: the first interval (``previous_s`` None) is the sitemap changefreq's (``CHANGEFREQ_S``), else
     ``settings.default_s``; after that ``previous_s × changed_factor`` (0.5) when the content changed and
     ``previous_s × unchanged_factor`` (1.5) when it did not; always clamped to ``[min_s, max_s]``. A page
-    that changes at a steady rate settles near it (multiplicative decrease, gentler increase).
+    that changes at a steady rate settles near it (multiplicative decrease, gentler increase). A URL no exhaustive
+    list names (``listed`` False) is asked at least every ``unlisted_max_s``: nothing but asking it tells that it
+    changed or is gone.
     """
     if previous_s is None or not math.isfinite(previous_s) or previous_s <= 0:
         interval = first_interval(changefreq, settings)
@@ -67,8 +82,18 @@ def next_revisit(
         interval = previous_s * settings.changed_factor
     else:
         interval = previous_s * settings.unchanged_factor
-    interval = min(max(interval, settings.min_s), settings.max_s)
-    return interval, _aware(now) + timedelta(seconds=interval)
+    interval = min(max(interval, settings.min_s), settings.max_s if listed else settings.unlisted_max_s)
+    return interval, due_at(now, interval, settings)
+
+
+def due_at(now: datetime, interval_s: float, settings: RevisitSettings) -> datetime:
+    """When a URL or document read at ``now`` is due again: its interval, less a little (``due_early_share`` of
+    it, at most ``due_early_max_s``). A scheduled run reads a site over minutes or hours; the next run starts at
+    the same clock time the last one started, a little before some of last time's reads are a whole interval
+    old. Without the margin, whether a page is due would hang on the minute cron fires (and a page read late in
+    one run would wait a whole extra period)."""
+    early = min(interval_s * settings.due_early_share, settings.due_early_max_s)
+    return _aware(now) + timedelta(seconds=interval_s - early)
 
 
 def first_interval(changefreq: str | None, settings: RevisitSettings) -> float:
@@ -168,7 +193,7 @@ def may_skip(
         return False
     if last_fetched_at is None:
         return False
-    age = (_aware(now) if now is not None else datetime.now(UTC)) - _aware(last_fetched_at)
+    age = (_aware(now) if now is not None else utcnow()) - _aware(last_fetched_at)
     return age.total_seconds() < max_age_s
 
 
@@ -287,7 +312,7 @@ def _done(
 ) -> Outcome:
     revisit_s, next_at = next_revisit(
         previous_s=claimed.revisit_s, changed=changed, changefreq=claimed.changefreq, settings=settings.revisit,
-        now=now,
+        now=now, listed=listed(claimed),
     )
     return Outcome(
         state=UrlState.DONE, changed=changed, counter=counter, next_fetch_at=next_at, revisit_s=revisit_s,

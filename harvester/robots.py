@@ -19,6 +19,7 @@ from typing import Protocol
 from protego import Protego
 
 from harvester.records import ErrorClass, FetchResult, RobotsState, Validators
+from harvester.runtime import utcnow
 from harvester.settings import RobotsSettings
 
 logger = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class RobotsRules:
             if rate is not None and rate.requests > 0:
                 self.request_rate_s = float(rate.seconds) / float(rate.requests)
             self.sitemaps = list(self._parser.sitemaps)
-        wall = now_wall or datetime.now(UTC)
+        wall = now_wall or utcnow()
         mono = time.monotonic() if now_mono is None else now_mono
         expires = _aware(state.expires_at)
         self.expires_at = mono + (expires - wall).total_seconds() if expires is not None else mono
@@ -130,7 +131,7 @@ def status_mode(state: RobotsState) -> str:
 def state_from_fetch(origin: str, result: FetchResult, settings: RobotsSettings, *,
                      previous: RobotsState | None = None, now: datetime | None = None) -> RobotsState:
     """The state to cache after one robots.txt fetch; a 304 extends ``previous`` (RFC 9309 §2.4 re-validation)."""
-    now = now or datetime.now(UTC)
+    now = now or utcnow()
     if result.status == 304 and previous is not None and result.error_class is None:
         return replace(previous, fetched_at=now, expires_at=now + timedelta(seconds=settings.cache_s),
                        etag=result.etag or previous.etag, last_modified=result.last_modified or previous.last_modified)
@@ -188,7 +189,7 @@ class RobotsCache:
         return await asyncio.shield(task)
 
     async def _load(self, origin: str) -> RobotsRules:
-        now = datetime.now(UTC)
+        now = utcnow()
         previous = self._rules[origin].state if origin in self._rules else None
         if previous is None and self._persistence is not None:
             previous = await self._persistence.load_robots(origin)
@@ -201,7 +202,7 @@ class RobotsCache:
         validators = Validators(conditional.etag, conditional.last_modified) if conditional else Validators()
         self.fetches += 1
         result = await self._fetch(origin, validators)
-        state = state_from_fetch(origin, result, self._settings, previous=conditional, now=datetime.now(UTC))
+        state = state_from_fetch(origin, result, self._settings, previous=conditional, now=utcnow())
         if state.error_class is not None or (state.status or 0) >= 500:
             logger.info("robots.txt of %s unreachable (%s): disallow all for %.0fs", origin,
                         result.error or result.status, self._settings.error_cache_s,

@@ -7,15 +7,63 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
+CLOCK_ENV = "HARVESTER_NOW"
+"""An ISO 8601 instant: the process's clock starts there and runs at real speed (tests of a daily schedule)."""
+
+
+class Clock:
+    """The library's one source of wall time: ``now()`` is real time plus an offset a test sets.
+
+    Every decision that depends on the date (what is due, revisit intervals, robots.txt lifetimes, leases, run
+    times) reads this clock, so a test can run a harvest, move the test web a day on, and start the re-crawl
+    exactly 24 h after the harvest started, or a few minutes either side, without sleeping. The offset comes
+    from ``HARVESTER_NOW`` at import (so CLI and flow subprocesses share the test's clock) or ``travel_to``.
+    Monotonic time (politeness gaps, timeouts) is untouched: only the calendar moves.
+    """
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+        start = os.environ.get(CLOCK_ENV)
+        if start:
+            self.travel_to(parse_instant(start, source=CLOCK_ENV))
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def travel_to(self, moment: datetime) -> None:
+        """From now on the clock reads ``moment`` plus the real time elapsed since this call."""
+        self.offset = aware(moment) - datetime.now(UTC)
+
+    def reset(self) -> None:
+        self.offset = timedelta(0)
+
+
+def parse_instant(text: str, *, source: str) -> datetime:
+    """An ISO 8601 instant (a trailing Z allowed; naive means UTC), or a ValueError naming ``source``."""
+    try:
+        return aware(datetime.fromisoformat(text.strip().replace("Z", "+00:00")))
+    except ValueError:
+        raise ValueError(f"{source}={text!r} is not an ISO 8601 instant (example: 2026-01-06T06:00:00Z)") from None
+
+
+def aware(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC instant; a naive one is taken to be UTC (SQLite hands back naive times)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+CLOCK = Clock()
+
+
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """The library's wall clock (see ``Clock``)."""
+    return CLOCK.now()
 
 
 async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -160,9 +160,10 @@ class DiscoverySettings(_Group):
         "old (0: always ask).",
     )
     feed_mirror_recheck_s: float = Field(
-        7 * 24 * 3600.0, ge=0,
+        0.0, ge=0,
         description="A feed that listed only entries another feed of the host had listed in the same run is "
-        "polled again after this (0: every run).",
+        "polled again after this (0: every run, conditionally: an Atom twin ordered by `updated` is where an "
+        "edit of an old entry shows, which its RSS twin ordered by publication never shows).",
     )
     pagination_recheck_s: float = Field(
         7 * 24 * 3600.0, ge=0,
@@ -182,6 +183,18 @@ class RevisitSettings(_Group):
     min_s: float = Field(3600.0, gt=0, description="Shortest revisit interval after a change.")
     max_s: float = Field(30 * 86_400.0, gt=0, description="Longest revisit interval after no change.")
     default_s: float = Field(86_400.0, gt=0, description="First revisit interval without a changefreq.")
+    unlisted_max_s: float = Field(
+        86_400.0, gt=0,
+        description="Longest revisit interval of a URL first found outside a sitemap (a feed, a listing page, a "
+        "link): nothing announces its changes or its deletion, so only asking (a 304 when unchanged) keeps the "
+        "snapshot equal to the site on a daily schedule. Raise it to trade freshness for requests.",
+    )
+    due_early_share: float = Field(
+        0.1, ge=0, lt=1,
+        description="A URL or document is due this share of its interval early, so a run on the same schedule as "
+        "the last finds due what the last read minutes or hours after it started.",
+    )
+    due_early_max_s: float = Field(3 * 3600.0, ge=0, description="The most a URL or document is due early.")
     changed_factor: float = Field(0.5, gt=0, lt=1, description="Interval multiplier after an observed change.")
     unchanged_factor: float = Field(1.5, gt=1, le=10, description="Interval multiplier after an unchanged fetch.")
     lastmod_min_checks: int = Field(

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlKind, UrlState
 from harvester.revisit import (
     classify_outcome,
+    due_at,
     lastmod_predicts_change,
     may_skip,
     newer_than_copy,
@@ -52,7 +53,26 @@ def result(status: int | None, **kw) -> FetchResult:
 def test_first_interval_seeded_from_changefreq(changefreq, expected):
     interval, at = next_revisit(previous_s=None, changed=True, changefreq=changefreq, settings=REVISIT, now=NOW)
     assert interval == expected
-    assert at == NOW + timedelta(seconds=expected)
+    assert at == due_at(NOW, expected, REVISIT)
+
+
+@pytest.mark.parametrize(("interval", "early"), [(3600.0, 360.0), (86_400.0, 8640.0), (7 * 86_400.0, 3 * 3600.0)])
+def test_a_url_is_due_a_little_ahead_of_its_interval(interval, early):
+    # A tenth of the interval, three hours at most: a daily run on the schedule of the last one finds due what the
+    # last read minutes or hours after it started (a page read at 07:40 is due at 05:16 the next day).
+    assert due_at(NOW, interval, REVISIT) == NOW + timedelta(seconds=interval - early)
+    none = REVISIT.model_copy(update={"due_early_share": 0.0})
+    assert due_at(NOW, interval, none) == NOW + timedelta(seconds=interval)
+
+
+def test_an_unlisted_url_is_asked_at_least_daily():
+    # First found outside any sitemap: nothing announces its change or deletion, so the interval stops at a day.
+    listed, _ = next_revisit(previous_s=10 * 86_400.0, changed=False, changefreq=None, settings=REVISIT, now=NOW)
+    unlisted, at = next_revisit(previous_s=10 * 86_400.0, changed=False, changefreq=None, settings=REVISIT,
+                                now=NOW, listed=False)
+    assert listed == 15 * 86_400.0
+    assert unlisted == REVISIT.unlisted_max_s == 86_400.0
+    assert at == due_at(NOW, 86_400.0, REVISIT)
 
 
 def test_changes_shorten_and_unchanged_lengthen():
@@ -164,7 +184,7 @@ def test_304_is_unchanged_and_lengthens_the_interval():
                            settings=SETTINGS, now=NOW)
     assert (out.state, out.changed, out.store_page, out.expand_links) == (UrlState.DONE, False, False, False)
     assert out.revisit_s == 129_600.0
-    assert out.next_fetch_at == NOW + timedelta(seconds=129_600.0)
+    assert out.next_fetch_at == due_at(NOW, 129_600.0, SETTINGS.revisit)
     assert out.content_hash == "h1"
     assert out.counter == "not_modified"
 

@@ -53,7 +53,7 @@ _UPSERT_SET = """
 
 RETURNED_COLUMNS = _RETURNED = (
     "id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash, lastmod, last_fetched_at,"
-    " changefreq, revisit_s"
+    " changefreq, revisit_s, source_id"
 )
 """What a claim reads of each leased URL (store._claimed unpacks them in this order)."""
 

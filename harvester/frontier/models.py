@@ -253,6 +253,9 @@ class Document(Base):
     url_count: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(String(500))
     children: Mapped[list[str] | None] = mapped_column(JSON)
+    read_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    """The last full read (a 200 parsed; ``fetched_at`` moves on a 304 too): what it named then and does not name
+    now vanished from it."""
 
 
 class Page(Base):

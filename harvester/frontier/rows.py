@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from harvester import runtime
 from harvester.errors import InvalidRecord
 from harvester.records import Completion, DiscoveredUrl, PageRecord, StoredPage, UrlKind, UrlState
 
@@ -31,7 +32,7 @@ _FINAL = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.D
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    return runtime.utcnow()
 
 
 def aware(value: datetime | None) -> datetime | None:

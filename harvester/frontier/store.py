@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Select, exists, func, insert, inspect, or_, select, update
+from sqlalchemy import Connection, Engine, Select, case, exists, func, insert, inspect, literal, or_, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import aliased
@@ -70,6 +70,7 @@ from harvester.records import (
     StoreStats,
     UrlKind,
     UrlState,
+    Vanished,
 )
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
@@ -112,7 +113,7 @@ def _document_state(doc: Any) -> DocumentState:
         url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
         last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
         next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
-        children=tuple(doc["children"] or ()),
+        children=tuple(doc["children"] or ()), read_at=doc["read_at"],
     )
 
 
@@ -137,6 +138,10 @@ class _Tx:
     sources: dict[str, int] = field(default_factory=dict)
 
 
+SOURCE_KINDS_CACHED = 100_000
+"""Source kinds a store remembers (one per sitemap, feed or listing page) before it starts again."""
+
+
 class FrontierStore:
     """The frontier: URLs, hosts, documents, pages, fetches and runs. Build it with ``FrontierStore.open``."""
 
@@ -146,6 +151,7 @@ class FrontierStore:
         self._d = dialect_for(engine.dialect.name)
         self._host_ids: dict[str, int] = {}
         self._source_ids: dict[str, int] = {}
+        self._source_kinds: dict[int, str] = {}
         self._canonical_version = _canonical_version()
         self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
@@ -455,26 +461,6 @@ class FrontierStore:
                     made_due += 1
         return known, made_due
 
-    def forget_lastmods(self, origin: str, labels: Sequence[str], *, seen_before: datetime) -> int:
-        """URLs of ``origin`` found through any of ``labels`` (sitemaps just read again in full) and not seen since
-        ``seen_before`` lose their lastmod: the sitemap no longer publishes one for them (they may be gone), so
-        no lastmod says they are unchanged any more. Returns how many."""
-        if not labels:
-            return 0
-        with self._tx() as tx:
-            host_id = tx.conn.execute(select(Host.id).where(Host.origin == origin)).scalar_one_or_none()
-            if host_id is None:
-                return 0
-            sources = select(Source.id).where(Source.label.in_(list(labels))).scalar_subquery()
-            paired = select(UrlSource.url_id).where(UrlSource.source_id.in_(sources))
-            result = tx.conn.execute(
-                update(Url).where(
-                    Url.host_id == host_id, Url.lastmod.is_not(None), Url.last_seen < aware(seen_before),
-                    or_(Url.source_id.in_(sources), Url.id.in_(paired)),
-                ).values(lastmod=None)
-            )
-        return int(result.rowcount)
-
     def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
         """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;
         through the unique index."""
@@ -610,20 +596,35 @@ class FrontierStore:
             host_ids = sorted(origin_of, key=origin_of.__getitem__)  # claim order: host, then best first
             d.promote_revisits(tx.conn, host_ids, now, PROMOTE_BATCH)
             rows = d.claim_rows(tx.conn, host_ids, kind_values, per_host, now, owner, until)
+            self._learn_sources(tx.conn, {row[-1] for row in rows})
         return self._claimed(rows, origin_of, until)
+
+    def _learn_sources(self, conn: Connection, ids: set[int | None]) -> None:
+        """Source id → kind for the claimed URLs' first sources (a few per host: cached, bounded)."""
+        unknown = [i for i in ids if i is not None and i not in self._source_kinds]
+        if not unknown:
+            return
+        if len(self._source_kinds) > SOURCE_KINDS_CACHED:
+            self._source_kinds.clear()
+        for start in range(0, len(unknown), 500):
+            chunk = unknown[start:start + 500]
+            rows = conn.execute(select(Source.id, Source.kind).where(Source.id.in_(chunk)))
+            self._source_kinds.update({int(i): str(k) for i, k in rows})
 
     def _claimed(self, rows: list[Any], origin_of: dict[int, str], until: datetime) -> list[ClaimedUrl]:
         """Claimed rows as records, in one tight loop (a claim builds a thousand of them)."""
         dt = from_epoch_us if self._d.is_sqlite else self._d.dt  # SQLite: models.UtcDateTime's microseconds
         kind_of = _KIND_OF
         out = []
+        source_kind = self._source_kinds.get
         for (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
-             lastmod, last_fetched_at, changefreq, revisit_s) in rows:
+             lastmod, last_fetched_at, changefreq, revisit_s, source_id) in rows:
             origin = origin_of[host_id]
             out.append(ClaimedUrl(
                 url_id, origin + path, origin, kind_of[kind], depth, score, attempts, until, etag, last_modified,
                 content_hash, None if lastmod is None else dt(lastmod),
                 None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
+                source_kind(source_id),
             ))
         return out
 
@@ -759,9 +760,15 @@ class FrontierStore:
 
     def complete_many(
         self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None,
-        demote: Sequence[tuple[int, int]] = (),
+        demote: Sequence[tuple[int, int]] = (), vanished: Mapping[int, Vanished] | None = None,
+        feeds: Sequence[str] = (),
     ) -> CompleteResult:
         """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
+
+        ``vanished`` (url id → what that listing page may have stopped naming) re-checks, for each completion
+        written, the URLs it no longer names (see ``_recheck_vanished``). ``feeds`` found on these pages are
+        recorded as discovery documents not yet read, so a kill right after this commit cannot lose them: the
+        next discovery of their host reads every such document.
 
         ``demote`` holds (url id, new holder id) pairs: URLs that held a content which a URL of this batch now
         holds (the one the site names as canonical). Each becomes the new holder's duplicate in the same
@@ -841,6 +848,11 @@ class FrontierStore:
                 now = max(c.fetched_at for c, _ in mine)
                 added = self._upsert(tx, fold(links), aware(now) or utcnow())
             demoted = self._demote(conn, [(old, new) for old, new in demote if new in held])
+            for url_id, gone_from in (vanished or {}).items():
+                if url_id in held:
+                    self._recheck_vanished(conn, gone_from)
+            if feeds and mine:
+                self._note_documents(conn, feeds, kind="feed")
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids, demoted)
@@ -1008,18 +1020,70 @@ class FrontierStore:
             ).mappings().all()
         return [_document_state(row) for row in rows]
 
-    def save_document(self, doc: DocumentState) -> None:
-        """Insert or replace the state of one discovery document (keyed by URL)."""
+    def save_document(self, doc: DocumentState, *, vanished: Vanished | None = None) -> int:
+        """Insert or replace the state of one discovery document (keyed by URL). With ``vanished`` (the document
+        was just read in full), the URLs it named at its previous full read and no longer names are made due
+        now, in the same transaction: a rerun after a kill finds either both or neither. Returns how many."""
         values = {
             "kind": doc.kind, "status": doc.status, "etag": doc.etag, "last_modified": doc.last_modified,
             "content_hash": doc.content_hash, "fetched_at": aware(doc.fetched_at),
             "next_fetch_at": aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
-            "children": list(doc.children) or None,
+            "children": list(doc.children) or None, "read_at": aware(doc.read_at),
         }
+        rechecked = 0
         with self._tx() as tx:
+            if vanished is not None:
+                rechecked = self._recheck_vanished(tx.conn, vanished)
             changed = tx.conn.execute(update(Document).where(Document.url == doc.url).values(**values)).rowcount
             if not changed:
                 tx.conn.execute(insert(Document).values(url=doc.url, **values))
+        return rechecked
+
+    def _note_documents(self, conn: Connection, urls: Sequence[str], *, kind: str) -> None:
+        """Documents found (feeds a page links to) that the frontier does not hold yet: rows with no fetch, so due.
+        Two hosts' discoveries may name one feed at once: a conflict on the URL leaves the first."""
+        d = self._d
+        sql = d.insert_ignore("documents", ("url", "kind", "url_count"), ("url",))
+        conn.exec_driver_sql(sql, [(url, kind, 0) for url in dict.fromkeys(urls)])
+
+    def last_read_at(self, url_id: int) -> datetime | None:
+        """When ``url_id`` last answered 200 (its last full read), from the fetch log."""
+        with self._tx(write=False) as tx:
+            moment = tx.conn.execute(
+                select(Fetch.fetched_at).where(Fetch.url_id == url_id, Fetch.status == 200)
+                .order_by(Fetch.fetched_at.desc()).limit(1)
+            ).scalar_one_or_none()
+        return aware(moment) if moment is not None else None
+
+    def _recheck_vanished(self, conn: Connection, vanished: Vanished) -> int:
+        """Finished URLs of ``vanished.origins`` found through ``vanished.label`` and last named in
+        ``[named_since, seen_before)``: named by the document's previous full read, not by this one (nor by
+        anything read since ``seen_before``). They lose their published lastmod (no lastmod may say they are
+        unchanged any more) and, when finished, are due now, so the run asks them (conditionally) and a 404/410
+        marks them gone (a URL still waiting in the queue is asked anyway).
+        The window makes it once: the next read's ``named_since`` is this read, later than their last naming.
+        Without a previous full read on record (a document stored before ``read_at`` existed), URLs still
+        carrying a lastmod stand in for "named by the last read"."""
+        sources = select(Source.id).where(Source.label.in_(list(vanished.labels))).scalar_subquery()
+        paired = select(UrlSource.url_id).where(UrlSource.source_id.in_(sources))
+        named = (Url.last_seen >= aware(vanished.named_since) if vanished.named_since is not None
+                 else Url.lastmod.is_not(None))
+        total = 0
+        for origin in vanished.origins:
+            host_id = conn.execute(select(Host.id).where(Host.origin == origin)).scalar_one_or_none()
+            if host_id is None:
+                continue
+            result = conn.execute(
+                update(Url).where(
+                    Url.host_id == host_id, named, Url.last_seen < aware(vanished.seen_before),
+                    or_(Url.source_id.in_(sources), Url.id.in_(paired)),
+                ).values(lastmod=None, next_fetch_at=case(
+                    (Url.state == UrlState.DONE.value, literal(aware(vanished.now), Url.next_fetch_at.type)),
+                    else_=Url.next_fetch_at,
+                ))
+            )
+            total += int(result.rowcount)
+        return total
 
     def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
         with self._tx() as tx:

@@ -122,8 +122,12 @@ async def test_a_rerun_repeats_no_completed_fetch(make_web, sqlite_url):
         await harvest(store, settings, profile)
         web.clear_records()
         await harvest(store, settings, profile)
+    # A new run asks again, conditionally, only what announces changes (sitemaps, feeds): each answers 304.
+    # No page, listing or detail, is asked again.
     again = [r for r in web.records() if r.path not in ("/robots.txt",)]
-    assert again == [], again[:5]
+    documents = {path_of(u) for u in web.truth["a"].sitemap_documents() + web.truth["a"].feed_documents()}
+    assert {r.path for r in again} == documents, again[:5]
+    assert all(r.status == 304 and (r.if_none_match or r.if_modified_since) for r in again), again[:5]
 
 
 async def test_recrawl_after_a_day_costs_conditional_requests(make_web, sqlite_url):
