@@ -19,6 +19,7 @@ from harvester import phases
 from harvester.errors import ConfigError, InvalidRecord, SchemaOutOfDate
 from harvester.frontier import FrontierStore
 from harvester.phases import Progress
+from harvester.runtime import db
 from harvester.settings import Settings, SiteProfile
 
 PROGRESS_EVERY_S = 2.0
@@ -54,7 +55,7 @@ async def discover_host(
 ) -> dict[str, Any]:
     """Discovery of one host; a rerun skips documents this run already processed."""
     settings = load_settings(config_file, overrides)
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh)
     return result.as_dict()
 
@@ -70,7 +71,7 @@ async def extract_worker(
     """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs."""
     settings = load_settings(config_file, overrides)
     reporter = _Reporter(progress_id)
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter)
     return result.as_dict()
 

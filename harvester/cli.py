@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harvester.errors import HarvesterError
+from harvester.runtime import db, db_sync
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
@@ -107,10 +108,10 @@ def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any,
     from harvester.frontier import FrontierStore
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
-        with FrontierStore.open(settings) as store:
+        with await db(FrontierStore.open, settings) as store:
             while True:
                 finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
-                stats = (await asyncio.to_thread(store.stats)).as_dict()
+                stats = (await db(store.stats)).as_dict()
                 states = stats.get("by_state") or {}
                 total = sum(states.values())
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
@@ -175,8 +176,8 @@ def _print_problems(settings: Settings) -> None:
     counters say how many, these say which and why. All of them are in the run's record and Prefect artifact."""
     from harvester.frontier import FrontierStore
 
-    with FrontierStore.open(settings) as store:
-        last = store.last_run("discover")
+    with db_sync(FrontierStore.open, settings) as store:
+        last = db_sync(store.last_run, "discover")
     problems = list(((last or {}).get("counters") or {}).get("problems") or [])
     if not problems:
         return
@@ -191,9 +192,9 @@ def _status(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
     from harvester.frontier import FrontierStore
 
-    with FrontierStore.open(settings) as store:
-        stats = store.stats().as_dict()
-        last = store.last_run("extract")
+    with db_sync(FrontierStore.open, settings) as store:
+        stats = db_sync(store.stats).as_dict()
+        last = db_sync(store.last_run, "extract")
     if last is not None:
         counters = last.get("counters") or {}
         stats["last_extract"] = {

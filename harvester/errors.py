@@ -9,6 +9,7 @@
     │   └── ConnectFailed            refused, reset, DNS, protocol error
     ├── ContentRejected              a sitemap/feed/robots body is unusable (DOCTYPE, bomb, over a limit)
     └── StoreError                   the frontier database refused a unit of work
+        ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
         ├── SchemaOutOfDate          the database needs ``harvester db upgrade``
         ├── InvalidRecord (ValueError) a row handed to the store is malformed; nothing was written
         └── LeaseLost                another worker owns the host or URL now: stop, write nothing
@@ -60,6 +61,12 @@ class NotASitemap(ContentRejected):
 
 class StoreError(HarvesterError):
     """The frontier store could not complete a unit of work."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database server refused the connection, is shutting down or starting, or dropped the connection
+    mid-transaction: the unit of work was rolled back, and the same call may succeed once the server is back
+    (``runtime.db`` waits for it, within a bound)."""
 
 
 class SchemaOutOfDate(StoreError):

@@ -160,7 +160,7 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
 
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
     """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         return await db(
             store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
         )
@@ -171,7 +171,7 @@ async def finish_run(
 ) -> tuple[PhaseResult, dict[str, Any]]:
     """Merge the tasks' counters, close the run, and return them with the frontier's stats."""
     result = PhaseResult.merge(phase, parts)
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
         stats = (await db(store.stats)).as_dict()
     return result, stats
@@ -180,14 +180,14 @@ async def finish_run(
 async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
     """Make every known URL and discovery document of the profile's hosts due now (still conditional)."""
     now = utcnow()
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         await db(store.make_due, site_hosts(settings, profile), now=now)
     return now
 
 
 async def changes_since(settings: Settings, since: datetime) -> dict[str, Any]:
     """URLs that appeared or vanished since ``since``: what a re-crawl reports."""
-    with FrontierStore.open(settings) as store:
+    with await db(FrontierStore.open, settings) as store:
         return await db(store.changes_since, since)
 
 

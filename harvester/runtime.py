@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
+
+from harvester.errors import DatabaseUnavailable
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -66,9 +72,45 @@ def utcnow() -> datetime:
     return CLOCK.now()
 
 
+OUTAGE_WAIT_S = 180.0
+"""How long a store call waits, in all, for a database server that is away (restarting, failing over)."""
+
+
 async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Run one store call off the event loop: the store is synchronous, the fetch loop must not block."""
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    """Run one store call off the event loop: the store is synchronous, the fetch loop must not block.
+
+    A database server that is away (``DatabaseUnavailable``: the unit of work was rolled back) is waited for,
+    the call asked again every few seconds for up to ``OUTAGE_WAIT_S``: a restart or a failover costs the
+    run that long, not the run. Each store call is one transaction, so asking it again writes it once."""
+    waited = 0.0
+    delay = 0.25
+    while True:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except DatabaseUnavailable as exc:
+            if waited >= OUTAGE_WAIT_S:
+                raise
+            if waited == 0.0:
+                logger.warning("database unavailable, waiting up to %.0f s for it: %s", OUTAGE_WAIT_S, exc,
+                               extra={"error_class": "storage"})
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 5.0)
+
+
+def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``db`` for the synchronous edges (the CLI's closing report): the same bounded wait for the server."""
+    waited = 0.0
+    delay = 0.25
+    while True:
+        try:
+            return fn(*args, **kwargs)
+        except DatabaseUnavailable:
+            if waited >= OUTAGE_WAIT_S:
+                raise
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 5.0)
 
 
 _LIVE_OWNERS: set[str] = set()

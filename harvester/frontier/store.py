@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import aliased
 
-from harvester.errors import InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
+from harvester.errors import DatabaseUnavailable, InvalidRecord, LeaseLost, SchemaOutOfDate, StoreError
 from harvester.frontier import migrate
 from harvester.frontier.dialects import PROMOTE_BATCH, dialect_for, make_engine
 from harvester.frontier.models import (
@@ -108,6 +108,21 @@ def _pages_query() -> Select[Any]:
     )
 
 
+UNREACHABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now; with class 08 (connection exception),
+the server is away, not the unit of work wrong."""
+
+
+def _unreachable(exc: DBAPIError) -> bool:
+    """The error says the server is away (refused, restarting, connection dropped), not that the work is wrong."""
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    if state is None:  # no answer from a server at all: refused, reset, closed
+        return type(exc.orig).__name__ in ("OperationalError", "InterfaceError")
+    return state.startswith("08") or state in UNREACHABLE_STATES
+
+
 def _document_state(doc: Any) -> DocumentState:
     return DocumentState(
         url=doc["url"], kind=doc["kind"], status=doc["status"], etag=doc["etag"],
@@ -180,7 +195,8 @@ class FrontierStore:
                 store._check_revision()
         except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down
             store.close()
-            raise StoreError(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
+            error = DatabaseUnavailable if not store._d.is_sqlite and _unreachable(exc) else StoreError
+            raise error(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
         except BaseException:
             store.close()
             raise
@@ -240,6 +256,8 @@ class FrontierStore:
         except IntegrityError as exc:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc.orig}") from exc
         except DBAPIError as exc:
+            if not self._d.is_sqlite and _unreachable(exc):
+                raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
             raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
         # The SQLite bulk paths talk to the driver connection directly (dialects._sqlite_write_urls).
         except sqlite3.IntegrityError as exc:
