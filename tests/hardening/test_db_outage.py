@@ -22,6 +22,7 @@ import pytest
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb
+
 from .private_pg import PrivatePostgres
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
