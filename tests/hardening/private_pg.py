@@ -5,6 +5,7 @@ stop, start and restart it without touching the shared server other tests use. N
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -76,8 +77,6 @@ class PrivatePostgres:
         self.start()
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # already stopped
             self.stop()
-        except RuntimeError:
-            pass  # already stopped
         shutil.rmtree(self.root, ignore_errors=True)
