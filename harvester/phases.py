@@ -366,6 +366,7 @@ def _settled(work: ExtractWork) -> int:
 
 
 PROGRESS_EVERY_S = 1.0
+TICK_EVERY_S = 0.1
 
 
 async def _keep_leases(
@@ -373,16 +374,20 @@ async def _keep_leases(
     snapshot: Callable[[], Progress],
 ) -> None:
     """Renew this worker's host leases well before they expire, flush idle completions, report progress."""
+    loop = asyncio.get_running_loop()
     renew_every = settings.store.lease_s / 3
-    last_renew = asyncio.get_running_loop().time()
+    last_renew = last_report = loop.time()
     while True:
-        await asyncio.sleep(PROGRESS_EVERY_S)
+        # Often: a quiet host's last completions are written within FLUSH_EVERY_S plus this, so a kill repeats
+        # no fetch answered more than half a second before it.
+        await asyncio.sleep(TICK_EVERY_S)
         await work.writer.tick()
-        now = asyncio.get_running_loop().time()
+        now = loop.time()
         if now - last_renew >= renew_every and work.leased:
             last_renew = now
             await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
-        if on_progress is not None:
+        if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
+            last_report = now
             await on_progress(snapshot())
 
 
