@@ -4,7 +4,7 @@ The test web changes each day between 00:00 and 06:00 of its own calendar (``BAS
 scheduled run starts later that day. ``run_at`` is the harvester clock's reading for such a run, and
 ``snapshot_gap`` compares what ``export --latest`` would write with what the site holds at that moment:
 pages missing, pages deleted but still live, and pages held in an old version, split by whether the site
-announced the change (a newer sitemap lastmod, or an entry in a feed head) or not.
+announced the change (a newer sitemap lastmod, or an entry in an Atom head ordered by ``updated``) or not.
 """
 
 from __future__ import annotations
@@ -55,13 +55,12 @@ def snapshot_gap(store: FrontierStore, web: TestWeb, *, user_agent: str | None =
     site: dict[str, tuple[int, bool]] = {}
     for name in web.names:
         truth = web.truth[name]
-        announced = set(truth.feed_head_urls())
-        lastmods_true = truth.spec.sitemap_lastmod == "modified"
+        announced = truth.announced_urls()
         for page in truth.model.pages:
             url = truth.origin + page.path
             if not page.live or not truth.is_allowed(url, user_agent):
                 continue
-            site[url] = (page.version, url in announced or (lastmods_true and page.in_sitemap))
+            site[url] = (page.version, url in announced)
     gap.expected = len(site)
     held: dict[str, int] = {}
     for stored in store.iter_pages(latest=True):

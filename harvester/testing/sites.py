@@ -110,6 +110,9 @@ class HostSpec:
     retry_after_s: float = 1.0
     page_bytes: tuple[int, int] = (5_000, 20_000)
     link_spellings: bool = True
+    change_rates: tuple[tuple[float, float], ...] = ()
+    """(share of pages, chance a day that one changes) classes, e.g. ((0.1, 0.5), (0.9, 0.02)): pages change at
+    known per-page rates (a page's class follows from its id) instead of ``advance``'s ``changed`` fraction."""
 
     def __post_init__(self) -> None:
         shares = self.sitemap_only + self.feed_only + self.listing_only + self.disallowed_in_sitemap
@@ -279,6 +282,9 @@ class SiteModel:
         picked = rng.sample(live, k_changed + k_gone + k_moved)
         changed_pages, gone_pages = picked[:k_changed], picked[k_changed : k_changed + k_gone]
         moved_pages = picked[k_changed + k_gone :]
+        if spec_rates := self.spec.change_rates:
+            others = {p.id for p in gone_pages} | {p.id for p in moved_pages}
+            changed_pages = [p for p in live if p.id not in others and rng.random() < self.change_rate(p, spec_rates)]
         now = BASE_EPOCH + day * DAY_S
         for p in changed_pages:
             p.version += 1
@@ -314,6 +320,17 @@ class SiteModel:
             moved=tuple(moves),
         )
         return self.last_change
+
+    @staticmethod
+    def change_rate(page: Page, rates: tuple[tuple[float, float], ...]) -> float:
+        """The daily change chance of ``page``'s class (classes take ids in turn by their shares)."""
+        position = (page.id * 0.6180339887) % 1.0  # spread ids evenly over [0, 1), whatever order they came in
+        edge = 0.0
+        for share, rate in rates:
+            edge += share
+            if position < edge:
+                return rate
+        return rates[-1][1] if rates else 0.0
 
     def sitemap_child_of(self, page: Page) -> int:
         """Child sitemaps hold contiguous id ranges and new pages join the last child, so a day that touches

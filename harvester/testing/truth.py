@@ -106,9 +106,23 @@ class HostTruth:
     def feed_head_urls(self) -> list[str]:
         """Detail pages listed in at least one feed head (the newest entries), as opposed to ``feed_urls``."""
         size = self.spec.feed_entries
-        newest = self.model.feed_items("published")[:size] + self.model.feed_items("updated")[:size]
+        feeds = self.spec.feeds
+        newest = (self.model.feed_items("published")[:size] if "rss" in feeds else []) + (
+            self.model.feed_items("updated")[:size] if "atom" in feeds else [])
         heads = {p.path for p in newest}
         return [self.origin + p.path for p in self.model.pages if p.live and p.path in heads]
+
+    def announced_urls(self) -> set[str]:
+        """Live pages whose edits the site announces now: listed in a sitemap whose lastmod is a modification
+        date, or in the head of the Atom feed (ordered by ``updated``). An RSS head, ordered by publication,
+        announces new pages, not edits."""
+        out: set[str] = set()
+        if self.spec.sitemap_lastmod == "modified":
+            out |= set(self.sitemap_urls())
+        if "atom" in self.spec.feeds:
+            heads = {p.path for p in self.model.feed_items("updated")[: self.spec.feed_entries]}
+            out |= {self.origin + p.path for p in self.model.pages if p.live and p.path in heads}
+        return out
 
     def gone_urls(self) -> list[str]:
         """Every detail page that answers 410 now."""

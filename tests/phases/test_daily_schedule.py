@@ -2,7 +2,7 @@
 before's (a few minutes either side), on a test web that changed overnight (5% of pages edited, 2% new, 1%
 deleted), with nothing forced due. After every day the snapshot (``iter_pages(latest=True)``, what
 ``export --latest`` writes) equals the site: no page missing, no deleted page live, no change the site announced
-(a newer sitemap lastmod, an entry in a feed head) held in its old version; and a day costs at most 2% of the
+(a newer sitemap lastmod, an entry in an Atom feed's head) held in its old version; and a day costs at most 2% of the
 first harvest's bytes beyond the changed and new pages themselves.
 
 One host's sitemap lastmod is a publication date that never moves on edits (it announces nothing); one host
