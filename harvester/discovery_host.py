@@ -179,7 +179,8 @@ class HostDiscovery:
                 self.counters["hosts_parked"] += 1
                 self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
                 return
-        self.rules = await self.client.robots(self.origin)
+        # robots.txt names the sitemaps and may have changed the rules: asked (conditionally) once a run.
+        self.rules = await self.client.robots(self.origin, fresh_since=self.run_started)
         if self.rules.mode == "disallow":  # RFC 9309 §2.3.1.4: 5xx or unreachable means disallow all
             state = self.rules.state
             why = state.error_class.value if state.error_class is not None else f"http_{state.status}"

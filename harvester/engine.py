@@ -115,10 +115,12 @@ class PoliteClient:
         """robots.txt fetches made by this client (tests prove 'once per host' with it and the server log)."""
         return self._robots.fetches
 
-    async def robots(self, origin: str) -> RobotsRules:
-        """The origin's robots.txt rules (fetched once, shared by concurrent callers); applies its pacing."""
+    async def robots(self, origin: str, *, fresh_since: datetime | None = None) -> RobotsRules:
+        """The origin's robots.txt rules (fetched once, shared by concurrent callers); applies its pacing.
+        ``fresh_since``: a copy fetched before then is asked again, conditionally (``RobotsCache.rules``)."""
         host = self._host(origin)
-        rules = self._robots.peek(origin) or await self._robots.rules(origin)
+        rules = await self._robots.rules(origin, fresh_since=fresh_since) if fresh_since else (
+            self._robots.peek(origin) or await self._robots.rules(origin))
         if host.robots_applied is not rules:
             host.robots_applied = rules
             was_parked = host.gate.parked

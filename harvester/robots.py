@@ -156,6 +156,14 @@ def _aware(value: datetime | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _older(state: RobotsState, moment: datetime | None) -> bool:
+    """``state`` was fetched before ``moment`` (never, when it has no fetch time)."""
+    if moment is None or state.fetched_at is None:
+        return False
+    fetched, since = _aware(state.fetched_at), _aware(moment)
+    return fetched is not None and since is not None and fetched < since
+
+
 class RobotsCache:
     """robots.txt per origin: fetched once, shared by concurrent first requests, refreshed when it expires."""
 
@@ -176,25 +184,28 @@ class RobotsCache:
             return rules
         return None
 
-    async def rules(self, origin: str) -> RobotsRules:
+    async def rules(self, origin: str, *, fresh_since: datetime | None = None) -> RobotsRules:
+        """The origin's rules; ``fresh_since``: a copy fetched before then is asked again (conditionally), as a
+        scheduled run asks everything that announces change, whatever its cache lifetime says."""
         rules = self.peek(origin)
-        if rules is not None:
+        if rules is not None and not _older(rules.state, fresh_since):
             return rules
         task = self._pending.get(origin)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._load(origin), name=f"robots {origin}")
+            task = asyncio.get_running_loop().create_task(self._load(origin, fresh_since),
+                                                          name=f"robots {origin}")
             self._pending[origin] = task
             task.add_done_callback(lambda _t: self._pending.pop(origin, None))
         # shield: one waiter's cancellation must not cancel the fetch the other waiters share.
         return await asyncio.shield(task)
 
-    async def _load(self, origin: str) -> RobotsRules:
+    async def _load(self, origin: str, fresh_since: datetime | None = None) -> RobotsRules:
         now = utcnow()
         previous = self._rules[origin].state if origin in self._rules else None
         if previous is None and self._persistence is not None:
             previous = await self._persistence.load_robots(origin)
             expires = _aware(previous.expires_at) if previous is not None else None
-            if previous is not None and expires is not None and expires > now:
+            if previous is not None and expires is not None and expires > now and not _older(previous, fresh_since):
                 rules = self._build(previous)
                 self._rules[origin] = rules
                 return rules

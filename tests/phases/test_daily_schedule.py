@@ -121,6 +121,10 @@ async def test_the_minute_the_schedule_fires_does_not_matter(make_web, tmp_path,
             gap = snapshot_gap(store, web)
         assert gap.equal, (shift, gap.summary())
         fetched[shift] = {(r.host, r.path) for r in web.records() if r.status == 200}
+        # What announces change is asked again, conditionally, even inside its cache lifetime: robots.txt too.
+        robots = [r for r in web.records() if r.path == "/robots.txt"]
+        assert sorted(r.host for r in robots) == sorted(web.names), shift
+        assert all(r.status == 304 and (r.if_none_match or r.if_modified_since) for r in robots), shift
     assert fetched[-600.0] == fetched[0.0] == fetched[600.0]
 
 
