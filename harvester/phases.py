@@ -381,11 +381,18 @@ async def _keep_leases(
         # Often: a quiet host's last completions are written within FLUSH_EVERY_S plus this, so a kill repeats
         # no fetch answered more than half a second before it.
         await asyncio.sleep(TICK_EVERY_S)
-        await work.writer.tick()
         now = loop.time()
-        if now - last_renew >= renew_every and work.leased:
-            last_renew = now
-            await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
+        try:
+            await work.writer.tick()
+            if now - last_renew >= renew_every and work.leased:
+                await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
+                last_renew = now
+        except StoreError as exc:
+            # A lock or a lasting fault: the batch stays pending and the renewal is asked again next tick. The
+            # workers' own writes meet the same fault and end the run if it lasts; this loop must not die first
+            # (its leases would lapse unseen).
+            logger.warning("lease keeper: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+                           extra={"error_class": "storage"})
         if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
             last_report = now
             await on_progress(snapshot())

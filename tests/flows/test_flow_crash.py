@@ -125,7 +125,9 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(pref
         while len(await asyncio.to_thread(done_details, db_url, details)) < len(details) // 4:
             assert not run.done(), "extraction finished before the fault"
             await asyncio.sleep(0.1)
-        holder = asyncio.create_task(asyncio.to_thread(lock_for, 5.5))  # longer than the writer's own waits
+        # Longer than the writer's own waits, twice over (the lease keeper's flush waits them out first, then a
+        # worker's): the fault must outlast them and fail the task once.
+        holder = asyncio.create_task(asyncio.to_thread(lock_for, 12.0))
         await asyncio.to_thread(locked.wait, 10)
         assert not run.done(), "the control: the lock must be taken while extraction still runs"
         await holder
