@@ -29,7 +29,7 @@ from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
-from harvester.testing.schedule import run_at, snapshot_gap
+from harvester.testing.schedule import run_at, site_versions, snapshot_gap
 
 UNIFORM: dict[str, object] = {
     "revisit.default_s": 86_400.0, "revisit.max_s": 86_400.0, "revisit.min_s": 86_400.0,
@@ -72,18 +72,6 @@ async def run_day(store: FrontierStore, settings: Settings, profile: SiteProfile
     await phases.extract(store, settings, profile)
 
 
-def versions(web: TestWeb) -> dict[str, int]:
-    """Live pages robots.txt lets us fetch → their version now."""
-    out = {}
-    for name in web.names:
-        truth = web.truth[name]
-        for page in truth.model.pages:
-            url = truth.origin + page.path
-            if page.live and truth.is_allowed(url):
-                out[url] = page.version
-    return out
-
-
 def announced_now(web: TestWeb) -> set[str]:
     return {url for name in web.names for url in web.truth[name].announced_urls()}
 
@@ -99,9 +87,9 @@ def run_policy(policy: Policy, args: argparse.Namespace) -> None:
             policy.rows.append(f"  day 0: {len(first):6d} requests {sum(r.bytes for r in first):12,d} bytes "
                                f"(the first harvest) | {snapshot_gap(store, web).summary()}")
             for day in range(1, args.days + 1):
-                before = versions(web)
+                before = site_versions(web)
                 change = web.advance_day(changed=0.05, new=0.02, gone=0.01)
-                after = versions(web)
+                after = site_versions(web)
                 told = announced_now(web)
                 changed = [u for u in change.all("changed") if u in after and after[u] != before.get(u)]
                 silent = [u for u in changed if u not in told]

@@ -19,7 +19,7 @@ from typing import Protocol
 from protego import Protego
 
 from harvester.records import ErrorClass, FetchResult, RobotsState, Validators
-from harvester.runtime import utcnow
+from harvester.runtime import aware, utcnow
 from harvester.settings import RobotsSettings
 
 logger = logging.getLogger(__name__)
@@ -158,10 +158,7 @@ def _aware(value: datetime | None) -> datetime | None:
 
 def _older(state: RobotsState, moment: datetime | None) -> bool:
     """``state`` was fetched before ``moment`` (never, when it has no fetch time)."""
-    if moment is None or state.fetched_at is None:
-        return False
-    fetched, since = _aware(state.fetched_at), _aware(moment)
-    return fetched is not None and since is not None and fetched < since
+    return moment is not None and state.fetched_at is not None and aware(state.fetched_at) < aware(moment)
 
 
 class RobotsCache:

@@ -8,7 +8,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar
 
@@ -76,41 +76,40 @@ OUTAGE_WAIT_S = 180.0
 """How long a store call waits, in all, for a database server that is away (restarting, failing over)."""
 
 
+def _outage_delays() -> Iterator[float]:
+    """Waits between asks of a store call whose database is away: 0.25 s doubling to 5 s, ``OUTAGE_WAIT_S`` in all."""
+    waited, delay = 0.0, 0.25
+    while waited < OUTAGE_WAIT_S:
+        yield delay
+        waited += delay
+        delay = min(delay * 2, 5.0)
+
+
 async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run one store call off the event loop: the store is synchronous, the fetch loop must not block.
 
     A database server that is away (``DatabaseUnavailable``: the unit of work was rolled back) is waited for,
     the call asked again every few seconds for up to ``OUTAGE_WAIT_S``: a restart or a failover costs the
     run that long, not the run. Each store call is one transaction, so asking it again writes it once."""
-    waited = 0.0
-    delay = 0.25
-    while True:
+    for delay in _outage_delays():
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
         except DatabaseUnavailable as exc:
-            if waited >= OUTAGE_WAIT_S:
-                raise
-            if waited == 0.0:
+            if delay == 0.25:
                 logger.warning("database unavailable, waiting up to %.0f s for it: %s", OUTAGE_WAIT_S, exc,
                                extra={"error_class": "storage"})
             await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 5.0)
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``db`` for the synchronous edges (the CLI's closing report): the same bounded wait for the server."""
-    waited = 0.0
-    delay = 0.25
-    while True:
+    for delay in _outage_delays():
         try:
             return fn(*args, **kwargs)
         except DatabaseUnavailable:
-            if waited >= OUTAGE_WAIT_S:
-                raise
             time.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 5.0)
+    return fn(*args, **kwargs)
 
 
 _LIVE_OWNERS: set[str] = set()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from harvester import runtime
 from harvester.errors import InvalidRecord
 from harvester.records import Completion, DiscoveredUrl, PageRecord, StoredPage, UrlKind, UrlState
 
@@ -29,10 +28,6 @@ _URL = re.compile(r"(https?://[^/?#\x00-\x20\x7f]+)([/?#][^\x00-\x20\x7f]*)?")
 """A whole acceptable URL in one C-level match: (origin, rest); no spaces or control characters anywhere."""
 _KINDS = frozenset(kind.value for kind in UrlKind)
 _FINAL = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
-
-
-def utcnow() -> datetime:
-    return runtime.utcnow()
 
 
 def aware(value: datetime | None) -> datetime | None:

@@ -53,7 +53,6 @@ from harvester.frontier.rows import (
     split_url,
     stored_page,
     url_outcome,
-    utcnow,
 )
 from harvester.records import (
     AddResult,
@@ -72,6 +71,7 @@ from harvester.records import (
     UrlState,
     Vanished,
 )
+from harvester.runtime import utcnow
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)

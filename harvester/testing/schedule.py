@@ -46,21 +46,27 @@ class SnapshotGap:
                 f"old version {len(self.stale_announced)} announced + {len(self.stale_unannounced)} unannounced")
 
 
+def site_versions(web: TestWeb, *, user_agent: str | None = "harvester") -> dict[str, int]:
+    """Every live detail page robots.txt lets ``user_agent`` fetch → its version now (the ETag the test web
+    serves for it is ``W/"p<id>v<version>"``)."""
+    out: dict[str, int] = {}
+    for name in web.names:
+        truth = web.truth[name]
+        for page in truth.model.pages:
+            url = truth.origin + page.path
+            if page.live and truth.is_allowed(url, user_agent):
+                out[url] = page.version
+    return out
+
+
 def snapshot_gap(store: FrontierStore, web: TestWeb, *, user_agent: str | None = "harvester") -> SnapshotGap:
     """Compare the stored snapshot (``iter_pages(latest=True)``: what ``export --latest`` writes) with the site.
 
     Expected: every live detail page robots.txt lets ``user_agent`` fetch. A page's version is read from the
     ETag the test web serves (``W/"p<id>v<version>"``), so no body needs decoding."""
     gap = SnapshotGap()
-    site: dict[str, tuple[int, bool]] = {}
-    for name in web.names:
-        truth = web.truth[name]
-        announced = truth.announced_urls()
-        for page in truth.model.pages:
-            url = truth.origin + page.path
-            if not page.live or not truth.is_allowed(url, user_agent):
-                continue
-            site[url] = (page.version, url in announced)
+    announced = {url for name in web.names for url in web.truth[name].announced_urls()}
+    site = {url: (version, url in announced) for url, version in site_versions(web, user_agent=user_agent).items()}
     gap.expected = len(site)
     held: dict[str, int] = {}
     for stored in store.iter_pages(latest=True):
@@ -76,4 +82,4 @@ def snapshot_gap(store: FrontierStore, web: TestWeb, *, user_agent: str | None =
     return gap
 
 
-__all__ = ["SnapshotGap", "run_at", "snapshot_gap"]
+__all__ = ["SnapshotGap", "run_at", "site_versions", "snapshot_gap"]
