@@ -643,7 +643,7 @@ class HostDiscovery:
         None when the fetch failed and says nothing about them."""
         assert self.rules is not None
         result = self._prefetched.pop(claimed.url, None) or await self.client.fetch(
-            claimed.url, validators=claimed.validators, accept=self.settings.http.allowed_content_types
+            claimed.target, validators=claimed.validators, accept=self.settings.http.allowed_content_types
         )
         now = utcnow()
         revisit_s = self.settings.discovery.listing_revisit_s

@@ -326,7 +326,7 @@ class ExtractWork:
         if answered is not None:
             self._moved_bytes -= len(answered.body or b"")
             self.counters["moved_target_read_once"] += 1
-        return Job(url=item.url, host=host, validators=item.validators,
+        return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
 
     async def done(self, job: Job, result: FetchResult) -> None:
@@ -368,7 +368,7 @@ class ExtractWork:
         status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
-            final_url=result.final_url if result.final_url != claimed.url else None,
+            final_url=result.final_url if result.final_url != claimed.target else None,
             # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
             etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),
             last_modified=None if hook_error else (
@@ -415,7 +415,7 @@ class ExtractWork:
                 continue
             if self.site.classifier.classify(canonical) is not UrlKind.DETAIL:
                 continue
-            item = self.site.admit(canonical, base=None, source=Source.LINK, where=claimed.url, depth=depth, now=now,
+            item = self.site.admit(link, base=base, source=Source.LINK, where=claimed.url, depth=depth, now=now,
                                    kind=UrlKind.DETAIL)
             if item is not None:
                 found[item.url] = item

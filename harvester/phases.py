@@ -62,7 +62,7 @@ def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile
         min_delay_s=profile.min_delay_s,
         robots_store=StoreRobots(store),
         in_scope=site.in_scope,
-        canonicalize=lambda url: site.canonicalize(url) or url,
+        canonicalize=lambda url: site.fetch_form(url) or url,
     )
 
 

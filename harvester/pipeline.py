@@ -33,6 +33,7 @@ class Site:
         self.settings = settings
         self.profile = profile
         self.canonicalize = canonicalizer_for(settings.urls)
+        self.fetch_form = self.canonicalize.fetch_form
         self.filter = UrlFilter(settings, profile)
         self.classifier = LinkClassifier(profile)
         self.reports: dict[str, DiscoveryReport] = {}
@@ -109,8 +110,9 @@ class Site:
         if url is None:
             report.add_entry(label, raw, "invalid")
             return None
+        fetch = self._written(raw, base, url)
         verdict: str | None = self.filter.check(url, trusted=trusted)
-        if verdict is None and allowed is not None and origin_of(url) == report.host and not allowed(url):
+        if verdict is None and allowed is not None and origin_of(url) == report.host and not allowed(fetch or url):
             verdict = "disallowed"
         report.add_entry(
             label, url, verdict, lastmod=lastmod, fetched_at=fetched_at,
@@ -126,8 +128,16 @@ class Site:
         )
         return DiscoveredUrl(
             url=url, kind=kind, source=label, depth=depth, score=value, lastmod=lastmod, changefreq=changefreq,
-            priority=priority, meta=meta,
+            priority=priority, meta=meta, fetch_url=fetch,
         )
+
+    def _written(self, raw: str, base: str | None, url: str) -> str | None:
+        """The site's spelling of ``url`` when it differs from the key (``Canonicalizer.fetch_form``), else None.
+        Only a query of two or more parameters can differ, so most URLs cost one ``in`` test here."""
+        if "&" not in url.partition("?")[2]:
+            return None
+        fetch = self.fetch_form(raw, base)
+        return fetch if fetch != url else None
 
     def admit_published(
         self,
@@ -157,7 +167,7 @@ class Site:
         verdicts: Counter[str] = Counter()
         tracked: list[str] = []
         lastmods: list[datetime | None] = []
-        admitted: list[tuple[str, Any]] = []
+        admitted: list[tuple[str, Any, str | None]] = []
         for entry in entries:
             url = canonicalize(entry.loc, where)
             if url is None:
@@ -165,8 +175,9 @@ class Site:
                 tracked.append(entry.loc)
                 lastmods.append(None)  # as ``admit``: counted as an entry without a readable lastmod
                 continue
+            fetch = self._written(entry.loc, where, url) if "?" in url else None
             verdict: str | None = check(url, trusted=True)
-            if verdict is None and allowed is not None and url.startswith(same_host) and not allowed(url):
+            if verdict is None and allowed is not None and url.startswith(same_host) and not allowed(fetch or url):
                 verdict = "disallowed"
             tracked.append(url)
             if entry.lastmod is not None:
@@ -174,12 +185,13 @@ class Site:
             if verdict is not None:
                 verdicts[verdict] += 1
             else:
-                admitted.append((url, entry))
+                admitted.append((url, entry, fetch))
         report.add_entries(label, tracked, verdicts, len(admitted), lastmods=lastmods, fetched_at=fetched_at)
         return self._published_records(admitted, label, origin, source, depth, now)
 
     def _published_records(
-        self, admitted: list[tuple[str, Any]], label: str, origin: str, source: Source, depth: int, now: datetime
+        self, admitted: list[tuple[str, Any, str | None]], label: str, origin: str, source: Source, depth: int,
+        now: datetime,
     ) -> list[DiscoveredUrl]:
         """The frontier records of admitted published entries: ``scoring.score`` split so its date part is
         computed once per distinct lastmod and its URL part (profile rules) only when the profile has rules."""
@@ -190,7 +202,7 @@ class Site:
         bases: dict[tuple[UrlKind, float | None], float] = {}  # a sitemap repeats a few priorities
         records: list[DiscoveredUrl] = []
         same_host = origin + "/"
-        for url, entry in admitted:
+        for url, entry, fetch in admitted:
             kind = UrlKind.DETAIL if plain and _plainly_detail(url) else self._published_kind(url)
             lastmod, priority = entry.lastmod, entry.priority
             value = bases.get((kind, priority))
@@ -210,7 +222,7 @@ class Site:
             records.append(
                 DiscoveredUrl(
                     url=url, kind=kind, source=label, depth=depth, score=value, lastmod=lastmod,
-                    changefreq=entry.changefreq, priority=priority, meta=meta,
+                    changefreq=entry.changefreq, priority=priority, meta=meta, fetch_url=fetch,
                 )
             )
         return records

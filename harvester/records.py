@@ -106,6 +106,8 @@ class DiscoveredUrl(NamedTuple):
     changefreq: str | None = None
     priority: float | None = None
     meta: dict[str, Any] | None = None
+    fetch_url: str | None = None
+    """The URL to request when it is not ``url`` (the site's own query order: ``Canonicalizer.fetch_form``)."""
 
     @property
     def host(self) -> str:
@@ -186,6 +188,13 @@ class ClaimedUrl(NamedTuple):
     revisit_s: float | None = None
     source: str | None = None
     """The kind of place it was first found (``Source``'s value: sitemap, feed, listing ...)."""
+    fetch_url: str | None = None
+    """The URL to request when it is not ``url``: the key sorts the query, the site may not (``target``)."""
+
+    @property
+    def target(self) -> str:
+        """What to request and match robots.txt against: the site's spelling, normalized (RFC 3986 §6.2.2)."""
+        return self.fetch_url or self.url
 
     @property
     def validators(self) -> Validators:

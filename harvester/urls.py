@@ -140,6 +140,27 @@ class Canonicalizer:
                     return f"{scheme}{host}{path}"
         return self._cached(url, base)
 
+    def fetch_form(self, url: str, base: str | None = None) -> str | None:
+        """The URL to request for ``url``: its canonical key with the query in the order the site wrote it.
+
+        The key sorts the query so two spellings of a page are one frontier entry, but servers may read
+        parameters in order (RFC 3986 gives the query no structure), and robots.txt rules are written against
+        the URL as published (RFC 9309 §2.2.2). Everything else is the key's normalization: RFC 3986 §6.2.2
+        (case, percent-encoding, dot segments) and §6.2.3 (default port, empty path), fragment dropped; the
+        tracking and presentation parameters the key declares meaningless are not sent either.
+        """
+        key = self(url, base)
+        if key is None:
+            return None
+        path, mark, query = key.partition("?")
+        if not mark or "&" not in query:
+            return key  # at most one parameter kept: no order to lose
+        raw = url.strip(" \t\n\r\f\v\x00")
+        if base is not None and not raw[:8].lower().startswith(("http://", "https://")):
+            raw = resolve(base.strip(), raw)
+        written = self._query(urlsplit(raw).query, sort=False)
+        return f"{path}?{written}" if written else path
+
     def slow(self, url: str, base: str | None = None) -> str | None:
         """The general path (no fast-path shortcut); public so tests can check both agree."""
         url = url.strip(" \t\n\r\f\v\x00")
@@ -213,7 +234,7 @@ class Canonicalizer:
             kept.sort(key=_first)
         return "&".join(piece for _, piece in kept)
 
-    def _query(self, query: str) -> str:
+    def _query(self, query: str, *, sort: bool = True) -> str:
         kept: list[tuple[str, str]] = []
         for piece in query.split("&"):
             if not piece:
@@ -224,7 +245,8 @@ class Canonicalizer:
                 continue
             kept.append((name, piece))
         # Stable sort by name: repeated keys keep their relative order (a=2&a=1 stays distinct from a=1&a=2).
-        kept.sort(key=_first)
+        if sort:
+            kept.sort(key=_first)
         return "&".join(piece for _, piece in kept)
 
 

@@ -53,9 +53,9 @@ _UPSERT_SET = """
 
 RETURNED_COLUMNS = _RETURNED = (
     "id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash, lastmod, last_fetched_at,"
-    " changefreq, revisit_s, source_id"
+    " changefreq, revisit_s, fetch_path, source_id"
 )
-"""What a claim reads of each leased URL (store._claimed unpacks them in this order)."""
+"""What a claim reads of each leased URL (store._claimed unpacks them in this order; source_id stays last)."""
 
 PROMOTE_BATCH = 2_000
 """Most finished URLs whose revisit came due that one claim moves into the queue (earliest due first). Bounds the
@@ -276,19 +276,19 @@ class Dialect:
 
 _URL_INSERT_COLUMNS = (
     "host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen, last_seen, lastmod,"
-    " changefreq, priority"
+    " changefreq, priority, fetch_path"
 )
 
 SQLITE_ROWS_PER_STATEMENT = 100
-"""URL rows per multi-row INSERT on SQLite (1,200 parameters at most). One statement per 100 rows instead of one
+"""URL rows per multi-row INSERT on SQLite (1,300 parameters at most). One statement per 100 rows instead of one
 step per row saves SQLite's per-statement halt and reset (~17% of an insert under callgrind)."""
 
 
 @cache
 def _sqlite_url_values(mask: int) -> str:
-    """One row's VALUES tuple; bit 0/1/2 of ``mask`` set: lastmod/changefreq/priority is NULL, written as a literal
-    rather than bound (see the NoneType adapter above: a bound None is the slow path)."""
-    optional = ["NULL" if mask & (1 << bit) else "?" for bit in range(3)]
+    """One row's VALUES tuple; bit 0/1/2/3 of ``mask`` set: lastmod/changefreq/priority/fetch_path is NULL, written
+    as a literal rather than bound (see the NoneType adapter above: a bound None is the slow path)."""
+    optional = ["NULL" if mask & (1 << bit) else "?" for bit in range(4)]
     return f"(?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, {', '.join(optional)})"
 
 
@@ -310,11 +310,11 @@ def _pg_upsert() -> str:
     # earlier lookup, says which rows are new, so a concurrent insert of the same URL is never queued twice.
     return (
         "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
-        " last_seen, lastmod, changefreq, priority)"
+        " last_seen, lastmod, changefreq, priority, fetch_path)"
         " SELECT t.host_id, t.path, %s, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
-        " t.changefreq, t.priority FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[],"
-        " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[])"
-        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority)"
+        " t.changefreq, t.priority, t.fetch_path FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[],"
+        " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[], %b::text[])"
+        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority, fetch_path)"
         " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
         + " RETURNING id, host_id, path, source_id, kind, score, (xmax = 0) AS inserted"
     )
@@ -482,8 +482,8 @@ def _sqlite_write_urls(
     groups: dict[int, list[Any]] = {}
     counts: dict[int, int] = {}
     for h, m, sid in zip(hids, chunk, first_source, strict=True):
-        lastmod, changefreq, priority = m.lastmod, m.changefreq, m.priority
-        mask = (lastmod is None) | (changefreq is None) << 1 | (priority is None) << 2
+        lastmod, changefreq, priority, fetch_path = m.lastmod, m.changefreq, m.priority, m.fetch_path
+        mask = (lastmod is None) | (changefreq is None) << 1 | (priority is None) << 2 | (fetch_path is None) << 3
         flat = groups.get(mask)
         if flat is None:
             flat = groups[mask] = []
@@ -495,10 +495,12 @@ def _sqlite_write_urls(
             flat.append(changefreq)
         if priority is not None:
             flat.append(priority)
+        if fetch_path is not None:
+            flat.append(fetch_path)
         counts[mask] += 1
     for mask, flat in groups.items():
         _sqlite_execute_rows(conn, functools.partial(_sqlite_url_insert, mask, upsert=upsert), flat,
-                             width=12 - mask.bit_count(), count=counts[mask])
+                             width=13 - mask.bit_count(), count=counts[mask])
 
 
 def _sqlite_execute_rows(
@@ -536,6 +538,7 @@ class PostgresDialect(Dialect):
                 version, now, now, list(hids), [m.path for m in chunk], list(first_source),
                 [m.kind for m in chunk], [m.score for m in chunk], [m.depth for m in chunk],
                 [m.lastmod for m in chunk], [m.changefreq for m in chunk], [m.priority for m in chunk],
+                [m.fetch_path for m in chunk],
             ),
         )
         return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}

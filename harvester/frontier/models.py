@@ -186,6 +186,8 @@ class Url(Base):
     gone_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     final_url: Mapped[str | None] = mapped_column(String(2048))
     duplicate_of: Mapped[int | None] = mapped_column(ForeignKey("urls.id"))
+    fetch_path: Mapped[str | None] = mapped_column(String(2048))
+    """What to request after the origin when it is not ``path``: the query in the site's own order."""
 
 
 class QueueEntry(Base):

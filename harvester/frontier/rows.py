@@ -49,6 +49,16 @@ def split_url(url: str) -> tuple[str, str]:
     return match.group(1), match.group(2) or ""
 
 
+def _fetch_path(fetch: str, origin: str, url: str) -> str:
+    """The part of ``fetch`` after ``origin``: a spelling of ``url`` on another origin (or too long) is refused,
+    since a record's key and the address requested must never name two different places."""
+    if fetch.__class__ is not str or not fetch.startswith(origin) or _URL.fullmatch(fetch) is None \
+            or len(fetch) > MAX_URL_LENGTH or fetch[len(origin):len(origin) + 1] not in ("/", "?", ""):
+        raise InvalidRecord(f"URL {url[:200]!r} has a fetch form {str(fetch)[:200]!r} on another origin or not"
+                            " a valid URL")
+    return fetch[len(origin):]
+
+
 def _bad_url(url: object) -> InvalidRecord:
     return InvalidRecord(
         f"URL {str(url)[:200]!r} is not an absolute http(s) URL of at most {MAX_URL_LENGTH} characters without"
@@ -70,6 +80,8 @@ class Merged:
     changefreq: str | None
     priority: float | None
     sources: list[str]
+    fetch_path: str | None = None
+    """The site's spelling after the origin when it differs from ``path``; the first spelling seen is kept."""
 
 
 def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
@@ -107,8 +119,10 @@ def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
         prior = out.get(url)
         if prior is None:
             origin, path = match.groups()
+            fetch = record.fetch_url
             out[url] = Merged(url, origin, path or "", kind_value, score, depth, lastmod, record.changefreq,
-                              record.priority, [record.source])
+                              record.priority, [record.source],
+                              None if fetch is None or fetch == url else _fetch_path(fetch, origin, url))
             continue
         prior.score = max(prior.score, score)
         prior.depth = min(prior.depth, depth)
@@ -128,7 +142,7 @@ def fold(items: Sequence[Merged]) -> list[Merged]:
         prior = out.get(m.url)
         if prior is None:
             out[m.url] = Merged(m.url, m.origin, m.path, m.kind, m.score, m.depth, m.lastmod, m.changefreq,
-                                m.priority, list(m.sources))
+                                m.priority, list(m.sources), m.fetch_path)
             continue
         prior.score = max(prior.score, m.score)
         prior.depth = min(prior.depth, m.depth)

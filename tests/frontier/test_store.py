@@ -54,6 +54,24 @@ def claim_all(store: FrontierStore, owner: str, hosts: list[str], **kw):
 # --- add_discovered ---------------------------------------------------------------------------------------
 
 
+def test_the_first_spelling_of_a_url_is_what_a_claim_requests(store: FrontierStore) -> None:
+    """The key sorts the query; the site's spelling is kept beside it (the first one seen) and a claim returns it
+    as ``target``; a URL whose spelling is its key stores nothing extra."""
+    key = "https://a.test/item?a=en&z=5"
+    store.add_discovered([
+        DiscoveredUrl(url=key, kind=UrlKind.DETAIL, source=SITEMAP, fetch_url="https://a.test/item?z=5&a=en"),
+        found("https://a.test/plain"),
+    ], now=T0)
+    store.add_discovered([DiscoveredUrl(url=key, kind=UrlKind.DETAIL, source=FEED, fetch_url=key)], now=T0)
+    claimed = {c.url: c for c in claim_all(store, "w", ["https://a.test"])}
+    assert claimed[key].target == "https://a.test/item?z=5&a=en"
+    assert claimed["https://a.test/plain"].fetch_url is None
+    assert claimed["https://a.test/plain"].target == "https://a.test/plain"
+    with pytest.raises(InvalidRecord, match="fetch form"):
+        store.add_discovered([DiscoveredUrl(url="https://a.test/x?a=1&b=2", kind=UrlKind.DETAIL, source=SITEMAP,
+                                            fetch_url="https://b.test/x?b=2&a=1")])
+
+
 def test_upsert_keeps_best_score_and_merges_sources(store: FrontierStore) -> None:
     first = store.add_discovered([found("https://a.test/p", score=5.0)], now=T0)
     assert first.inserted == 1
