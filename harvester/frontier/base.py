@@ -1,0 +1,275 @@
+"""The frontier's core: one engine, one dialect, one transaction helper, and the id caches every concern shares.
+
+Each concern of the frontier (found URLs, the queue and leases, outcomes, hosts, documents, runs, reports) is a
+mixin over this base in its own module; ``store.FrontierStore`` joins them. Only the frontier speaks SQL.
+"""
+
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
+from __future__ import annotations
+
+import importlib
+import logging
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import Connection, Engine, inspect, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from harvester.errors import DatabaseUnavailable, InvalidRecord, SchemaOutOfDate, StoreError
+from harvester.frontier import migrate
+from harvester.frontier.dialects import dialect_for, make_engine
+from harvester.frontier.models import (
+    Host,
+    Url,
+)
+from harvester.frontier.rows import (
+    ORIGIN,
+    source_kind,
+    split_url,
+)
+from harvester.settings import DEFAULT_DATABASE_URL, Settings
+
+logger = logging.getLogger(__name__)
+
+PERMANENT_REDIRECTS = (301, 308)
+"""Statuses that say a URL moved for good (RFC 9110 §15.4.2, §15.4.9)."""
+
+CHUNK = 5000
+"""Most rows per statement (bounded by SQLite's parameter limit); settings.discovery.batch_size if smaller."""
+
+
+FULL_URL = (Host.origin + Url.path).label("url")
+
+
+
+
+UNREACHABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+"""PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now; with class 08 (connection exception),
+the server is away, not the unit of work wrong."""
+
+
+def _unreachable(exc: DBAPIError) -> bool:
+    """The error says the server is away (refused, restarting, connection dropped), not that the work is wrong."""
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    if state is None:  # no answer from a server at all: refused, reset, closed
+        return type(exc.orig).__name__ in ("OperationalError", "InterfaceError")
+    return state.startswith("08") or state in UNREACHABLE_STATES
+
+
+
+def _canonical_version() -> int:
+    try:
+        urls_module = importlib.import_module("harvester.urls")
+    except ImportError:
+        return 1
+    return int(getattr(urls_module, "CANONICAL_VERSION", 1))
+
+
+
+@dataclass(slots=True)
+class Transaction:
+    """An open transaction plus the ids it created, published to the caches only after commit."""
+
+    conn: Connection
+    hosts: dict[str, int] = field(default_factory=dict)
+    sources: dict[str, int] = field(default_factory=dict)
+
+
+
+class StoreBase:
+    """Engine, dialect, transactions and the host and source id caches; build a store with ``FrontierStore.open``."""
+
+    def __init__(self, settings: Settings, engine: Engine) -> None:
+        self.settings = settings
+        self._engine = engine
+        self._d = dialect_for(engine.dialect.name)
+        self._host_ids: dict[str, int] = {}
+        self._source_ids: dict[str, int] = {}
+        self._source_kinds: dict[int, str] = {}
+        self._canonical_version = _canonical_version()
+        self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
+        self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: Settings, *, upgrade: bool | None = None) -> Self:
+        """Open the frontier at ``settings.database_url``.
+
+        ``upgrade`` None upgrades the embedded default SQLite file (creating its directory) and sets up any new,
+        empty SQLite file (nothing in it to migrate with care); any other database behind the head revision
+        raises ``SchemaOutOfDate``. True migrates to head; False never does.
+        """
+        url = settings.database_url
+        is_default = url == DEFAULT_DATABASE_URL
+        if is_default:
+            database = make_url(url).database
+            if database:
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+        store = cls(settings, make_engine(settings))
+        try:
+            if upgrade or (upgrade is None and (is_default or (store._d.is_sqlite and store._empty()))):
+                store.upgrade()
+            else:
+                store._check_revision()
+        except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down
+            store.close()
+            error = DatabaseUnavailable if not store._d.is_sqlite and _unreachable(exc) else StoreError
+            raise error(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def upgrade(self) -> None:
+        """Alembic upgrade to head: ``migrations/`` is the only way the schema changes."""
+        with self._engine.begin() as conn:
+            migrate.upgrade(conn)
+        logger.info("database %s upgraded to %s", self.url_display, migrate.head_revision())
+
+    def _empty(self) -> bool:
+        """No table at all: a database file just created (by SQLite on first open, or by the user)."""
+        with self._engine.connect() as conn:
+            return not inspect(conn).get_table_names()
+
+    def _check_revision(self) -> None:
+        with self._engine.connect() as conn:
+            current = migrate.current_revision(conn)
+        head = migrate.head_revision()
+        if current != head:
+            raise SchemaOutOfDate(
+                f"database {self.url_display} is at schema revision {current or 'none (empty)'}, this harvester"
+                f" needs {head}: run `harvester db upgrade` (with HARVESTER_DATABASE_URL set to this database)"
+            )
+
+    @property
+    def url_display(self) -> str:
+        """The database URL with any password masked: safe to log and print."""
+        return self._engine.url.render_as_string(hide_password=True)
+
+    @property
+    def dialect(self) -> str:
+        return self._d.name
+
+    @contextmanager
+    def _tx(self, *, write: bool = True) -> Iterator[Transaction]:
+        """One transaction. On SQLite a writer takes the write lock up front (BEGIN IMMEDIATE), so a
+        read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord."""
+        try:
+            with self._engine.connect() as conn:
+                conn.execution_options(harvester_write=write)
+                tx = Transaction(conn)
+                with conn.begin():
+                    yield tx
+        except IntegrityError as exc:
+            raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc.orig}") from exc
+        except DBAPIError as exc:
+            if not self._d.is_sqlite and _unreachable(exc):
+                raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
+            raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
+        # The SQLite bulk paths talk to the driver connection directly (dialects._sqlite_write_urls).
+        except sqlite3.IntegrityError as exc:
+            raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StoreError(f"database error on {self.url_display}: {exc}") from exc
+        self._host_ids.update(tx.hosts)
+        self._source_ids.update(tx.sources)
+
+    # --- hosts and sources --------------------------------------------------------------------------------
+
+    def _ensure_hosts(self, tx: Transaction, origins: Sequence[str]) -> dict[str, int]:
+        wanted = {o: self._host_ids.get(o) or tx.hosts.get(o) for o in set(origins)}
+        missing = [o for o, i in wanted.items() if i is None]
+        if missing:
+            d = self._d
+            tx.conn.exec_driver_sql(
+                d.insert_ignore("hosts", ("origin", "failures", "lastmod_checks", "lastmod_hits"), ("origin",)),
+                [(o, 0, 0, 0) for o in missing],
+            )
+            for start in range(0, len(missing), self._chunk):
+                part = missing[start : start + self._chunk]
+                where, params = d.any_of("origin", part)
+                for host_id, origin in tx.conn.exec_driver_sql(
+                    f"SELECT id, origin FROM hosts WHERE {where}", tuple(params)
+                ):
+                    tx.hosts[origin] = host_id
+                    wanted[origin] = host_id
+        return {o: i for o, i in wanted.items() if i is not None}
+
+    def _ensure_sources(self, tx: Transaction, labels: Sequence[str]) -> dict[str, int]:
+        wanted = {s: self._source_ids.get(s) or tx.sources.get(s) for s in set(labels)}
+        missing = [s for s, i in wanted.items() if i is None]
+        if missing:
+            d = self._d
+            tx.conn.exec_driver_sql(
+                d.insert_ignore("sources", ("label", "kind"), ("label",)), [(s, source_kind(s)) for s in missing]
+            )
+            where, params = d.any_of("label", missing)
+            for source_id, label in tx.conn.exec_driver_sql(
+                f"SELECT id, label FROM sources WHERE {where}", tuple(params)
+            ):
+                tx.sources[label] = source_id
+                wanted[label] = source_id
+        return {s: i for s, i in wanted.items() if i is not None}
+
+    def ensure_hosts(self, origins: Sequence[str]) -> None:
+        """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
+        for origin in origins:
+            if not ORIGIN.fullmatch(origin):
+                raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            self._ensure_hosts(tx, origins)
+
+    def _host_row(self, conn: Connection, origin: str) -> Any:
+        return conn.execute(select(Host.__table__).where(Host.origin == origin)).mappings().first()
+
+    def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
+        """Rows for (host_id, path) keys: one statement per host and chunk, through the unique index."""
+        d = self._d
+        rows: list[Any] = []
+        for host_id, paths in paths_by_host.items():
+            for start in range(0, len(paths), self._chunk):
+                where, params = d.any_of("path", paths[start : start + self._chunk])
+                rows += conn.exec_driver_sql(
+                    f"SELECT host_id, path, {columns} FROM urls WHERE host_id = {d.p} AND {where}",
+                    (host_id, *params),
+                ).all()
+        return rows
+
+
+    def _url_id(self, conn: Connection, url: str) -> int | None:
+        origin, path = split_url(url)
+        p = self._d.p
+        row = conn.exec_driver_sql(
+            f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE h.origin = {p} AND u.path = {p}",
+            (origin, path),
+        ).first()
+        return None if row is None else int(row[0])
+
+
+    def _update_host(self, origin: str, values: dict[str, Any]) -> None:
+        if not ORIGIN.fullmatch(origin):
+            raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            host_id = self._ensure_hosts(tx, [origin])[origin]
+            tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))
+

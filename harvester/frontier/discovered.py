@@ -1,0 +1,248 @@
+"""Found URLs into the frontier: the bulk upsert (two strategies, one per dialect's writers), and lookups by URL."""
+
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection, select
+
+from harvester.frontier.base import (
+    FULL_URL,
+    StoreBase,
+    Transaction,
+)
+from harvester.frontier.models import (
+    Host,
+    Url,
+)
+from harvester.frontier.rows import (
+    Merged,
+    aware,
+    merge,
+    split_url,
+)
+from harvester.records import (
+    AddResult,
+    DiscoveredUrl,
+)
+from harvester.runtime import utcnow
+
+logger = logging.getLogger(__name__)
+
+_Known = tuple[int, "int | None", str, float, str]
+"""A stored URL as the upsert paths read it: (id, source_id, state, score, kind)."""
+
+
+class DiscoveredMixin(StoreBase):
+    """URLs discovery and extraction found: bulk upserts keeping best score, least depth, every source."""
+
+    def add_discovered(self, batch: Sequence[DiscoveredUrl], *, now: datetime | None = None) -> AddResult:
+        """Bulk upsert of discovered URLs (one statement per chunk, never one per URL).
+
+        New URLs are QUEUED and due now. A URL seen again keeps its best score and least depth, gains the new
+        source in its provenance, and takes lastmod/changefreq/priority when given; a newer lastmod than both the
+        stored one and the last fetch makes a DONE URL due now (``made_due``). A malformed record raises
+        ``InvalidRecord`` naming it, and nothing of the batch is written.
+        """
+        merged = merge(batch)
+        if not merged:
+            return AddResult(0, 0, 0)
+        with self._tx() as tx:
+            return self._upsert(tx, merged, aware(now) or utcnow())
+
+
+    def _upsert(self, tx: Transaction, merged: list[Merged], now: datetime) -> AddResult:
+        d, conn = self._d, tx.conn
+        host_of = self._ensure_hosts(tx, list({m.origin for m in merged}))
+        source_of = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
+        total = AddResult(0, 0, 0)
+        for start in range(0, len(merged), self._chunk):
+            chunk = merged[start : start + self._chunk]
+            hids = [host_of[m.origin] for m in chunk]
+            first_source = [source_of[m.sources[0]] for m in chunk]
+            if d.serialized_writers and all(self._known_share.get(h, 0.0) < 0.5 for h in set(hids)):
+                result, stored = self._insert_first(conn, hids, chunk, first_source, now)
+            else:
+                result, stored = self._lookup_first(conn, hids, chunk, first_source, now)
+            share = result.updated / len(chunk)
+            for host_id in set(hids):
+                self._known_share[host_id] = share
+            pairs: set[tuple[int, int]] = set()
+            for h, m in zip(hids, chunk, strict=True):
+                entry = stored.get((h, m.path))
+                if entry is None:
+                    continue
+                url_id, row_source = entry
+                for label in m.sources:
+                    sid = source_of[label]
+                    if sid != row_source:
+                        pairs.add((url_id, sid))
+            if pairs:
+                conn.exec_driver_sql(
+                    d.insert_ignore("url_sources", ("url_id", "source_id"), ("url_id", "source_id")), sorted(pairs)
+                )
+            total = total + result
+        return total
+
+    def _lookup_first(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+    ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
+        """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
+        d = self._d
+        known, made_due = self._known_rows(conn, hids, chunk, None)
+        before = d.max_url_id(conn) if d.serialized_writers else 0
+        written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        self._rerank(conn, hids, chunk, known)
+        stored = {key: (row[0], row[1]) for key, row in known.items()}
+        if written is None:
+            # SQLite reports no rows: the new ones are exactly those above ``before`` (serialized writers).
+            d.enqueue_above(conn, before)
+            inserted = d.max_url_id(conn) - before
+            # Known rows came from the lookup; new URLs that arrived with several sources need their ids, for
+            # their extra sources go to url_sources.
+            multi: dict[int, list[str]] = {}
+            for h, m in zip(hids, chunk, strict=True):
+                if len(m.sources) > 1 and (h, m.path) not in known:
+                    multi.setdefault(h, []).append(m.path)
+            for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+                stored[(host_id, path)] = (url_id, source_id)
+        else:  # the database queued the rows it inserted, and says which they were
+            inserted = sum(1 for row in written.values() if row[2])
+            stored = {key: (row[0], row[1]) for key, row in written.items()}
+        return AddResult(inserted, len(chunk) - inserted, made_due), stored
+
+    def _insert_first(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+    ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
+        """Insert what is new first (one index probe per URL), and only when some URLs turned out to be known,
+        look those up and update them. Needs serialized writers (SQLite): new rows are exactly the ids above
+        the largest id before the insert, and nobody else writes in between."""
+        d = self._d
+        before = d.max_url_id(conn)
+        d.insert_new_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        inserted = d.max_url_id(conn) - before
+        if inserted:
+            d.enqueue_above(conn, before)
+        if inserted == len(chunk):
+            multi: dict[int, list[str]] = {}
+            for h, m in zip(hids, chunk, strict=True):
+                if len(m.sources) > 1:
+                    multi.setdefault(h, []).append(m.path)
+            stored = {
+                (host_id, path): (url_id, source_id)
+                for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id")
+            }
+            return AddResult(inserted, 0, 0), stored
+        # Some were known: their rows are untouched so far (DO NOTHING), so their old state is still readable.
+        known, made_due = self._known_rows(conn, hids, chunk, before)
+        again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
+        d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
+                     self._canonical_version, now)
+        self._rerank(conn, hids, chunk, known)
+        stored = {key: (row[0], row[1]) for key, row in known.items()}
+        multi = {}
+        for h, m in zip(hids, chunk, strict=True):
+            if len(m.sources) > 1 and (h, m.path) not in known:
+                multi.setdefault(h, []).append(m.path)
+        for host_id, path, url_id, source_id in self._lookup(conn, multi, "id, source_id"):
+            stored[(host_id, path)] = (url_id, source_id)
+        return AddResult(inserted, len(known), made_due), stored
+
+    def _rerank(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], known: dict[tuple[int, str], _Known]
+    ) -> None:
+        """Queued URLs that came back with a better score move up in the queue (the upsert kept the best)."""
+        moves = []
+        for h, m in zip(hids, chunk, strict=True):
+            row = known.get((h, m.path))
+            if row is not None and row[2] == "queued" and m.score > row[3]:
+                moves.append((-m.score, h, row[4], -row[3], row[0]))
+        if moves:
+            conn.exec_driver_sql(self._d.rerank_sql, moves)
+
+    def _known_rows(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None
+    ) -> tuple[dict[tuple[int, str], _Known], int]:
+        """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
+        ``max_id`` if given), and how many of them a newer lastmod makes due (the rule of
+        dialects._UPSERT_SET, counted here)."""
+        d = self._d
+        paths_by_host: dict[int, list[str]] = {}
+        for host_id, m in zip(hids, chunk, strict=True):
+            paths_by_host.setdefault(host_id, []).append(m.path)
+        lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
+        known: dict[tuple[int, str], _Known] = {}
+        made_due = 0
+        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind in self._lookup(
+            conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at, score, kind"
+        ):
+            if max_id is not None and url_id > max_id:
+                continue
+            known[(host_id, path)] = (url_id, source_id, state, score, kind)
+            new_lastmod = lastmods.get((host_id, path))
+            if state == "done" and new_lastmod is not None:
+                old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
+                if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
+                    made_due += 1
+        return known, made_due
+
+    def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
+        """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;
+        through the unique index."""
+        by_origin: dict[str, list[str]] = {}
+        for url in urls:
+            origin, path = split_url(url)
+            by_origin.setdefault(origin, []).append(path)
+        if not by_origin:
+            return set()
+        cutoff = aware(before)
+        d = self._d
+        with self._tx(write=False) as tx:
+            ids: dict[str, int] = {
+                origin: host_id for origin, host_id in tx.conn.execute(
+                    select(Host.origin, Host.id).where(Host.origin.in_(list(by_origin)))
+                )
+            }
+            origin_of_id = {host_id: origin for origin, host_id in ids.items()}
+            rows = self._lookup(
+                tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "first_seen"
+            )
+        return {
+            origin_of_id[host_id] + path for host_id, path, first_seen in rows
+            if cutoff is None or ((seen := d.dt(first_seen)) is not None and seen < cutoff)
+        }
+
+
+    def url_id(self, url: str) -> int | None:
+        """The id of a stored URL (canonical), or None when the frontier does not hold it."""
+        with self._tx(write=False) as tx:
+            return self._url_id(tx.conn, url)
+
+    def sources_of(self, url: str) -> list[str]:
+        """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""
+        p = self._d.p
+        with self._tx(write=False) as tx:
+            url_id = self._url_id(tx.conn, url)
+            if url_id is None:
+                return []
+            rows = tx.conn.exec_driver_sql(
+                "SELECT s.label, 0 AS o FROM urls u JOIN sources s ON s.id = u.source_id"
+                f" WHERE u.id = {p} UNION SELECT s.label, 1 FROM url_sources us"
+                f" JOIN sources s ON s.id = us.source_id WHERE us.url_id = {p} ORDER BY 2, 1",
+                (url_id, url_id),
+            ).all()
+        return list(dict.fromkeys(label for label, _ in rows))
+
+
+    def sample_urls(self, *, kind: str, limit: int) -> list[str]:
+        """Some known URLs of ``kind`` (the newest first), e.g. to re-learn a site's detail URL shapes."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(FULL_URL).select_from(Url).join(Host, Host.id == Url.host_id).where(Url.kind == kind)
+                .order_by(Url.id.desc()).limit(limit)
+            ).scalars()
+            return list(rows)
+

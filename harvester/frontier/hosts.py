@@ -1,0 +1,125 @@
+"""Per-host state that outlives a run: robots.txt, politeness learned, moves, lastmod truthfulness."""
+
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from sqlalchemy import select, update
+
+from harvester.errors import InvalidRecord
+from harvester.frontier.base import (
+    StoreBase,
+)
+from harvester.frontier.models import (
+    Host,
+)
+from harvester.frontier.rows import (
+    ORIGIN,
+    aware,
+)
+from harvester.records import (
+    ErrorClass,
+    HostPolicy,
+    RobotsState,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class HostsMixin(StoreBase):
+    """Hosts' persisted robots.txt and politeness, moved seed hosts and lastmod tallies."""
+
+    def ensure_hosts(self, origins: Sequence[str]) -> None:
+        """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
+        for origin in origins:
+            if not ORIGIN.fullmatch(origin):
+                raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            self._ensure_hosts(tx, origins)
+
+
+    def load_robots(self, origin: str) -> RobotsState | None:
+        """The persisted robots.txt state of ``origin``, or None when it was never fetched."""
+        with self._tx(write=False) as tx:
+            host = self._host_row(tx.conn, origin)
+        if host is None or (host["robots_fetched_at"] is None and host["robots_status"] is None):
+            return None
+        return RobotsState(
+            origin=origin, status=host["robots_status"], fetched_at=host["robots_fetched_at"],
+            expires_at=host["robots_expires_at"], body=host["robots_body"], etag=host["robots_etag"],
+            last_modified=host["robots_last_modified"],
+            error_class=ErrorClass(host["robots_error"]) if host["robots_error"] else None,
+        )
+
+    def save_robots(self, state: RobotsState) -> None:
+        values = {
+            "robots_status": state.status, "robots_fetched_at": aware(state.fetched_at),
+            "robots_expires_at": aware(state.expires_at), "robots_body": state.body, "robots_etag": state.etag,
+            "robots_last_modified": state.last_modified,
+            "robots_error": state.error_class.value if state.error_class else None,
+        }
+        self._update_host(state.origin, values)
+
+    def host_policy(self, origin: str) -> HostPolicy | None:
+        with self._tx(write=False) as tx:
+            host = self._host_row(tx.conn, origin)
+        if host is None:
+            return None
+        return HostPolicy(
+            origin=origin, crawl_delay_s=host["crawl_delay_s"], request_rate_s=host["request_rate_s"],
+            concurrency_limit=host["concurrency_limit"], blocked_until=host["blocked_until"],
+            parked_reason=host["parked_reason"], failures=host["failures"], next_allowed_at=host["next_allowed_at"],
+        )
+
+    def save_host_policy(self, policy: HostPolicy) -> None:
+        values = {
+            "crawl_delay_s": policy.crawl_delay_s, "request_rate_s": policy.request_rate_s,
+            "concurrency_limit": policy.concurrency_limit, "blocked_until": aware(policy.blocked_until),
+            "parked_reason": policy.parked_reason, "failures": policy.failures,
+            "next_allowed_at": aware(policy.next_allowed_at),
+        }
+        self._update_host(policy.origin, values)
+
+    def set_moved_to(self, origin: str, target: str) -> None:
+        """Record that seed host ``origin`` redirects its homepage to ``target`` (an origin)."""
+        if not ORIGIN.fullmatch(target):
+            raise InvalidRecord(f"origin {target!r} is not scheme://host[:port] (http or https)")
+        self._update_host(origin, {"moved_to": target})
+
+    def moved_hosts(self) -> dict[str, str]:
+        """Seed origin -> the origin it moved to, for every seed host found redirecting (``set_moved_to``)."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(select(Host.origin, Host.moved_to).where(Host.moved_to.is_not(None))).all()
+        return {origin: target for origin, target in rows if target is not None}
+
+
+    def record_lastmod_check(self, origin: str, *, predicted_change: bool, changed: bool) -> None:
+        """Count one re-fetch whose lastmod made a prediction: a real change is a check, a hit when the lastmod
+        announced it (``revisit.truthfulness``). Unchanged content says nothing about missed changes."""
+        if changed:
+            self.add_lastmod_checks({origin: (1, 1 if predicted_change else 0)})
+
+    def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
+        """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
+        tallies = {origin: pair for origin, pair in tallies.items() if pair[0]}
+        if not tallies:
+            return
+        with self._tx() as tx:
+            host_ids = self._ensure_hosts(tx, list(tallies))
+            for origin, (checks, hits) in tallies.items():
+                tx.conn.execute(
+                    update(Host).where(Host.id == host_ids[origin]).values(
+                        lastmod_checks=Host.lastmod_checks + checks, lastmod_hits=Host.lastmod_hits + hits
+                    )
+                )
+
+    def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
+        """(checks, hits): how often this host's newer lastmod came with a real content change."""
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(
+                select(Host.lastmod_checks, Host.lastmod_hits).where(Host.origin == origin)
+            ).first()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+

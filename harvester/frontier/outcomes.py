@@ -1,0 +1,255 @@
+"""Outcomes of fetches: one transaction writes the URLs' states, pages, fetch log and outlinks, or nothing."""
+
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, exists, func, insert, or_, select, update
+from sqlalchemy.orm import aliased
+
+from harvester.errors import InvalidRecord, LeaseLost
+from harvester.frontier.base import (
+    PERMANENT_REDIRECTS,
+)
+from harvester.frontier.discovered import DiscoveredMixin
+from harvester.frontier.documents import DocumentsMixin
+from harvester.frontier.models import (
+    Fetch,
+    Page,
+    Url,
+)
+from harvester.frontier.rows import (
+    UrlOutcome,
+    aware,
+    check_completion,
+    fold,
+    merge,
+    outcome,
+    page_row,
+    url_outcome,
+)
+from harvester.records import (
+    AddResult,
+    CompleteResult,
+    Completion,
+    DiscoveredUrl,
+    UrlState,
+    Vanished,
+)
+from harvester.runtime import utcnow
+
+logger = logging.getLogger(__name__)
+
+_URL_UPDATE = (
+    "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
+    " next_fetch_at = ?, revisit_s = ?, attempts = ?, last_error_class = ?, last_error = ?,"
+    " changed_at = COALESCE(?, changed_at), gone_at = ?, final_url = ?, duplicate_of = ?,"
+    " last_fetched_at = COALESCE(?, last_fetched_at) WHERE id = ?"
+)
+"""One completion's URL columns (rows.UrlOutcome); run with executemany for a batch of completions."""
+
+
+class _Held(NamedTuple):
+    """What a completion's outcome depends on, read with its lease."""
+
+    attempts: int
+    etag: str | None
+    last_modified: str | None
+    content_hash: str | None
+    host_id: int
+    kind: str
+    score: float
+
+
+def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], Any]) -> tuple[Any, ...]:
+    """``_URL_UPDATE``'s parameters, in its order."""
+    return (
+        o.state, o.status, o.etag, o.last_modified, o.content_hash, ts(o.next_fetch_at), o.revisit_s, o.attempts,
+        o.error_class, o.error, ts(o.changed_at), ts(o.gone_at), o.final_url, o.duplicate_of, ts(o.last_fetched_at),
+        url_id,
+    )
+
+
+def _check_batch(items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]]) -> None:
+    """Every completion valid and each URL once: a bad batch raises ``InvalidRecord`` before anything is written."""
+    seen: set[int] = set()
+    for completion, _ in items:
+        check_completion(completion)
+        if completion.url_id in seen:
+            raise InvalidRecord(f"URL id {completion.url_id} appears twice in one complete_many batch")
+        seen.add(completion.url_id)
+
+
+class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
+    """Completions, and the content-duplicate bookkeeping that goes with them."""
+
+    def complete(
+        self, owner: str, completion: Completion, outlinks: Sequence[DiscoveredUrl] = (), *, run_id: int | None = None
+    ) -> None:
+        """Record one outcome with its outlinks atomically; ``LeaseLost`` (nothing written) if the lease is gone."""
+        result = self.complete_many(owner, [(completion, outlinks)], run_id=run_id)
+        if result.lost:
+            raise LeaseLost(f"URL id {completion.url_id} is no longer leased by {owner!r}; nothing was written")
+
+    def complete_many(
+        self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None,
+        demote: Sequence[tuple[int, int]] = (), vanished: Mapping[int, Vanished] | None = None,
+        feeds: Sequence[str] = (),
+    ) -> CompleteResult:
+        """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
+
+        ``vanished`` (url id → what that listing page may have stopped naming) re-checks, for each completion
+        written, the URLs it no longer names (see ``_recheck_vanished``). ``feeds`` found on these pages are
+        recorded as discovery documents not yet read, so a kill right after this commit cannot lose them: the
+        next discovery of their host reads every such document.
+
+        ``demote`` holds (url id, new holder id) pairs: URLs that held a content which a URL of this batch now
+        holds (the one the site names as canonical). Each becomes the new holder's duplicate in the same
+        transaction, and so do its own duplicates, but only where the new holder's completion is written and the
+        URL is still DONE (``demoted`` counts them).
+
+        Completions whose URL is no longer LEASED by ``owner`` are skipped and counted in ``lost``. A FAILED
+        completion goes back to QUEUED (due at ``completion.next_fetch_at``) while attempts stay below
+        ``settings.politeness.max_attempts``, and is FAILED for good after that; any other outcome resets
+        attempts. Validators and content_hash are replaced on a 2xx response and kept otherwise (a 304 or an
+        error says nothing new about them).
+        """
+        if not items:
+            return CompleteResult(0, 0, 0, AddResult(0, 0, 0))
+        _check_batch(items)
+        outlink_batches = {c.url_id: merge(links) for c, links in items}
+        with self._tx() as tx:
+            conn = tx.conn
+            held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
+            mine = [(c, links) for c, links in items if c.url_id in held]
+            lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
+            page_ids = self._insert_pages(conn, [c for c, _ in mine])
+            self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, run_id)
+            links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
+            added = AddResult(0, 0, 0)
+            if links:
+                now = max(c.fetched_at for c, _ in mine)
+                added = self._upsert(tx, fold(links), aware(now) or utcnow())
+            demoted = self._demote(conn, [(old, new) for old, new in demote if new in held])
+            for url_id, gone_from in (vanished or {}).items():
+                if url_id in held:
+                    self._recheck_vanished(conn, gone_from)
+            if feeds and mine:
+                self._note_documents(conn, feeds, kind="feed")
+        if lost_ids:
+            logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
+        return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids, demoted)
+
+    def _take_leases(self, conn: Connection, owner: str, ids: list[int]) -> dict[int, _Held]:
+        """The leases ``owner`` still holds among ``ids``, with what the outcome rules need of each URL; those
+        leases are deleted (the completions below are written in the same transaction, or nothing is)."""
+        d = self._d
+        where, params = d.any_of("l.url_id", ids)
+        held = {
+            row[0]: _Held(*row[1:])
+            for row in conn.exec_driver_sql(
+                "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score"
+                f" FROM leases l JOIN urls u ON u.id = l.url_id WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
+                (*params, owner),
+            )
+        }
+        if held:
+            where_held, held_params = d.any_of("url_id", list(held))
+            conn.exec_driver_sql(f"DELETE FROM leases WHERE {where_held}", tuple(held_params))
+        return held
+
+    def _insert_pages(self, conn: Connection, completions: Sequence[Completion]) -> dict[int, int]:
+        """url id -> page id of the pages these completions carry (compressed at the configured level)."""
+        pages = [(c.url_id, c.fetched_at, c.page) for c in completions if c.page is not None]
+        if not pages:
+            return {}
+        level = self.settings.store.compress_level
+        inserted = conn.execute(
+            insert(Page).returning(Page.id, sort_by_parameter_order=True),
+            [page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
+        ).all()
+        return {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
+
+    def _write_outcomes(self, conn: Connection, completions: Sequence[Completion], held: dict[int, _Held],
+                        page_ids: dict[int, int], run_id: int | None) -> None:
+        """Each URL's new state (``rows.url_outcome``), its line in the fetch log, and retries back in the queue."""
+        d = self._d
+        max_attempts = self.settings.politeness.max_attempts
+        updates, fetch_rows, retries = [], [], []
+        for c in completions:
+            h = held[c.url_id]
+            o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts)
+            if o.state == "queued":  # a retry: back in the queue, due after its back-off
+                retries.append((h.host_id, h.kind, -h.score, c.url_id, d.ts(o.next_fetch_at)))
+            updates.append(_update_params(o, c.url_id, d.ts))
+            fetch_rows.append({
+                "url_id": c.url_id, "run_id": run_id, "fetched_at": c.fetched_at, "status": c.status,
+                "outcome": outcome(c), "bytes": c.bytes_read,
+                "error_class": c.error_class.value if c.error_class else None,
+                "page_id": page_ids.get(c.url_id),
+            })
+        if updates:
+            conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)
+            conn.execute(insert(Fetch), fetch_rows)
+        if retries:
+            conn.exec_driver_sql(d.enqueue_sql, retries)
+
+    @staticmethod
+    def _demote(conn: Connection, pairs: Sequence[tuple[int, int]]) -> int:
+        """(url id, new holder id): a DONE URL becomes the new holder's duplicate, and the URLs that were its
+        duplicates follow it, so ``duplicate_of`` always names a URL that holds the content."""
+        demoted = 0
+        for url_id, holder in pairs:
+            if url_id == holder:
+                continue
+            changed = conn.execute(
+                update(Url).where(Url.id == url_id, Url.state == UrlState.DONE.value)
+                .values(state=UrlState.DUPLICATE.value, duplicate_of=holder)
+            ).rowcount
+            if changed:
+                demoted += changed
+                conn.execute(update(Url).where(Url.duplicate_of == url_id).values(duplicate_of=holder))
+        return demoted
+
+    def duplicates_of(
+        self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = (), now: datetime | None = None
+    ) -> dict[str, int]:
+        """content_hash -> the lowest id of a URL already holding that content, as far as we know now.
+
+        A holder is DONE and not yet due again: a URL due for a re-fetch (or being re-fetched) may have moved or
+        vanished since, so its old hash vouches for nothing, and one whose last answer was a permanent redirect
+        holds no content at all; the page at a moved URL's new address is never a duplicate of the old one."""
+        if not hashes:
+            return {}
+        now = aware(now) or utcnow()
+        query = (
+            select(Url.content_hash, func.min(Url.id))
+            .where(
+                Url.content_hash.in_(list(set(hashes))),
+                Url.state == UrlState.DONE.value,
+                or_(Url.next_fetch_at.is_(None), Url.next_fetch_at > now),
+                or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+            )
+            .group_by(Url.content_hash)
+        )
+        if exclude_ids:
+            query = query.where(Url.id.not_in(list(exclude_ids)))
+        with self._tx(write=False) as tx:
+            return {str(h): int(i) for h, i in tx.conn.execute(query)}
+
+    def declared_canonicals(self, url_ids: Sequence[int]) -> dict[int, str]:
+        """url id -> the canonical URL its newest stored page declares (rel=canonical), where it declares one."""
+        if not url_ids:
+            return {}
+        newer = aliased(Page)
+        query = select(Page.url_id, Page.canonical_url).where(
+            Page.url_id.in_(list(url_ids)), Page.canonical_url.is_not(None),
+            ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),
+        )
+        with self._tx(write=False) as tx:
+            return {int(url_id): str(canonical) for url_id, canonical in tx.conn.execute(query)}
+

@@ -1,0 +1,257 @@
+"""The queue and its leases: hosts and URLs handed to workers, given back, expired, made due; what is due."""
+
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, exists, func, or_, select, update
+
+from harvester.frontier.base import (
+    StoreBase,
+)
+from harvester.frontier.dialects import PROMOTE_BATCH
+from harvester.frontier.models import (
+    Document,
+    Host,
+    Lease,
+    QueueEntry,
+    Source,
+    Url,
+    from_epoch_us,
+)
+from harvester.frontier.rows import (
+    aware,
+)
+from harvester.records import (
+    ClaimedUrl,
+    UrlKind,
+    UrlState,
+)
+from harvester.runtime import utcnow
+
+logger = logging.getLogger(__name__)
+
+_KIND_OF = {kind.value: kind for kind in UrlKind}
+"""Stored kind -> UrlKind without Enum's (slow) value lookup."""
+
+
+SOURCE_KINDS_CACHED = 100_000
+"""Source kinds a store remembers (one per sitemap, feed or listing page) before it starts again."""
+
+
+class QueueMixin(StoreBase):
+    """Claims (host leases, then URL leases, never one URL to two claimers), releases and due counts."""
+
+    def claim_hosts(
+        self, owner: str, *, limit: int, lease_s: float, now: datetime | None = None,
+        hosts: Sequence[str] | None = None, kinds: Sequence[UrlKind] | None = None,
+    ) -> list[str]:
+        """Lease up to ``limit`` hosts with due work (of ``kinds``, default any) that no other owner holds
+        and that are neither blocked nor parked. ``hosts`` restricts to a partition. Returns their origins."""
+        if limit <= 0 or (hosts is not None and not hosts):
+            return []
+        now = aware(now) or utcnow()
+        d = self._d
+        kind_values = None if kinds is None else [str(k) for k in kinds]
+        sql = d.claim_hosts_sql(None if hosts is None else len(hosts), None if kinds is None else len(kinds))
+        params = [owner, d.ts(now + timedelta(seconds=lease_s))]
+        params += d.claim_hosts_params(owner, now, hosts, kind_values, limit)
+        with self._tx() as tx:
+            origins = [row[0] for row in tx.conn.exec_driver_sql(sql, tuple(params))]
+        return sorted(origins)
+
+    def renew_hosts(
+        self, owner: str, origins: Sequence[str], *, lease_s: float, now: datetime | None = None
+    ) -> list[str]:
+        """Extend this owner's leases on ``origins`` (and on the URLs it holds there); returns those still ours."""
+        if not origins:
+            return []
+        now = aware(now) or utcnow()
+        until = now + timedelta(seconds=lease_s)
+        with self._tx() as tx:
+            kept = tx.conn.execute(
+                update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
+                .values(lease_until=until).returning(Host.origin, Host.id)
+            ).all()
+            ids = [row[1] for row in kept]
+            if ids:
+                where, params = self._d.any_of("leases.host_id", ids)
+                tx.conn.exec_driver_sql(
+                    f"UPDATE leases SET lease_until = {self._d.p} WHERE leases.owner = {self._d.p} AND {where}",
+                    (self._d.ts(until), owner, *params),
+                )
+        return sorted(row[0] for row in kept)
+
+    def release_hosts(self, owner: str, origins: Sequence[str], *, now: datetime | None = None) -> None:
+        """Give up this owner's host leases; ``lease_until`` stays as 'last served' for fair ordering."""
+        if not origins:
+            return
+        now = aware(now) or utcnow()
+        with self._tx() as tx:
+            tx.conn.execute(
+                update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
+                .values(lease_owner=None, lease_until=now)
+            )
+
+    def claim(
+        self, owner: str, *, hosts: Sequence[str], per_host: int, lease_s: float,
+        kinds: Sequence[UrlKind] = (UrlKind.DETAIL,), now: datetime | None = None,
+    ) -> list[ClaimedUrl]:
+        """Lease the best-scored due URLs, at most ``per_host`` per host, in one indexed statement.
+
+        Due: QUEUED with no ``next_fetch_at`` or one in the past, or DONE whose revisit time has come. Returned
+        by host origin, then score descending, then id (stable). Hosts leased by another owner are skipped. Two
+        concurrent claimers never receive the same URL.
+        """
+        if per_host <= 0 or not hosts or not kinds:
+            return []
+        now = aware(now) or utcnow()
+        until = now + timedelta(seconds=lease_s)
+        d = self._d
+        kind_values = [str(k) for k in kinds]
+        with self._tx() as tx:
+            where, params = d.any_of("origin", list(set(hosts)))
+            host_rows = tx.conn.exec_driver_sql(
+                f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"
+                f" AND lease_owner <> {d.p} AND lease_until >= {d.p})",
+                (*params, owner, d.ts(now)),
+            ).all()
+            origin_of = {host_id: origin for host_id, origin in host_rows}
+            host_ids = sorted(origin_of, key=origin_of.__getitem__)  # claim order: host, then best first
+            d.promote_revisits(tx.conn, host_ids, now, PROMOTE_BATCH)
+            rows = d.claim_rows(tx.conn, host_ids, kind_values, per_host, now, owner, until)
+            self._learn_sources(tx.conn, {row[-1] for row in rows})
+        return self._claimed(rows, origin_of, until)
+
+    def _learn_sources(self, conn: Connection, ids: set[int | None]) -> None:
+        """Source id → kind for the claimed URLs' first sources (a few per host: cached, bounded)."""
+        unknown = [i for i in ids if i is not None and i not in self._source_kinds]
+        if not unknown:
+            return
+        if len(self._source_kinds) > SOURCE_KINDS_CACHED:
+            self._source_kinds.clear()
+        for start in range(0, len(unknown), 500):
+            chunk = unknown[start:start + 500]
+            rows = conn.execute(select(Source.id, Source.kind).where(Source.id.in_(chunk)))
+            self._source_kinds.update({int(i): str(k) for i, k in rows})
+
+    def _claimed(self, rows: list[Any], origin_of: dict[int, str], until: datetime) -> list[ClaimedUrl]:
+        """Claimed rows as records, in one tight loop (a claim builds a thousand of them)."""
+        dt = from_epoch_us if self._d.is_sqlite else self._d.dt  # SQLite: models.UtcDateTime's microseconds
+        kind_of = _KIND_OF
+        out = []
+        source_kind = self._source_kinds.get
+        for (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
+             lastmod, last_fetched_at, changefreq, revisit_s, fetch_path, source_id) in rows:
+            origin = origin_of[host_id]
+            out.append(ClaimedUrl(
+                url_id, origin + path, origin, kind_of[kind], depth, score, attempts, until, etag, last_modified,
+                content_hash, None if lastmod is None else dt(lastmod),
+                None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
+                source_kind(source_id), None if fetch_path is None else origin + fetch_path,
+            ))
+        return out
+
+    def release(self, owner: str, url_ids: Sequence[int]) -> int:
+        """Unfetched claims back to the queue (attempts unchanged); returns how many were still ours."""
+        if not url_ids:
+            return 0
+        d = self._d
+        where, params = d.any_of("leases.url_id", list(url_ids))
+        with self._tx() as tx:
+            return d.release_leases(tx.conn, f"{where} AND leases.owner = {d.p}", (*params, owner))
+
+    def requeue_expired(self, *, now: datetime | None = None) -> int:
+        """Leases that outlived their holder return to the queue (the crash-resume path); returns URLs requeued.
+        Expired host leases are cleared too."""
+        now = aware(now) or utcnow()
+        d = self._d
+        with self._tx() as tx:
+            count = d.release_leases(tx.conn, f"leases.lease_until < {d.p}", (d.ts(now),))
+            tx.conn.execute(
+                update(Host).where(Host.lease_owner.is_not(None), Host.lease_until < now).values(lease_owner=None)
+            )
+        if count:
+            logger.info("requeued %d URLs whose lease expired", count)
+        return count
+
+    def lease_owners(self) -> list[str]:
+        """Every owner holding a URL or host lease now: a rerun asks which of them are dead."""
+        with self._tx(write=False) as tx:
+            owners = {o for o in tx.conn.execute(select(Lease.owner).distinct()).scalars() if o}
+            owners |= {o for o in tx.conn.execute(select(Host.lease_owner).distinct()).scalars() if o}
+        return sorted(owners)
+
+    def release_owner(self, owner: str) -> int:
+        """Every lease ``owner`` holds goes back (its process is known dead); returns URLs requeued."""
+        d = self._d
+        with self._tx() as tx:
+            count = d.release_leases(tx.conn, f"leases.owner = {d.p}", (owner,))
+            tx.conn.execute(update(Host).where(Host.lease_owner == owner).values(lease_owner=None, lease_until=None))
+        return count
+
+    def make_due(self, origins: Sequence[str], *, now: datetime | None = None) -> int:
+        """Finished URLs and discovery documents of ``origins`` become due now (an off-schedule re-crawl)."""
+        now = aware(now) or utcnow()
+        with self._tx() as tx:
+            host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
+            result = tx.conn.execute(
+                update(Url).where(Url.host_id.in_(host_ids), Url.state == UrlState.DONE.value)
+                .values(next_fetch_at=now)
+            )
+            for origin in origins:
+                tx.conn.execute(
+                    update(Document).where(Document.url.startswith(origin + "/", autoescape=True))
+                    .values(next_fetch_at=now)
+                )
+        return int(result.rowcount)
+
+
+    def url_high_water(self) -> int:
+        """The largest URL id: it grows exactly when URLs are added (ids are never reused)."""
+        with self._tx(write=False) as tx:
+            return self._d.max_url_id(tx.conn)
+
+    def due_count(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> int:
+        """URLs an extraction would fetch now (not counting those leased): the denominator of its progress."""
+        now = aware(now) or utcnow()
+        with self._tx(write=False) as tx:
+            queued = tx.conn.execute(
+                select(func.count()).select_from(QueueEntry).where(
+                    QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
+            ).scalar_one()
+            revisits = tx.conn.execute(
+                select(func.count()).select_from(Url).where(
+                    Url.kind.in_(list(kinds)), Url.state == UrlState.DONE.value, Url.next_fetch_at <= now)
+            ).scalar_one()
+        return int(queued) + int(revisits)
+
+    def next_due_at(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> datetime | None:
+        """When queued work next becomes claimable on a host that is not parked: a backed-off retry coming due,
+        or the end of a host's back-off (``blocked_until``) with URLs due before it. A retry due on a host that is
+        still backing off then is not claimable: waking for it would find nothing to do."""
+        now = aware(now) or utcnow()
+        kind_values = list(kinds)
+        with self._tx(write=False) as tx:
+            retry = tx.conn.execute(
+                select(func.min(QueueEntry.due_at)).select_from(QueueEntry)
+                .join(Host, Host.id == QueueEntry.host_id).where(
+                    QueueEntry.kind.in_(kind_values), QueueEntry.due_at > now, Host.parked_reason.is_(None),
+                    or_(Host.blocked_until.is_(None), Host.blocked_until <= QueueEntry.due_at),
+                )
+            ).scalar_one_or_none()
+            waiting = exists().where(
+                QueueEntry.host_id == Host.id, QueueEntry.kind.in_(kind_values),
+                or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= Host.blocked_until),
+            )
+            unblocked = tx.conn.execute(
+                select(func.min(Host.blocked_until)).where(
+                    Host.blocked_until > now, Host.parked_reason.is_(None), waiting)
+            ).scalar_one_or_none()
+        moments = [aware(value) for value in (retry, unblocked) if isinstance(value, datetime)]
+        return min((m for m in moments if m is not None), default=None)
+

@@ -1,0 +1,213 @@
+"""Read-only views for status, exports and tests: counts, pages and fetches in order, URL states, changes."""
+
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, exists, func, or_, select
+from sqlalchemy.orm import aliased
+
+from harvester.frontier.base import (
+    FULL_URL,
+    PERMANENT_REDIRECTS,
+    StoreBase,
+)
+from harvester.frontier.models import (
+    Fetch,
+    Host,
+    Lease,
+    Page,
+    Url,
+)
+from harvester.frontier.rows import (
+    aware,
+    stored_page,
+)
+from harvester.records import (
+    StoredFetch,
+    StoredPage,
+    StoreStats,
+    UrlKind,
+    UrlState,
+)
+
+logger = logging.getLogger(__name__)
+
+_NOT_CURRENT = tuple(s.value for s in (UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED))
+"""URL states whose stored pages a snapshot (``iter_pages(latest=True)``) leaves out."""
+
+
+def _pages_query() -> Select[Any]:
+    return (
+        select(Page.__table__, FULL_URL, Url.state.label("url_state"))
+        .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
+    )
+
+
+class ReportsMixin(StoreBase):
+    """What the CLI, the flows' artifacts, the exports and the tests read."""
+
+    def changes_since(self, since: datetime, *, examples: int = 50) -> dict[str, Any]:
+        """Detail URLs first seen, and URLs found gone, at or after ``since``: what a re-crawl reports."""
+        since = aware(since) or since
+        with self._tx(write=False) as tx:
+            joined = select(FULL_URL).select_from(Url).join(Host, Host.id == Url.host_id)
+            new_q = joined.where(Url.first_seen >= since, Url.kind == UrlKind.DETAIL.value)
+            gone_q = joined.where(Url.gone_at >= since)
+            new = tx.conn.execute(select(func.count()).select_from(new_q.subquery())).scalar_one()
+            gone = tx.conn.execute(select(func.count()).select_from(gone_q.subquery())).scalar_one()
+            new_urls = list(tx.conn.execute(new_q.order_by(Url.id).limit(examples)).scalars())
+            gone_urls = list(tx.conn.execute(gone_q.order_by(Url.id).limit(examples)).scalars())
+        return {"new": int(new), "gone": int(gone), "new_urls": new_urls, "gone_urls": gone_urls}
+
+
+    def stats(self) -> StoreStats:
+        """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
+        with self._tx(write=False) as tx:
+            conn = tx.conn
+            by_state = {s: int(n) for s, n in conn.exec_driver_sql("SELECT state, count(*) FROM urls GROUP BY state")}
+            by_kind = {k: int(n) for k, n in conn.exec_driver_sql("SELECT kind, count(*) FROM urls GROUP BY kind")}
+            per_host = conn.exec_driver_sql(
+                "SELECT host_id, state, count(*) FROM urls GROUP BY host_id, state"
+            ).all()
+            # A leased URL's row still says QUEUED: report it as LEASED.
+            leased = conn.exec_driver_sql(
+                "SELECT u.host_id, u.state, count(*) FROM leases l JOIN urls u ON u.id = l.url_id"
+                " GROUP BY u.host_id, u.state"
+            ).all()
+            hosts = conn.execute(
+                select(Host.id, Host.origin, Host.parked_reason, Host.blocked_until, Host.lease_owner,
+                       Host.lease_until, Host.failures)
+            ).all()
+            pages = int(conn.exec_driver_sql("SELECT count(*) FROM pages").scalar_one())
+            fetches = int(conn.exec_driver_sql("SELECT count(*) FROM fetches").scalar_one())
+        info: dict[int, dict[str, Any]] = {}
+        for host_id, origin, parked, blocked, lease_owner, lease_until, failures in hosts:
+            info[host_id] = {
+                "origin": origin, "states": {}, "total": 0, "parked_reason": parked,
+                "blocked_until": blocked.isoformat() if blocked else None, "lease_owner": lease_owner,
+                "lease_until": lease_until.isoformat() if lease_until else None, "failures": failures,
+            }
+        for host_id, state, n in per_host:
+            entry = info[host_id]
+            entry["states"][state] = int(n)
+            entry["total"] += int(n)
+        for host_id, state, n in leased:
+            states = info[host_id]["states"]
+            for key, delta in ((state, -int(n)), (UrlState.LEASED.value, int(n))):
+                states[key] = states.get(key, 0) + delta
+                by_state[key] = by_state.get(key, 0) + delta
+                if not states[key]:
+                    del states[key]
+                if not by_state[key]:
+                    del by_state[key]
+        return StoreStats(
+            total=sum(by_state.values()), by_state=by_state, by_kind=by_kind,
+            hosts={entry.pop("origin"): entry for entry in info.values()}, pages=pages, fetches=fetches,
+        )
+
+    def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
+        """Per host for one run: fetched, not_modified, gone, failed, and failures by ``error:<class>``."""
+        query = (
+            select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
+            .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+            .where(Fetch.run_id == run_id).group_by(Host.origin, Fetch.outcome, Fetch.error_class)
+        )
+        out: dict[str, dict[str, int]] = {}
+        with self._tx(write=False) as tx:
+            for origin, outcome, error_class, n in tx.conn.execute(query):
+                counts = out.setdefault(origin, {"fetched": 0, "not_modified": 0, "gone": 0, "failed": 0})
+                counts[outcome] = counts.get(outcome, 0) + int(n)
+                if error_class:
+                    key = f"error:{error_class}"
+                    counts[key] = counts.get(key, 0) + int(n)
+        return out
+
+    def iter_pages(
+        self, *, since: datetime | None = None, latest: bool = False, batch: int = 500
+    ) -> Iterator[StoredPage]:
+        """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
+        bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
+        each URL, and none of a URL that is gone, a duplicate, disallowed, skipped or moved since (a snapshot of the
+        site as last seen)."""
+        last_id = 0
+        newer = aliased(Page)
+        while True:
+            query = (
+                _pages_query().where(Page.id > last_id)
+                .order_by(Page.id).limit(batch)
+            )
+            if since is not None:
+                query = query.where(Page.fetched_at >= since)
+            if latest:
+                query = query.where(
+                    Url.state.not_in(_NOT_CURRENT),
+                    # A URL that answers with a permanent redirect now: its page lives at the target's address.
+                    or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+                    ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
+                )
+            with self._tx(write=False) as tx:
+                rows = tx.conn.execute(query).all()
+            if not rows:
+                return
+            for row in rows:
+                yield stored_page(row)
+            last_id = rows[-1].id
+
+    def iter_fetches(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredFetch]:
+        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC)."""
+        last_id = 0
+        while True:
+            query = (
+                select(Fetch.__table__, FULL_URL).join(Url, Url.id == Fetch.url_id)
+                .join(Host, Host.id == Url.host_id).where(Fetch.id > last_id)
+                .order_by(Fetch.id).limit(batch)
+            )
+            if since is not None:
+                query = query.where(Fetch.fetched_at >= since)
+            with self._tx(write=False) as tx:
+                rows = tx.conn.execute(query).all()
+                page_ids = [r.page_id for r in rows if r.page_id is not None]
+                pages = {}
+                if page_ids:
+                    for prow in tx.conn.execute(
+                        _pages_query().where(Page.id.in_(page_ids))
+                    ):
+                        pages[prow.id] = stored_page(prow)
+            if not rows:
+                return
+            for r in rows:
+                yield StoredFetch(
+                    fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
+                    outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
+                    page=pages.get(r.page_id) if r.page_id is not None else None,
+                )
+            last_id = rows[-1].id
+
+    def url_states(self) -> dict[str, tuple[str, str | None]]:
+        """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.exec_driver_sql(
+                "SELECT h.origin, u.path, CASE WHEN l.url_id IS NULL THEN u.state ELSE 'leased' END, u.content_hash"
+                " FROM urls u JOIN hosts h ON h.id = u.host_id LEFT JOIN leases l ON l.url_id = u.id"
+            )
+            return {origin + path: (state, content_hash) for origin, path, state, content_hash in rows}
+
+    def url_info(self, url: str) -> dict[str, Any] | None:
+        """Every column of one URL row (times as aware datetimes), for diagnostics and tests."""
+        with self._tx(write=False) as tx:
+            url_id = self._url_id(tx.conn, url)
+            if url_id is None:
+                return None
+            row = dict(tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one())
+            lease = tx.conn.execute(select(Lease.owner, Lease.lease_until).where(Lease.url_id == url_id)).first()
+        row["lease_owner"], row["lease_until"] = (None, None) if lease is None else (lease[0], aware(lease[1]))
+        if lease is not None:
+            row["state"] = UrlState.LEASED.value
+        return {"url": url, **row}
+
+

@@ -1,0 +1,87 @@
+"""Phase runs: started, resumed after a crash (same profile), finished with their counters."""
+
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from harvester.errors import InvalidRecord
+from harvester.frontier.base import (
+    StoreBase,
+)
+from harvester.frontier.models import (
+    Run,
+)
+from harvester.frontier.rows import (
+    aware,
+)
+from harvester.runtime import utcnow
+
+logger = logging.getLogger(__name__)
+
+
+class RunsMixin(StoreBase):
+    """One row per phase run."""
+
+    def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
+        with self._tx() as tx:
+            row = tx.conn.execute(
+                insert(Run).values(phase=phase, started_at=utcnow(), status="running", profile=profile,
+                                   owner=owner).returning(Run.id)
+            ).one()
+        return int(row[0])
+
+    def resume_or_start_run(
+        self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None
+    ) -> int:
+        """The newest unfinished run of ``phase`` with the same profile (a crashed one, resumed), or a new run."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Run.id, Run.profile).where(Run.phase == phase, Run.status == "running")
+                .order_by(Run.id.desc()).limit(20)
+            ).all()
+        for run_id, stored in rows:
+            if stored == profile:
+                return int(run_id)
+        return self.start_run(phase, profile=profile, owner=owner)
+
+    def run_started_at(self, run_id: int) -> datetime | None:
+        with self._tx(write=False) as tx:
+            value = tx.conn.execute(select(Run.started_at).where(Run.id == run_id)).scalar_one_or_none()
+        return aware(value) if isinstance(value, datetime) else None
+
+    def finish_run(self, run_id: int, *, status: str, counters: dict[str, Any]) -> None:
+        with self._tx() as tx:
+            changed = tx.conn.execute(
+                update(Run).where(Run.id == run_id).values(finished_at=utcnow(), status=status, counters=counters)
+            ).rowcount
+        if not changed:
+            raise InvalidRecord(f"run {run_id} does not exist")
+
+    def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:
+        """The profile of the most recent run (of ``phase``) that recorded one."""
+        query = select(Run.profile).where(Run.profile.is_not(None)).order_by(Run.id.desc()).limit(1)
+        if phase is not None:
+            query = query.where(Run.phase == phase)
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(query).first()
+        return None if row is None or row[0] is None else dict(row[0])
+
+    def last_run(self, phase: str) -> dict[str, Any] | None:
+        """The newest finished run of ``phase`` with its counters (per-host diagnostics for ``harvester status``)."""
+        with self._tx(write=False) as tx:
+            run = tx.conn.execute(
+                select(Run.__table__).where(Run.phase == phase, Run.finished_at.is_not(None))
+                .order_by(Run.id.desc()).limit(1)
+            ).mappings().first()
+        return None if run is None else dict(run)
+
+    def get_run(self, run_id: int) -> dict[str, Any] | None:
+        with self._tx(write=False) as tx:
+            run = tx.conn.execute(select(Run.__table__).where(Run.id == run_id)).mappings().first()
+        return None if run is None else dict(run)
+
