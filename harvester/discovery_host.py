@@ -39,7 +39,7 @@ from harvester.records import (
     origin_of,
     provenance,
 )
-from harvester.robots import product_token
+from harvester.robots import robots_token
 from harvester.runtime import db, make_owner, utcnow
 from harvester.writer import UrlWriter, WriterGone, writer_possible
 
@@ -659,7 +659,7 @@ class HostDiscovery:
             return self._listing_failure(claimed, result, base), [], None
         page = apply_robots_header(
             extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
-            result.headers.get("x-robots-tag"), product_token(self.client.user_agent),
+            result.headers.get("x-robots-tag"), robots_token(self.client.user_agent, self.settings.robots),
         )
         for feed in page.feeds:
             self._queue_feed(feed)

@@ -26,7 +26,7 @@ import lxml.html
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.errors import ConfigError
 from harvester.records import ErrorClass, FetchResult, PageRecord
-from harvester.robots import product_token
+from harvester.robots import robots_token
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -194,7 +194,8 @@ def extract_page(
     is_html = (mime is None and _looks_like_html(body)) or (
         mime is not None and (mime in HTML_TYPES or (mime in allowed and mime.endswith(("html", "+xml"))))
     )
-    token = product_token(user_agent or settings.http.user_agent)  # the profile's, when it names its own
+    # the profile's User-Agent, when it names its own; the explicit robots.product_token over both
+    token = robots_token(user_agent or settings.http.user_agent, settings.robots)
     header_only = apply_robots_header(PageLinks(), _header(result.headers, "x-robots-tag"), token)
     if not is_html:
         record = PageRecord(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
@@ -19,6 +20,7 @@ from typing import Protocol
 from protego import Protego
 
 from harvester.records import ErrorClass, FetchResult, RobotsState, Validators
+from harvester.robotstxt import TOKEN_START, group_body, robots_path
 from harvester.runtime import aware, utcnow
 from harvester.settings import RobotsSettings
 
@@ -41,10 +43,35 @@ RobotsFetch = Callable[[str, Validators], Awaitable[FetchResult]]
 
 @functools.cache
 def product_token(user_agent: str) -> str:
-    """RFC 9309 §2.2.1: the product token is the UA's name without version ("harvester/0.1 (...)" → "harvester").
-    Cached: extraction asks it for every page (X-Robots-Tag), always of the one configured User-Agent."""
-    first = user_agent.strip().split(None, 1)[0] if user_agent.strip() else "*"
-    return first.split("/", 1)[0] or "*"
+    """RFC 9309 §2.2.1: the crawler's name in its User-Agent, the token its robots.txt group is named by.
+
+    "harvester/0.1 (+https://…)" → "harvester"; a browser-style UA names the crawler after "compatible;" in a
+    comment (figure 1: "Mozilla/5.0 (compatible; ExampleBot/0.1; +https://…)" → "ExampleBot"), not "Mozilla".
+    The name is cut at its first character a token may not hold (letters, "_", "-"); "*" when nothing is left
+    (the crawler then obeys only the ``*`` group). Cached: extraction asks it for every page (X-Robots-Tag).
+    """
+    words = user_agent.split(None, 1)
+    name = _compatible_name(user_agent) or (words[0] if words else "")
+    match = TOKEN_START.match(name)
+    return match.group(0) if match else "*"
+
+
+_COMPATIBLE = re.compile(r"[(;]\s*compatible\s*;\s*([^;)]+)", re.IGNORECASE)
+
+
+def _compatible_name(user_agent: str) -> str | None:
+    """The product named after "compatible;" in a UA comment, when it names one that a token can be read from."""
+    for match in _COMPATIBLE.finditer(user_agent):
+        name = match.group(1).strip()
+        if TOKEN_START.match(name):
+            return name
+    return None
+
+
+def robots_token(user_agent: str, settings: RobotsSettings) -> str:
+    """The product token this crawler matches robots.txt groups and X-Robots-Tag / ``<meta>`` names with: the
+    explicit ``settings.product_token``, else the one derived from ``user_agent``."""
+    return settings.product_token or product_token(user_agent)
 
 
 def decode_robots(body: bytes | str, max_bytes: int) -> str:
@@ -58,9 +85,11 @@ def decode_robots(body: bytes | str, max_bytes: int) -> str:
         raw = raw[:max_bytes]
         cut = max(raw.rfind(b"\n"), raw.rfind(b"\r"))
         raw = raw[: cut + 1] if cut >= 0 else b""
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    # protego splits with str.splitlines, so CR, LF and CRLF line endings all work.
+    for bom in (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"):
+        if raw.startswith(bom):  # a BOM, or what is left of one (Google's reference parser skips those too)
+            raw = raw[len(bom):]
+            break
+    # robotstxt.parse splits at CR, LF and CRLF (RFC 9309 §2.1).
     return raw.decode("utf-8", "replace")
 
 
@@ -78,14 +107,15 @@ class RobotsRules:
                  now_wall: datetime | None = None, now_mono: float | None = None) -> None:
         self.state = state
         self.origin = state.origin
-        self._token = product_token(user_agent).lower()
+        self._token = robots_token(user_agent, settings).lower()
         self._parser: Protego | None = None
         self.crawl_delay_s: float | None = None
         self.request_rate_s: float | None = None
         self.sitemaps: list[str] = []
         self.mode = status_mode(state)
         if self.mode == "rules":
-            self._parser = Protego.parse(decode_robots(state.body or "", settings.max_bytes))
+            # protego sees only our group, regrouped per RFC 9309 (robotstxt.py), under "User-agent: *".
+            self._parser = Protego.parse(group_body(decode_robots(state.body or "", settings.max_bytes), self._token))
             delay = self._parser.crawl_delay(self._token)
             self.crawl_delay_s = float(delay) if delay is not None and delay >= 0 else None
             rate = self._parser.request_rate(self._token)
@@ -100,7 +130,8 @@ class RobotsRules:
     def allowed(self, url: str) -> bool:
         """True when this crawler may fetch ``url`` (an absolute URL of this origin)."""
         if self._parser is not None:
-            return bool(self._parser.can_fetch(url, self._token))
+            # The bare path behind an empty authority: protego reads "//x" at the start of a path as a host.
+            return bool(self._parser.can_fetch("http://" + robots_path(url), self._token))
         return self.mode == "allow"
 
     def fresh(self, now_mono: float | None = None) -> bool:

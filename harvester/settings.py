@@ -109,7 +109,17 @@ class PolitenessSettings(_Group):
     host_idle_s: float = Field(2.0, ge=0, description="A host with no queued work this long is retired.")
 
 
+PRODUCT_TOKEN_PATTERN = r"^[A-Za-z_-]+$"  # noqa: S105 (a regex, not a secret)
+"""RFC 9309 §2.2.1: a crawler's product token holds only letters, underscores and hyphens."""
+
+
 class RobotsSettings(_Group):
+    product_token: str | None = Field(
+        None, pattern=PRODUCT_TOKEN_PATTERN,
+        description="RFC 9309 §2.2.1: the name robots.txt groups, X-Robots-Tag and <meta> name this crawler by "
+        "(letters, '_' and '-'). None: read from the User-Agent (its first product, or the one after "
+        "'compatible;' in a browser-style UA).",
+    )
     max_bytes: int = Field(500 * 1024, gt=0, description="RFC 9309 §2.5: parse at least 500 KiB; more is cut.")
     cache_s: float = Field(86_400.0, gt=0, le=86_400.0, description="RFC 9309 §2.4: at most 24 h.")
     error_cache_s: float = Field(600.0, gt=0, description="A 5xx/unreachable robots.txt is retried after this.")

@@ -213,3 +213,64 @@ async def test_persisted_state_spares_the_fetch_on_a_rerun_and_expiry_refetches_
     assert second.if_none_match or second.if_modified_since  # conditional re-fetch
     assert second.status == 304
     assert store.states[origin].expires_at > datetime.now(UTC)
+
+
+# --- issue 20: RFC 9309 groups and the product token ----------------------------------------------------------
+
+
+def test_a_record_between_user_agent_lines_does_not_split_the_group():
+    # RFC 9309 §2.1 / §2.2.4: consecutive user-agent lines form one group; other records must not interfere.
+    body = "User-agent: harvester\nCrawl-delay: 10\nUser-agent: *\nDisallow: /private/\n"
+    rules = rules_for(body)
+    assert not rules.allowed("http://h/private/x")
+    assert rules.allowed("http://h/public")  # control: the group's rules, not a blanket refusal
+    assert rules.crawl_delay_s == 10.0  # the Crawl-delay of that group still applies
+    everyone = rules_for("User-agent: *\nCrawl-delay: 5\nUser-agent: BadBot\nDisallow: /\n")
+    assert not everyone.allowed("http://h/anything")
+    assert everyone.crawl_delay_s == 5.0
+
+
+def test_groups_naming_the_crawler_are_merged_and_its_token_matches_exactly():
+    body = ("User-agent: harvester\nDisallow: /a\nRequest-rate: 1/5s\n\nUser-agent: *\nDisallow: /\n\n"
+            "User-agent: HARVESTER\nDisallow: /b\n\nUser-agent: harvest\nDisallow: /c\nSitemap: http://h/s.xml\n")
+    rules = rules_for(body)
+    assert not rules.allowed("http://h/a/1")
+    assert not rules.allowed("http://h/b/1")
+    assert rules.allowed("http://h/c/1")  # "harvest" names another crawler, not a prefix of ours
+    assert rules.request_rate_s == 5.0
+    assert rules.sitemaps == ["http://h/s.xml"]
+
+
+def test_a_browser_style_user_agent_matches_the_bots_group():
+    # RFC 9309 §2.2.1, figure 1: the crawler's product token is ExampleBot, not Mozilla.
+    ua = "Mozilla/5.0 (compatible; ExampleBot/0.1; +https://example.com/bot)"
+    assert product_token(ua) == "ExampleBot"
+    body = "User-agent: Mozilla\nDisallow: /\n\nUser-agent: examplebot\nDisallow: /private/\n"
+    state = RobotsState(origin="http://h", status=200, fetched_at=NOW, expires_at=NOW + timedelta(hours=1), body=body)
+    rules = RobotsRules(state, user_agent=ua, settings=RobotsSettings(), now_wall=NOW, now_mono=0.0)
+    assert rules.allowed("http://h/public")
+    assert not rules.allowed("http://h/private/1")
+
+
+def test_the_product_token_setting_overrides_the_user_agent_and_is_validated():
+    body = "User-agent: harvester\nDisallow: /\n\nUser-agent: acmecrawler\nDisallow: /private/\n"
+    rules = rules_for(body, settings=RobotsSettings(product_token="AcmeCrawler"))
+    assert rules.allowed("http://h/public")
+    assert not rules.allowed("http://h/private/1")
+    assert not rules_for(body).allowed("http://h/public")  # control: without it, the UA's token "harvester"
+    for bad in ("Acme Crawler", "acme/1.0", "", "bot2"):
+        with pytest.raises(ValueError, match="product_token"):
+            RobotsSettings(product_token=bad)
+
+
+def test_x_robots_tag_names_the_same_token_as_robots_txt():
+    from harvester.extraction import extract_page
+
+    page = FetchResult(url="http://h/a", final_url="http://h/a", status=200, started_at=0, elapsed_s=0,
+                       body=b"<html><body><p>hi</p></body></html>", content_type="text/html",
+                       headers={"x-robots-tag": "examplebot: noindex\nmozilla: nofollow"})
+    compatible = "Mozilla/5.0 (compatible; ExampleBot/0.1; +https://example.com/bot)"
+    extracted = extract_page(page, settings=Settings(), user_agent=compatible)
+    assert extracted.page.robots == ("noindex",)
+    named = Settings(robots=RobotsSettings(product_token="Mozilla"))
+    assert extract_page(page, settings=named, user_agent=compatible).page.robots == ("nofollow",)

@@ -203,3 +203,62 @@ def test_rfc_9309_rules(body: str, path: str, allowed: bool):
 )
 def test_google_reference_parser_cases(body: str, path: str, allowed: bool):
     assert rules(body, agent="FooBot/2.1 (+https://x.invalid)").allowed(ORIGIN + path) is allowed
+
+
+# --- RFC 9309 §2.2.4: other records never change which group applies ----------------------------------------------
+
+AGENTS = ["FooBot", "foobot", "*", "BarBot", "other"]
+OTHER_RECORDS = ["Crawl-delay: 3", "Sitemap: http://h.example/s.xml", "Request-rate: 1/2s", "X-Unknown: v",
+                 "# a comment", "", "Host: h.example", "Noindex: /x"]
+
+group_specs = st.lists(
+    st.tuples(st.lists(st.sampled_from(AGENTS), min_size=1, max_size=3), groups.filter(bool)), min_size=1, max_size=3
+)
+
+
+def _body(spec: list[tuple[list[str], list[tuple[bool, str]]]], noise: list[list[str]]) -> str:
+    """The groups of ``spec``, each user-agent line followed by its slice of ``noise`` (other records)."""
+    lines: list[str] = []
+    slots = iter(noise)
+    for agents, rules_ in spec:
+        for agent in agents:
+            lines.append(f"User-agent: {agent}")
+            lines.extend(next(slots, []))
+        lines.extend(f"{'Allow' if allow else 'Disallow'}: {pattern}" for allow, pattern in rules_)
+    return "\n".join(lines) + "\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(spec=group_specs, noise=st.lists(st.lists(st.sampled_from(OTHER_RECORDS), min_size=1, max_size=3), max_size=12),
+       path=paths, agent=st.sampled_from(["FooBot/1.0", "BarBot", "nobody/2"]))
+def test_records_between_user_agent_lines_do_not_change_the_verdict(spec, noise, path, agent):
+    clean = _body(spec, [])
+    noisy = _body(spec, noise)
+    assert rules(noisy, agent).allowed(ORIGIN + path) == rules(clean, agent).allowed(ORIGIN + path), noisy
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=group_specs, path=paths)
+def test_the_verdict_is_the_reference_over_the_combined_groups(spec, path):
+    # §2.2.1: every group naming the crawler, combined; else every * group; else nothing applies.
+    token = "foobot"
+    own = [rule for agents, group in spec if token in {a.lower() for a in agents} for rule in group]
+    star = [rule for agents, group in spec if "*" in agents for rule in group]
+    named = any(token in {a.lower() for a in agents} for agents, _ in spec)
+    chosen = own if named else star
+    assert rules(_body(spec, []), "FooBot/1.0").allowed(ORIGIN + path) == reference_allowed(chosen, path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=st.text(max_size=400), path=st.text(max_size=40), agent=st.text(max_size=30))
+def test_arbitrary_bodies_never_raise(body: str, path: str, agent: str):
+    verdict = rules(body, agent or "x").allowed(ORIGIN + "/" + path)
+    assert isinstance(verdict, bool)
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=400))
+def test_arbitrary_bytes_never_raise(body: bytes):
+    from harvester.robots import decode_robots
+
+    assert isinstance(rules(decode_robots(body, 500 * 1024)).allowed(ORIGIN + "/a"), bool)
