@@ -22,6 +22,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from lxml import etree
 
+from harvester.discovery._html import has_utf8_form
 from harvester.discovery.feeds import parse_feed
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.settings import DiscoverySettings
@@ -314,7 +315,10 @@ def is_absolute_http(loc: str) -> bool:
         rest = loc[8:]
     else:
         return False
-    return bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
+    return (
+        bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
+        and (rest.isascii() or has_utf8_form(rest))
+    )
 
 
 def utc(value: datetime | None) -> datetime | None:
