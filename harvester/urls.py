@@ -6,6 +6,7 @@ passes ``canonicalize`` then ``UrlFilter.check``; bump ``CANONICAL_VERSION`` whe
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections import Counter
@@ -205,6 +206,9 @@ class Canonicalizer:
             idna.decode(host)  # an invalid punycode label raises: the URL is unusable
         if _HOST_OK.fullmatch(host) is None:
             return None
+        if host.startswith("["):
+            # RFC 5952 §4 text form of an IPv6 literal: [1:0::] and [1::] are one host ([::127.0.0.1] → [::7f00:1]).
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"  # an invalid one raises: unusable
         if port_text:
             if not port_text.isdigit() or not port_text.isascii():
                 return None
@@ -254,7 +258,9 @@ def resolve(base: str, ref: str) -> str:
     if r.scheme:
         return ref
     b = urlsplit(base)
-    if r.netloc:
+    if r.netloc or ref.startswith("//"):
+        # A network-path reference, its authority empty included ("///x": no host, so no URL; urlsplit cannot
+        # tell an empty authority from none, which made "///x" the path /x of the base's host).
         return f"{b.scheme}:{ref}"
     if not r.path:
         path, query = b.path, (r.query if "?" in ref else b.query)
