@@ -416,7 +416,7 @@ class HostDiscovery:
         # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
         # the host's every URL for nothing), and only a whole one says what it no longer lists.
         vanished = self._vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
-            doc.over_limit) else None
+            doc.over_limit or doc.truncated) else None
         children = [child for child in doc.children if self.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
             self.counters["sitemap_loops"] += 1
@@ -426,6 +426,9 @@ class HostDiscovery:
         if doc.over_limit:  # data left unread: the operator hears of it, not only the report
             self._problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
                           f"read: {'; '.join(doc.problems)}")
+        elif doc.truncated:  # so is a file that ends early: what it lost is unknown
+            self._problem(f"{kind.replace('_', ' ')} {url} ends early, only its whole entries were read: "
+                          f"{'; '.join(doc.problems)}")
         revisit_s = self._revisit_s(kind)
         dated_children = [
             (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))

@@ -6,6 +6,7 @@ passes ``canonicalize`` then ``UrlFilter.check``; bump ``CANONICAL_VERSION`` whe
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections import Counter
@@ -20,8 +21,11 @@ from harvester.settings import Settings, SiteProfile, UrlSettings
 
 logger = logging.getLogger(__name__)
 
-CANONICAL_VERSION: int = 2
-"""Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently."""
+CANONICAL_VERSION: int = 3
+"""Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently.
+
+3: userinfo dropped; ``[``, ``]`` and a ``%`` that starts no escape always percent-encoded; a raw control
+character refuses the URL wherever it stands. Only URLs holding one of those changed key."""
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -37,7 +41,10 @@ _HEX = "0123456789abcdefABCDEF"
 # Characters kept literally when non-ASCII or unsafe characters are percent-encoded (UTF-8, as browsers do).
 _PATH_SAFE = "/!$&'()*+,;=:@%~"
 _QUERY_SAFE = "/?!$&'()*+,;=:@%~"
-_UNSAFE = re.compile(r'[ "<>\\^`{|}]')
+# Every printable ASCII character RFC 3986 allows in no path or query (§3.3, §3.4): always percent-encoded,
+# whatever else the component holds, so "/a[1]" and "/a[1] b" take one rule ("[" and "]" are legal only around
+# an IP literal, §3.2.2). "%" is kept here and judged by ``_normalize_escapes``.
+_UNSAFE = re.compile(r'[ "<>\\^`{|}\[\]]')
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # A URL that needs no more than host lower-casing, port and query filtering: http(s), no userinfo, fragment,
@@ -51,7 +58,9 @@ _HOST_OK = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
 
 
 def _normalize_escapes(text: str) -> str:
-    """Upper-case percent-escape hex digits and decode escaped unreserved characters (RFC 3986 §6.2.2)."""
+    """Upper-case percent-escape hex digits and decode escaped unreserved characters (RFC 3986 §6.2.2); a "%"
+    that starts no escape is itself escaped ("%25"), as a valid URI must have it (§2.4): "/a%zz" and "/a%25zz"
+    are one page to every server that decodes the path."""
     if "%" not in text:
         return text
     out: list[str] = []
@@ -64,7 +73,7 @@ def _normalize_escapes(text: str) -> str:
             out.append(decoded if decoded in _UNRESERVED else "%" + text[i + 1 : i + 3].upper())
             i += 3
         else:
-            out.append(ch)
+            out.append("%25" if ch == "%" else ch)
             i += 1
     return "".join(out)
 
@@ -181,15 +190,23 @@ class Canonicalizer:
         path = parts.path or "/"
         if not path.startswith("/"):
             path = "/" + path
-        path = remove_dot_segments(_normalize_escapes(_encode_unsafe(path, _PATH_SAFE)))
-        query = self._query(parts.query) if parts.query else ""
-        if _CONTROL.search(path) is not None or _CONTROL.search(query) is not None:
+        # A raw control character refuses the URL before anything is encoded: one verdict, whatever else the
+        # component holds (encoding it only when a non-ASCII neighbour forced encoding made two).
+        if _CONTROL.search(path) is not None or _CONTROL.search(parts.query) is not None:
             return None
+        try:
+            path = remove_dot_segments(_normalize_escapes(_encode_unsafe(path, _PATH_SAFE)))
+            query = self._query(parts.query) if parts.query else ""
+        except UnicodeEncodeError:
+            return None  # a lone surrogate (JSON's "\ud800"): no UTF-8 form, so no URL
         return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
 
     @staticmethod
     def _netloc(netloc: str, scheme: str) -> str | None:
-        userinfo, at, hostport = netloc.rpartition("@")
+        """Host and non-default port. Userinfo is dropped: credentials name no other resource (RFC 3986 §3.2.1
+        deprecates "user:password", §7.5), a key must never store someone's password, and "u@h" beside "h"
+        would split one page in two and let a link spend another budget on the same host."""
+        hostport = netloc.rpartition("@")[2]
         if hostport.startswith("["):
             end = hostport.find("]")
             if end < 0:
@@ -210,6 +227,9 @@ class Canonicalizer:
             idna.decode(host)  # an invalid punycode label raises: the URL is unusable
         if _HOST_OK.fullmatch(host) is None:
             return None
+        if host.startswith("["):
+            # RFC 5952 §4 text form of an IPv6 literal: [1:0::] and [1::] are one host ([::127.0.0.1] → [::7f00:1]).
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"  # an invalid one raises: unusable
         if port_text:
             if not port_text.isdigit() or not port_text.isascii():
                 return None
@@ -220,7 +240,7 @@ class Canonicalizer:
                 host = f"{host}:{port}"
         elif hostport.endswith(":"):
             pass  # "host:" is the default port (RFC 3986 §6.2.3)
-        return f"{userinfo}@{host}" if at else host
+        return host
 
     def _query_plain(self, query: str) -> str:
         """``_query`` for a query without escapes or unsafe characters (nothing to normalize)."""
@@ -260,7 +280,9 @@ def resolve(base: str, ref: str) -> str:
     if r.scheme:
         return ref
     b = urlsplit(base)
-    if r.netloc:
+    if r.netloc or ref.startswith("//"):
+        # A network-path reference, its authority empty included ("///x": no host, so no URL; urlsplit cannot
+        # tell an empty authority from none, which made "///x" the path /x of the base's host).
         return f"{b.scheme}:{ref}"
     if not r.path:
         path, query = b.path, (r.query if "?" in ref else b.query)
@@ -308,9 +330,11 @@ def canonicalizer_for(settings: UrlSettings) -> Canonicalizer:
 def canonicalize(url: str, *, base: str | None = None, settings: UrlSettings) -> str | None:
     """The conservative canonical form of ``url`` resolved against ``base``; None when unusable.
 
-    Lower-cases scheme and host (IDNA to punycode), drops fragment, default port, tracking and presentation
-    parameters, sorts the query stably, resolves dot segments and normalizes percent-escapes. Never lower-cases
-    the path. Idempotent. ``base`` is the final URL after redirects of the page the link was found on.
+    Lower-cases scheme and host (IDNA to punycode), drops userinfo, fragment, default port, tracking and
+    presentation parameters, sorts the query stably, resolves dot segments and normalizes percent-escapes
+    (non-ASCII as UTF-8; every character RFC 3986 forbids in that component escaped, by one rule per character).
+    Never lower-cases the path. Idempotent. None for a URL with a raw control character or a lone surrogate.
+    ``base`` is the final URL after redirects of the page the link was found on.
     """
     return canonicalizer_for(settings)(url, base)
 

@@ -85,7 +85,17 @@ def absolute_http(href: str, base: str) -> str | None:
     rest = url.split("//", 1)[1] if "//" in url else ""
     if not rest or rest[0] in "/?#":
         return None
-    return url
+    return url if url.isascii() or has_utf8_form(url) else None
+
+
+def has_utf8_form(text: str) -> bool:
+    """False for text holding a lone surrogate (a JSON string may carry "\\ud800"): it has no UTF-8 form, so it
+    is no URL, and a database or an HTTP request refuses it with an exception rather than a verdict."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def document_base(root: Any, base_url: str) -> str:

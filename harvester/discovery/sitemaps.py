@@ -22,6 +22,8 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 from lxml import etree
 
+from harvester.discovery._cut import entries_cut
+from harvester.discovery._html import has_utf8_form
 from harvester.discovery.feeds import parse_feed
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.settings import DiscoverySettings
@@ -90,7 +92,8 @@ class SitemapDoc:
 
     ``entries`` is a one-shot iterator; ``problems``, ``over_limit`` and ``counts`` are final only once it is
     exhausted (or closed). ``children`` (index only) is deduplicated and may include the sitemap itself: the
-    caller's loop detection drops that.
+    caller's loop detection drops that. ``truncated``: the file ends early (a cut download, a gzip stream cut
+    short, the byte cap), so only its whole entries were read, and what it does not list says nothing.
     """
 
     url: str
@@ -102,6 +105,7 @@ class SitemapDoc:
     child_lastmod: dict[str, datetime | None] = field(default_factory=dict)
     parser: str = "lxml"
     counts: dict[str, int] = field(default_factory=dict)
+    truncated: bool = False
 
     def problem(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:
@@ -125,8 +129,14 @@ def inflate(body: bytes, *, max_bytes: int) -> bytes:
     50 MB sitemap keeps its first part instead of losing all). Multi-member gzip is followed; a truncated stream
     keeps what inflated.
     """
+    return inflate_checked(body, max_bytes=max_bytes)[0]
+
+
+def inflate_checked(body: bytes, *, max_bytes: int) -> tuple[bytes, bool]:
+    """``inflate``, and whether the gzip stream ended where a stream ends (False: cut short or corrupt, so the
+    text may stop anywhere, inside a line or a ``<loc>``). A plain body and one cut at the cap count as ended."""
     if not body.startswith(GZIP_MAGIC):
-        return body
+        return body, True
     out = bytearray()
     data = body
     consumed = 0
@@ -143,18 +153,21 @@ def inflate(body: bytes, *, max_bytes: int) -> bytes:
                             f"gzip bomb: sitemap inflates past the {max_bytes}-byte cap at over {BOMB_RATIO}:1;"
                             f" refused after {max_bytes} bytes"
                         )
-                    return bytes(out)
+                    return bytes(out), True
                 if inflater.eof:
                     break
                 data = inflater.unconsumed_tail
                 if not data:
                     break
-            data = inflater.unused_data if inflater.eof else b""
+            if not inflater.eof:
+                return bytes(out), False  # the stream stops mid-member: a cut download
+            data = inflater.unused_data
     except zlib.error as exc:
         if not out:
             raise ContentRejected(f"corrupt gzip: {exc}") from None
         logger.warning("corrupt gzip tail after %d bytes: %s", len(out), exc, extra={"error_class": "bad_content"})
-    return bytes(out)
+        return bytes(out), False
+    return bytes(out), True
 
 
 # --- the entry point ---------------------------------------------------------------------------------------
@@ -196,6 +209,8 @@ class PreparedSitemap:
     """Bare ``&`` escaped."""
     truncated: bool
     """Larger than ``max_sitemap_bytes`` and cut there."""
+    ended_early: str | None = None
+    """Why the file was cut after its last whole entry (it ends before its root's end tag), or None."""
 
 
 def prepare_sitemap(
@@ -205,7 +220,7 @@ def prepare_sitemap(
     bare-``&`` repair, the unterminated-tag cut, and the whole of a plain-text file or of a plain urlset the
     scanner takes (a finished ``SitemapDoc``). Safe in a worker thread: on a 7 MB file this is ~50 ms of CPU that
     would otherwise stall an event loop's other hosts (zlib even lets the loop run meanwhile)."""
-    body = inflate(body, max_bytes=settings.max_sitemap_bytes)
+    body, whole_stream = inflate_checked(body, max_bytes=settings.max_sitemap_bytes)
     truncated = len(body) > settings.max_sitemap_bytes
     if truncated:
         body = body[: settings.max_sitemap_bytes]
@@ -213,21 +228,30 @@ def prepare_sitemap(
         body = body[3:]  # a UTF-8 byte-order mark: sniffed byte for byte, it hid the markup behind "ï»¿"
     head = _head_text(body)
     stripped = head.lstrip("\ufeff \t\r\n")
+    ended_early = None if whole_stream else "the gzip stream ends early (a cut download)"
     if not stripped.startswith("<"):
         doc = SitemapDoc(url=url, kind="text", entries=iter(()), parser="text")
+        if (truncated or not whole_stream) and not body.endswith((b"\n", b"\r")):
+            # Cut inside a line: its URL is a prefix of another (/article-1081 read as /article-108).
+            body = body[: max(body.rfind(b"\n"), body.rfind(b"\r")) + 1]
+            ended_early = f"{ended_early or 'cut'} inside a line: the partial last line dropped"
         doc.entries = _validated(doc, _text_entries(body), settings.max_sitemap_urls)
-        return _finished(doc, 0, truncated, settings)
+        return _finished(doc, 0, truncated, settings, ended_early)
     if _HTML_PAGE.search(head):  # refused either way: never parsed, so a crafted one gains nothing
         raise NotASitemap(f"sitemap {url} is an HTML page, not a sitemap")
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
     wide = _wide_codec(body) if b"\x00" in body[:512] else None  # UTF-16/32: repaired and pre-scanned as text
+    entries_end = entries_cut(body, stripped, wide)
+    if entries_end is not None:  # the root never closes: libxml2 would close a cut <loc> as if it were whole
+        body = body[: entries_end.at]
+        ended_early = entries_end.problem() if ended_early is None else f"{ended_early}; {entries_end.problem()}"
     body, repaired = _escape_bare_ampersands(body, wide) if b"&" in body else (body, 0)
     scanned = _scan_urlset(body, url, settings) if parser == "auto" else None
     if scanned is not None:
-        return _finished(scanned, repaired, truncated, settings)
+        return _finished(scanned, repaired, truncated, settings, ended_early)
     cut = None if parser == "usp" else _unterminated_cut(body, wide)
-    return PreparedSitemap(url, body if cut is None else body[:cut], body, cut, repaired, truncated)
+    return PreparedSitemap(url, body if cut is None else body[:cut], body, cut, repaired, truncated, ended_early)
 
 
 def _escape_bare_ampersands(body: bytes, wide: tuple[str, int] | None) -> tuple[bytes, int]:
@@ -262,15 +286,20 @@ def finish_sitemap(
         doc = _parse_usp(prepared.body, prepared.url, settings)
     else:
         doc = _parse_lxml(prepared, settings, feeds=feeds)
-    return _finished(doc, prepared.repaired, prepared.truncated, settings)
+    return _finished(doc, prepared.repaired, prepared.truncated, settings, prepared.ended_early)
 
 
-def _finished(doc: SitemapDoc, repaired: int, truncated: bool, settings: DiscoverySettings) -> SitemapDoc:
+def _finished(
+    doc: SitemapDoc, repaired: int, truncated: bool, settings: DiscoverySettings, ended_early: str | None = None
+) -> SitemapDoc:
     if repaired:
         doc.problem(f"{repaired} bare '&' escaped (not well-formed XML)")
     if truncated:
-        doc.over_limit = True
+        doc.over_limit = doc.truncated = True
         doc.problem(f"larger than {settings.max_sitemap_bytes} bytes: cut at the cap")
+    if ended_early is not None:
+        doc.truncated = True
+        doc.problem(ended_early)
     return doc
 
 
@@ -314,7 +343,10 @@ def is_absolute_http(loc: str) -> bool:
         rest = loc[8:]
     else:
         return False
-    return bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
+    return (
+        bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
+        and (rest.isascii() or has_utf8_form(rest))
+    )
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -393,6 +425,8 @@ def _validated(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iter
             counts["kept"] += 1
             yield entry
     finally:
+        if counts.get("without_loc"):
+            doc.problem(f"{counts['without_loc']} <url> elements without a <loc> skipped")
         if counts["invalid_loc"]:
             doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
 
@@ -536,11 +570,12 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
     counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
     lastmods: dict[str, datetime | None] = {}
     priorities: dict[str, float] = {}
-    kept = 0
+    kept = without_loc = 0
     try:
         for raw_loc, lastmod, changefreq, priority in matches:
             loc = clean_text(_xml_text(raw_loc)) if raw_loc else None
             if loc is None:
+                without_loc += 1
                 continue
             if not is_absolute_http(loc):
                 counts["invalid_loc"] += 1
@@ -574,6 +609,9 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             frequency = parse_changefreq(clean_text(_xml_text(changefreq))) if changefreq else None
             yield SitemapEntry(loc, when, frequency, value)
     finally:
+        if without_loc:  # as ``_urlset_entries`` counts them, so both paths give one document
+            counts["without_loc"] = without_loc
+            doc.problem(f"{without_loc} <url> elements without a <loc> skipped")
         if counts["invalid_loc"]:
             doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
 
@@ -593,8 +631,16 @@ def _text_entries(body: bytes) -> Iterator[SitemapEntry]:
 # --- lxml streaming ----------------------------------------------------------------------------------------
 
 
+_SITEMAP_WORDS = frozenset(("url", "loc", "lastmod", "changefreq", "priority", "sitemap"))
+"""The protocol's own element names: read as sitemap elements in whatever namespace they stand (below)."""
+
+
 def _local(tag: str, non_ns: bool) -> str:
-    """usp's element naming: sitemap:/news:/image:/video: by namespace, non-namespaced sitemaps tolerated."""
+    """usp's element naming: sitemap:/news:/image:/video: by namespace, non-namespaced sitemaps tolerated.
+
+    Beyond usp: a protocol element name outside the sitemaps.org namespace (``<url xmlns="">`` under a namespaced
+    root, or another namespace) is a sitemap element too, as Scrapy's parser (which strips every namespace) reads
+    it; usp skipped those entries without a word. Extension namespaces keep their own (``image:loc``)."""
     if tag.startswith("{"):
         namespace, _, name = tag[1:].partition("}")
     else:
@@ -607,26 +653,37 @@ def _local(tag: str, non_ns: bool) -> str:
         return "image:" + name
     if "/sitemap-video/" in namespace:
         return "video:" + name
-    if name in ("urlset", "sitemapindex") or non_ns:
+    if name in ("urlset", "sitemapindex") or non_ns or name in _SITEMAP_WORDS:
         return "sitemap:" + name
     return name
 
 
 class _Names:
-    """Tag → usp-style name, memoized per document (a sitemap uses a handful of tags millions of times)."""
+    """Tag → usp-style name, memoized per document (a sitemap uses a handful of tags millions of times).
 
-    __slots__ = ("cache", "non_ns")
+    ``foreign``: the tags read as sitemap elements though outside the sitemaps.org namespace of a namespaced root
+    (Google Search Console calls that an "incorrect namespace"): their entries are kept, and counted."""
+
+    __slots__ = ("cache", "foreign", "non_ns")
 
     def __init__(self, non_ns: bool) -> None:
         self.non_ns = non_ns
         self.cache: dict[Any, str] = {}
+        self.foreign: set[str] = set()
 
     def __call__(self, tag: Any) -> str:
         name = self.cache.get(tag)
         if name is None:
             name = _local(tag, self.non_ns) if isinstance(tag, str) else ""
+            if name.startswith("sitemap:") and not self.non_ns and "/sitemap/" not in tag:
+                self.foreign.add(tag)
             self.cache[tag] = name
         return name
+
+    def foreign_problem(self, count: int, what: str) -> str:
+        tags = sorted(tag for tag in self.foreign if tag.rpartition("}")[2] == what)[:3]
+        return (f"{count} <{what}> elements outside the sitemaps.org namespace read as sitemap entries "
+                f"(incorrect namespace: {tags!r})")
 
 
 def _iterparse(body: bytes, tag: str | None = None) -> Any:
@@ -777,6 +834,9 @@ def _events_from(doc: SitemapDoc, events: Any, first: Any) -> Iterator[Any]:
 
 def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[SitemapEntry]:
     cache = names.cache
+    foreign = names.foreign
+    foreign_entries = 0
+    counts = doc.counts
     try:
         for _, elem in events:
             tag = elem.tag
@@ -789,10 +849,18 @@ def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[Sit
             if parent is not None:
                 while elem.getprevious() is not None:
                     del parent[0]
-            if entry is not None:
-                yield entry
+            if entry is None:
+                counts["without_loc"] = counts.get("without_loc", 0) + 1  # the problem is ``_validated``'s
+                continue
+            if foreign and tag in foreign:
+                foreign_entries += 1
+            yield entry
     except etree.XMLSyntaxError as exc:
         doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
+    finally:
+        if foreign_entries:
+            counts["foreign_namespace"] = foreign_entries
+            doc.problem(names.foreign_problem(foreign_entries, "url"))
 
 
 def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
@@ -804,7 +872,8 @@ def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
         tag = child.tag
         name = cache.get(tag) or names(tag)
         if name == "sitemap:loc":
-            loc = child.text
+            if loc is None or tag not in names.foreign:  # a sitemaps.org <loc> beats another namespace's
+                loc = child.text
         elif name == "sitemap:lastmod":
             lastmod = child.text
         elif name == "sitemap:changefreq":
@@ -879,15 +948,17 @@ def _split_list(value: str | None) -> list[str]:
 
 def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, limit: int) -> None:
     """Index children, read eagerly (an index is at most 50,000 short entries), validated and deduplicated."""
-    invalid = 0
+    invalid = foreign = 0
     for elem in elements:
         if names(elem.tag) != "sitemap:sitemap":
             continue
+        foreign += elem.tag in names.foreign
         loc = lastmod = None
         for child in elem.iterdescendants():
             name = names(child.tag)
             if name == "sitemap:loc":
-                loc = child.text
+                if loc is None or child.tag not in names.foreign:
+                    loc = child.text
             elif name == "sitemap:lastmod":
                 lastmod = child.text
         elem.clear()
@@ -900,6 +971,9 @@ def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, lim
             invalid += 1
         if doc.over_limit:
             break
+    if foreign:
+        doc.counts["foreign_namespace"] = foreign
+        doc.problem(names.foreign_problem(foreign, "sitemap"))
     _finish_index(doc, invalid)
 
 
