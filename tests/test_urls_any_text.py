@@ -52,6 +52,11 @@ def test_canonicalize_and_the_filter_never_raise(text: str, other: str) -> None:
                 assert canonicalize(once, settings=URLS) == once
                 url_filter.check(once)
                 url_filter.check(once, trusted=True)
+                # The fetch form never raises, names the same key, and only its query's order may differ.
+                fetch = canonicalizer.fetch_form(candidate, base)
+                assert fetch is not None and canonicalize(fetch, settings=URLS) == once
+                assert fetch.partition("?")[0] == once.partition("?")[0]
+                assert sorted(fetch.partition("?")[2].split("&")) == sorted(once.partition("?")[2].split("&"))
 
 
 def test_a_lone_surrogate_is_dropped_not_raised() -> None:
