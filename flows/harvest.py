@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import flow
 
-from flows.discover import discover_flow
-from flows.extract import extract_flow
+from flows.steps import SubflowSteps
+from harvester.cycles import harvest_steps
 from harvester.settings import SiteProfile
 
 
@@ -16,6 +16,5 @@ async def harvest_flow(
     profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """A full two-phase harvest of one site profile; rerunning it resumes from the frontier."""
-    discovered = await discover_flow(profile, refresh=False, config_file=config_file, overrides=overrides)
-    extracted = await extract_flow(profile, workers=workers, config_file=config_file, overrides=overrides)
-    return {"discover": discovered, "extract": extracted}
+    cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides))
+    return {"discover": cycle.discover, "extract": cycle.extract}

@@ -6,11 +6,9 @@ from typing import Any
 
 from prefect import flow
 
-from flows.discover import discover_flow
-from flows.extract import extract_flow
+from flows.steps import SubflowSteps
 from flows.tasks import load_settings
-from harvester import phases
-from harvester.runtime import utcnow
+from harvester.cycles import recrawl_steps
 from harvester.settings import SiteProfile
 
 
@@ -25,8 +23,6 @@ async def recrawl_flow(
     schedule. Reports which URLs appeared and which vanished during this re-crawl.
     """
     settings = load_settings(config_file, overrides or {})
-    since = await phases.mark_due(settings, profile) if refresh else utcnow()
-    discovered = await discover_flow(profile, refresh=refresh, config_file=config_file, overrides=overrides)
-    extracted = await extract_flow(profile, workers=workers, config_file=config_file, overrides=overrides)
-    changes = await phases.changes_since(settings, since)
-    return {"discover": discovered, "extract": extracted, "changes": changes}
+    steps = SubflowSteps(profile, workers, config_file, overrides)
+    cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
+    return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

@@ -1,9 +1,61 @@
-"""harvester: a polite, incremental, crash-proof sitemap-first web harvester."""
+"""harvester: a polite, incremental, crash-proof sitemap-first web harvester.
+
+The public API is ``__all__`` (guarded by tests/test_public_api.py); everything else may change. ``harvest`` and
+``recrawl`` run a whole cycle and block (``aharvest`` and ``arecrawl`` are the same as coroutines);
+``discover`` and ``extract`` are the async phases under them, for callers that manage store and runs themselves.
+
+The names that pull in the fetch and storage stack (httpx, SQLAlchemy, ...) load on first use, so importing
+``harvester.errors`` or ``harvester.settings`` (the CLI's ``status``, a config check) stays cheap.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from harvester.errors import ConfigError, HarvesterError
 from harvester.settings import Settings, SiteProfile
 
-__all__ = ["ConfigError", "HarvesterError", "Settings", "SiteProfile"]
+if TYPE_CHECKING:
+    from harvester.cycles import aharvest, arecrawl, harvest, recrawl
+    from harvester.frontier import FrontierStore
+    from harvester.phases import discover, extract
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "FrontierStore": "harvester.frontier",
+    "discover": "harvester.phases",
+    "extract": "harvester.phases",
+    "harvest": "harvester.cycles",
+    "recrawl": "harvester.cycles",
+    "aharvest": "harvester.cycles",
+    "arecrawl": "harvester.cycles",
+}
+
+__all__ = [
+    "ConfigError",
+    "FrontierStore",
+    "HarvesterError",
+    "Settings",
+    "SiteProfile",
+    "aharvest",
+    "arecrawl",
+    "discover",
+    "extract",
+    "harvest",
+    "recrawl",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harvester' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once loaded, an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

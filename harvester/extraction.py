@@ -659,6 +659,24 @@ def load_hook(spec: str) -> ExtractorHook:
     return checked
 
 
+def resolve_hook(spec: str | None, hook: ExtractorHook | None = None) -> ExtractorHook | None:
+    """The extractor of a run: a callable handed to ``harvest()``/``extract()`` or the profile's ``module:function``.
+
+    A callable cannot live in the profile (the profile is stored with each run and serialised to Prefect
+    parameters, so it holds the importable name); library callers may pass the function itself instead. Both
+    at once is ambiguous, so it is refused rather than one silently ignored.
+    """
+    if hook is None:
+        return load_hook(spec) if spec else None
+    if spec:
+        raise ConfigError(
+            f"site profile field 'extractor'={spec!r} and an extractor callable were both given: pass one of them"
+        )
+    if not callable(hook):
+        raise ConfigError(f"extractor: a {type(hook).__name__} is not a callable (it is called with each Page)")
+    return hook
+
+
 def _robots_directives(links: PageLinks) -> tuple[str, ...]:
     """What a page's robots directives asked of us, as stored with it and exported (``noindex``, ``nofollow``)."""
     return (("noindex",) if links.robots_noindex else ()) + (("nofollow",) if links.robots_nofollow else ())
@@ -746,4 +764,5 @@ __all__ = [
     "find_outlinks",
     "load_hook",
     "main_content_text",
+    "resolve_hook",
 ]

@@ -19,7 +19,7 @@ from harvester.discovery_host import HostDiscovery
 from harvester.engine import PoliteClient, run_hosts
 from harvester.errors import StoreError
 from harvester.extract_host import ExtractWork, stash_unwritten, write_unwritten
-from harvester.extraction import load_hook
+from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.frontier import FrontierStore
 from harvester.host_policy import PolicyKeeper
 from harvester.pipeline import Site
@@ -251,16 +251,19 @@ async def extract(
     run_id: int | None = None,
     worker: int = 0,
     on_progress: ProgressCallback | None = None,
+    extractor: ExtractorHook | None = None,
 ) -> PhaseResult:
     """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
 
     Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
     of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
+    ``extractor`` is the user hook as a callable, for library callers (the profile names one as
+    ``module:function``; giving both is a ``ConfigError``).
     """
 
+    hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
-    hook = load_hook(profile.extractor) if profile.extractor else None
     written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
     if written:
         logger.info("wrote %d completions a failed attempt had left unwritten", written)

@@ -6,7 +6,7 @@ import json
 
 from typer.testing import CliRunner
 
-from harvester import phases
+from harvester import harvest, phases
 from harvester.cli import app
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
@@ -40,18 +40,11 @@ async def test_status_shows_states_and_the_last_extractions_per_host_diagnostics
 
 
 def test_export_writes_jsonl_and_warc(make_web, sqlite_url, tmp_path):
-    import asyncio
-
     web = make_web([HostSpec("a", pages=8)], seed=3)
     settings = Settings.load(database_url=sqlite_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
 
-    async def harvest() -> None:
-        with FrontierStore.open(settings, upgrade=True) as store:
-            await phases.discover(store, settings, profile)
-            await phases.extract(store, settings, profile)
-
-    asyncio.run(harvest())
+    harvest(settings, profile)  # the library's blocking form, as a script calls it
     jsonl = tmp_path / "out.jsonl"
     out = runner.invoke(app, ["export", "--format", "jsonl", "-o", str(jsonl), "--db", sqlite_url])
     assert out.exit_code == 0, out.output

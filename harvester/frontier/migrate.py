@@ -6,6 +6,7 @@ command, a test or a running event loop alike. Never decides *whether* to upgrad
 
 from __future__ import annotations
 
+import importlib.util
 from functools import cache
 from pathlib import Path
 
@@ -17,13 +18,32 @@ from sqlalchemy import Connection
 
 from harvester.errors import StoreError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
-"""``migrations/`` at the project root (the project is installed editable, as ``make`` does)."""
+MIGRATIONS_PACKAGE = "harvester._migrations"
+"""The repository's top-level ``migrations/`` under the name an install gives it (pyproject's package-dir): a
+wheel ships it there, and an editable install maps the name back to the repository's directory."""
+
+
+def _migrations_dir() -> Path:
+    """Where the migrations are: the installed package, else ``migrations/`` beside this source tree (a checkout
+    run without installing it, e.g. ``PYTHONPATH=.``)."""
+    try:
+        spec = importlib.util.find_spec(MIGRATIONS_PACKAGE)
+    except ImportError:
+        spec = None
+    if spec is not None and spec.origin:
+        return Path(spec.origin).resolve().parent
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
     if not (MIGRATIONS_DIR / "env.py").is_file():
-        raise StoreError(f"Alembic migrations not found at {MIGRATIONS_DIR}; install the project with pip -e")
+        raise StoreError(
+            f"Alembic migrations not found at {MIGRATIONS_DIR}: this installation of harvester is incomplete "
+            f"(the wheel ships them as {MIGRATIONS_PACKAGE}); reinstall it"
+        )
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     if connection is not None:

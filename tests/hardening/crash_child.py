@@ -1,7 +1,7 @@
 """The harvest the crash suite kills, served by a fork server so the ~3 s of imports are paid once.
 
 Run as ``python crash_child.py SEED...``; then each stdin line ``run DB_PATH`` forks a child that runs
-discover then extract on that SQLite file and answers its pid; ``wait PID`` answers its exit status
+the library's harvest (``aharvest``) on that SQLite file and answers its pid; ``wait PID`` answers its exit status
 (negative: the signal that killed it). Children exit 0 when both phases complete. Never imported by tests.
 """
 
@@ -11,8 +11,7 @@ import asyncio
 import os
 import sys
 
-from harvester import phases
-from harvester.frontier import FrontierStore
+from harvester import FrontierStore, aharvest
 from harvester.settings import Settings, SiteProfile
 
 OVERRIDES: dict[str, object] = {
@@ -25,10 +24,8 @@ OVERRIDES: dict[str, object] = {
 
 async def harvest(db: str, seeds: tuple[str, ...]) -> None:
     settings = Settings.load(database_url=f"sqlite:///{db}").with_overrides(**OVERRIDES)
-    profile = SiteProfile.build(seeds=seeds)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-        await phases.extract(store, settings, profile)
+    FrontierStore.open(settings, upgrade=True).close()  # a kill during the first run's migration is resumed too
+    await aharvest(settings, SiteProfile.build(seeds=seeds))
 
 
 def serve(seeds: tuple[str, ...]) -> None:

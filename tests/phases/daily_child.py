@@ -2,7 +2,7 @@
 
 Run as ``python daily_child.py SEED...``; then each stdin line ``run DB_PATH ISO_INSTANT`` forks a child that
 leads a process group of its own, sets the harvester's clock to the instant (the run's scheduled start) and runs
-discover then extract on that SQLite file; it answers the child's pid. ``wait PID`` answers its exit status
+the re-crawl (harvester.arecrawl) on that SQLite file; it answers the child's pid. ``wait PID`` answers its exit status
 (negative: the signal that killed it). Children exit 0 when both phases complete. Never imported by tests.
 """
 
@@ -12,8 +12,7 @@ import asyncio
 import os
 import sys
 
-from harvester import phases
-from harvester.frontier import FrontierStore
+from harvester import FrontierStore, arecrawl
 from harvester.runtime import CLOCK, parse_instant
 from harvester.settings import Settings, SiteProfile
 
@@ -24,14 +23,10 @@ OVERRIDES: dict[str, object] = {
 }
 
 
-async def harvest(db: str, seeds: tuple[str, ...]) -> None:
+async def run_day(db: str, seeds: tuple[str, ...]) -> None:
     settings = Settings.load(database_url=f"sqlite:///{db}").with_overrides(**OVERRIDES)
-    profile = SiteProfile.build(seeds=seeds)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.resume_or_start_run("harvest", profile=profile.model_dump(mode="json"))
-        await phases.discover(store, settings, profile, run_id=run_id)
-        await phases.extract(store, settings, profile, run_id=run_id)
-        store.finish_run(run_id, status="completed", counters={})
+    FrontierStore.open(settings, upgrade=True).close()  # a kill during a first run's migration is resumed too
+    await arecrawl(settings, SiteProfile.build(seeds=seeds))  # the day's scheduled run, as a library call
 
 
 def serve(seeds: tuple[str, ...]) -> None:
@@ -45,7 +40,7 @@ def serve(seeds: tuple[str, ...]) -> None:
                 try:
                     os.setpgid(0, 0)
                     CLOCK.travel_to(parse_instant(instant, source="run"))
-                    asyncio.run(harvest(db, seeds))
+                    asyncio.run(run_day(db, seeds))
                     code = 0
                 finally:
                     os._exit(code)

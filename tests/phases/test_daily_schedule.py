@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harvester import phases
+from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings, SiteProfile
@@ -68,18 +68,13 @@ def own_bytes(web: TestWeb, records: list[RequestRecord], held: dict[str, str]) 
     return total
 
 
-async def run_day(store: FrontierStore, settings: Settings, profile: SiteProfile) -> None:
-    await phases.discover(store, settings, profile)
-    await phases.extract(store, settings, profile)
-
-
 async def test_a_week_of_daily_recrawls_keeps_the_snapshot_equal_to_the_site(make_web, sqlite_url, clock):
     web = make_web(SPECS, seed=19)
     settings = Settings.load(database_url=sqlite_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     with FrontierStore.open(settings, upgrade=True) as store:
         CLOCK.travel_to(run_at(0))
-        await run_day(store, settings, profile)
+        await aharvest(settings, profile)
         first_bytes = sum(r.bytes for r in web.records())
         gap = snapshot_gap(store, web)
         assert gap.equal and gap.expected > 800, gap.summary()
@@ -88,7 +83,7 @@ async def test_a_week_of_daily_recrawls_keeps_the_snapshot_equal_to_the_site(mak
             change = web.advance_day(changed=0.05, new=0.02, gone=0.01)
             web.clear_records()
             CLOCK.travel_to(run_at(day, shift_s=SHIFTS_S[day % 3]))
-            await run_day(store, settings, profile)
+            await arecrawl(settings, profile)
             gap = snapshot_gap(store, web)
             assert gap.equal, (day, gap.summary(), sorted(gap.missing | gap.still_live | gap.stale_announced)[:5])
             records = web.records()
@@ -107,7 +102,7 @@ async def test_the_minute_the_schedule_fires_does_not_matter(make_web, tmp_path,
     first = Settings.load(database_url=f"sqlite:///{tmp_path / 'day0.db'}")
     with FrontierStore.open(first, upgrade=True) as store:
         CLOCK.travel_to(run_at(0))
-        await run_day(store, first, profile)
+        await aharvest(first, profile)
     web.advance_day(changed=0.05, new=0.02, gone=0.01)
     fetched: dict[float, set[tuple[str, str]]] = {}
     for shift in (-600.0, 0.0, 600.0):
@@ -117,7 +112,7 @@ async def test_the_minute_the_schedule_fires_does_not_matter(make_web, tmp_path,
         web.clear_records()
         with FrontierStore.open(settings) as store:
             CLOCK.travel_to(run_at(1, shift_s=shift))
-            await run_day(store, settings, profile)
+            await arecrawl(settings, profile)
             gap = snapshot_gap(store, web)
         assert gap.equal, (shift, gap.summary())
         fetched[shift] = {(r.host, r.path) for r in web.records() if r.status == 200}

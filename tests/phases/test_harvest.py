@@ -10,7 +10,7 @@ import hooks_sample
 import pytest
 from aiohttp import web
 
-from harvester import phases
+from harvester import aharvest, phases
 from harvester.frontier import FrontierStore
 from harvester.records import Completion, ErrorClass, UrlKind, UrlState
 from harvester.runtime import utcnow
@@ -45,11 +45,6 @@ def robots_and_sitemap(request: web.Request, paths: list[str]) -> web.Response |
         return web.Response(content_type="application/xml", text=(
             f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
     return None
-
-
-async def harvest(store: FrontierStore, settings: Settings, profile: SiteProfile) -> None:
-    await phases.discover(store, settings, profile)
-    await phases.extract(store, settings, profile)
 
 
 async def test_every_allowed_detail_page_is_discovered_without_configuration(make_web, db_url):
@@ -98,7 +93,7 @@ async def test_extraction_fetches_each_page_once_and_never_a_disallowed_one(make
     settings = settings_for(db_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, profile)
+        await aharvest(settings, profile)
         states = store.url_states()
         stats = store.stats().as_dict()
     records = web.records()
@@ -118,10 +113,10 @@ async def test_a_rerun_repeats_no_completed_fetch(make_web, sqlite_url):
     web = make_web(SPECS[:1], seed=4)
     settings = settings_for(sqlite_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, profile)
+    with FrontierStore.open(settings, upgrade=True):
+        await aharvest(settings, profile)
         web.clear_records()
-        await harvest(store, settings, profile)
+        await aharvest(settings, profile)
     # A new run asks again, conditionally, only what announces changes (sitemaps, feeds): each answers 304.
     # No page, listing or detail, is asked again.
     again = [r for r in web.records() if r.path not in ("/robots.txt",)]
@@ -135,7 +130,7 @@ async def test_recrawl_after_a_day_costs_conditional_requests(make_web, sqlite_u
     settings = settings_for(sqlite_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, profile)
+        await aharvest(settings, profile)
         day = web.advance_day(changed=0.05, new=0.02, gone=0.01)
         web.clear_records()
         since = await phases.mark_due(settings, profile)
@@ -184,7 +179,7 @@ async def test_a_hook_that_raises_fails_one_page_only(make_web, sqlite_url):
         settings = settings_for(sqlite_url)
         profile = SiteProfile.build(seeds=tuple(web.seeds), extractor="hooks_sample:title_length")
         with FrontierStore.open(settings, upgrade=True) as store:
-            await harvest(store, settings, profile)
+            await aharvest(settings, profile)
             states = store.url_states()
             pages = list(store.iter_pages())
             info = store.url_info(victim)
@@ -275,8 +270,8 @@ async def test_pages_found_only_by_links_and_redirects_are_fetched_in_the_same_r
 
     origin = await serve(handle)
     settings = settings_for(sqlite_url)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",)))
+    with FrontierStore.open(settings, upgrade=True):
+        await aharvest(settings, SiteProfile.build(seeds=(origin + "/",)))
     stories = {f"/articles/story-{n}" for n in range(1, 9)} | {"/articles/story-moved"}
     assert stories <= set(fetched), sorted(stories - set(fetched))
     assert settings.politeness.max_attempts + 1 < 8  # the chain is longer than the retry rounds
@@ -706,7 +701,7 @@ async def test_with_nothing_published_the_homepages_sections_lead_to_the_items(s
     origin = await serve(shop)
     settings = settings_for(sqlite_url)
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",)))
+        await aharvest(settings, SiteProfile.build(seeds=(origin + "/",)))
         states = store.url_states()
     products = [f"{origin}/p/{name}-item-{n}" for name in ("shoes", "shirts") for n in range(5)]
     assert all(states.get(url, ("missing",))[0] == "done" for url in products), states
@@ -740,7 +735,7 @@ async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serv
     origin = await serve(shop)
     settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1})
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
+        await aharvest(settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
         states = store.url_states()
         snapshot = [page.url for page in store.iter_pages(latest=True)]
     for n in range(3):
@@ -767,7 +762,7 @@ async def test_the_target_of_a_permanent_redirect_is_downloaded_once(sqlite_url,
     origin = await serve(site)
     settings = settings_for(sqlite_url)
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
+        await aharvest(settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
         states = store.url_states()
         pages = {page.url for page in store.iter_pages()}
     assert pages == {f"{origin}/new/story-{n}" for n in range(3)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from urllib.parse import urlsplit
 
-from harvester import phases
+from harvester import aharvest, arecrawl, phases
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec
@@ -23,19 +23,6 @@ def path_of(url: str) -> str:
     return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-async def harvest(store: FrontierStore, settings: Settings, profile: SiteProfile) -> None:
-    await phases.discover(store, settings, profile)
-    await phases.extract(store, settings, profile)
-
-
-async def recrawl(store: FrontierStore, settings: Settings, profile: SiteProfile) -> phases.PhaseResult:
-    """Day 2 as the bench runs it: everything due now (still conditional), discover, extract."""
-    await phases.mark_due(settings, profile)
-    found = await phases.discover(store, settings, profile, refresh=True)
-    await phases.extract(store, settings, profile)
-    return found
-
-
 def requests_to(web, name: str) -> Counter[str]:
     """Day-2 requests per path (query included) to host ``name``."""
     return Counter(r.path for r in web.records() if r.host == name)
@@ -46,10 +33,10 @@ async def test_a_moved_page_is_recorded_as_moved_and_its_target_fetched(make_web
     settings = settings_for(db_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, profile)
+        await aharvest(settings, profile)
         day = web.advance_day(changed=0.0, new=0.0, gone=0.0, moved=0.05)
         web.clear_records()
-        await recrawl(store, settings, profile)
+        await arecrawl(settings, profile, refresh=True)
         moves = day.moved["m"]
         assert moves  # control: the day really moved pages
         for old, new in moves:
@@ -265,10 +252,10 @@ async def test_unchanged_pages_are_skipped_only_where_lastmod_announced_the_chan
     settings = settings_for(sqlite_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     with FrontierStore.open(settings, upgrade=True) as store:
-        await harvest(store, settings, profile)
+        await aharvest(settings, profile)
         day = web.advance_day(changed=0.1, new=0.0, gone=0.02)
         web.clear_records()
-        await recrawl(store, settings, profile)
+        await arecrawl(settings, profile, refresh=True)
         states = store.url_states()
         truth_checks = {name: store.lastmod_truthfulness(web.origin(name)) for name in ("t", "p")}
     asked = {(r.host, r.path) for r in web.records()}

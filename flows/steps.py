@@ -1,0 +1,33 @@
+"""The library's cycle steps as Prefect subflows, so ``harvest_flow`` and ``recrawl_flow`` run the order of steps
+written once in ``harvester.cycles`` (the library's ``harvest()`` and ``recrawl()`` run the same order)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flows.discover import discover_flow
+from flows.extract import extract_flow
+from harvester.settings import SiteProfile
+
+
+@dataclass(frozen=True, slots=True)
+class SubflowSteps:
+    """Each phase as its own flow run (a task per host or worker, its artifacts), returning its counters."""
+
+    profile: SiteProfile
+    workers: int = 1
+    config_file: str | None = None
+    overrides: dict[str, Any] | None = None
+
+    async def discover(self, *, refresh: bool) -> dict[str, Any]:
+        counters: dict[str, Any] = await discover_flow(
+            self.profile, refresh=refresh, config_file=self.config_file, overrides=self.overrides
+        )
+        return counters
+
+    async def extract(self) -> dict[str, Any]:
+        counters: dict[str, Any] = await extract_flow(
+            self.profile, workers=self.workers, config_file=self.config_file, overrides=self.overrides
+        )
+        return counters

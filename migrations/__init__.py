@@ -1,0 +1,1 @@
+"""Alembic migrations of the frontier schema; installed as ``harvester._migrations`` (see pyproject.toml)."""

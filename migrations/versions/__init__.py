@@ -1,0 +1,1 @@
+"""Alembic revisions (Alembic reads them by path and skips this file; it makes the wheel ship them)."""

@@ -1,0 +1,88 @@
+"""The library's whole cycles, harvest() and recrawl(): the flows' bookkeeping, a callable extractor hook, and
+clear refusals (a hook given twice, the blocking form inside a running event loop) before any request."""
+
+from __future__ import annotations
+
+import pytest
+
+from harvester import FrontierStore, aharvest, arecrawl, harvest
+from harvester.errors import ConfigError, HarvesterError
+from harvester.settings import Settings, SiteProfile
+from harvester.testing.sites import HostSpec
+
+
+async def test_a_harvest_records_one_finished_run_per_phase_like_the_flows(make_web, db_url):
+    web = make_web([HostSpec("a", pages=20), HostSpec("b", pages=15)], seed=31)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="cycle")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        cycle = await aharvest(settings, profile, workers=2)
+        discovered, extracted = store.last_run("discover"), store.last_run("extract")
+        states = store.url_states()
+    assert cycle.changes is None
+    allowed = [url for name in ("a", "b") for url in web.truth[name].allowed_detail_urls()]
+    assert all(states[url][0] == "done" for url in allowed)
+    assert cycle.extract.counters["state:done"] >= len(allowed)
+    for run, result in ((discovered, cycle.discover), (extracted, cycle.extract)):
+        assert run is not None and run["status"] == "completed"
+        assert run["counters"]["counters"] == dict(result.counters)
+        assert run["profile"]["name"] == "cycle"
+    # Both workers ran (each leases its own hosts), and their counters were merged into the one run.
+    assert set(cycle.extract.hosts) == {web.origin("a"), web.origin("b")}
+
+
+async def test_a_callable_extractor_keeps_its_fields_with_each_page(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=12)], seed=32)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    seen: list[str] = []
+
+    def words(page):
+        seen.append(page.url)
+        return {"words": len(page.main_text.split()), "shout": (page.title or "").upper()}
+
+    await aharvest(settings, profile, extractor=words)
+    with FrontierStore.open(settings) as store:
+        pages = {page.url: page for page in store.iter_pages(latest=True)}
+    for url in web.truth["a"].allowed_detail_urls():
+        assert url in seen
+        fields = pages[url].fields
+        assert fields["words"] > 0 and fields["shout"] == (pages[url].title or "").upper(), fields
+
+
+async def test_an_extractor_both_named_and_passed_is_refused_before_any_request(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=5)], seed=33)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), extractor="hooks_sample:title_length")
+    with pytest.raises(ConfigError, match="both given"):
+        await aharvest(settings, profile, extractor=lambda page: {})
+    with pytest.raises(ConfigError, match="not a callable"):
+        await aharvest(settings, SiteProfile.build(seeds=tuple(web.seeds)), extractor="hooks_sample:title_length")
+    assert web.records() == []
+
+
+async def test_the_blocking_form_inside_a_running_loop_names_the_coroutine(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=5)], seed=34)
+    settings = Settings.load(database_url=sqlite_url)
+    with pytest.raises(HarvesterError, match=r"await aharvest\(\.\.\.\)"):
+        harvest(settings, SiteProfile.build(seeds=tuple(web.seeds)))
+    assert web.records() == []
+
+
+async def test_a_recrawl_fetches_what_changed_and_reports_what_appeared_and_vanished(make_web, db_url):
+    web = make_web([HostSpec("a", pages=40, disallowed_in_sitemap=0.0)], seed=35)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await aharvest(settings, profile)
+        day = web.advance_day(changed=0.1, new=0.1, gone=0.1)
+        web.clear_records()
+        cycle = await arecrawl(settings, profile, refresh=True)
+        states = store.url_states()
+    changes = cycle.changes
+    assert changes is not None and day.all("new") and day.all("gone")  # control: the day changed the site
+    assert day.all("new") <= set(changes["new_urls"]) and changes["new"] == len(day.all("new")), changes
+    assert day.all("gone") <= set(changes["gone_urls"]), changes
+    assert all(states[url][0] == "gone" for url in day.all("gone"))
+    fetched = {r.url for r in web.records() if r.status == 200}
+    assert day.all("new") | day.all("changed") <= fetched
