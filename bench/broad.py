@@ -61,7 +61,7 @@ def specs(hosts: int, pages: int, latency: float) -> list[HostSpec]:
 
 async def crawl(settings: Settings, per_host: dict[str, list[str]], active: int) -> tuple[ListWork, dict[str, Any]]:
     work = ListWork(per_host)
-    async with PoliteClient(settings) as client:
+    async with PoliteClient(settings, seeds=[urls[0] for urls in per_host.values() if urls]) as client:
         await run_hosts(client, work, max_active_hosts=active)
         diag = client.diagnostics()
     return work, diag

@@ -44,7 +44,7 @@ async def design(scenario) -> int:  # type: ignore[no-untyped-def]
         "store.claim_batch": 1,  # one job per claim: the shared budget goes where hosts are fast
     })
     work = BudgetWork(scenario.per_host, scenario.origins, scenario.budget)
-    async with PoliteClient(settings, user_agent=scenario.user_agent) as client:
+    async with PoliteClient(settings, user_agent=scenario.user_agent, seeds=tuple(scenario.origins.values())) as client:
         await run_hosts(client, work, max_active_hosts=len(scenario.per_host))
     return work.ok
 

@@ -33,7 +33,8 @@ def specs(latency: float, page_bytes: int) -> list[HostSpec]:
 
 async def run_fetcher(transport: str, urls: dict[str, list[str]], total: int) -> tuple[float, float, int]:
     settings = Settings().with_overrides(**{"http.transport": transport})
-    fetcher = Fetcher(settings.http, user_agent="transport-bench/1.0", connections_for=lambda _o: CONNECTIONS)
+    fetcher = Fetcher(settings.http, user_agent="transport-bench/1.0", connections_for=lambda _o: CONNECTIONS,
+                      seeds=[group[0] for group in urls.values()])
     per_host = total // HOSTS
     ok = 0
 
@@ -58,7 +59,8 @@ async def run_client(transport: str, urls: dict[str, list[str]], total: int) -> 
     settings = Settings().with_overrides(**{"http.transport": transport})
     per_host = total // HOSTS
     ok = 0
-    async with PoliteClient(settings, user_agent="transport-bench/1.0", per_host_limit=CONNECTIONS) as client:
+    async with PoliteClient(settings, user_agent="transport-bench/1.0", per_host_limit=CONNECTIONS,
+                            seeds=[group[0] for group in urls.values()]) as client:
 
         async def worker(todo: list[str]) -> None:
             nonlocal ok

@@ -40,6 +40,14 @@ def refused(url: str, error_class: ErrorClass, error: str) -> FetchResult:
                        error_class=error_class, error=error)
 
 
+def _robots_refusal(url: str, rules: RobotsRules) -> FetchResult:
+    """A URL robots.txt does not let through. When robots.txt itself was refused by the address policy, the
+    host is at an address never fetched: say so, rather than blame a robots.txt that was never read."""
+    if rules.state.error_class is ErrorClass.ADDRESS_REFUSED:
+        return refused(url, ErrorClass.ADDRESS_REFUSED, f"the address policy refused {rules.origin}")
+    return refused(url, ErrorClass.ROBOTS_DISALLOWED, "disallowed by robots.txt")
+
+
 def _http_origin(url: str) -> str | None:
     """``scheme://netloc`` of an absolute http(s) URL, or None for anything else (never raises)."""
     try:
@@ -70,13 +78,16 @@ class PoliteClient:
 
     ``per_host_limit`` / ``min_delay_s`` (a site profile's overrides) replace the settings for every host;
     an explicit per-host limit is also the ceiling. ``in_scope`` and ``canonicalize`` are applied to redirect
-    hops (the first URL is the caller's decision).
+    hops (the first URL is the caller's decision). Every connection, robots.txt's included, obeys the address
+    policy: ``settings.http.allow_addresses`` and ``allow_addresses`` (a profile's) are networks allowed beyond
+    the global internet, and the addresses the ``seeds``' hosts resolve to are allowed exactly.
     """
 
     def __init__(self, settings: Settings, *, user_agent: str | None = None, per_host_limit: int | None = None,
                  min_delay_s: float | None = None, robots_store: RobotsPersistence | None = None,
                  in_scope: Callable[[str], bool] | None = None,
-                 canonicalize: Callable[[str], str] | None = None) -> None:
+                 canonicalize: Callable[[str], str] | None = None, seeds: Sequence[str] = (),
+                 allow_addresses: Sequence[str] = ()) -> None:
         self.settings = settings
         self.user_agent = user_agent or settings.http.user_agent
         self.gate_config = GateConfig.from_settings(settings.politeness, per_host_limit=per_host_limit,
@@ -85,7 +96,8 @@ class PoliteClient:
         self._canonicalize = canonicalize
         self._hosts: dict[str, _Host] = {}
         self._fetcher = Fetcher(settings.http, user_agent=self.user_agent,
-                                connections_for=lambda _origin: self.gate_config.max_limit)
+                                connections_for=lambda _origin: self.gate_config.max_limit, seeds=seeds,
+                                allow_addresses=allow_addresses)
         self._robots = RobotsCache(settings.robots, user_agent=self.user_agent, fetch=self._fetch_robots,
                                    persistence=robots_store)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -222,7 +234,7 @@ class PoliteClient:
             if rules is None or host.robots_applied is not rules:
                 rules = await self.robots(origin)
             if not rules.allowed(url):
-                return self._count_refusal(host, refused(url, ErrorClass.ROBOTS_DISALLOWED, "disallowed by robots.txt"))
+                return self._count_refusal(host, _robots_refusal(url, rules))
         return await self._gated(url, host, validators=validators, accept=accept,
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
@@ -257,7 +269,7 @@ class PoliteClient:
             if check_robots and not robots_fetch:
                 rules = await self.robots(hop_origin)
                 if not rules.allowed(target):
-                    return ErrorClass.ROBOTS_DISALLOWED
+                    return _robots_refusal(target, rules).error_class
             if not await self._acquire(hop):
                 return ErrorClass.PARKED
             held[0] = hop

@@ -2,7 +2,9 @@
 
 This is the only module that imports httpx (and the transports under it); every httpx/aiohttp/asyncio
 exception is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
-problems and never decides politeness: the engine calls it once it holds the host's slot.
+problems and never decides politeness: the engine calls it once it holds the host's slot. Every connection of
+every hop goes through the address policy (``addresses.py``, applied by ``resolver.py``): a refused address is an
+``ADDRESS_REFUSED`` result, and nothing is sent to it.
 """
 
 from __future__ import annotations
@@ -20,9 +22,14 @@ from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
+import httpcore
 import httpx
+import yarl
+from aiohttp.helpers import is_ip_address
 
+from harvester.addresses import AddressPolicy, address_refusal, parse_networks
 from harvester.records import ErrorClass, FetchResult, Validators, origin_of
+from harvester.resolver import GuardedBackend, GuardedResolver, seed_addresses
 from harvester.settings import HttpSettings
 
 logger = logging.getLogger(__name__)
@@ -214,26 +221,47 @@ def _no_tls_context() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
-def make_transport(kind: Transport, connections: int, *, tls: bool = True) -> httpx.AsyncBaseTransport:
-    """A transport with a pool of exactly ``connections`` (the host's limit: pool cost grows with its size).
-    ``tls`` False: the origin is plain http, so the CA bundle is not loaded for it."""
+def make_transport(kind: Transport, connections: int, *, addresses: AddressPolicy,
+                   tls: bool = True) -> httpx.AsyncBaseTransport:
+    """A transport with a pool of exactly ``connections`` (the host's limit: pool cost grows with its size),
+    connecting only where ``addresses`` allows (the resolver or network backend filters what it resolved and
+    connects to what is left). ``tls`` False: the origin is plain http, so the CA bundle is not loaded for it."""
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=30.0)
     verify = shared_ssl_context() if tls else _no_tls_context()
     if kind == "aiohttp":
         from httpx_aiohttp import AiohttpTransport
 
+        def session() -> aiohttp.ClientSession:
+            # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
+            connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
+                                             ssl=verify, resolver=GuardedResolver(addresses))
+            return aiohttp.ClientSession(connector=connector)
+
         # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
-        return AiohttpTransport(verify=verify, limits=limits, trust_env=False)  # type: ignore[no-any-return, unused-ignore]
-    return httpx.AsyncHTTPTransport(verify=verify, limits=limits, http2=(kind == "http2"), trust_env=False)
+        return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, http2=(kind == "http2"), trust_env=False)
+    # httpx takes no network backend, so its pool is rebuilt with the same settings and the guarded backend.
+    # Fail closed if httpx ever stops keeping its pool there: no unguarded transport is handed out.
+    if not isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
+        raise RuntimeError("httpx.AsyncHTTPTransport has no httpcore pool to guard; use the aiohttp transport")
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=verify, max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+        http1=True, http2=(kind == "http2"), network_backend=GuardedBackend(addresses),
+    )
+    return transport
 
 
 class HostClient:
     """One host's transport and pool. Requests go straight to the transport (no client-level cookies/auth)."""
 
-    def __init__(self, origin: str, *, connections: int, settings: HttpSettings, user_agent: str) -> None:
+    def __init__(self, origin: str, *, connections: int, settings: HttpSettings, user_agent: str,
+                 addresses: AddressPolicy) -> None:
         self.origin = origin
         self.connections = connections
-        self._transport = make_transport(settings.transport, connections, tls=not origin.startswith("http://"))
+        self._addresses = addresses
+        self._transport = make_transport(settings.transport, connections, addresses=addresses,
+                                         tls=not origin.startswith("http://"))
         self._headers = {
             "user-agent": user_agent,
             "accept-encoding": ACCEPT_ENCODING,
@@ -256,6 +284,12 @@ class HostClient:
             if validators.last_modified:
                 headers["if-modified-since"] = validators.last_modified
         request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self._timeout})
+        # aiohttp connects to an IP-literal host without asking its resolver: judge the literal here, parsed and
+        # recognised exactly as aiohttp will (yarl, its own test); a literal needs no resolution, so the address
+        # checked is the address connected. httpcore's backend sees every host and checks it again.
+        host = yarl.URL(str(request.url)).raw_host
+        if host is not None and is_ip_address(host):
+            self._addresses.check_literal(host)
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -328,20 +362,25 @@ class Fetcher:
     """Bounded GETs over one ``HostClient`` per origin; ``fetch`` is the contract the engine relies on."""
 
     def __init__(
-        self, settings: HttpSettings, *, user_agent: str, connections_for: Callable[[str], int] | None = None
+        self, settings: HttpSettings, *, user_agent: str, connections_for: Callable[[str], int] | None = None,
+        seeds: Sequence[str] = (), allow_addresses: Sequence[str] = (),
     ) -> None:
+        """``seeds``: URLs whose hosts' addresses (resolved once, before the first fetch) are allowed exactly;
+        ``allow_addresses``: CIDR networks allowed beyond ``settings.allow_addresses`` (a site profile's)."""
         self.settings = settings
         self.user_agent = user_agent
         self._connections_for = connections_for or (lambda _origin: 4)
         self._clients: dict[str, HostClient] = {}
         self._closed = False
+        self.addresses = AddressPolicy(allow=parse_networks((*settings.allow_addresses, *allow_addresses)))
+        self._seeds = tuple(seeds)
+        self._seeding: asyncio.Task[None] | None = None
 
     def client(self, origin: str) -> HostClient:
         client = self._clients.get(origin)
         if client is None:
-            client = HostClient(
-                origin, connections=self._connections_for(origin), settings=self.settings, user_agent=self.user_agent
-            )
+            client = HostClient(origin, connections=self._connections_for(origin), settings=self.settings,
+                                user_agent=self.user_agent, addresses=self.addresses)
             self._clients[origin] = client
         return client
 
@@ -361,6 +400,17 @@ class Fetcher:
         for client in clients:
             await _close_quietly(client)
 
+    async def admit_seeds(self) -> None:
+        """Add the seeds' addresses to the policy, once (every caller waits for the one resolution)."""
+        if self._seeding is None:
+            self._seeding = asyncio.ensure_future(self._resolve_seeds())
+        await asyncio.shield(self._seeding)
+
+    async def _resolve_seeds(self) -> None:
+        if self._seeds:
+            found = await seed_addresses(self._seeds, timeout_s=self.settings.connect_timeout_s)
+            self.addresses.seeds.update(found)
+            logger.info("seed addresses allowed: %s", ", ".join(sorted(map(str, found))) or "none")
 
     async def fetch(
         self,
@@ -386,10 +436,15 @@ class Fetcher:
         state = _FetchState(url)
         try:
             async with asyncio.timeout(deadline_s):
+                if self._seeding is None or not self._seeding.done():
+                    await self.admit_seeds()
                 return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate)
         except TimeoutError:
             return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
         except _Refused as exc:
+            if exc.error_class is ErrorClass.ADDRESS_REFUSED:
+                logger.info("%s: %s", state.current, exc,
+                            extra={"host": origin_of(state.current), "error_class": exc.error_class.value})
             return state.failure(exc.error_class, str(exc))
         except _TooLarge as exc:
             return state.failure(ErrorClass.TOO_LARGE, str(exc))
@@ -423,7 +478,13 @@ class Fetcher:
             state.current = current
             sent = validators if not state.hops else NO_VALIDATORS
             state.answered = False
-            response = await self.client(origin_of(current)).send(current, sent)
+            try:
+                response = await self.client(origin_of(current)).send(current, sent)
+            except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
+                refusal = address_refusal(exc)
+                if refusal is None:
+                    raise
+                raise _Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
             try:
                 status = response.status_code
                 state.status = status

@@ -23,7 +23,7 @@ from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.frontier import FrontierStore
 from harvester.host_policy import PolicyKeeper
 from harvester.pipeline import Site
-from harvester.records import HostDiagnostics, RobotsState
+from harvester.records import ErrorClass, HostDiagnostics, RobotsState
 from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, utcnow
 from harvester.settings import Settings, SiteProfile
 
@@ -47,14 +47,18 @@ class StoreRobots:
         self._store = store
 
     async def load_robots(self, origin: str) -> RobotsState | None:
-        return await db(self._store.load_robots, origin)
+        state = await db(self._store.load_robots, origin)
+        if state is not None and state.error_class is ErrorClass.ADDRESS_REFUSED:
+            return None  # the verdict of an earlier run's address policy, not a fact about the host: ask again
+        return state
 
     async def save_robots(self, state: RobotsState) -> None:
         await db(self._store.save_robots, state)
 
 
 def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile, site: Site) -> PoliteClient:
-    """The one polite client of a task: per-host limits, robots.txt persisted in the frontier, scope on hops."""
+    """The one polite client of a task: per-host limits, robots.txt persisted in the frontier, scope on hops, and
+    the address policy with the profile's allowance and its seeds' addresses."""
     return PoliteClient(
         settings,
         user_agent=profile.user_agent,
@@ -63,6 +67,8 @@ def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile
         robots_store=StoreRobots(store),
         in_scope=site.in_scope,
         canonicalize=lambda url: site.fetch_form(url) or url,
+        seeds=profile.seeds,
+        allow_addresses=profile.allow_addresses,
     )
 
 

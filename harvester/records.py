@@ -67,6 +67,7 @@ class ErrorClass(StrEnum):
     STORAGE = "storage"
     TRAP = "trap"
     PARKED = "parked"  # the host is parked (failures, huge Crawl-delay or Retry-After): no request was sent
+    ADDRESS_REFUSED = "address_refused"  # the address policy refused every address of the host: nothing was sent
 
 
 def origin_of(url: str) -> str:

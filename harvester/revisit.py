@@ -329,6 +329,10 @@ def _failure(claimed: ClaimedUrl, result: FetchResult, settings: Settings, now: 
                        error=error)
     if error_class in (ErrorClass.OUT_OF_SCOPE, ErrorClass.TRAP):
         return Outcome(state=UrlState.SKIPPED, changed=False, counter="skipped", error_class=error_class, error=error)
+    if error_class is ErrorClass.ADDRESS_REFUSED:
+        # Nothing was sent, and a retry would be refused the same way: a final state, like an out-of-scope URL.
+        return Outcome(state=UrlState.SKIPPED, changed=False, counter="address_refused", error_class=error_class,
+                       error=error)
     if error_class.value == "parked":
         # The host is parked and no request was sent: QUEUED keeps ``attempts`` as it is (the store counts an
         # attempt only for FAILED), so parking never turns into a failure.

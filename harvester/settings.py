@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from harvester.addresses import parse_networks
 from harvester.errors import ConfigError
 
 DEFAULT_DATABASE_URL = "sqlite:///.harvester/harvester.db"
@@ -84,6 +85,17 @@ class HttpSettings(_Group):
     transport: Literal["aiohttp", "httpcore", "http2"] = Field(
         "aiohttp", description="httpx transport; aiohttp measured cheapest per request (docs/architecture.md)."
     )
+    allow_addresses: tuple[str, ...] = Field(
+        (),
+        description="CIDR networks fetched although loopback, private, link-local or otherwise not global "
+        "(e.g. '10.0.0.0/8'); the addresses the seeds resolve to are allowed anyway. '0.0.0.0/0' and '::/0' "
+        "switch the address policy off.",
+    )
+
+    @field_validator("allow_addresses")
+    @classmethod
+    def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_networks(values)
 
 
 class PolitenessSettings(_Group):
@@ -369,6 +381,16 @@ class SiteProfile(_Group):
     extractor: str | None = Field(
         None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="User hook as 'module:function'."
     )
+    allow_addresses: tuple[str, ...] = Field(
+        (),
+        description="CIDR networks this site may be fetched from although not global (an intranet's "
+        "'10.20.0.0/16'), beside http.allow_addresses and the seeds' own addresses.",
+    )
+
+    @field_validator("allow_addresses")
+    @classmethod
+    def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_networks(values)
 
     @field_validator("seeds")
     @classmethod
@@ -397,6 +419,11 @@ class SiteProfile(_Group):
             return cls(**{key: value for key, value in fields.items() if value is not None})
         except ValidationError as exc:
             raise config_error(exc, where="site profile") from None
+
+
+def _check_networks(values: tuple[str, ...]) -> tuple[str, ...]:
+    """CIDR networks, normalised (``10.0.0.0/8``); the error names the bad value and the form accepted."""
+    return tuple(str(network) for network in parse_networks(values))
 
 
 def _check_regex(value: str) -> str:

@@ -14,6 +14,9 @@ from harvester.settings import RobotsSettings, Settings
 from harvester.testing import HostSpec, RobotsSpec
 from harvester.testing.record import disallowed_hits
 
+LOCAL = Settings(http={"allow_addresses": ("127.0.0.1",)})
+"""The test web's address (127.0.0.1) past the address policy: these clients have no seeds to allow it by."""
+
 UA = "harvester/0.1 (+https://harvester.invalid/contact)"
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -118,7 +121,7 @@ async def robots_requests(web, name: str) -> int:
 
 async def test_robots_fetched_exactly_once_under_50_concurrent_first_requests(make_web):
     web = make_web([HostSpec("a", pages=60, latency_s=0.02), HostSpec("b", pages=60)])
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         urls = web.truth["a"].allowed_detail_urls()[:50] + web.truth["b"].allowed_detail_urls()[:50]
         results = await asyncio.gather(*(client.fetch(u) for u in urls))
     assert (await robots_requests(web, "a")) == 1
@@ -129,7 +132,7 @@ async def test_robots_fetched_exactly_once_under_50_concurrent_first_requests(ma
 
 async def test_503_robots_nothing_else_is_fetched(make_web):
     web = make_web([HostSpec("a", pages=20, robots=RobotsSpec(status=503))])
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         results = await asyncio.gather(*(client.fetch(u) for u in web.truth["a"].detail_urls()))
     assert {r.error_class for r in results} == {ErrorClass.ROBOTS_DISALLOWED}
     paths = [r.path for r in (await log_of(web))]
@@ -138,7 +141,7 @@ async def test_503_robots_nothing_else_is_fetched(make_web):
 
 async def test_404_robots_all_allowed(make_web):
     web = make_web([HostSpec("a", pages=20, robots=RobotsSpec(status=404))])
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         results = await asyncio.gather(*(client.fetch(u) for u in web.truth["a"].detail_urls()))
         rules = await client.robots(web.origin("a"))
     assert any("/members/" in r.url for r in results)  # what a 200 robots.txt would have disallowed
@@ -150,7 +153,7 @@ async def test_disallowed_url_is_never_fetched(make_web):
     web = make_web([HostSpec("a", pages=40, disallowed_in_sitemap=0.25,
                              robots=RobotsSpec(agent_groups={"harvester": ("/story/",)}))])
     truth = web.truth["a"]
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         urls = truth.detail_urls() + truth.disallowed_urls()
         results = await asyncio.gather(*(client.fetch(u) for u in urls))
     refused = [r for r in results if r.error_class is ErrorClass.ROBOTS_DISALLOWED]
@@ -162,7 +165,7 @@ async def test_robots_redirect_is_followed(make_web):
     body = "User-agent: *\nDisallow: /articles/\n"
     web = make_web([HostSpec("a", pages=10, robots=RobotsSpec(status=301, redirect_to="/real-robots.txt",
                                                               body=body))])
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         rules = await client.robots(web.origin("a"))
     assert [r.path for r in (await log_of(web))] == ["/robots.txt", "/real-robots.txt"]
     assert rules.mode == "rules"
@@ -174,7 +177,7 @@ async def test_huge_robots_is_cut_at_500_kib(make_web):
     from harvester.testing.hostile import huge_robots_body
 
     web = make_web([HostSpec("a", pages=5, robots=RobotsSpec(body=huge_robots_body()))])
-    async with PoliteClient(Settings()) as client:
+    async with PoliteClient(LOCAL) as client:
         rules = await client.robots(web.origin("a"))
     assert rules.mode == "rules"
     assert rules.allowed(web.url("a", "/after-limit/x"))
@@ -196,17 +199,17 @@ async def test_persisted_state_spares_the_fetch_on_a_rerun_and_expiry_refetches_
     web = make_web([HostSpec("a", pages=5, robots=RobotsSpec(disallow=("/story/",)))])
     origin = web.origin("a")
     store = MemoryRobots()
-    async with PoliteClient(Settings(), robots_store=store) as client:
+    async with PoliteClient(LOCAL, robots_store=store) as client:
         await client.robots(origin)
     assert (await robots_requests(web, "a")) == 1
-    async with PoliteClient(Settings(), robots_store=store) as rerun:
+    async with PoliteClient(LOCAL, robots_store=store) as rerun:
         rules = await rerun.robots(origin)
         assert not rules.allowed(web.url("a", "/story/1/x"))
     assert (await robots_requests(web, "a")) == 1  # inside the cache lifetime: no second fetch
     expired = store.states[origin]
     store.states[origin] = RobotsState(**{**{f: getattr(expired, f) for f in expired.__slots__},
                                           "expires_at": NOW - timedelta(days=1)})
-    async with PoliteClient(Settings(), robots_store=store) as third:
+    async with PoliteClient(LOCAL, robots_store=store) as third:
         await third.robots(origin)
     second = [r for r in (await log_of(web)) if r.path == "/robots.txt"][-1]
     assert (await robots_requests(web, "a")) == 2

@@ -126,7 +126,7 @@ def harvest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harvest]:
 
 
 async def polite_fetch(settings: Settings, url: str, **kwargs: Any) -> FetchResult:
-    async with PoliteClient(settings) as client:
+    async with PoliteClient(settings, seeds=(url,)) as client:
         return await client.fetch(url, **kwargs)
 
 
@@ -352,7 +352,7 @@ def test_each_trap_kind_is_bounded_and_counted(trap_harvest: tuple[TestWeb, dict
 
 
 async def test_a_robots_txt_past_500_kib_is_cut_at_the_limit(harvest: Harvest):
-    async with PoliteClient(harvest.settings) as client:
+    async with PoliteClient(harvest.settings, seeds=harvest.web.seeds) as client:
         rules = await client.robots(harvest.web.origin("g"))
     assert not rules.allowed(harvest.url("g", "/hostile/never/x"))  # control: the file was parsed
     assert not rules.allowed(harvest.url("g", "/generated/rule-0000001/x"))
@@ -367,7 +367,7 @@ async def test_robots_txt_with_a_bom_and_odd_line_endings_is_obeyed(harvest: Har
     assert disallowed, "host r must publish /members/ pages in its sitemap"
     assert not [r for r in harvest.records if r.host == "r" and r.path.startswith("/members/")]
     assert all(u not in harvest.states or harvest.states[u][0] == "disallowed" for u in disallowed)
-    async with PoliteClient(harvest.settings) as client:
+    async with PoliteClient(harvest.settings, seeds=harvest.web.seeds) as client:
         rules = await client.robots(harvest.web.origin("r"))
     assert not rules.allowed(harvest.url("r", "/members/x")) and not rules.allowed(harvest.url("r", "/nowhere/"))
     assert rules.allowed(harvest.url("r", "/articles/x"))

@@ -58,8 +58,9 @@ async def test_a_harvest_never_requests_a_host_outside_its_scope_even_through_re
 async def test_redirects_out_of_scope_or_to_other_schemes_are_refused_without_a_request(two_hosts: TestWeb):
     web = two_hosts
     settings = Settings.load()
-    site = Site(settings, SiteProfile.build(seeds=(web.url("a", "/"),)))
-    async with PoliteClient(settings, in_scope=site.in_scope) as client:
+    profile = SiteProfile.build(seeds=(web.url("a", "/"),))
+    site = Site(settings, profile)
+    async with PoliteClient(settings, in_scope=site.in_scope, seeds=profile.seeds) as client:
         out = await client.fetch(away(web, web.url("outside", "/")))
         ftp = await client.fetch(away(web, "ftp://127.0.0.1/file.txt"))
         file = await client.fetch(away(web, "file:///etc/passwd"))
