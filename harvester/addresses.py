@@ -86,14 +86,14 @@ def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
         text = value.strip()
         try:
             out.append(ip_network(text, strict=True))
-        except ValueError as exc:
+        except ValueError:
             try:
                 meant = ip_network(text, strict=False)
             except ValueError:
                 raise ValueError(
                     f"{value!r} is not an IP network; write CIDR like '10.0.0.0/8', 'fd00::/8' or one address"
                 ) from None
-            raise ValueError(f"{value!r} has host bits set ({exc}); did you mean {str(meant)!r}?") from None
+            raise ValueError(f"{value!r} has host bits set; did you mean {str(meant)!r}?") from None
     return tuple(out)
 
 

@@ -101,8 +101,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[Address]:
     """The exact addresses the seeds' hosts resolve to now (what the policy lets through beside its networks).
     A seed that does not resolve adds nothing (its own fetch then fails as a connect error)."""
-    hosts = {(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
-             for parts in map(urlsplit, seeds) if parts.hostname}
+    hosts = {host for host in map(_host_and_port, seeds) if host is not None}
     found: set[Address] = set()
     if not hosts:
         return found
@@ -116,7 +115,7 @@ async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[Addre
         try:
             async with asyncio.timeout(timeout_s):
                 answers = await resolver.resolve(host, port, socket.AF_UNSPEC)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError) as exc:  # UnicodeError (an over-long IDNA label) is a ValueError
             logger.warning("seed host %s does not resolve: %s", host, exc,
                            extra={"host": host, "error_class": "connect"})
             return
@@ -127,3 +126,14 @@ async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[Addre
 
     await asyncio.gather(*(one(host, port) for host, port in hosts))
     return found
+
+
+def _host_and_port(url: str) -> tuple[str, int] | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
