@@ -8,6 +8,7 @@ connect. Linux routes all of 127.0.0.0/8 to the loopback interface, so the serve
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from ipaddress import ip_address
@@ -277,7 +278,8 @@ async def test_every_spelling_of_a_refused_address_is_refused_at_the_fetch(start
     assert result.error_class is ErrorClass.ADDRESS_REFUSED and result.status is None, result.error
 
 
-async def test_a_redirect_hop_to_a_refused_address_sends_nothing_there(start):
+async def test_a_redirect_hop_to_a_refused_address_sends_nothing_there(start, caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger="harvester.http")
     two = await start("127.0.0.2", page)
 
     async def hop(request: web.Request, server: Server) -> web.StreamResponse:
@@ -292,3 +294,5 @@ async def test_a_redirect_hop_to_a_refused_address_sends_nothing_there(start):
     assert result.error_class is ErrorClass.ADDRESS_REFUSED and result.status == 301
     assert result.redirects == (f"{two.origin}/moved",) and result.final_url == f"{two.origin}/moved"
     assert seed.paths == ["/old"] and two.paths == []
+    logged = [r for r in caplog.records if getattr(r, "error_class", None) == "address_refused"]
+    assert len(logged) == 1 and "127.0.0.2 is loopback" in logged[0].getMessage()
