@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 from aiohttp import web
 
-from harvester import phases
+from harvester import aharvest
 from harvester.addresses import AddressPolicy, AddressRefused, parse_networks, refusal_reason
 from harvester.errors import ConfigError
 from harvester.frontier import FrontierStore
@@ -178,9 +178,10 @@ def seed_site(targets: list[str]) -> Handler:
 
 
 async def harvest(settings: Settings, profile: SiteProfile) -> dict[str, tuple[str, str | None]]:
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-        await phases.extract(store, settings, profile)
+    """The public library call a user makes (``harvester.aharvest``: discovery, then extraction), then each
+    URL's state and error class as the frontier holds them."""
+    await aharvest(settings, profile)
+    with FrontierStore.open(settings) as store:
         return {url: (info["state"], info["last_error_class"])
                 for url in store.url_states() if (info := store.url_info(url)) is not None}
 
