@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from harvester.engine import Job, PoliteClient, run_hosts
+from harvester.fetch.engine import Job, PoliteClient, run_hosts
 from harvester.records import FetchResult
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb

@@ -148,7 +148,7 @@ def stages(urls: int) -> dict[str, float]:
 
     from harvester.discovery.sitemaps import parse_sitemap
     from harvester.frontier import FrontierStore
-    from harvester.pipeline import Site
+    from harvester.rules.admission import Site
     from harvester.settings import Settings, SiteProfile
 
     port = 8080

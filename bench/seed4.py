@@ -18,7 +18,7 @@ client turnaround, server lag, tail: see ``Excess``). ``--repeat`` also prints t
 Figures are noisy on a shared 2-core machine.
 
 Hook for other designs: ``DESIGNS[name] = async def design(scenario: Scenario) -> int`` (pages fetched with a
-200). A module ``seed4_engine`` next to this file (or ``harvester.engine.seed4_design``) is picked up when
+200). A module ``seed4_engine`` next to this file (or ``harvester.fetch.engine.seed4_design``) is picked up when
 present: it either defines ``register(designs)`` or a coroutine function ``DESIGN`` (named by ``NAME``).
 """
 
@@ -160,7 +160,7 @@ PUBLISHED_S = {
 def load_external_designs() -> list[str]:
     """Pick up the harvester's design if its module exists; returns what was loaded (or why not)."""
     notes = []
-    for modname in ("seed4_engine", "bench.seed4_engine", "harvester.engine"):
+    for modname in ("seed4_engine", "bench.seed4_engine", "harvester.fetch.engine"):
         try:
             mod = importlib.import_module(modname)
         except ImportError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harvester.engine import Job, PoliteClient, run_hosts
+from harvester.fetch.engine import Job, PoliteClient, run_hosts
 from harvester.records import FetchResult
 from harvester.settings import Settings
 

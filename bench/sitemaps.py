@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harvester.discovery.sitemaps import parse_sitemap
 from harvester.records import DiscoveredUrl, Source, UrlKind, provenance
-from harvester.scoring import score
+from harvester.rules.scoring import score
+from harvester.rules.urls import UrlFilter, canonicalizer_for
 from harvester.settings import Settings, SiteProfile
-from harvester.urls import UrlFilter, canonicalizer_for
 
 HOST = "https://bench.example"
 URLS_PER_FILE = 50_000
@@ -188,8 +188,8 @@ def worker(mode: str, files: int, n: int) -> dict[str, object]:
 
 
 def _site_admit(files: int, n: int, settings: Settings, profile: SiteProfile) -> IngestStats:
-    """The lead's per-URL path (harvester.pipeline.Site.admit), when it exists: what discovery really runs."""
-    from harvester.pipeline import Site
+    """The lead's per-URL path (harvester.rules.admission.Site.admit), when it exists: what discovery really runs."""
+    from harvester.rules.admission import Site
 
     site = Site(settings, profile)
     stats = IngestStats()
@@ -226,7 +226,7 @@ def _site_admit(files: int, n: int, settings: Settings, profile: SiteProfile) ->
 
 def canonicalize_rates(n: int = 100_000) -> list[tuple[str, float]]:
     """canonicalize() per URL shape, in this process (the per-URL cost discovery pays before anything else)."""
-    from harvester.urls import Canonicalizer
+    from harvester.rules.urls import Canonicalizer
 
     canon = Canonicalizer(Settings().urls)
     base = "https://www.example.com/news/world/index.html"

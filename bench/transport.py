@@ -16,8 +16,8 @@ import asyncio
 import statistics
 import time
 
-from harvester.engine import PoliteClient
-from harvester.http import Fetcher
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.http import Fetcher
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb
 

@@ -32,7 +32,7 @@ def source_rows(result: PhaseResult) -> list[dict[str, Any]]:
     """One row per host and source kind: URLs found, with the overlap and rejections of the report."""
     rows = []
     for origin, report in sorted(result.reports.items()):
-        # Keys of harvester.discovery.report.DiscoveryReport.to_dict().
+        # Keys of harvester.rules.report.DiscoveryReport.to_dict().
         queued = report.get("urls_queued_by_source") or {}
         for source, count in sorted((report.get("urls_found_by_source") or {}).items()):
             rows.append({"host": origin, "source": source, "urls": count, "queued": queued.get(source, 0)})

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from flows.steps import SubflowSteps
-from harvester.cycles import harvest_steps
+from harvester.phases.cycles import harvest_steps
 from harvester.settings import SiteProfile
 
 

@@ -8,7 +8,7 @@ from prefect import flow
 
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
-from harvester.cycles import recrawl_steps
+from harvester.phases.cycles import recrawl_steps
 from harvester.settings import SiteProfile
 
 

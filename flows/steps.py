@@ -1,5 +1,5 @@
 """The library's cycle steps as Prefect subflows, so ``harvest_flow`` and ``recrawl_flow`` run the order of steps
-written once in ``harvester.cycles`` (the library's ``harvest()`` and ``recrawl()`` run the same order)."""
+written once in ``harvester.phases.cycles`` (the library's ``harvest()`` and ``recrawl()`` run the same order)."""
 
 from __future__ import annotations
 

@@ -13,24 +13,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from harvester._version import __version__ as __version__
 from harvester.errors import ConfigError, HarvesterError
 from harvester.settings import Settings, SiteProfile
 
 if TYPE_CHECKING:
-    from harvester.cycles import aharvest, arecrawl, harvest, recrawl
     from harvester.frontier import FrontierStore
     from harvester.phases import discover, extract
+    from harvester.phases.cycles import aharvest, arecrawl, harvest, recrawl
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "FrontierStore": "harvester.frontier",
     "discover": "harvester.phases",
     "extract": "harvester.phases",
-    "harvest": "harvester.cycles",
-    "recrawl": "harvester.cycles",
-    "aharvest": "harvester.cycles",
-    "arecrawl": "harvester.cycles",
+    "harvest": "harvester.phases.cycles",
+    "recrawl": "harvester.phases.cycles",
+    "aharvest": "harvester.phases.cycles",
+    "arecrawl": "harvester.phases.cycles",
 }
 
 __all__ = [

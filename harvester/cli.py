@@ -36,7 +36,7 @@ PREFECT_QUIET_DEFAULTS = {
     "DO_NOT_TRACK": "1",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     # The temporary server prints CancelledError tracebacks when stopped with a task-run backlog; small
-    # batches flushed every second leave none (measured, see docs/architecture.md).
+    # batches flushed every second leave none (measured, see docs/internals.md).
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "50",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_READ_BATCH_SIZE": "50",
     "PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL": "1",

@@ -2,17 +2,17 @@
 
     HarvesterError
     ├── ConfigError (ValueError)     a setting, profile field, seed or file is invalid; names it and the fix
-    ├── FetchError                   one bounded fetch could not finish (``retryable`` decided where raised)
-    │   ├── FetchTimeout             the total deadline, or a connect/read timeout, ran out
-    │   ├── BodyTooLarge             Content-Length or the streamed/decoded bytes passed the cap
-    │   ├── TooManyRedirects         more hops than allowed, or a loop
-    │   └── ConnectFailed            refused, reset, DNS, protocol error
-    ├── ContentRejected              a sitemap/feed/robots body is unusable (DOCTYPE, bomb, over a limit)
+    ├── ContentRejected              a sitemap/feed body is unusable (DOCTYPE, bomb, over a limit)
+    │   └── NotASitemap              an HTML page came back where a sitemap was asked for (a soft 404)
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
         ├── SchemaOutOfDate          the database needs ``harvester db upgrade``
         ├── InvalidRecord (ValueError) a row handed to the store is malformed; nothing was written
-        └── LeaseLost                another worker owns the host or URL now: stop, write nothing
+        ├── LeaseLost                another worker owns the host or URL now: stop, write nothing
+        └── WriterGone               the discovery writer process died or stopped answering
+
+A fetch never raises: timeouts, size caps, redirects, refused addresses and robots.txt come back as a
+``FetchResult`` with an ``ErrorClass`` (records.py), since a crawler meets them by the thousand.
 """
 
 from __future__ import annotations
@@ -25,30 +25,6 @@ class HarvesterError(Exception):
 class ConfigError(HarvesterError, ValueError):
     """A configuration value is invalid. The message names the key or input and the accepted form."""
 
-
-class FetchError(HarvesterError):
-    """One fetch failed in a way the caller may retry later (``retryable``) or record as final."""
-
-    def __init__(self, message: str, *, url: str, retryable: bool) -> None:
-        super().__init__(message)
-        self.url = url
-        self.retryable = retryable
-
-
-class FetchTimeout(FetchError):
-    """The whole-fetch deadline (headers and body) or a connect timeout ran out."""
-
-
-class BodyTooLarge(FetchError):
-    """The body passed the size cap, announced or while streaming/decoding."""
-
-
-class TooManyRedirects(FetchError):
-    """The redirect chain was longer than the cap or came back to a URL already visited."""
-
-
-class ConnectFailed(FetchError):
-    """The connection could not be made or broke (refused, reset, DNS, protocol error)."""
 
 
 class ContentRejected(HarvesterError):
@@ -79,3 +55,9 @@ class InvalidRecord(StoreError, ValueError):
 
 class LeaseLost(StoreError):
     """The lease this worker held expired and another worker took it; the result was not written."""
+
+
+class WriterGone(StoreError):
+    """The discovery writer child (``frontier.writer``) died, hung or broke the protocol: the batch in hand is not
+    known to be written, and the caller writes it in-process (the upsert is idempotent, so a batch the child did
+    commit is merely seen again)."""

@@ -14,7 +14,7 @@ from base64 import b32encode
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from http import HTTPStatus
 from typing import IO, Any, cast
 from urllib.parse import urlsplit
@@ -23,8 +23,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
-from harvester import __version__
+from harvester._version import __version__
 from harvester.records import StoredFetch, StoredPage
+from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
 
@@ -242,17 +243,14 @@ def _status_line(status: int) -> str:
     return f"{status} {phrase}"
 
 
-def _aware(moment: datetime) -> datetime:
-    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
 
 def _iso(moment: datetime | None) -> str | None:
-    return _aware(moment).isoformat().replace("+00:00", "Z") if moment is not None else None
+    return aware(moment).isoformat().replace("+00:00", "Z") if moment is not None else None
 
 
 def _warc_date(moment: datetime) -> str:
     """WARC 1.1 §5.4: W3C-ISO8601 UTC, with fractions of a second when there are any."""
-    utc = _aware(moment).replace(tzinfo=None)
+    utc = aware(moment).replace(tzinfo=None)
     return str(datetime_to_iso_date(utc, use_micros=utc.microsecond != 0))
 
 

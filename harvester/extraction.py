@@ -25,8 +25,8 @@ import lxml.html
 
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.errors import ConfigError
+from harvester.fetch.robots import robots_token
 from harvester.records import ErrorClass, FetchResult, PageRecord
-from harvester.robots import robots_token
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)

@@ -86,6 +86,24 @@ def origin_of(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def http_origin(url: str) -> str | None:
+    """``scheme://netloc`` (scheme and netloc lower-cased) of an absolute http(s) URL in any spelling, or None for
+    anything else; never raises. For URLs not yet canonical: a redirect's target, a page's base, a fetch."""
+    url = url.strip()
+    if not url[:8].lower().startswith(("http://", "https://")):
+        return None
+    start = url.index("//") + 2
+    end = len(url)
+    for mark in "/?#":
+        found = url.find(mark, start)
+        if 0 <= found < end:
+            end = found
+    netloc = url[start:end]
+    if not netloc or ("[" in netloc) != ("]" in netloc):
+        return None  # no host, or an IPv6 literal left open (urlsplit refuses it too)
+    return url[:end].lower()
+
+
 def provenance(kind: Source, where: str = "") -> str:
     """The provenance label stored with a URL, e.g. ``sitemap:https://h/sitemap.xml``."""
     return f"{kind.value}:{where}" if where else kind.value

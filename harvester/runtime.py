@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, overload
 
 from harvester.errors import DatabaseUnavailable
 
@@ -59,9 +60,33 @@ def parse_instant(text: str, *, source: str) -> datetime:
         raise ValueError(f"{source}={text!r} is not an ISO 8601 instant (example: 2026-01-06T06:00:00Z)") from None
 
 
-def aware(moment: datetime) -> datetime:
-    """``moment`` as an aware UTC instant; a naive one is taken to be UTC (SQLite hands back naive times)."""
+@overload
+def aware(moment: datetime) -> datetime: ...
+
+
+@overload
+def aware(moment: None) -> None: ...
+
+
+def aware(moment: datetime | None) -> datetime | None:
+    """``moment`` as an aware UTC instant; a naive one is taken to be UTC (SQLite hands back naive times, and
+    sitemaps often omit the offset). The one time-zone helper of the library."""
+    if moment is None:
+        return None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@contextlib.asynccontextmanager
+async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
+    """``asyncio.TaskGroup`` (a failed task cancels its siblings and the body; none outlives the block) whose
+    failure surfaces as the first error itself, not an ``ExceptionGroup``: callers, and Prefect's retries, see the
+    ``StoreError`` or the bug that ended the run, as they would from one coroutine."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            yield group
+    except BaseExceptionGroup as failed:
+        first = failed.exceptions[0]
+        raise first from (first.__cause__ or first.__context__)
 
 
 CLOCK = Clock()

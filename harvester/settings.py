@@ -8,9 +8,10 @@ environment. Precedence, highest first: explicit arguments (CLI flags), ``HARVES
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -23,8 +24,30 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from harvester.addresses import parse_networks
 from harvester.errors import ConfigError
+
+Network = IPv4Network | IPv6Network
+"""An allowed address range (``http.allow_addresses``, a profile's ``allow_addresses``)."""
+
+
+def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
+    """CIDR networks (a bare address is one host). Raises ValueError naming the first bad value and the form
+    accepted; host bits set (``10.0.0.5/8``) are an error, with the network meant suggested."""
+    out: list[Network] = []
+    for value in values:
+        text = value.strip()
+        try:
+            out.append(ip_network(text, strict=True))
+        except ValueError:
+            try:
+                meant = ip_network(text, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not an IP network; write CIDR like '10.0.0.0/8', 'fd00::/8' or one address"
+                ) from None
+            raise ValueError(f"{value!r} has host bits set; did you mean {str(meant)!r}?") from None
+    return tuple(out)
+
 
 DEFAULT_DATABASE_URL = "sqlite:///.harvester/harvester.db"
 """An embedded SQLite file under the working directory: nothing to install for a first harvest."""
@@ -83,7 +106,7 @@ class HttpSettings(_Group):
         description="Media types kept for detail and listing pages; others are failed as bad_content_type.",
     )
     transport: Literal["aiohttp", "httpcore", "http2"] = Field(
-        "aiohttp", description="httpx transport; aiohttp measured cheapest per request (docs/architecture.md)."
+        "aiohttp", description="httpx transport; aiohttp measured cheapest per request (docs/internals.md)."
     )
     allow_addresses: tuple[str, ...] = Field(
         (),
@@ -118,7 +141,6 @@ class PolitenessSettings(_Group):
         "parks it for that Retry-After instead); then it gets another chance.",
     )
     max_attempts: int = Field(3, ge=1, le=20, description="Attempts per URL before it is marked failed.")
-    host_idle_s: float = Field(2.0, ge=0, description="A host with no queued work this long is retired.")
 
 
 PRODUCT_TOKEN_PATTERN = r"^[A-Za-z_-]+$"  # noqa: S105 (a regex, not a secret)
@@ -196,7 +218,9 @@ class DiscoverySettings(_Group):
 
 class StoreSettings(_Group):
     lease_s: float = Field(300.0, gt=0, description="A claim not completed within this returns to the queue.")
-    claim_batch: int = Field(200, ge=1, le=10_000, description="URLs claimed per host per round trip.")
+    claim_batch: int = Field(
+        50, ge=1, le=10_000, description="URLs leased per host per claim (held leases are renewed while fetched)."
+    )
     compress_level: int = Field(6, ge=1, le=9, description="zlib level for stored bodies.")
     sqlite_busy_timeout_s: float = Field(30.0, ge=0, description="Bounded wait on a locked SQLite file.")
 

@@ -13,7 +13,7 @@ from harvester.export import JSONL_FIELDS, WarcCounts, export_jsonl, export_warc
 from harvester.extraction import extract_page
 from harvester.frontier import FrontierStore
 from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, ErrorClass, FetchResult, UrlKind, UrlState
-from harvester.revisit import classify_outcome
+from harvester.rules.revisit import classify_outcome
 from harvester.settings import Settings
 
 ORIGIN = "https://shop.example"

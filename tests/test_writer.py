@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-import harvester.writer
+import harvester.frontier.writer
 from harvester import phases
-from harvester.errors import InvalidRecord, StoreError
+from harvester.errors import InvalidRecord, StoreError, WriterGone
 from harvester.frontier import FrontierStore
+from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import DiscoveredUrl, UrlKind
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec, RobotsSpec
-from harvester.writer import UrlWriter, WriterGone, writer_possible
 
 SPECS = [
     HostSpec("a", pages=120, robots=RobotsSpec(disallow=("/private/",)), disallowed_in_sitemap=0.1),
@@ -123,7 +123,7 @@ def test_no_writer_process_for_an_in_memory_database_or_when_switched_off(sqlite
 
 
 def _writer_children() -> list[int]:
-    """Live ``python -m harvester.writer`` children of this process (zombies excluded)."""
+    """Live ``python -m harvester.frontier.writer`` children of this process (zombies excluded)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -131,7 +131,7 @@ def _writer_children() -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"harvester.writer" in cmdline:
+        if int(fields[1]) == os.getpid() and fields[0] != "Z" and b"harvester.frontier.writer" in cmdline:
             found.append(int(stat.parent.name))
     return found
 
@@ -230,7 +230,7 @@ async def test_a_hung_writer_is_given_up_after_the_batch_timeout(sqlite_url, mon
         assert await writer.start()
         pid = writer.pid
         assert pid is not None
-        monkeypatch.setattr(harvester.writer, "BATCH_TIMEOUT_S", 0.5)
+        monkeypatch.setattr(harvester.frontier.writer, "BATCH_TIMEOUT_S", 0.5)
         os.kill(pid, signal.SIGSTOP)
         try:
             # Far more than a pipe holds: the send itself must give up, not only the wait for the answer.

@@ -1,7 +1,7 @@
-"""Discovery parsers: sitemaps, feeds and listing pages turned into candidate URLs, plus the per-host report.
+"""Discovery parsers: sitemaps, feeds and the links of a page turned into candidate URLs.
 
-Everything here takes bytes and returns records; nothing fetches or touches SQL (harvester/phases.py wires
-these to the fetch engine and the frontier store).
+Bytes in, records out. May use: ``rules``, ``records``, ``settings``, ``errors``. Must not: fetch, speak SQL or
+import Prefect (``phases.discover_host`` wires these to the polite fetch and the frontier).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import feedparser
 
 from harvester.discovery._html import absolute_http, document_base, parse_html
 from harvester.errors import ContentRejected
+from harvester.rules.classify import FEEDISH_HREF, is_feed_url
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,6 @@ FEED_TYPES = frozenset(
 """``<link rel="alternate" type=...>`` media types that name a feed (generic XML only with a feed-like href)."""
 
 _GENERIC_TYPES = frozenset(("application/json", "text/xml", "application/xml"))
-_FEEDISH_HREF = re.compile(r"(?i)(?:^|[/._-])(?:feed|rss|atom|rdf|jsonfeed)(?:$|[/._?-])|\.(?:rss|atom)$")
 _ENTITY_DECL = re.compile(rb"<!ENTITY", re.IGNORECASE)
 _JSONFEED_VERSION = "https://jsonfeed.org/version/1"
 
@@ -107,7 +107,7 @@ def feed_links_in(root: Any, base: str) -> list[str]:
                 continue
             if media not in FEED_TYPES and "feed" not in rels:
                 continue
-            if media in _GENERIC_TYPES and not _FEEDISH_HREF.search(href):
+            if media in _GENERIC_TYPES and not FEEDISH_HREF.search(href):
                 continue
         elif not is_feed_url(href):
             continue
@@ -117,14 +117,6 @@ def feed_links_in(root: Any, base: str) -> list[str]:
     return found
 
 
-def is_feed_url(href: str) -> bool:
-    """True for hrefs that are obviously feeds by their shape (/feed, /rss.xml, atom.xml, feed.json, .rss)."""
-    path = href.split("?", 1)[0].split("#", 1)[0]
-    return (
-        bool(path)
-        and _FEEDISH_HREF.search(path) is not None
-        and not href.lower().startswith(("javascript:", "mailto:"))
-    )
 
 
 def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) -> FeedDoc:

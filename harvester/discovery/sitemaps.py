@@ -26,6 +26,7 @@ from harvester.discovery._cut import entries_cut
 from harvester.discovery._html import has_utf8_form
 from harvester.discovery.feeds import parse_feed
 from harvester.errors import ContentRejected, NotASitemap
+from harvester.runtime import aware
 from harvester.settings import DiscoverySettings
 
 logger = logging.getLogger(__name__)
@@ -351,11 +352,9 @@ def is_absolute_http(loc: str) -> bool:
 
 def utc(value: datetime | None) -> datetime | None:
     """Aware UTC; a naive value is taken as UTC (sitemaps.org recommends a zone, many omit it)."""
-    if value is None:
-        return None
     try:
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    except (OverflowError, ValueError):
+        return aware(value)
+    except (OverflowError, ValueError):  # an offset that pushes year 1 or 9999 off the calendar
         return None
 
 

@@ -7,7 +7,6 @@ mixin over this base in its own module; ``store.FrontierStore`` joins them. Only
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
-import importlib
 import logging
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ from harvester.frontier.rows import (
     source_kind,
     split_url,
 )
+from harvester.rules.urls import CANONICAL_VERSION
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
@@ -65,14 +65,6 @@ def _unreachable(exc: DBAPIError) -> bool:
 
 
 
-def _canonical_version() -> int:
-    try:
-        urls_module = importlib.import_module("harvester.urls")
-    except ImportError:
-        return 1
-    return int(getattr(urls_module, "CANONICAL_VERSION", 1))
-
-
 
 @dataclass(slots=True)
 class Transaction:
@@ -94,7 +86,7 @@ class StoreBase:
         self._host_ids: dict[str, int] = {}
         self._source_ids: dict[str, int] = {}
         self._source_kinds: dict[int, str] = {}
-        self._canonical_version = _canonical_version()
+        self._canonical_version = CANONICAL_VERSION
         self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
 

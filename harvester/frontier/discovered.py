@@ -18,17 +18,12 @@ from harvester.frontier.models import (
     Host,
     Url,
 )
-from harvester.frontier.rows import (
-    Merged,
-    aware,
-    merge,
-    split_url,
-)
+from harvester.frontier.rows import Merged, merge, split_url
 from harvester.records import (
     AddResult,
     DiscoveredUrl,
 )
-from harvester.runtime import utcnow
+from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 

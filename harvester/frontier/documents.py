@@ -21,14 +21,12 @@ from harvester.frontier.models import (
     Url,
     UrlSource,
 )
-from harvester.frontier.rows import (
-    aware,
-)
 from harvester.records import (
     DocumentState,
     UrlState,
     Vanished,
 )
+from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
 

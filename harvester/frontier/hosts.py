@@ -15,15 +15,13 @@ from harvester.frontier.base import (
 from harvester.frontier.models import (
     Host,
 )
-from harvester.frontier.rows import (
-    ORIGIN,
-    aware,
-)
+from harvester.frontier.rows import ORIGIN
 from harvester.records import (
     ErrorClass,
     HostPolicy,
     RobotsState,
 )
+from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
 

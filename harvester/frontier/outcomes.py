@@ -22,16 +22,7 @@ from harvester.frontier.models import (
     Page,
     Url,
 )
-from harvester.frontier.rows import (
-    UrlOutcome,
-    aware,
-    check_completion,
-    fold,
-    merge,
-    outcome,
-    page_row,
-    url_outcome,
-)
+from harvester.frontier.rows import UrlOutcome, check_completion, fold, merge, outcome, page_row, url_outcome
 from harvester.records import (
     AddResult,
     CompleteResult,
@@ -40,7 +31,7 @@ from harvester.records import (
     UrlState,
     Vanished,
 )
-from harvester.runtime import utcnow
+from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 

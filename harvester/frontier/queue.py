@@ -23,15 +23,12 @@ from harvester.frontier.models import (
     Url,
     from_epoch_us,
 )
-from harvester.frontier.rows import (
-    aware,
-)
 from harvester.records import (
     ClaimedUrl,
     UrlKind,
     UrlState,
 )
-from harvester.runtime import utcnow
+from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 

@@ -23,10 +23,7 @@ from harvester.frontier.models import (
     Page,
     Url,
 )
-from harvester.frontier.rows import (
-    aware,
-    stored_page,
-)
+from harvester.frontier.rows import stored_page
 from harvester.records import (
     StoredFetch,
     StoredPage,
@@ -34,6 +31,7 @@ from harvester.records import (
     UrlKind,
     UrlState,
 )
+from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
 

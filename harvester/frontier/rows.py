@@ -17,6 +17,7 @@ from typing import Any
 
 from harvester.errors import InvalidRecord
 from harvester.records import Completion, DiscoveredUrl, PageRecord, StoredPage, UrlKind, UrlState
+from harvester.runtime import aware
 
 MAX_URL_LENGTH = 2048
 """Longest URL the frontier accepts (after the caller's canonicalization)."""
@@ -29,12 +30,6 @@ _URL = re.compile(r"(https?://[^/?#\x00-\x20\x7f]+)([/?#][^\x00-\x20\x7f]*)?")
 _KINDS = frozenset(kind.value for kind in UrlKind)
 _FINAL = frozenset({UrlState.DONE, UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED})
 
-
-def aware(value: datetime | None) -> datetime | None:
-    """Times are UTC; a naive datetime is taken to be UTC already."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
 
 
 def source_kind(label: str) -> str:

@@ -16,10 +16,7 @@ from harvester.frontier.base import (
 from harvester.frontier.models import (
     Run,
 )
-from harvester.frontier.rows import (
-    aware,
-)
-from harvester.runtime import utcnow
+from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 

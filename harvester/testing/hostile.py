@@ -19,7 +19,7 @@ from harvester.testing.render import HTML, Reply, Stream, http_date, make_resour
 from harvester.testing.sites import BASE_EPOCH
 
 if TYPE_CHECKING:
-    from harvester.testing.render import Site
+    from harvester.testing.render import ServedSite
 
 __all__ = ["BOMB_INFLATED_BYTES", "HUGE_BYTES", "ROUTES", "HostileRoutes", "gzip_bomb", "huge_robots_body"]
 
@@ -150,7 +150,7 @@ def gzip_bomb(inflated: int = BOMB_INFLATED_BYTES) -> bytes:
 class HostileRoutes:
     """The /hostile/ routes of one host. ``fail-once`` remembers targets for the life of the server."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: ServedSite) -> None:
         self.site = site
         self._failed_once: set[str] = set()
         self._bomb: bytes | None = None

@@ -27,14 +27,14 @@ from harvester.testing.sites import (
     DISALLOWED_PREFIX,
     WORDS,
     HostSpec,
-    Page,
+    PageModel,
     SiteModel,
 )
 
 if TYPE_CHECKING:
     from harvester.testing.hostile import HostileRoutes
 
-__all__ = ["Reply", "Resource", "Site", "Stream", "http_date", "make_resource"]
+__all__ = ["Reply", "Resource", "ServedSite", "Stream", "http_date", "make_resource"]
 
 TOKEN = "\x00TOKEN\x00"  # noqa: S105 - a placeholder, not a secret
 """Marks a per-request slot (ad impression id, session id) inside a rendered body; always 8 bytes wide."""
@@ -195,7 +195,7 @@ STYLE = (
 )
 
 
-class Site:
+class ServedSite:
     """Responses of one host. All mutation (``rebuild``, ``advance``) happens on the server's event loop."""
 
     def __init__(self, spec: HostSpec, seed: int, origin: str) -> None:
@@ -351,7 +351,7 @@ class Site:
         n = self.spec.sitemap_children
         if n <= 0:
             return
-        groups: list[list[Page]] = [[] for _ in range(n)]
+        groups: list[list[PageModel]] = [[] for _ in range(n)]
         for p in self.model.pages:
             if p.live and p.in_sitemap:
                 groups[self.model.sitemap_child_of(p)].append(p)
@@ -392,7 +392,7 @@ class Site:
     def feed_paths(self) -> dict[str, str]:
         return {kind: f"/feeds/{kind}.xml" for kind in self.spec.feeds}
 
-    def _title(self, p: Page) -> str:
+    def _title(self, p: PageModel) -> str:
         return p.slug.replace("-", " ").capitalize()
 
     def _build_feeds(self) -> None:
@@ -433,7 +433,7 @@ class Site:
             self.feeds[path] = docs
 
     def _feed_doc(
-        self, kind: str, path: str, items: list[Page], links: list[tuple[str, str]], *, archive: bool, key: int
+        self, kind: str, path: str, items: list[PageModel], links: list[tuple[str, str]], *, archive: bool, key: int
     ) -> Resource:
         """One RSS 2.0 or Atom document; paging links are RFC 5005 ``atom:link`` elements (in RSS too)."""
         newest = max((p.modified_ts for p in items), default=BASE_EPOCH)
@@ -529,7 +529,7 @@ class Site:
             return f"/topics/{topic}/?page={n}&amp;order=recent"  # permuted query
         return escape(canonical)
 
-    def _listing_html(self, topic: str, n: int, total: int, items: list[Page], path: str) -> str:
+    def _listing_html(self, topic: str, n: int, total: int, items: list[PageModel], path: str) -> str:
         head_extra = ""
         if n < total:
             head_extra += f'<link rel="next" href="{escape(self.listing_path(topic, n + 1))}">\n'
@@ -601,7 +601,7 @@ class Site:
             return "  " + o + target + " "
         return o + target.replace("-", "%2D", 1)
 
-    def detail(self, page: Page) -> Resource:
+    def detail(self, page: PageModel) -> Resource:
         cached = self._details.get(page.id)
         if cached is not None and cached[0] == page.version:
             return cached[1]
@@ -609,7 +609,7 @@ class Site:
         self._details[page.id] = (page.version, res)
         return res
 
-    def _render_detail(self, page: Page) -> Resource:
+    def _render_detail(self, page: PageModel) -> Resource:
         rng = self.model._rng("text", page.id, page.version)
         title = self._title(page)
         url = self.origin + page.path

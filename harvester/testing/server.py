@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from harvester.testing.render import Reply, Site, Stream, make_resource
+from harvester.testing.render import Reply, ServedSite, Stream, make_resource
 from harvester.testing.sites import HostChange, HostSpec, SiteModel
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ except ImportError:  # pragma: no cover - uvloop is a dependency
 # ====================================================================== the server (runs on one loop)
 
 
-class _Host:
+class _ServedHost:
     __slots__ = ("in_flight", "latency", "max_in_flight", "name", "reply_429", "site")
 
     def __init__(self, spec: HostSpec) -> None:
@@ -56,7 +56,7 @@ class _Host:
         self.latency = spec.latency_s
         self.max_in_flight = spec.max_in_flight
         self.in_flight = 0
-        self.site: Site | None = None
+        self.site: ServedSite | None = None
         r = make_resource(
             429,
             "text/plain",
@@ -80,7 +80,7 @@ class _Conn(asyncio.Protocol):
 
     __slots__ = ("_buf", "_can_write", "_closing", "_queue", "_task", "host", "server", "transport")
 
-    def __init__(self, host: _Host, server: _Server) -> None:
+    def __init__(self, host: _ServedHost, server: _Server) -> None:
         self.host = host
         self.server = server
         self.transport: asyncio.Transport | None = None
@@ -312,7 +312,7 @@ class _Server:
     def __init__(self, specs: Sequence[HostSpec], seed: int) -> None:
         self.specs = list(specs)
         self.seed = seed
-        self.hosts = {s.name: _Host(s) for s in self.specs}
+        self.hosts = {s.name: _ServedHost(s) for s in self.specs}
         self.records: list[RawRecord] = []
         self.conns: set[_Conn] = set()
         self.servers: list[asyncio.base_events.Server] = []
@@ -326,9 +326,9 @@ class _Server:
             self.servers.append(srv)
             port = srv.sockets[0].getsockname()[1]
             self.ports[spec.name] = port
-            host.site = Site(spec, self.seed, f"http://{LOOPBACK}:{port}")
+            host.site = ServedSite(spec, self.seed, f"http://{LOOPBACK}:{port}")
 
-    def sites(self) -> dict[str, Site]:
+    def sites(self) -> dict[str, ServedSite]:
         return {name: h.site for name, h in self.hosts.items() if h.site is not None}
 
     def advance(self, changed: float, new: float, gone: float, moved: float = 0.0) -> dict[str, HostChange]:

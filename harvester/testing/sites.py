@@ -18,7 +18,7 @@ __all__ = [
     "DAY_S",
     "HostChange",
     "HostSpec",
-    "Page",
+    "PageModel",
     "RobotsSpec",
     "SiteModel",
     "demo_site",
@@ -139,7 +139,7 @@ DISALLOWED = "disallowed"  # in the sitemap only, under DISALLOWED_PREFIX
 
 
 @dataclass(slots=True)
-class Page:
+class PageModel:
     """One detail page. ``version`` bumps when its main text changes; ``gone_day`` set means it answers 410."""
 
     id: int
@@ -192,8 +192,8 @@ class SiteModel:
         rng = self._rng("host")
         self.topics: tuple[str, ...] = tuple(rng.sample(TOPICS, 4))
         self.shapes: tuple[str, ...] = tuple(rng.sample(DETAIL_SHAPES, 2))
-        self.pages: list[Page] = []
-        self.by_path: dict[str, Page] = {}
+        self.pages: list[PageModel] = []
+        self.by_path: dict[str, PageModel] = {}
         self.moved_from: dict[str, str] = {}
         """Old path → new path of pages that moved: the old path answers 301 (chains stay chains)."""
         self.initial_pages = spec.pages
@@ -219,14 +219,14 @@ class SiteModel:
     def _rng(self, *parts: object) -> random.Random:
         return random.Random("/".join(str(p) for p in (self.seed, self.spec.name, *parts)))
 
-    def _add_page(self, coverage: str, published: int, *, day: int) -> Page:
+    def _add_page(self, coverage: str, published: int, *, day: int) -> PageModel:
         pid = len(self.pages)
         rng = self._rng("page", pid)
         slug = "-".join(rng.choices(WORDS[40:], k=rng.randint(3, 5)))
         topic = self.topics[pid % len(self.topics)]
         path = self._path(coverage, self.shapes[pid % len(self.shapes)], slug, pid, published, topic)
         lo, hi = self.spec.page_bytes
-        page = Page(
+        page = PageModel(
             id=pid,
             slug=slug,
             path=path,
@@ -248,7 +248,7 @@ class SiteModel:
         y, m, d = _ymd(published)
         return shape.format(slug=slug, id=pid, yyyy=f"{y:04d}", mm=f"{m:02d}", dd=f"{d:02d}", topic=topic)
 
-    def _move(self, page: Page, rng: random.Random) -> str:
+    def _move(self, page: PageModel, rng: random.Random) -> str:
         """Give ``page`` a new address (a new slug, else the host's other URL shape); the old one redirects."""
         old = page.path
         slug = "-".join(rng.choices(WORDS[40:], k=rng.randint(3, 5)))
@@ -263,7 +263,7 @@ class SiteModel:
         self.moved_from[old] = new
         return new
 
-    def live_pages(self) -> list[Page]:
+    def live_pages(self) -> list[PageModel]:
         return [p for p in self.pages if p.live]
 
     def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> HostChange:
@@ -322,7 +322,7 @@ class SiteModel:
         return self.last_change
 
     @staticmethod
-    def change_rate(page: Page, rates: tuple[tuple[float, float], ...]) -> float:
+    def change_rate(page: PageModel, rates: tuple[tuple[float, float], ...]) -> float:
         """The daily change chance of ``page``'s class (classes take ids in turn by their shares)."""
         position = (page.id * 0.6180339887) % 1.0  # spread ids evenly over [0, 1), whatever order they came in
         edge = 0.0
@@ -332,14 +332,14 @@ class SiteModel:
                 return rate
         return rates[-1][1] if rates else 0.0
 
-    def sitemap_child_of(self, page: Page) -> int:
+    def sitemap_child_of(self, page: PageModel) -> int:
         """Child sitemaps hold contiguous id ranges and new pages join the last child, so a day that touches
         no page of a child leaves that child byte-identical (and answering 304)."""
         n = self.spec.sitemap_children
         per_child = max(1, math.ceil(self.initial_pages / max(1, n)))
         return min(page.id // per_child, n - 1)
 
-    def feed_items(self, order: Literal["published", "updated"]) -> list[Page]:
+    def feed_items(self, order: Literal["published", "updated"]) -> list[PageModel]:
         """Every live page published in the feeds, newest first by publication or by last update."""
         items = [p for p in self.pages if p.live and p.in_feed]
         if order == "updated":
@@ -348,18 +348,18 @@ class SiteModel:
             items.sort(key=lambda p: (-p.published_ts, -p.id))
         return items
 
-    def feed_archives(self) -> list[list[Page]]:
+    def feed_archives(self) -> list[list[PageModel]]:
         """RFC 5005 archives: complete, fixed id ranges of ``feed_entries`` pages (oldest first), each holding the
         live feed pages of its range; the newest, incomplete range is in no archive (the head carries it)."""
         size = self.spec.feed_entries
         complete = len(self.pages) // size
-        archives: list[list[Page]] = [[] for _ in range(complete)]
+        archives: list[list[PageModel]] = [[] for _ in range(complete)]
         for p in self.pages:
             if p.live and p.in_feed and p.id // size < complete:
                 archives[p.id // size].append(p)
         return archives
 
-    def listing_pages(self, topic: str) -> list[list[Page]]:
+    def listing_pages(self, topic: str) -> list[list[PageModel]]:
         """The pages of one topic's listing, newest first, split into listing pages (at least one, maybe empty)."""
         items = [p for p in self.pages if p.live and p.in_listing and p.topic == topic]
         items.sort(key=lambda p: (-p.published_ts, -p.id))

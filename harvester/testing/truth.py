@@ -147,10 +147,10 @@ class HostTruth:
 
     def robots_text(self) -> str:
         if self._robots_text is None:
-            from harvester.testing.render import Site
+            from harvester.testing.render import ServedSite
 
             # Rendering robots needs no port-specific state beyond the origin; build it without a server.
-            self._robots_text = Site.robots_text(_RobotsOnly(self.spec, self.origin))  # type: ignore[arg-type]
+            self._robots_text = ServedSite.robots_text(_RobotsOnly(self.spec, self.origin))  # type: ignore[arg-type]
         return self._robots_text
 
     def is_allowed(self, url_or_path: str, user_agent: str | None = "harvester") -> bool:
@@ -168,7 +168,7 @@ class HostTruth:
 
 
 class _RobotsOnly:
-    """Just enough of a Site for ``Site.robots_text``."""
+    """Just enough of a ServedSite for ``ServedSite.robots_text``."""
 
     def __init__(self, spec: HostSpec, origin: str) -> None:
         self.spec = spec

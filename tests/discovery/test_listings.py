@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harvester.discovery.listings import LinkClassifier, extract_links, is_pagination, segment_shape
+from harvester.discovery.listings import extract_links
 from harvester.records import UrlKind
+from harvester.rules.classify import LinkClassifier, is_pagination, segment_shape
+from harvester.rules.urls import canonicalize
 from harvester.settings import Settings, SiteProfile
-from harvester.urls import canonicalize
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "html"
 TRUTH = json.loads((DATA / "truth.json").read_text())
@@ -260,10 +261,10 @@ def test_a_listing_link_spelled_with_dot_segments_is_judged_by_its_canonical_sha
     from datetime import UTC, datetime
 
     from harvester.discovery.listings import PageLinks
-    from harvester.discovery_host import HostDiscovery
-    from harvester.pipeline import Site
+    from harvester.fetch.robots import RobotsRules
+    from harvester.phases.discover_host import HostDiscovery
     from harvester.records import ClaimedUrl, RobotsState
-    from harvester.robots import RobotsRules
+    from harvester.rules.admission import Site
 
     origin = "https://blog.example"
     settings = Settings.load()

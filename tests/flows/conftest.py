@@ -2,7 +2,7 @@
 every test in tests/flows, and helpers to read runs and artifacts back through the Prefect client.
 
 A started server records task runs reliably and serves subprocesses (``harvester serve``, ``harvester harvest``);
-the temporary server a bare flow call starts does neither well (docs/architecture.md).
+the temporary server a bare flow call starts does neither well (docs/internals.md).
 """
 
 from __future__ import annotations

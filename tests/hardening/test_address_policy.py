@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 
 from harvester import aharvest
-from harvester.addresses import AddressPolicy, AddressRefused, parse_networks, refusal_reason
 from harvester.errors import ConfigError
+from harvester.fetch.addresses import AddressPolicy, AddressRefused, refusal_reason
+from harvester.fetch.http import Fetcher
 from harvester.frontier import FrontierStore
-from harvester.http import Fetcher
 from harvester.records import ErrorClass
-from harvester.settings import HttpSettings, Settings, SiteProfile
+from harvester.settings import HttpSettings, Settings, SiteProfile, parse_networks
 
 REFUSED_NAMES = ("10.0.0.5", "169.254.169.254")
 """Named in the seed site, never connected to: the policy refuses them whatever the profile allows here."""
@@ -280,7 +280,7 @@ async def test_every_spelling_of_a_refused_address_is_refused_at_the_fetch(start
 
 
 async def test_a_redirect_hop_to_a_refused_address_sends_nothing_there(start, caplog: pytest.LogCaptureFixture):
-    caplog.set_level(logging.INFO, logger="harvester.http")
+    caplog.set_level(logging.INFO, logger="harvester.fetch.http")
     two = await start("127.0.0.2", page)
 
     async def hop(request: web.Request, server: Server) -> web.StreamResponse:

@@ -24,8 +24,8 @@ import httpx
 import pytest
 
 from harvester import phases
-from harvester.engine import PoliteClient
 from harvester.errors import ConfigError
+from harvester.fetch.engine import PoliteClient
 from harvester.frontier import FrontierStore
 from harvester.records import ErrorClass, FetchResult
 from harvester.settings import Settings, SiteProfile

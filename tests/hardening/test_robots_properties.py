@@ -1,4 +1,4 @@
-"""The robots matcher (harvester.robots.RobotsRules.allowed) against a small reference implementation of RFC 9309
+"""The robots matcher (harvester.fetch.robots.RobotsRules.allowed) against a small reference implementation of RFC 9309
 matching (longest match, ``*`` and ``$``, allow wins ties), plus the RFC's own examples and cases of Google's
 reference parser tests (google/robotstxt robots_test.cc) written from their text.
 """
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harvester.fetch.robots import RobotsRules
 from harvester.records import RobotsState
-from harvester.robots import RobotsRules
 from harvester.settings import RobotsSettings
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
@@ -259,6 +259,6 @@ def test_arbitrary_bodies_never_raise(body: str, path: str, agent: str):
 @settings(max_examples=200, deadline=None)
 @given(body=st.binary(max_size=400))
 def test_arbitrary_bytes_never_raise(body: bytes):
-    from harvester.robots import decode_robots
+    from harvester.fetch.robots import decode_robots
 
     assert isinstance(rules(decode_robots(body, 500 * 1024)).allowed(ORIGIN + "/a"), bool)

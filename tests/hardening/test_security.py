@@ -14,11 +14,11 @@ import psycopg
 import pytest
 
 from harvester import phases
-from harvester.engine import PoliteClient
 from harvester.errors import StoreError
+from harvester.fetch.engine import PoliteClient
 from harvester.frontier import FrontierStore
-from harvester.pipeline import Site
 from harvester.records import ErrorClass
+from harvester.rules.admission import Site
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
 

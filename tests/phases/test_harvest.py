@@ -211,7 +211,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
     import threading
 
     import harvester.discovery.sitemaps
-    import harvester.discovery_host
+    import harvester.phases.discover_host
 
     threads: list[tuple[str, threading.Thread]] = []
 
@@ -224,9 +224,9 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
 
         monkeypatch.setattr(module, name, spied)
 
-    spy(harvester.discovery_host, "parse_feed", "feed")
+    spy(harvester.phases.discover_host, "parse_feed", "feed")
     spy(harvester.discovery.sitemaps, "parse_feed", "sitemap")
-    spy(harvester.discovery_host, "prepare_sitemap", "prepare")
+    spy(harvester.phases.discover_host, "prepare_sitemap", "prepare")
     web = make_web([
         HostSpec("a", pages=40, feeds=("rss", "atom")),
         HostSpec("b", pages=40, feeds=("rss",), sitemap_children=0,
@@ -880,7 +880,7 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
 async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
     """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
     holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
-    from harvester.extract_host import stash_unwritten, write_unwritten
+    from harvester.phases.extract_host import stash_unwritten, write_unwritten
     from harvester.records import DiscoveredUrl, PageRecord
 
     origin = "https://shop.test"

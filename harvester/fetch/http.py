@@ -1,0 +1,689 @@
+"""The bounded fetch: one small httpx transport per host, a total deadline, size and redirect caps.
+
+This is the only module that imports httpx (and the transports under it); every httpx/aiohttp/asyncio
+exception is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
+problems and never decides politeness: the engine calls it once it holds the host's slot. Every connection of
+every hop goes through the address policy (``addresses.py``, applied by ``resolver.py``): a refused address is an
+``ADDRESS_REFUSED`` result, and nothing is sent to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import logging
+import ssl
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urljoin, urlsplit
+
+import aiohttp
+import httpcore
+import httpx
+import yarl
+from aiohttp.helpers import is_ip_address
+
+from harvester.fetch.addresses import AddressPolicy, address_refusal
+from harvester.fetch.resolver import GuardedBackend, GuardedResolver, seed_addresses
+from harvester.records import ErrorClass, FetchResult, Validators, origin_of
+from harvester.settings import HttpSettings, parse_networks
+
+logger = logging.getLogger(__name__)
+
+Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
+"""Redirect hook: given a hop's absolute target, return the URL to request (canonical form), or refuse it.
+
+``None`` refuses as OUT_OF_SCOPE; an ``ErrorClass`` (ROBOTS_DISALLOWED, OUT_OF_SCOPE, ...) refuses with that class.
+"""
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+ACCEPT_ENCODING = "gzip, deflate"
+"""Only encodings decoded here with a bounded output; br/zstd are not advertised (no bounded decoder installed)."""
+
+ERROR_BODY_BYTES = 64 * 1024
+"""Bodies of redirects and error statuses are read this far (to keep the connection alive) and no further."""
+
+_SCHEMES = ("http", "https")
+
+NO_VALIDATORS = Validators()
+"""An unconditional GET (the shared default)."""
+
+
+class _Refused(Exception):
+    """Internal: ends a fetch early with an outcome (never escapes this module)."""
+
+    def __init__(self, error_class: ErrorClass, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+class _TooLarge(Exception):
+    """Internal: the streamed or decoded body passed the cap."""
+
+
+# --- bounded decoding ---------------------------------------------------------------------------------------
+
+
+class _Decoder:
+    """Content-Encoding decoder whose output per call is bounded, so a bomb stops at the cap.
+
+    zlib's ``max_length`` bounds each call; the unconsumed input is kept and drained on the next call, so
+    the decoded size is checked without ever materialising more than ``limit + 1`` bytes.
+    """
+
+    __slots__ = ("_gzip", "_obj", "_pending")
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        # RFC 9110 §8.4.1.2: "deflate" is zlib-wrapped; some servers send raw deflate, detected on first bytes.
+        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
+        self._pending = b""
+
+    def feed(self, data: bytes, limit: int) -> bytes:
+        """Decode ``data``; returns at most ``limit + 1`` bytes (one more than allowed means: too large)."""
+        if self._obj is None:
+            first = self._pending + data
+            if len(first) < 2:
+                self._pending = first
+                return b""
+            self._pending = b""
+            zlib_wrapped = (first[0] & 0x0F) == 8 and ((first[0] << 8) | first[1]) % 31 == 0
+            self._obj = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+            data = first
+        out: list[bytes] = []
+        size = 0
+        while data and size <= limit:
+            chunk = self._obj.decompress(data, limit + 1 - size)
+            out.append(chunk)
+            size += len(chunk)
+            data = self._obj.unconsumed_tail
+            if self._obj.eof and self._gzip and self._obj.unused_data:
+                # RFC 1952 §2.2: a gzip file may hold several members, decoded one after another.
+                data = self._obj.unused_data + data
+                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif self._obj.eof:
+                break
+            if not chunk and not data:
+                break
+        return b"".join(out)
+
+    def flush(self, limit: int) -> bytes:
+        if self._obj is None or self._obj.eof:  # a lone byte cannot hold a deflate block
+            return b""
+        return bytes(self._obj.flush(limit + 1))
+
+
+def _decoders(content_encoding: str | None) -> list[_Decoder] | None:
+    """Decoders in the order to apply them; None for an encoding we cannot bound (refused as BAD_CONTENT)."""
+    if not content_encoding:
+        return []
+    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+    decoders: list[_Decoder] = []
+    # RFC 9110 §8.4: codings are listed in the order applied, so decode from the last.
+    for coding in reversed(codings):
+        if coding == "identity":
+            continue
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            return None
+        decoders.append(_Decoder(coding))
+    return decoders
+
+
+# --- small parsers --------------------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """RFC 9110 §10.2.3: delay-seconds or an HTTP-date; seconds from now, never negative; None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)  # delay-seconds; fractions are not in the grammar but mean what they say
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and seconds == seconds and seconds != float("inf") else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def media_type(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def content_type_accepted(content_type: str | None, accept: Sequence[str] | None) -> bool:
+    """``accept`` None accepts anything; entries may be ``type/subtype``, ``type/*`` or ``*/*``.
+
+    A response with no media type at all is accepted: RFC 9110 §8.3 lets the recipient examine the data, as
+    browsers do, and the readers downstream sniff it (HTML by its markup, sitemaps by theirs) within the same
+    byte cap as any body. A binary one is refused once read (``_binary``)."""
+    if accept is None:
+        return True
+    mtype = media_type(content_type)
+    if mtype is None:
+        return True
+    major = mtype.split("/", 1)[0]
+    for allowed in accept:
+        allowed = allowed.lower()
+        if allowed in (mtype, "*/*") or (allowed.endswith("/*") and allowed[:-2] == major):
+            return True
+    return False
+
+
+def _binary(body: bytes | None) -> bool:
+    """A body no text reader wants: a NUL byte in its first KiB, unless it is UTF-16/32 text (a byte-order mark or
+    a first ``<`` in one); sniffing as RFC 9110 §8.3 allows, the way browsers tell text from the rest."""
+    head = (body or b"")[:1024]
+    if b"\x00" not in head:
+        return False
+    return not head.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<", b"\x00\x00\x00<"))
+
+
+def error_class_for_status(status: int) -> ErrorClass | None:
+    if status == 429:
+        return ErrorClass.HTTP_429
+    if 400 <= status < 500:
+        return ErrorClass.HTTP_4XX
+    if status >= 500:
+        return ErrorClass.HTTP_5XX
+    return None
+
+
+# --- the per-host client ------------------------------------------------------------------------------------
+
+Transport = Literal["aiohttp", "httpcore", "http2"]
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every https host: building one loads the CA bundle (~20-25 ms of CPU)."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+@functools.cache
+def _no_tls_context() -> ssl.SSLContext:
+    """The context handed to a plain-http origin's transport, which never opens TLS (an https URL always gets
+    its own https origin's transport). It fails closed all the same: verification on, no CA loaded, so a
+    handshake through it could never succeed unverified. Building it costs microseconds, not the CA bundle's
+    ~25 ms, which was a visible share of a short crawl's start-up."""
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def make_transport(kind: Transport, connections: int, *, addresses: AddressPolicy,
+                   tls: bool = True) -> httpx.AsyncBaseTransport:
+    """A transport with a pool of exactly ``connections`` (the host's limit: pool cost grows with its size),
+    connecting only where ``addresses`` allows (the resolver or network backend filters what it resolved and
+    connects to what is left). ``tls`` False: the origin is plain http, so the CA bundle is not loaded for it."""
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=30.0)
+    verify = shared_ssl_context() if tls else _no_tls_context()
+    if kind == "aiohttp":
+        from httpx_aiohttp import AiohttpTransport
+
+        def session() -> aiohttp.ClientSession:
+            # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
+            connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
+                                             ssl=verify, resolver=GuardedResolver(addresses))
+            return aiohttp.ClientSession(connector=connector)
+
+        # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
+        return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
+    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, http2=(kind == "http2"), trust_env=False)
+    # httpx takes no network backend, so its pool is rebuilt with the same settings and the guarded backend.
+    # Fail closed if httpx ever stops keeping its pool there: no unguarded transport is handed out.
+    if not isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
+        raise RuntimeError("httpx.AsyncHTTPTransport has no httpcore pool to guard; use the aiohttp transport")
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=verify, max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+        http1=True, http2=(kind == "http2"), network_backend=GuardedBackend(addresses),
+    )
+    return transport
+
+
+class HostClient:
+    """One host's transport and pool. Requests go straight to the transport (no client-level cookies/auth)."""
+
+    def __init__(self, origin: str, *, connections: int, settings: HttpSettings, user_agent: str,
+                 addresses: AddressPolicy) -> None:
+        self.origin = origin
+        self.connections = connections
+        self._addresses = addresses
+        self._transport = make_transport(settings.transport, connections, addresses=addresses,
+                                         tls=not origin.startswith("http://"))
+        self._headers = {
+            "user-agent": user_agent,
+            "accept-encoding": ACCEPT_ENCODING,
+            "accept": "*/*",
+        }
+        self._timeout = {
+            "connect": settings.connect_timeout_s,
+            "read": settings.timeout_s,
+            "write": settings.timeout_s,
+            "pool": settings.timeout_s,
+        }
+        self.closed = False
+
+    async def send(self, url: str, validators: Validators) -> httpx.Response:
+        headers = self._headers
+        if validators:
+            headers = dict(headers)
+            if validators.etag:
+                headers["if-none-match"] = validators.etag
+            if validators.last_modified:
+                headers["if-modified-since"] = validators.last_modified
+        request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self._timeout})
+        # aiohttp connects to an IP-literal host without asking its resolver: judge the literal here, parsed and
+        # recognised exactly as aiohttp will (yarl, its own test); a literal needs no resolution, so the address
+        # checked is the address connected. httpcore's backend sees every host and checks it again.
+        host = yarl.URL(str(request.url)).raw_host
+        if host is not None and is_ip_address(host):
+            self._addresses.check_literal(host)
+        return await self._transport.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self._transport.aclose()
+
+
+@dataclass(slots=True)
+class _Body:
+    data: bytes
+    raw_bytes: int
+
+
+async def _read_body(
+    response: httpx.Response, headers: dict[str, str], max_bytes: int, *, truncate: bool, state: _FetchState
+) -> _Body:
+    """Stream raw bytes, decoding boundedly; over ``max_bytes`` (raw or decoded) raises _TooLarge or truncates."""
+    encoding = headers.get("content-encoding")
+    decoders = _decoders(encoding)
+    if decoders is None:
+        raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {encoding!r}")
+    parts: list[bytes] = []
+    raw = 0
+    size = 0
+    async for chunk in response.aiter_raw():
+        raw += len(chunk)
+        state.raw_bytes = raw
+        # A compressed body larger than the cap can only decode larger still (and identity is 1:1).
+        if raw > max_bytes and not (truncate and not decoders):
+            if truncate:
+                break
+            raise _TooLarge(f"body over {max_bytes} bytes on the wire")
+        data = chunk
+        for decoder in decoders:
+            data = decoder.feed(data, max_bytes - size)
+        if size + len(data) > max_bytes:
+            if truncate:
+                parts.append(data[: max_bytes - size])
+                size = max_bytes
+                break
+            raise _TooLarge(f"body over {max_bytes} bytes after decoding")
+        if data:
+            parts.append(data)
+            size += len(data)
+    else:
+        for decoder in decoders:
+            tail = decoder.flush(max_bytes - size)
+            if tail:
+                if size + len(tail) > max_bytes and not truncate:
+                    raise _TooLarge(f"body over {max_bytes} bytes after decoding")
+                parts.append(tail[: max_bytes - size])
+                size += len(parts[-1])
+    return _Body(b"".join(parts), raw)
+
+
+async def _close_quietly(client: HostClient) -> None:
+    try:
+        await client.aclose()
+    except (httpx.HTTPError, aiohttp.ClientError, OSError):  # closing a broken pool is not an error
+        logger.debug("closing %s failed", client.origin, exc_info=True)
+
+
+async def close_clients(clients: Sequence[HostClient]) -> None:
+    """Close detached host clients (run in the background by the engine: a close takes ~10 ms of waiting)."""
+    for client in clients:
+        await _close_quietly(client)
+
+
+class Fetcher:
+    """Bounded GETs over one ``HostClient`` per origin; ``fetch`` is the contract the engine relies on."""
+
+    def __init__(
+        self, settings: HttpSettings, *, user_agent: str, connections_for: Callable[[str], int] | None = None,
+        seeds: Sequence[str] = (), allow_addresses: Sequence[str] = (),
+    ) -> None:
+        """``seeds``: URLs whose hosts' addresses (resolved once, before the first fetch) are allowed exactly;
+        ``allow_addresses``: CIDR networks allowed beyond ``settings.allow_addresses`` (a site profile's)."""
+        self.settings = settings
+        self.user_agent = user_agent
+        self._connections_for = connections_for or (lambda _origin: 4)
+        self._clients: dict[str, HostClient] = {}
+        self._closed = False
+        self.addresses = AddressPolicy(allow=parse_networks((*settings.allow_addresses, *allow_addresses)))
+        self._seeds = tuple(seeds)
+        self._seeding: asyncio.Task[None] | None = None
+
+    def client(self, origin: str) -> HostClient:
+        client = self._clients.get(origin)
+        if client is None:
+            client = HostClient(origin, connections=self._connections_for(origin), settings=self.settings,
+                                user_agent=self.user_agent, addresses=self.addresses)
+            self._clients[origin] = client
+        return client
+
+    def detach(self, origin: str) -> HostClient | None:
+        """Take one host's client out of use (the next fetch to it opens a new one); the caller closes it."""
+        return self._clients.pop(origin, None)
+
+    async def close_host(self, origin: str) -> None:
+        """Release one host's pool (a retired host keeps no sockets)."""
+        client = self.detach(origin)
+        if client is not None:
+            await _close_quietly(client)
+
+    async def aclose(self) -> None:
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await _close_quietly(client)
+
+    async def admit_seeds(self) -> None:
+        """Add the seeds' addresses to the policy, once (every caller waits for the one resolution)."""
+        if self._seeding is None:
+            self._seeding = asyncio.ensure_future(self._resolve_seeds())
+        await asyncio.shield(self._seeding)
+
+    async def _resolve_seeds(self) -> None:
+        if self._seeds:
+            found = await seed_addresses(self._seeds, timeout_s=self.settings.connect_timeout_s)
+            self.addresses.seeds.update(found)
+            logger.info("seed addresses allowed: %s", ", ".join(sorted(map(str, found))) or "none")
+
+    async def fetch(
+        self,
+        url: str,
+        *,
+        validators: Validators = NO_VALIDATORS,
+        accept: Sequence[str] | None = None,
+        max_bytes: int | None = None,
+        timeout_s: float | None = None,
+        follow: Follow | None = None,
+        max_redirects: int | None = None,
+        truncate: bool = False,
+    ) -> FetchResult:
+        """One bounded GET, redirects included. Never raises for network problems.
+
+        The total deadline covers every hop's headers and body and the ``follow`` hook. The body cap applies
+        to Content-Length, to raw streamed bytes and to decoded bytes; ``truncate`` keeps the first
+        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop only.
+        """
+        cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
+        deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
+        hops_allowed = self.settings.max_redirects if max_redirects is None else max_redirects
+        state = _FetchState(url)
+        try:
+            async with asyncio.timeout(deadline_s):
+                if self._seeding is None or not self._seeding.done():
+                    await self.admit_seeds()
+                return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate)
+        except TimeoutError:
+            return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
+        except _Refused as exc:
+            if exc.error_class is ErrorClass.ADDRESS_REFUSED:
+                logger.info("%s: %s", state.current, exc,
+                            extra={"host": origin_of(state.current), "error_class": exc.error_class.value})
+            return state.failure(exc.error_class, str(exc))
+        except _TooLarge as exc:
+            return state.failure(ErrorClass.TOO_LARGE, str(exc))
+        except httpx.TimeoutException as exc:
+            refined = _refine(exc, ErrorClass.TIMEOUT)
+            if refined is ErrorClass.CONNECT and state.answered:
+                refined = ErrorClass.PROTOCOL  # the connection dropped mid-answer (httpx-aiohttp calls it a timeout)
+            return state.failure(refined, f"{type(exc).__name__}: {exc}")
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            return state.failure(ErrorClass.OUT_OF_SCOPE, f"{type(exc).__name__}: {exc}")
+        except zlib.error as exc:
+            return state.failure(ErrorClass.BAD_CONTENT, f"undecodable body: {exc}")
+        except (httpx.HTTPError, aiohttp.ClientError, OSError, ValueError) as exc:
+            return state.failure(_broken_or_unreachable(exc, state), f"{type(exc).__name__}: {exc}")
+
+    async def _fetch(
+        self,
+        state: _FetchState,
+        validators: Validators,
+        accept: Sequence[str] | None,
+        cap: int,
+        follow: Follow | None,
+        hops_allowed: int,
+        truncate: bool,
+    ) -> FetchResult:
+        current = state.url
+        seen = {current}
+        while True:
+            if urlsplit(current).scheme not in _SCHEMES:
+                raise _Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
+            state.current = current
+            sent = validators if not state.hops else NO_VALIDATORS
+            state.answered = False
+            try:
+                response = await self.client(origin_of(current)).send(current, sent)
+            except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
+                refusal = address_refusal(exc)
+                if refusal is None:
+                    raise
+                raise _Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
+            try:
+                status = response.status_code
+                state.status = status
+                state.answered = True
+                headers = _headers_of(response)
+                state.headers = headers
+                location = headers.get("location")
+                if status in REDIRECT_STATUSES and location:
+                    await _drain(response, headers)
+                    target = urljoin(current, location.strip())
+                    if len(state.hops) >= hops_allowed:
+                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
+                    if follow is not None:
+                        decided = await follow(target)
+                        if decided is None or isinstance(decided, ErrorClass):
+                            cls = decided if isinstance(decided, ErrorClass) else ErrorClass.OUT_OF_SCOPE
+                            raise _Refused(cls, f"redirect to {target} refused ({cls.value})")
+                        target = decided
+                    if target in seen:
+                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"redirect loop back to {target}")
+                    seen.add(target)
+                    state.hops.append(target)
+                    state.hop_statuses.append(status)
+                    current = target
+                    continue
+                return await self._outcome(state, response, headers, accept, cap, truncate)
+            finally:
+                await response.aclose()
+
+    async def _outcome(
+        self,
+        state: _FetchState,
+        response: httpx.Response,
+        headers: dict[str, str],
+        accept: Sequence[str] | None,
+        cap: int,
+        truncate: bool,
+    ) -> FetchResult:
+        status = response.status_code
+        content_type = headers.get("content-type")
+        error_class = error_class_for_status(status)
+        error: str | None = None
+        body: bytes | None = None
+        raw = 0
+        if 200 <= status < 300:
+            if not content_type_accepted(content_type, accept):
+                error_class, error = ErrorClass.BAD_CONTENT_TYPE, f"content-type {content_type!r} not accepted"
+            else:
+                length = _content_length(headers)
+                if length is not None and length > cap and not truncate:
+                    error_class, error = ErrorClass.TOO_LARGE, f"Content-Length {length} over {cap}"
+                else:
+                    read = await _read_body(response, headers, cap, truncate=truncate, state=state)
+                    body, raw = read.data, read.raw_bytes
+                    if content_type is None and accept is not None and _binary(body):
+                        # Untyped and not text (an image, an archive): what a typed one would have been refused as.
+                        error_class, error = ErrorClass.BAD_CONTENT_TYPE, "no content-type, and the body is binary"
+                        body = None
+        elif status != 304 and status >= 400:
+            error = f"HTTP {status}"
+            read_err = await _drain(response, headers)
+            body, raw = read_err.data, read_err.raw_bytes
+        retry_after = parse_retry_after(headers.get("retry-after")) if "retry-after" in headers else None
+        return FetchResult(
+            url=state.url,
+            final_url=state.current,
+            status=status,
+            started_at=state.started_wall,
+            elapsed_s=time.monotonic() - state.started,
+            error_class=error_class,
+            error=error,
+            content_type=content_type,
+            etag=headers.get("etag"),
+            last_modified=headers.get("last-modified"),
+            body=body,
+            bytes_read=raw,
+            redirects=tuple(state.hops),
+            redirect_statuses=tuple(state.hop_statuses),
+            retry_after_s=retry_after,
+            headers=headers,
+        )
+
+
+class _FetchState:
+    """What a fetch knows so far, so a failure mid-way still reports status, hops and headers."""
+
+    __slots__ = ("answered", "current", "headers", "hop_statuses", "hops", "raw_bytes", "started", "started_wall",
+                 "status", "url")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.current = url
+        self.hops: list[str] = []
+        self.hop_statuses: list[int] = []
+        self.raw_bytes = 0
+        self.status: int | None = None
+        self.answered = False
+        """Whether the request now in flight (this hop) got its status line."""
+        self.headers: dict[str, str] | None = None
+        self.started_wall = time.time()
+        self.started = time.monotonic()
+
+    def failure(self, error_class: ErrorClass, error: str) -> FetchResult:
+        headers = self.headers
+        return FetchResult(
+            url=self.url,
+            final_url=self.current,
+            status=self.status,
+            started_at=self.started_wall,
+            elapsed_s=time.monotonic() - self.started,
+            error_class=error_class,
+            error=error,
+            content_type=headers.get("content-type") if headers is not None else None,
+            etag=headers.get("etag") if headers is not None else None,
+            last_modified=headers.get("last-modified") if headers is not None else None,
+            bytes_read=self.raw_bytes,
+            redirects=tuple(self.hops),
+            redirect_statuses=tuple(self.hop_statuses),
+            retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
+            headers=headers if headers is not None else {},
+        )
+
+
+def _headers_of(response: httpx.Response) -> dict[str, str]:
+    """Response headers as one plain dict with lower-case names (httpx.Headers lookups are linear scans that
+    decode on every call; repeated fields are joined as RFC 9110 §5.3 allows)."""
+    out: dict[str, str] = {}
+    for raw_key, raw_value in response.headers.raw:
+        key = raw_key.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        # X-Robots-Tag lines stay apart: a "crawler:" prefix applies to the rest of its own line only.
+        out[key] = f"{out[key]}{_JOIN.get(key, ', ')}{value}" if key in out else value
+    return out
+
+
+_JOIN = {"x-robots-tag": "\n"}
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    value = headers.get("content-length")
+    if value is None:
+        return None
+    try:
+        return int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+
+
+async def _drain(response: httpx.Response, headers: dict[str, str]) -> _Body:
+    """Read a redirect/error body up to ERROR_BODY_BYTES so the connection can be reused; beyond that, drop it."""
+    length = _content_length(headers)
+    if length is not None and length > ERROR_BODY_BYTES:
+        return _Body(b"", 0)
+    parts: list[bytes] = []
+    raw = 0
+    async for chunk in response.aiter_raw():
+        raw += len(chunk)
+        if raw > ERROR_BODY_BYTES:
+            return _Body(b"", raw)
+        parts.append(chunk)
+    return _Body(b"".join(parts), raw)
+
+
+def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass:
+    """PROTOCOL when the server answered and broke HTTP (the body cut short or overrunning its Content-Length,
+    a garbled status line), CONNECT when no answer came: operators look at the server for one, the network for
+    the other. Both are retried and count towards parking alike."""
+    if state.answered:
+        return ErrorClass.PROTOCOL  # the answer had begun: what failed was the answer
+    for cause in (exc, exc.__cause__, exc.__context__):
+        if isinstance(cause, httpx.RemoteProtocolError) and "without sending a response" in str(cause):
+            return ErrorClass.CONNECT  # closed before any answer: a dropped connection, not a broken answer
+        if isinstance(cause, (httpx.RemoteProtocolError, aiohttp.ClientPayloadError,
+                              aiohttp.http_exceptions.HttpProcessingError)):
+            return ErrorClass.PROTOCOL  # a garbled status line
+    return ErrorClass.CONNECT
+
+
+def _refine(exc: BaseException, default: ErrorClass) -> ErrorClass:
+    """httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; keep real timeouts apart."""
+    cause = exc.__cause__
+    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
+        cause, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)
+    ):
+        return ErrorClass.CONNECT
+    return default
+
+
+async def fetch(
+    url: str,
+    *,
+    fetcher: Fetcher,
+    validators: Validators = NO_VALIDATORS,
+    accept: Sequence[str] | None = None,
+    max_bytes: int,
+    timeout_s: float,
+    follow: Follow | None = None,
+) -> FetchResult:
+    """Module-level form of ``Fetcher.fetch`` (the engine holds a Fetcher; this is for scripts and tests)."""
+    return await fetcher.fetch(
+        url, validators=validators, accept=accept, max_bytes=max_bytes, timeout_s=timeout_s, follow=follow
+    )

@@ -1,0 +1,390 @@
+"""The plain async entry points the flows and the CLI call: discover, extract, and run bookkeeping.
+
+Idempotent and resumable from the database alone: discovery skips documents this run already processed and
+keeps its listing-page crawl in the frontier (leased, completed with its outlinks in one transaction);
+extraction requeues leases whose holder died and never refetches a completed URL. Never imports prefect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from harvester.errors import StoreError
+from harvester.extraction import ExtractorHook, resolve_hook
+from harvester.fetch.engine import PoliteClient, run_hosts
+from harvester.frontier import FrontierStore
+from harvester.phases.discover_host import HostDiscovery
+from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
+from harvester.phases.host_policy import PolicyKeeper
+from harvester.records import ErrorClass, HostDiagnostics, RobotsState
+from harvester.rules.admission import Site
+from harvester.rules.stop import StopRule
+from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, task_group, utcnow
+from harvester.settings import Settings, SiteProfile
+
+logger = logging.getLogger(__name__)
+
+async def recover_leases(store: FrontierStore) -> int:
+    """The crash-resume path: expired leases and leases of dead local processes go back to the queue."""
+    recovered = await db(store.requeue_expired)
+    for owner in await db(store.lease_owners):
+        if owner_is_dead(owner):
+            recovered += await db(store.release_owner, owner)
+    if recovered:
+        logger.info("requeued %d URLs whose lease holder died or expired", recovered)
+    return recovered
+
+
+class StoreRobots:
+    """robots.txt persistence for the fetch engine, over the synchronous store."""
+
+    def __init__(self, store: FrontierStore) -> None:
+        self._store = store
+
+    async def load_robots(self, origin: str) -> RobotsState | None:
+        state = await db(self._store.load_robots, origin)
+        if state is not None and state.error_class is ErrorClass.ADDRESS_REFUSED:
+            return None  # the verdict of an earlier run's address policy, not a fact about the host: ask again
+        return state
+
+    async def save_robots(self, state: RobotsState) -> None:
+        await db(self._store.save_robots, state)
+
+
+def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile, site: Site) -> PoliteClient:
+    """The one polite client of a task: per-host limits, robots.txt persisted in the frontier, scope on hops, and
+    the address policy with the profile's allowance and its seeds' addresses."""
+    return PoliteClient(
+        settings,
+        user_agent=profile.user_agent,
+        per_host_limit=profile.per_host_limit,
+        min_delay_s=profile.min_delay_s,
+        robots_store=StoreRobots(store),
+        in_scope=site.in_scope,
+        canonicalize=lambda url: site.fetch_form(url) or url,
+        seeds=profile.seeds,
+        allow_addresses=profile.allow_addresses,
+    )
+
+
+# --- results -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PhaseResult:
+    """Small, JSON-able counters of one phase (what a Prefect task returns and artifacts show)."""
+
+    phase: str
+    counters: Counter[str] = field(default_factory=Counter)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase, "counters": dict(self.counters), "hosts": self.hosts, "reports": self.reports,
+            "problems": self.problems[:200],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PhaseResult:
+        return cls(
+            phase=data["phase"], counters=Counter(data.get("counters") or {}), hosts=dict(data.get("hosts") or {}),
+            reports=dict(data.get("reports") or {}), problems=list(data.get("problems") or []),
+        )
+
+    @classmethod
+    def merge(cls, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]) -> PhaseResult:
+        merged = cls(phase=phase)
+        for part in parts:
+            item = part if isinstance(part, PhaseResult) else cls.from_dict(part)
+            merged.counters.update(item.counters)
+            for origin, host in item.hosts.items():
+                merged.hosts[origin] = _merge_host(merged.hosts.get(origin), host)
+            merged.reports.update(item.reports)
+            merged.problems.extend(item.problems)
+        return merged
+
+
+def _merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    if old is None:
+        return dict(new)
+    out = dict(old)
+    for key, value in new.items():
+        if key == "errors":
+            errors = Counter(out.get("errors") or {})
+            errors.update(value or {})
+            out["errors"] = dict(errors)
+        elif key in ("peak_in_flight", "limit", "rate_per_s"):
+            out[key] = max(out.get(key) or 0, value or 0)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = (out.get(key) or 0) + value
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot handed to ``on_progress`` during extraction."""
+
+    done: int
+    total: int
+    hosts: dict[str, HostDiagnostics]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if self.total <= 0 else min(100.0, 100.0 * self.done / self.total)
+
+    def host_lines(self) -> list[str]:
+        lines = []
+        for origin, diag in sorted(self.hosts.items()):
+            errors = ",".join(f"{name}={count}" for name, count in sorted(diag.errors.items())) or "-"
+            lines.append(
+                f"{origin} fetched={diag.fetched} 304={diag.not_modified} in_flight={diag.in_flight}/{diag.limit} "
+                f"peak={diag.peak_in_flight} queue={diag.queue_depth} rate={diag.rate_per_s:.1f}/s errors={errors}"
+                + (f" parked={diag.parked_reason}" if diag.parked_reason else "")
+            )
+        return lines
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None]]
+
+
+# --- runs ----------------------------------------------------------------------------------------------------
+
+
+def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
+    """The seed origins of a profile: discovery runs one task per host."""
+    return Site(settings, profile).origins
+
+
+async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
+    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
+    with await db(FrontierStore.open, settings) as store:
+        return await db(
+            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
+        )
+
+
+async def finish_run(
+    settings: Settings, run_id: int, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]
+) -> tuple[PhaseResult, dict[str, Any]]:
+    """Merge the tasks' counters, close the run, and return them with the frontier's stats."""
+    result = PhaseResult.merge(phase, parts)
+    with await db(FrontierStore.open, settings) as store:
+        await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
+        stats = (await db(store.stats)).as_dict()
+    return result, stats
+
+
+async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
+    """Make every known URL and discovery document of the profile's hosts due now (still conditional)."""
+    now = utcnow()
+    with await db(FrontierStore.open, settings) as store:
+        await db(store.make_due, site_hosts(settings, profile), now=now)
+    return now
+
+
+async def changes_since(settings: Settings, since: datetime) -> dict[str, Any]:
+    """URLs that appeared or vanished since ``since``: what a re-crawl reports."""
+    with await db(FrontierStore.open, settings) as store:
+        return await db(store.changes_since, since)
+
+
+# --- discovery -----------------------------------------------------------------------------------------------
+
+
+async def discover(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    hosts: Sequence[str] | None = None,
+    run_id: int | None = None,
+    refresh: bool = False,
+) -> PhaseResult:
+    """Phase one for ``hosts`` (default: the profile's seed hosts), concurrently, each politely.
+
+    A rerun with the same ``run_id`` skips every document already processed in that run; ``refresh`` asks
+    for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
+    """
+    site = Site(settings, profile)
+    site.add_moved(await db(store.moved_hosts))
+    origins = list(hosts) if hosts else site.origins
+    started = await db(store.run_started_at, run_id) if run_id is not None else None
+    await recover_leases(store)
+    # A rerun skips the sitemaps it already processed, so it would not relearn their detail shapes and would
+    # classify the same links differently (as listings) after a crash: learn them from the frontier first.
+    await _teach_classifier(store, site)
+    result = PhaseResult(phase="discover")
+    async with polite_client(store, settings, profile, site) as client:
+        policies = PolicyKeeper(store, client)
+        discoveries = [
+            HostDiscovery(store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
+                          refresh=refresh, policies=policies)
+            for origin in origins
+        ]
+        try:
+            await asyncio.gather(*(item.run() for item in discoveries))
+        finally:
+            for item in discoveries:
+                retire_owner(item.owner)
+            await policies.aclose()
+        for item in discoveries:
+            result.counters.update(item.counters)
+            result.problems.extend(item.problems)
+        for origin, diag in client.diagnostics().items():
+            result.hosts[origin] = diag.as_dict()
+    for origin, report in site.reports.items():
+        result.reports[origin] = report.to_dict()
+    return result
+
+
+# --- extraction ----------------------------------------------------------------------------------------------
+
+
+async def extract(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    run_id: int | None = None,
+    worker: int = 0,
+    on_progress: ProgressCallback | None = None,
+    extractor: ExtractorHook | None = None,
+) -> PhaseResult:
+    """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
+
+    Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
+    of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
+    ``extractor`` is the user hook as a callable, for library callers (the profile names one as
+    ``module:function``; giving both is a ``ConfigError``).
+    """
+
+    hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
+    site = Site(settings, profile)
+    site.add_moved(await db(store.moved_hosts))
+    written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
+    if written:
+        logger.info("wrote %d completions a failed attempt had left unwritten", written)
+    await recover_leases(store)
+    await _teach_classifier(store, site)
+    owner = make_owner(f"extract-{worker}")
+    total = await db(store.due_count)
+    result = PhaseResult(phase="extract")
+    async with polite_client(store, settings, profile, site) as client:
+        policies = PolicyKeeper(store, client)
+        # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
+        await policies.lift_expired([*site.origins, *site.moved.values()])
+        work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, policies=policies)
+
+        def snapshot() -> Progress:
+            return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
+
+        try:
+            async with task_group() as tasks:
+                keeper = tasks.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
+                await _rounds(store, client, work, StopRule(max_idle_rounds=settings.politeness.max_attempts))
+                keeper.cancel()
+        finally:
+            await policies.aclose()
+            await _wind_down(store, work)
+        diagnostics = client.diagnostics()
+        if on_progress is not None:
+            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics))
+    result.counters.update(work.counters)
+    result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
+    for origin, diag in diagnostics.items():
+        result.hosts[origin] = diag.as_dict()
+    return result
+
+
+async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork, stop: StopRule) -> None:
+    """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``)."""
+    settings = work.settings
+    while True:
+        known_before = await db(store.url_high_water)
+        await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
+        await work.writer.flush()
+        work.exhausted.clear()
+        if (stop.again_now(added_urls=await db(store.url_high_water) > known_before)
+                and await db(store.due_count, kinds=("detail",)) > 0):
+            continue
+        soonest = await db(store.next_due_at, kinds=("detail",))
+        gap = stop.wait_s(next_due_in_s=None if soonest is None else (soonest - utcnow()).total_seconds(),
+                          settled=_settled(work))
+        if gap is None:
+            return
+        await asyncio.sleep(gap)
+
+
+async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:
+    """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
+    in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease."""
+    try:
+        await work.writer.flush()
+        await db(store.release_owner, work.owner)
+    except StoreError as exc:
+        # Keep the unwritten completions (and their leases): a retry in this process writes them first.
+        stash_unwritten(work.settings.database_url, work.owner, work.writer.take_pending())
+        logger.warning(
+            "could not write or hand back leases of %s: %s", work.owner, exc, extra={"error_class": "storage"}
+        )
+    else:
+        retire_owner(work.owner)
+
+
+
+
+def _settled(work: ExtractWork) -> int:
+    """Completions written in this run, bar URLs handed back unfetched (a parked host, a redirect into one): a
+    round that adds none made no progress."""
+    return sum(work.writer.counters.values()) - work.counters["parked"]
+
+
+PROGRESS_EVERY_S = 1.0
+TICK_EVERY_S = 0.1
+
+
+async def _keep_leases(
+    store: FrontierStore, settings: Settings, work: ExtractWork, on_progress: ProgressCallback | None,
+    snapshot: Callable[[], Progress],
+) -> None:
+    """Renew this worker's host leases well before they expire, flush idle completions, report progress."""
+    loop = asyncio.get_running_loop()
+    renew_every = settings.store.lease_s / 3
+    last_renew = last_report = loop.time()
+    while True:
+        # Often: a quiet host's last completions are written within FLUSH_EVERY_S plus this, so a kill repeats
+        # no fetch answered more than half a second before it.
+        await asyncio.sleep(TICK_EVERY_S)
+        now = loop.time()
+        try:
+            await work.writer.tick()
+            if now - last_renew >= renew_every and work.leased:
+                await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
+                last_renew = now
+        except StoreError as exc:
+            # A lock or a lasting fault: the batch stays pending and the renewal is asked again next tick. The
+            # workers' own writes meet the same fault and end the run if it lasts; this loop must not die first
+            # (its leases would lapse unseen).
+            logger.warning("lease keeper: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+                           extra={"error_class": "storage"})
+        if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
+            last_report = now
+            try:
+                await on_progress(snapshot())
+            except Exception as exc:  # a progress report is never worth the run (an orchestrator API away)
+                logger.warning("progress report failed: %s", exc, extra={"error_class": type(exc).__name__})
+
+
+async def _teach_classifier(store: FrontierStore, site: Site) -> None:
+    """Detail URL shapes learned from what the frontier already holds, so outlinks are classified like discovery."""
+    site.classifier.learn_details(await db(store.sample_urls, kind="detail", limit=5_000))

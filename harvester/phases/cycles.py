@@ -1,0 +1,174 @@
+"""Whole crawl cycles: ``harvest()`` (discover, then extract) and ``recrawl()`` (the scheduled re-crawl).
+
+The order of a cycle's steps is written once, in ``harvest_steps`` and ``recrawl_steps``, over a ``Steps``
+object that says how each phase runs: ``LocalSteps`` runs it in this process (the library's ``harvest`` and
+``recrawl``, the tests), ``flows.steps.SubflowSteps`` as a Prefect subflow with a task per host or worker
+(the flows, and through them the CLI and the deployments). Both record a run per phase in the frontier, so
+``harvester status`` and a resumed run see a library harvest as they see a flow's. Never imports prefect.
+
+Sync or async: ``harvest`` and ``recrawl`` block and run their own event loop, because the common library
+caller is a plain script or a notebook cell's worth of code, for which ``asyncio.run`` is noise;
+``aharvest`` and ``arecrawl`` are the same cycles as coroutines, for callers that already run a loop (an
+async application, the flows, the tests). ``discover`` and ``extract`` (harvester.phases) stay async only:
+they are building blocks for callers that manage the store and the run themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar
+
+from harvester.errors import HarvesterError
+from harvester.extraction import ExtractorHook, resolve_hook
+from harvester.frontier import FrontierStore
+from harvester.phases._core import (
+    PhaseResult,
+    ProgressCallback,
+    begin_run,
+    changes_since,
+    discover,
+    extract,
+    finish_run,
+    mark_due,
+)
+from harvester.runtime import db, utcnow
+from harvester.settings import Settings, SiteProfile
+
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+T = TypeVar("T")
+
+
+class Steps(Protocol[R_co]):
+    """How each phase of a cycle runs; what a phase returns (``R_co``) is up to the runner."""
+
+    async def discover(self, *, refresh: bool) -> R_co:
+        """One whole discovery run of the profile's hosts; ``refresh`` asks every document again (conditionally)."""
+        ...
+
+    async def extract(self) -> R_co:
+        """One whole extraction run: everything due, by all workers."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle(Generic[R]):
+    """What one cycle's phases returned; ``changes`` (a re-crawl's only) is ``FrontierStore.changes_since``'s
+    report: how many URLs appeared and vanished during the cycle, with examples."""
+
+    discover: R
+    extract: R
+    changes: dict[str, Any] | None = None
+
+
+async def harvest_steps(steps: Steps[R]) -> Cycle[R]:
+    """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
+    discovered = await steps.discover(refresh=False)
+    extracted = await steps.extract()
+    return Cycle(discover=discovered, extract=extracted)
+
+
+async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> Cycle[R]:
+    """The re-crawl: conditional rediscovery, extraction of what is due, and what appeared or vanished meanwhile.
+
+    ``refresh`` first makes every known URL and document of the profile due now (still asked conditionally):
+    a re-crawl off schedule. The changes are counted from before the first step, so URLs found by this
+    re-crawl's discovery count as new and those its extraction found gone as gone.
+    """
+    since: datetime = await mark_due(settings, profile) if refresh else utcnow()
+    discovered = await steps.discover(refresh=refresh)
+    extracted = await steps.extract()
+    return Cycle(discover=discovered, extract=extracted, changes=await changes_since(settings, since))
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSteps:
+    """The phases in this process, with the bookkeeping of the flows: one run per phase (an unfinished one of
+    the same profile is resumed), ``workers`` extraction workers, each with its own store and host leases."""
+
+    settings: Settings
+    profile: SiteProfile
+    workers: int = 1
+    extractor: ExtractorHook | None = None
+    on_progress: ProgressCallback | None = None
+
+    async def discover(self, *, refresh: bool) -> PhaseResult:
+        run_id = await begin_run(self.settings, "discover", self.profile)
+        with await db(FrontierStore.open, self.settings) as store:
+            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh)
+        result, _ = await finish_run(self.settings, run_id, "discover", [part])
+        return result
+
+    async def extract(self) -> PhaseResult:
+        run_id = await begin_run(self.settings, "extract", self.profile)
+        parts = await asyncio.gather(*(self._worker(run_id, n) for n in range(max(1, self.workers))))
+        result, _ = await finish_run(self.settings, run_id, "extract", parts)
+        return result
+
+    async def _worker(self, run_id: int, worker: int) -> PhaseResult:
+        with await db(FrontierStore.open, self.settings) as store:
+            return await extract(store, self.settings, self.profile, run_id=run_id, worker=worker,
+                                 on_progress=self.on_progress, extractor=self.extractor)
+
+
+async def aharvest(
+    settings: Settings, profile: SiteProfile, *, workers: int = 1, extractor: ExtractorHook | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Cycle[PhaseResult]:
+    """``harvest`` as a coroutine, for a caller that already runs an event loop."""
+    resolve_hook(profile.extractor, extractor)  # a bad hook is refused before the site is asked anything
+    return await harvest_steps(LocalSteps(settings, profile, workers, extractor, on_progress))
+
+
+async def arecrawl(
+    settings: Settings, profile: SiteProfile, *, refresh: bool = False, workers: int = 1,
+    extractor: ExtractorHook | None = None, on_progress: ProgressCallback | None = None,
+) -> Cycle[PhaseResult]:
+    """``recrawl`` as a coroutine, for a caller that already runs an event loop."""
+    resolve_hook(profile.extractor, extractor)
+    return await recrawl_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings, profile,
+                               refresh=refresh)
+
+
+def harvest(
+    settings: Settings, profile: SiteProfile, *, workers: int = 1, extractor: ExtractorHook | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> Cycle[PhaseResult]:
+    """Harvest one site into the frontier at ``settings.database_url``: discover its URLs, then fetch the pages.
+
+    Blocks until done, in an event loop of its own (see the module docstring for why; inside a running loop,
+    ``await aharvest(...)``). Rerunning it resumes an interrupted harvest and fetches nothing already stored
+    again. ``extractor`` is a callable given each ``Page`` (``harvester.extraction.Page``) whose JSON-able
+    fields are stored with it, the alternative to naming one in ``profile.extractor`` (not both). Read the
+    pages back with ``FrontierStore.open(settings).iter_pages()``.
+    """
+    return _run(aharvest(settings, profile, workers=workers, extractor=extractor, on_progress=on_progress),
+                "harvest")
+
+
+def recrawl(
+    settings: Settings, profile: SiteProfile, *, refresh: bool = False, workers: int = 1,
+    extractor: ExtractorHook | None = None, on_progress: ProgressCallback | None = None,
+) -> Cycle[PhaseResult]:
+    """Re-crawl a harvested site: unchanged sitemaps and pages cost 304s, changed and new pages are fetched.
+
+    What the daily schedule runs; ``refresh`` treats everything as due now (still conditionally). The result's
+    ``changes`` says which URLs appeared and vanished. Blocks like ``harvest``; ``arecrawl`` is the coroutine.
+    """
+    return _run(arecrawl(settings, profile, refresh=refresh, workers=workers, extractor=extractor,
+                         on_progress=on_progress), "recrawl")
+
+
+def _run(cycle: Coroutine[Any, Any, T], name: str) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(cycle)
+    cycle.close()
+    raise HarvesterError(
+        f"{name}() runs an event loop of its own and cannot be called inside a running one (an async function, "
+        f"a notebook): use `await a{name}(...)` there"
+    )

@@ -1,0 +1,420 @@
+"""Extraction's unit of work over the frontier: leased hosts in, completions (with outlinks) out.
+
+``ExtractWork`` is what the fetch engine's per-host workers pull jobs from and hand results to. It turns a
+fetch into the URL's next state (``revisit.classify_outcome``), extracts the page, spots duplicates, and
+writes completions in small batched transactions (each URL atomically with its outlinks). A crash loses at
+most the completions of the last fraction of a second, whose leases a rerun reclaims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from harvester.errors import InvalidRecord, LeaseLost, StoreError
+from harvester.extraction import ExtractorHook, extract_page
+from harvester.fetch.engine import Job
+from harvester.records import (
+    ClaimedUrl,
+    CompleteResult,
+    Completion,
+    DiscoveredUrl,
+    FetchResult,
+    Source,
+    UrlKind,
+    UrlState,
+)
+from harvester.rules import revisit
+from harvester.runtime import db, retire_owner, utcnow
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
+    from harvester.phases.host_policy import PolicyKeeper
+    from harvester.rules.admission import Site
+    from harvester.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+FLUSH_ITEMS = 64
+"""Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
+
+FLUSH_EVERY_S = 0.25
+"""A pending completion waits at most this long before it is written."""
+
+WRITE_ATTEMPTS = 5
+WRITE_BACKOFF_S = 0.25
+"""A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
+
+MOVED_ANSWERS_BYTES = 32 * 2**20
+"""Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
+
+
+_UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
+"""Completions a failed attempt could not write, per database, with the owner whose leases they need. A retry
+in the same process (a Prefect task retry) writes them before anything else, so those fetches are not repeated."""
+
+
+def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> None:
+    if items:
+        _UNWRITTEN.setdefault(database_url, []).append((owner, items))
+
+
+async def write_unwritten(
+    store: FrontierStore, database_url: str, *, run_id: int | None,
+    canonicalize: Callable[[str], str | None] | None = None,
+) -> int:
+    """Write what an earlier failed attempt of this process left behind; raises if the database still fails.
+    Content duplicates are marked again first, so a holder a stashed page takes over (rel=canonical) is demoted
+    with it: the pairs the failed write carried were not stashed."""
+    written = 0
+    batches = _UNWRITTEN.get(database_url, [])
+    while batches:
+        owner, items = batches[0]
+        marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
+        items, demote = await marker._mark_duplicates(items)
+        batches[0] = (owner, items)
+        await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
+        batches.pop(0)
+        retire_owner(owner)  # its other leases now return through recover_leases
+        written += len(items)
+    _UNWRITTEN.pop(database_url, None)
+    return written
+
+
+class CompletionBatcher:
+    """Batches completions into ``complete_many`` transactions, marking content duplicates on the way."""
+
+    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None,
+                 canonicalize: Callable[[str], str | None] | None = None) -> None:
+        self._store = store
+        self._canonicalize = canonicalize or (lambda url: url)
+        self._owner = owner
+        self._run_id = run_id
+        self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
+        self._first_at = 0.0
+        self._lock = asyncio.Lock()
+        self._lastmod: dict[str, tuple[int, int]] = {}
+        self.counters: Counter[str] = Counter()
+
+    def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
+        items, self._pending = self._pending, []
+        return items
+
+    def note_lastmod(self, host: str, *, hit: bool) -> None:
+        """One lastmod check (a change seen on a page whose lastmod made a prediction) and whether the lastmod
+        announced it; written with the next batch, not a transaction per URL."""
+        checks, hits = self._lastmod.get(host, (0, 0))
+        self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
+
+    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        if not self._pending:
+            self._first_at = time.monotonic()
+        self._pending.append((completion, outlinks))
+        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def tick(self) -> None:
+        """Called periodically so a quiet host's last completions are not held back."""
+        if self._pending and time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write what is pending. A passing database fault (a lock, a restart) is waited out a few times, so
+        completed fetches are not lost to it; a lasting one raises with the batch kept for the next flush."""
+        async with self._lock:
+            items, self._pending = self._pending, []
+            if not items:
+                return
+            try:
+                items, demoted = await self._mark_duplicates(items)
+                result = await self._write(items, demoted)
+            except BaseException:
+                self._pending[:0] = items
+                raise
+            self.counters["duplicate"] += result.demoted
+            self.counters["lease_lost"] += result.lost
+            if self._lastmod:
+                tallies, self._lastmod = self._lastmod, {}
+                await db(self._store.add_lastmod_checks, tallies)
+            for completion, _ in items:
+                # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
+                failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
+                self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
+
+    async def _write(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]]
+    ) -> CompleteResult:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote)
+            except (InvalidRecord, LeaseLost):
+                raise
+            except StoreError as exc:
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                delay = WRITE_BACKOFF_S * 2**attempt
+                logger.warning("completions not written (%s); retrying in %.1f s", exc, delay,
+                               extra={"error_class": "storage"})
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _mark_duplicates(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]]
+    ) -> tuple[list[tuple[Completion, list[DiscoveredUrl]]], list[tuple[int, int]]]:
+        """A page whose main content is already held by another URL is a duplicate; its links are not expanded.
+
+        Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
+        canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
+        its duplicate (returned as (holder, new holder) pairs, demoted as this batch is written). Otherwise the
+        first URL read keeps it."""
+        fresh = [c for c, _ in items if c.page is not None and c.content_hash]
+        if not fresh:
+            return items, []
+        known = await db(
+            self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
+            exclude_ids=[c.url_id for c in fresh],
+        )
+        # What each holder's page names as canonical (in canonical form): stored holders from the store, this
+        # batch's from the batch.
+        canon = self._canonicalize
+        declared = {url_id: canon(url) for url_id, url in
+                    (await db(self._store.declared_canonicals, list(set(known.values())))).items()}
+        position: dict[int, int] = {}
+        demoted: list[tuple[int, int]] = []
+        out: list[tuple[Completion, list[DiscoveredUrl]]] = []
+        for completion, outlinks in items:
+            digest, page = completion.content_hash, completion.page
+            if page is not None and digest:
+                holder = known.get(digest)
+                if holder is None or holder == completion.url_id:
+                    known[digest] = completion.url_id
+                elif (completion.final_url is None and page.canonical_url is not None  # read at its own address
+                      and (here := canon(page.final_url)) is not None and here == canon(page.canonical_url)
+                      and declared.get(holder) == here):
+                    known[digest] = completion.url_id  # the holder points here: this URL takes the content over
+                    if holder in position:  # read in this same batch: not stored yet, simply its duplicate
+                        index = position.pop(holder)
+                        out[index] = (replace(out[index][0], state=UrlState.DUPLICATE, duplicate_of=completion.url_id,
+                                              page=None), [])
+                    else:
+                        demoted.append((holder, completion.url_id))
+                else:
+                    completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=holder, page=None)
+                    outlinks = []
+                if known[digest] == completion.url_id:
+                    position[completion.url_id] = len(out)
+                    if page.canonical_url is not None:
+                        declared[completion.url_id] = canon(page.canonical_url)
+            out.append((completion, outlinks))
+        return out, demoted
+
+
+class ExtractWork:
+    """The engine's ``HostWork`` over the frontier for one extraction worker (one lease owner)."""
+
+    def __init__(
+        self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
+        hook: ExtractorHook | None, policies: PolicyKeeper | None = None,
+    ) -> None:
+        self.store = store
+        self.policies = policies
+        self.settings = settings
+        self.site = site
+        self.owner = owner
+        self.hook = hook
+        self.writer = CompletionBatcher(store, owner, run_id=run_id, canonicalize=site.canonicalize)
+        self.counters: Counter[str] = Counter()
+        self.leased: set[str] = set()
+        self.exhausted: set[str] = set()
+        self.claimed_total = 0
+        self._truth: dict[str, float | None] = {}
+        self._checks: dict[str, tuple[int, int]] = {}
+        """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
+        truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
+        self._moved_answers: dict[str, FetchResult] = {}
+        """Canonical target URL -> the answer its permanent redirect gave (``_keep_moved_answer``), oldest first."""
+        self._moved_bytes = 0
+
+    # -- engine protocol --------------------------------------------------------------------------------------
+
+    async def hosts(self) -> Sequence[str]:
+        """Lease more hosts with due work (SKIP LOCKED on PostgreSQL); those already ours come first.
+
+        A newly leased host gets its persisted politeness state (back-off, learned limit) before its first
+        request. A host parked in this run is handed back: its jobs would only be refused again.
+        """
+        politeness = self.settings.politeness
+        room = politeness.max_active_hosts - len(self.leased - self.exhausted)
+        if room > 0:
+            got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s)
+            for origin in got:
+                self.leased.add(origin)
+                self.exhausted.discard(origin)
+                if self.policies is not None:
+                    await self.policies.load(origin)
+                if origin not in self._checks:
+                    self._checks[origin] = await db(self.store.lastmod_truthfulness, origin)
+                    self._judge(origin)
+        if self.policies is not None:
+            parked = [o for o in self.leased if o not in self.exhausted and self.policies.parked(o)]
+            for origin in parked:
+                await self._end_turn(origin)
+        return [origin for origin in self.leased if origin not in self.exhausted]
+
+    async def _end_turn(self, host: str) -> None:
+        """The host has nothing more for this worker now: write what is pending, its politeness state, and
+        hand its lease back."""
+        self.exhausted.add(host)
+        await self.writer.flush()
+        if self.policies is not None:
+            await self.policies.save(host)
+        await db(self.store.release_hosts, self.owner, [host])
+        self.leased.discard(host)
+
+    async def claim(self, host: str, n: int) -> Sequence[Job]:
+        """Up to ``n`` jobs; URLs the host's truthful lastmod says are unchanged are completed without a request.
+        ``n`` is ``store.claim_batch``; the lease keeper renews what is held, so a crawl-delayed host's batch
+        outlasting ``store.lease_s`` is kept, not lost.
+        """
+        await self.writer.tick()
+        while True:
+            claimed = await db(
+                self.store.claim, self.owner, hosts=[host], per_host=n,
+                lease_s=self.settings.store.lease_s, kinds=(UrlKind.DETAIL,),
+            )
+            if not claimed:
+                await self._end_turn(host)
+                return []
+            jobs = [job for item in claimed if (job := await self._job(host, item)) is not None]
+            if jobs:
+                self.claimed_total += len(jobs)
+                return jobs
+
+    async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
+        now = utcnow()
+        revisit_settings = self.settings.revisit
+        # A lastmod vouches for a page only where a list that names every page carries it: a feed entry's date
+        # says nothing once the entry has left the feed, nor of a page deleted since.
+        if item.content_hash and revisit.listed(item) and revisit.may_skip(
+            lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
+            threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
+        ):
+            if revisit.spot_check(item.url, now, revisit_settings.lastmod_spot_check):
+                self.counters["lastmod_spot_checks"] += 1
+            else:
+                revisit_s, next_at = revisit.next_revisit(
+                    previous_s=item.revisit_s, changed=False, changefreq=item.changefreq, settings=revisit_settings,
+                    now=now, listed=True,
+                )
+                self.counters["skipped_by_lastmod"] += 1
+                await self.writer.put(
+                    Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
+                               content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
+                               etag=item.etag, last_modified=item.last_modified),
+                    [],
+                )
+                return None
+        answered = self._moved_answers.pop(item.url, None)
+        if answered is not None:
+            self._moved_bytes -= len(answered.body or b"")
+            self.counters["moved_target_read_once"] += 1
+        return Job(url=item.target, host=host, validators=item.validators,
+                   accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
+
+    async def done(self, job: Job, result: FetchResult) -> None:
+        claimed: ClaimedUrl = job.payload
+        completion, outlinks = self._complete(claimed, result)
+        predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+        # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
+        # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
+        if predicted is not None and completion.changed and claimed.content_hash and not result.redirects:
+            self.writer.note_lastmod(claimed.host, hit=predicted)
+            checks, hits = self._checks.get(claimed.host, (0, 0))
+            self._checks[claimed.host] = (checks + 1, hits + predicted)
+            self._judge(claimed.host)
+        await self.writer.put(completion, outlinks)
+
+    def _judge(self, host: str) -> None:
+        checks, hits = self._checks.get(host, (0, 0))
+        self._truth[host] = revisit.truthfulness(checks, hits, min_checks=self.settings.revisit.lastmod_min_checks)
+
+    # -- decisions ----------------------------------------------------------------------------------------------
+
+    def _complete(self, claimed: ClaimedUrl, result: FetchResult) -> tuple[Completion, list[DiscoveredUrl]]:
+        now = utcnow()
+        extracted = None
+        new_hash = None
+        hook_error = None
+        if result.ok and result.body is not None:
+            extracted = extract_page(result, settings=self.settings, hook=self.hook,
+                                     user_agent=self.site.profile.user_agent)
+            new_hash = extracted.content_hash
+            if extracted.failed:
+                hook_error = extracted.error
+        outcome = revisit.classify_outcome(
+            claimed, result, new_hash, settings=self.settings, now=now, hook_error=hook_error
+        )
+        self.counters[outcome.counter] += 1
+        page = extracted.page if extracted is not None and outcome.store_page else None
+        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's.
+        status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
+        completion = Completion(
+            url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
+            final_url=result.final_url if result.final_url != claimed.target else None,
+            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
+            etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),
+            last_modified=None if hook_error else (
+                result.last_modified or (claimed.last_modified if result.not_modified else None)
+            ),
+            content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
+            revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
+            bytes_read=result.bytes_read,
+        )
+        outlinks: list[DiscoveredUrl] = []
+        if extracted is not None and outcome.expand_links:
+            outlinks = self._outlinks(claimed, result.final_url, extracted.outlinks, now)
+        if outcome.moved_to:
+            target = self.site.admit(
+                outcome.moved_to, base=None, source=Source.REDIRECT, where=claimed.url, depth=claimed.depth,
+                now=now, kind=UrlKind.DETAIL,
+            )
+            if target is not None:
+                outlinks.append(target)
+                self._keep_moved_answer(target.url, result)
+        return completion, outlinks
+
+    def _keep_moved_answer(self, target: str, result: FetchResult) -> None:
+        """The answer of a permanent redirect is the target's page: kept so that the target, queued as a URL of
+        its own, is recorded from it when claimed instead of being downloaded a second time. In memory and
+        bounded: a target claimed by another worker, or after a restart, is simply fetched."""
+        answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
+        earlier = self._moved_answers.pop(target, None)  # many old addresses may lead to one target
+        if earlier is not None:
+            self._moved_bytes -= len(earlier.body or b"")
+        self._moved_answers[target] = answer
+        self._moved_bytes += len(answer.body or b"")
+        while self._moved_bytes > MOVED_ANSWERS_BYTES and self._moved_answers:
+            dropped = self._moved_answers.pop(next(iter(self._moved_answers)))
+            self._moved_bytes -= len(dropped.body or b"")
+
+    def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:
+        """Links of a detail page that look like details too: the pages sitemaps and listings missed."""
+        found: dict[str, DiscoveredUrl] = {}
+        depth = claimed.depth + 1
+        for link in links:
+            canonical = self.site.canonicalize(link, base)
+            if canonical is None or canonical in found:
+                continue
+            if self.site.classifier.classify(canonical) is not UrlKind.DETAIL:
+                continue
+            item = self.site.admit(link, base=base, source=Source.LINK, where=claimed.url, depth=depth, now=now,
+                                   kind=UrlKind.DETAIL)
+            if item is not None:
+                found[item.url] = item
+        return list(found.values())
+

@@ -1,0 +1,408 @@
+"""Which links are detail pages, listing pages, feeds or neither: URL shapes, learned per site and known in general.
+
+``LinkClassifier`` works without configuration: it learns a site's detail URL shapes from URLs known to be
+details (sitemap and feed entries) and knows common pagination and listing forms; the site profile's
+``detail_patterns`` / ``listing_patterns`` override it. Pure: strings in, kinds out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from harvester.records import UrlKind
+from harvester.settings import (
+    DEFAULT_PRESENTATION_PARAMS,
+    DEFAULT_SESSION_PARAMS,
+    DEFAULT_TRACKING_PARAMS,
+    SiteProfile,
+)
+
+FEEDISH_HREF = re.compile(r"(?i)(?:^|[/._-])(?:feed|rss|atom|rdf|jsonfeed)(?:$|[/._?-])|\.(?:rss|atom)$")
+"""A path that names a feed by its shape (/feed, /rss.xml, atom.xml, feed.json, .rss)."""
+
+LISTING_WORDS = frozenset(
+    (
+        "category",
+        "categories",
+        "tag",
+        "tags",
+        "topic",
+        "topics",
+        "author",
+        "authors",
+        "archive",
+        "archives",
+        "section",
+        "sections",
+        "collection",
+        "collections",
+        "search",
+        "list",
+        "browse",
+        "kategorie",
+        "categorie",
+        "categoria",
+        "rubrique",
+        "themen",
+    )
+)
+"""Path words that mark a listing (/category/x/, /tag/y, /archive/...) when no learned detail shape matches."""
+
+_SECTION = re.compile(r"[a-z][a-z-]{1,29}")
+_FURNITURE = frozenset((
+    "about", "about-us", "contact", "contact-us", "imprint", "impressum", "legal", "privacy", "privacy-policy",
+    "terms", "cookies", "login", "logout", "signin", "sign-in", "signup", "sign-up", "register", "account",
+    "cart", "checkout", "help", "faq", "subscribe", "newsletter", "jobs", "careers", "advertise", "donate", "wp-admin",
+    "wp-json", "admin", "user", "users", "profile", "my-account", "wishlist", "basket", "kontakt", "datenschutz",
+    "calendar", "events", "services", "print", "share",
+))
+"""One-word directories that are site furniture, not sections (see ``classify``)."""
+
+# The one-letter "p" pages only up to 999: beyond, /p/12345 and ?p=12345 are items (a post id), not page 12,345.
+_PAGINATION_QUERY = re.compile(
+    r"(?:^|&)(?:(?:page|pg|paged|pagenum|page_num|pageno|start|offset|seite)=\d+|p=\d{1,3})(?:&|$)"
+)
+_PAGINATION_PATH = re.compile(r"/(?:(?:page|pages|seite|pagina)[/-]?\d+|p[/-]?\d{1,3})/?$", re.IGNORECASE)
+ROOT_ITEM = re.compile(r"(?:^|&)(?:p|page_id|attachment_id)=\d+(?:&|$)")
+"""The query of a root URL that names one item (WordPress's plain permalinks); any other (``?cat=5``, ``?m=2024``)
+is an archive."""
+_SITEMAP_PATH = re.compile(r"(?i)sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$")
+_YEAR = re.compile(r"(?:19|20)\d\d")
+_SEPARATORS = re.compile(r"[-_+~,.]+")
+_EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,5})$")
+_FILE_SUFFIXES = (
+    ".xml.gz", ".gz", ".zip", ".pdf", ".jpg", ".jpeg", ".png", ".gif", ".webp", ".svg", ".css", ".js", ".ico",
+    ".mp4", ".mp3", ".woff", ".woff2",
+)  # fmt: skip
+"""Paths that name files, never HTML pages."""
+def is_feed_url(href: str) -> bool:
+    """True for hrefs that are obviously feeds by their shape (/feed, /rss.xml, atom.xml, feed.json, .rss)."""
+    path = href.split("?", 1)[0].split("#", 1)[0]
+    return (
+        bool(path)
+        and FEEDISH_HREF.search(path) is not None
+        and not href.lower().startswith(("javascript:", "mailto:"))
+    )
+
+
+def is_pagination(url: str) -> bool:
+    """True for ``?page=N``-style queries and ``/page/N`` paths (the page number of a listing)."""
+    parts = urlsplit(url)
+    return bool((parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(parts.path))
+
+
+# --- classification ----------------------------------------------------------------------------------------
+
+
+def segment_shape(segment: str) -> str:
+    """A segment's shape: digits → 9, one word → a, several words → a+, mixed → x; separators kept as "-".
+
+    ``my-great-post-123.html`` → ``a+-9.html``; ``12345`` → ``9``; ``about`` → ``a``; ``a1b2c3`` → ``x``.
+    """
+    if segment.isdigit():
+        return "9"
+    if segment.isalpha():
+        return "a"
+    ext = ""
+    match = _EXTENSION.search(segment)
+    if match is not None and not match.group(1).isdigit():
+        ext = "." + match.group(1).lower()
+        segment = segment[: match.start()]
+    tokens: list[str] = []
+    for chunk in _SEPARATORS.split(segment):
+        if not chunk:
+            continue
+        kind = "9" if chunk.isdigit() else "a" if chunk.isalpha() else "x"
+        if kind == "a" and tokens and tokens[-1] in ("a", "a+"):
+            tokens[-1] = "a+"
+        elif kind == "9" and tokens and tokens[-1] == "9":
+            continue
+        else:
+            tokens.append(kind)
+    return "-".join(tokens) + ext
+
+
+_IGNORED_PARAMS = frozenset(
+    name.lower() for name in (*DEFAULT_TRACKING_PARAMS, *DEFAULT_PRESENTATION_PARAMS, *DEFAULT_SESSION_PARAMS)
+)
+"""Query parameters that say nothing about a URL's shape: raw links carry them, canonical sitemap URLs do not."""
+
+
+class _Parts:
+    """One URL split once for classification: host (without www.), path, raw query, segments, shape query."""
+
+    __slots__ = ("host", "path", "query", "query_keys", "segments")
+
+    def __init__(self, url: str) -> None:
+        rest = url.partition("://")[2] if "://" in url else url
+        rest = rest.partition("#")[0]
+        slash = rest.find("/")
+        question = rest.find("?")
+        if question >= 0 and (slash < 0 or question < slash):
+            netloc, path_query = rest[:question], "/" + rest[question:]
+        elif slash < 0:
+            netloc, path_query = rest, "/"
+        else:
+            netloc, path_query = rest[:slash], rest[slash:]
+        path, _, query = path_query.partition("?")
+        self.host = netloc.rpartition("@")[2].lower().removeprefix("www.")
+        self.path = path or "/"
+        self.query = query
+        self.segments = [seg for seg in path.split("/") if seg]
+        self.query_keys = _shape_query(query) if query else ""
+
+
+def _shape_query(query: str) -> str:
+    """Sorted query keys that say something about the URL's shape (tracking and session keys dropped)."""
+    keys = {
+        name for piece in query.split("&") if piece and (name := piece.partition("=")[0]).lower() not in _IGNORED_PARAMS
+    }
+    return "&".join(sorted(keys))
+
+
+def _path_parts(url: str) -> tuple[str, list[str], str]:
+    """(host without www., path segments, sorted meaningful query keys): what a URL shape is made of."""
+    parts = _Parts(url)
+    return parts.host, parts.segments, parts.query_keys
+
+
+def _is_variable(values: Counter[str], examples: int) -> bool:
+    """A path position is a variable (an id or slug) unless it holds a few plain words (a section name)."""
+    if any(any(ch.isdigit() for ch in value) for value in values):
+        return True
+    if any(segment_shape(value) not in ("a", "") for value in values):
+        return True
+    return len(values) > max(3, examples // 5)
+
+
+class _Templates:
+    """URL shapes learned from examples, grouped by (host, depth): which positions are literal words.
+
+    Also the literal leading segments of each shape (``/articles/`` of ``/articles/{slug}``): a URL that IS such
+    a prefix is the section's own listing page.
+    """
+
+    __slots__ = ("_dirty", "_groups", "_hosts", "_keys", "_max_examples", "_prefixes", "_variable")
+
+    def __init__(self, max_examples: int) -> None:
+        self._max_examples = max_examples
+        self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
+        self._variable: dict[tuple[str, int], list[bool]] = {}
+        self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
+        self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
+        self._dirty: set[tuple[str, int]] = set()
+        self._hosts: set[str] = set()
+
+    def knows(self, host: str) -> bool:
+        """Whether any example of ``host`` (without www.) was learned."""
+        return host in self._hosts
+
+    def add(self, url: str) -> None:
+        host, segments, query = _path_parts(url)
+        self._hosts.add(host)
+        group = (host, len(segments))
+        examples = self._groups.setdefault(group, [])
+        if len(examples) < self._max_examples:
+            examples.append((segments, query))
+            self._dirty.add(group)
+
+    def __len__(self) -> int:
+        return sum(len(examples) for examples in self._groups.values())
+
+    def _rebuild(self, group: tuple[str, int]) -> None:
+        examples = self._groups[group]
+        depth = group[1]
+        columns: list[Counter[str]] = [Counter() for _ in range(depth)]
+        for segments, _ in examples:
+            for position, value in enumerate(segments):
+                columns[position][value] += 1
+        variable = [_is_variable(column, len(examples)) for column in columns]
+        self._variable[group] = variable
+        self._keys[group] = {self._key(segments, query, variable) for segments, query in examples}
+        literal_head = next((i for i, var in enumerate(variable) if var), depth)
+        self._prefixes[group] = {tuple(segments[:literal_head]) for segments, _ in examples} if literal_head else set()
+        self._dirty.discard(group)
+
+    def _fresh(self) -> None:
+        for group in list(self._dirty):
+            self._rebuild(group)
+
+    @staticmethod
+    def _key(segments: list[str], query: str, variable: list[bool]) -> tuple[str, ...]:
+        return (*(segment_shape(seg) if var else seg for seg, var in zip(segments, variable, strict=True)), query)
+
+    def matches(self, url: str | _Parts) -> bool:
+        parts = url if isinstance(url, _Parts) else _Parts(url)
+        group = (parts.host, len(parts.segments))
+        if group not in self._groups:
+            return False
+        if group in self._dirty:
+            self._rebuild(group)
+        return self._key(parts.segments, parts.query_keys, self._variable[group]) in self._keys[group]
+
+    def is_section_of(self, url: str | _Parts) -> bool:
+        """True when ``url``'s path is exactly the literal head of a learned shape (and has no query)."""
+        parts = url if isinstance(url, _Parts) else _Parts(url)
+        if not parts.segments or parts.query_keys or (not self._prefixes and not self._dirty):
+            return False
+        self._fresh()
+        head = tuple(parts.segments)
+        return any(
+            head in prefixes
+            for (group_host, depth), prefixes in self._prefixes.items()
+            if group_host == parts.host and depth > len(head)
+        )
+
+
+class LinkClassifier:
+    """Detail or listing, per URL, for one site, with no configuration needed on typical sites.
+
+    Order: profile patterns (detail, then listing); feed and sitemap URLs; pagination (``?page=N``, ``/page/N``);
+    detail shapes learned from ``learn_details`` (sitemap/feed entries); listing shapes learned from
+    ``observe_page`` (pages that link to many details); listing words (/category/, /tag/, date archives, the
+    homepage); generic detail shapes (long slugs, slug-plus-id, ``.html``). ``classify`` returns None for
+    "neither" (for example /about, /contact): the caller queues those as LINK with a low score, or not at all.
+    """
+
+    def __init__(
+        self, profile: SiteProfile | None = None, *, max_examples: int = 5_000, listing_min_details: int = 5
+    ) -> None:
+        self._detail_rules = [re.compile(p) for p in profile.detail_patterns] if profile else []
+        self._listing_rules = [re.compile(p) for p in profile.listing_patterns] if profile else []
+        self._details = _Templates(max_examples)
+        self._listings = _Templates(max_examples)
+        self._listing_min_details = listing_min_details
+
+    def learn_details(self, urls: Iterable[str]) -> None:
+        """Remember these URLs as known details (sitemap and feed entries) to learn the site's shapes."""
+        for url in urls:
+            self._details.add(url)
+
+    def learn_listing(self, url: str) -> None:
+        self._listings.add(url)
+
+    def observe_page(self, url: str, links: Iterable[str]) -> UrlKind | None:
+        """Learn ``url`` as a listing when it links to many details; returns its kind by that evidence."""
+        details = sum(1 for link in links if self.classify(link) is UrlKind.DETAIL)
+        if details >= self._listing_min_details:
+            if not self._details.matches(url):
+                self._listings.add(url)
+            return UrlKind.LISTING
+        return self.classify(url)
+
+    @property
+    def learned(self) -> int:
+        return len(self._details)
+
+    def guess_navigation(self, url: str) -> UrlKind | None:
+        """A seed page's link that ``classify`` left undecided, on a host with no detail shape learned (no
+        sitemap or feed): a directory of words (``/news/``, ``/product-category/tools/``) or a word under a one-
+        or two-letter prefix (``/c/shoes``, ``/en/sport``), with no query and no site furniture, is taken for a
+        section front: a homepage's navigation is the only way to such a site's items. A slug that could be an
+        item (``/hello-world``, ``/blog/hello-world``) is left alone: a guessed listing is never stored."""
+        parts = _Parts(url)
+        if self._details.knows(parts.host) or parts.query:
+            return None
+        segments = [seg.lower() for seg in parts.segments]
+        if not 1 <= len(segments) <= 2 or not all(_words_only(seg) for seg in segments):
+            return None
+        if any(seg in _FURNITURE for seg in segments):
+            return None
+        if parts.path.endswith("/") or (len(segments) == 2 and len(segments[0]) <= 2):
+            return UrlKind.LISTING
+        return None
+
+    def repeated_items(self, links: Iterable[str], *, min_siblings: int = 3) -> set[str]:
+        """Of a paginated list's links that ``classify`` left undecided (the caller classified them already),
+        those that share a directory and end in an id, at least ``min_siblings`` of them: the list's items.
+        ``/article/3-2`` or ``/product/101`` are no generic detail shape, yet a list's pages side by side are made
+        of them, and a site with no sitemap or feed has no other way to them.
+
+        Deliberately narrow, because a kind is fixed when a URL is first stored and learned from later: only a
+        last segment with an id (a digit, at least two characters: not a page number), never a word or a slug
+        (menus, footers and section links repeat words: ``/news/world``, ``/pages/shipping``), never a query
+        (filters, languages, views, variants), never site furniture. The caller asks only of a paginated page."""
+        groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+        for link in links:
+            parts = _Parts(link)
+            segments = [seg.lower() for seg in parts.segments]
+            if parts.query or not segments or any(_is_furniture(seg) for seg in segments):
+                continue
+            last = segments[-1]
+            if len(last) < 2 or not any(ch.isdigit() for ch in last):
+                continue
+            groups.setdefault((parts.host, tuple(segments[:-1])), set()).add(link)
+        return {link for members in groups.values() if len(members) >= min_siblings for link in members}
+
+    def classify(self, url: str) -> UrlKind | None:
+        for rule in self._detail_rules:
+            if rule.search(url):
+                return UrlKind.DETAIL
+        for rule in self._listing_rules:
+            if rule.search(url):
+                return UrlKind.LISTING
+        parts = _Parts(url)
+        path = parts.path
+        lowered = path.lower()
+        if "sitemap" in lowered and (_SITEMAP_PATH.search(path) or lowered.endswith((".xml", ".xml.gz", ".txt"))):
+            return UrlKind.SITEMAP
+        if lowered.endswith(_FILE_SUFFIXES):
+            return None  # files, not pages
+        if is_feed_url(path):
+            return UrlKind.FEED
+        # Learned detail shapes before the pagination heuristic: "/p/12" is pagination on one site and a post
+        # on another, and the site's own sitemaps and feeds are the better witness.
+        if self._details.matches(parts):
+            return UrlKind.DETAIL
+        if not parts.segments and ROOT_ITEM.search(parts.query):
+            return UrlKind.DETAIL  # WordPress's plain permalinks (/?p=12, /?page_id=2): its lists page by ?paged=
+        if (parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(path):
+            return UrlKind.LISTING
+        if self._listings.matches(parts) or self._details.is_section_of(parts):
+            return UrlKind.LISTING
+        segments = parts.segments
+        if not segments:
+            return UrlKind.LISTING  # the homepage lists the newest items of most sites
+        if any(seg.lower() in LISTING_WORDS for seg in segments):
+            return UrlKind.LISTING
+        if all(_YEAR.fullmatch(seg) or (seg.isdigit() and len(seg) <= 2) for seg in segments):
+            return UrlKind.LISTING  # /2024/ or /2024/05/: a date archive
+        if _looks_like_detail(segments[-1]):
+            return UrlKind.DETAIL
+        if len(segments) == 1 and path.endswith("/") and not parts.query and not self.learned:
+            # A one-word directory (/news/, /sport/, /en/) is a section front on most sites; with no sitemap or
+            # feed to learn the site's shapes from, it is the way to its articles. Site furniture is left out.
+            word = segments[0].lower()
+            if _SECTION.fullmatch(word) and word not in _FURNITURE:
+                return UrlKind.LISTING
+        return None
+
+
+def _is_furniture(segment: str) -> bool:
+    """A segment that is, or is made of, site furniture (``about-us``, ``privacy-policy``, ``terms-of-use``)."""
+    return segment in _FURNITURE or any(word in _FURNITURE for word in _SEPARATORS.split(_EXTENSION.sub("", segment)))
+
+
+def _words_only(segment: str) -> bool:
+    return bool(_SECTION.fullmatch(segment) or (len(segment) == 1 and segment.isalpha()))
+
+
+def _looks_like_detail(last: str) -> bool:
+    """Generic detail shapes: a slug of three or more words, a slug with an id, a long id, an id-like page name.
+
+    Two-word slugs (about-us, privacy-policy, wp-login.php) are left undecided: site furniture, mostly.
+    """
+    shape = segment_shape(last)
+    tokens = shape.rsplit(".", 1)[0].split("-") if "." in shape else shape.split("-")
+    stem = _EXTENSION.sub("", last)
+    words = len([chunk for chunk in _SEPARATORS.split(stem) if chunk.isalpha()])
+    if words >= 3:
+        return True
+    if ("a+" in tokens or "a" in tokens) and "9" in tokens and len(last) >= 6:
+        return True
+    if tokens == ["9"] and len(last) >= 4:
+        return True
+    return "x" in tokens and len(last) >= 6 and any(ch.isdigit() for ch in last)

@@ -1,0 +1,598 @@
+"""Canonical URL form, crawl scope, trap filters and the per-host page budget.
+
+Pure functions and small per-site state: never fetches, never touches SQL. Every URL that enters the frontier
+passes ``canonicalize`` then ``UrlFilter.check``; bump ``CANONICAL_VERSION`` whenever the canonical form changes.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable
+from enum import StrEnum
+from functools import lru_cache
+from urllib.parse import quote, unquote, urlsplit
+
+import idna
+
+from harvester.records import http_origin
+from harvester.settings import Settings, SiteProfile, UrlSettings
+
+logger = logging.getLogger(__name__)
+
+CANONICAL_VERSION: int = 3
+"""Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently.
+
+3: userinfo dropped; ``[``, ``]`` and a ``%`` that starts no escape always percent-encoded; a raw control
+character refuses the URL wherever it stands. Only URLs holding one of those changed key."""
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+MAX_TRAP_EXAMPLES = 5
+"""Rejected URLs remembered per verdict for the discovery report."""
+
+MAX_TRAP_PATTERNS = 10_000
+"""Calendar and facet patterns tracked per site; new ones past this are refused as traps."""
+
+# RFC 3986 §2.3: unreserved characters; their percent-encodings are decoded (§6.2.2.2).
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_HEX = "0123456789abcdefABCDEF"
+# Characters kept literally when non-ASCII or unsafe characters are percent-encoded (UTF-8, as browsers do).
+_PATH_SAFE = "/!$&'()*+,;=:@%~"
+_QUERY_SAFE = "/?!$&'()*+,;=:@%~"
+# Every printable ASCII character RFC 3986 allows in no path or query (§3.3, §3.4): always percent-encoded,
+# whatever else the component holds, so "/a[1]" and "/a[1] b" take one rule ("[" and "]" are legal only around
+# an IP literal, §3.2.2). "%" is kept here and judged by ``_normalize_escapes``.
+_UNSAFE = re.compile(r'[ "<>\\^`{|}\[\]]')
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# A URL that needs no more than host lower-casing, port and query filtering: http(s), no userinfo, fragment,
+# escapes or unsafe characters (dot segments are checked apart). Most sitemap locs and many links take this
+# path, which is what makes 200k URLs/s; tests prove it agrees with the general path.
+_FAST = re.compile(
+    r"(https?://)([A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::([0-9]{1,5}))?(/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?"
+    r"(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
+)
+_HOST_OK = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
+
+
+def _normalize_escapes(text: str) -> str:
+    """Upper-case percent-escape hex digits and decode escaped unreserved characters (RFC 3986 §6.2.2); a "%"
+    that starts no escape is itself escaped ("%25"), as a valid URI must have it (§2.4): "/a%zz" and "/a%25zz"
+    are one page to every server that decodes the path."""
+    if "%" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "%" and i + 2 < n and text[i + 1] in _HEX and text[i + 2] in _HEX:
+            decoded = chr(int(text[i + 1 : i + 3], 16))
+            out.append(decoded if decoded in _UNRESERVED else "%" + text[i + 1 : i + 3].upper())
+            i += 3
+        else:
+            out.append("%25" if ch == "%" else ch)
+            i += 1
+    return "".join(out)
+
+
+def _encode_unsafe(text: str, safe: str) -> str:
+    """Percent-encode non-ASCII (as UTF-8) and unsafe ASCII; existing escapes are kept."""
+    if text.isascii() and _UNSAFE.search(text) is None:
+        return text
+    return quote(text, safe=safe)
+
+
+def remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4, on an absolute path."""
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    if not any(seg in (".", "..") for seg in segments):
+        return path
+    out: list[str] = []
+    for seg in segments[1:]:
+        if seg == ".":
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(seg)
+    # A trailing "." or ".." names a directory: keep the trailing slash.
+    if segments[-1] in (".", ".."):
+        out.append("")
+    return "/" + "/".join(out)
+
+
+class Canonicalizer:
+    """``canonicalize`` with its settings pre-digested; build one per crawl (or let ``canonicalize`` cache it)."""
+
+    __slots__ = ("_cached", "_drop")
+
+    def __init__(self, settings: UrlSettings, *, cache_size: int = 16_384) -> None:
+        self._drop = frozenset(name.lower() for name in (*settings.tracking_params, *settings.presentation_params))
+        # Only the general path is cached: links repeat on every page of a site (navigation, footers), while the
+        # fast path is cheaper than a cache lookup and sitemap locs never repeat (caching them only costs memory).
+        self._cached = lru_cache(maxsize=cache_size)(self.slow)
+
+    def __call__(self, url: str, base: str | None = None) -> str | None:
+        if base is not None and url[:8].lower().startswith(("http://", "https://")):
+            base = None
+        return self._canonicalize(url, base)
+
+    def _canonicalize(self, url: str, base: str | None) -> str | None:
+        url = url.strip()
+        if base is not None and url.startswith("/") and not url.startswith("//"):
+            # Root-relative (the commonest link form): the base's origin plus the path, as RFC 3986 §5.2.2 does.
+            origin = http_origin(base)
+            if origin is not None:
+                url, base = origin + url, None
+        if base is None:
+            match = _FAST.fullmatch(url)
+            if match is not None:
+                scheme, host, port, path, query = match.groups()
+                host = host.lower()
+                path = path or "/"
+                if port is not None:
+                    number = int(port)
+                    if number > 65535:
+                        return None  # as the general path: no such port
+                    if number != (80 if len(scheme) == 7 else 443):
+                        host = f"{host}:{number}"
+                if "xn--" not in host and "/." not in path:
+                    if query:
+                        query = self._query_plain(query)
+                        return f"{scheme}{host}{path}?{query}" if query else f"{scheme}{host}{path}"
+                    return f"{scheme}{host}{path}"
+        return self._cached(url, base)
+
+    def fetch_form(self, url: str, base: str | None = None) -> str | None:
+        """The URL to request for ``url``: its canonical key with the query in the order the site wrote it.
+
+        The key sorts the query so two spellings of a page are one frontier entry, but servers may read
+        parameters in order (RFC 3986 gives the query no structure), and robots.txt rules are written against
+        the URL as published (RFC 9309 §2.2.2). Everything else is the key's normalization: RFC 3986 §6.2.2
+        (case, percent-encoding, dot segments) and §6.2.3 (default port, empty path), fragment dropped; the
+        tracking and presentation parameters the key declares meaningless are not sent either.
+        """
+        key = self(url, base)
+        if key is None:
+            return None
+        path, mark, query = key.partition("?")
+        if not mark or "&" not in query:
+            return key  # at most one parameter kept: no order to lose
+        raw = url.strip(" \t\n\r\f\v\x00")
+        if base is not None and not raw[:8].lower().startswith(("http://", "https://")):
+            raw = resolve(base.strip(), raw)
+        written = self._query(urlsplit(raw).query, sort=False)
+        return f"{path}?{written}" if written else path
+
+    def slow(self, url: str, base: str | None = None) -> str | None:
+        """The general path (no fast-path shortcut); public so tests can check both agree."""
+        url = url.strip(" \t\n\r\f\v\x00")
+        if not url:
+            return None
+        try:
+            if base is not None:
+                url = resolve(base.strip(), url)
+            parts = urlsplit(url)
+            scheme = parts.scheme.lower()
+            if scheme not in DEFAULT_PORTS:
+                return None
+            netloc = self._netloc(parts.netloc, scheme)
+        except (ValueError, UnicodeError):
+            return None
+        if netloc is None:
+            return None
+        path = parts.path or "/"
+        if not path.startswith("/"):
+            path = "/" + path
+        # A raw control character refuses the URL before anything is encoded: one verdict, whatever else the
+        # component holds (encoding it only when a non-ASCII neighbour forced encoding made two).
+        if _CONTROL.search(path) is not None or _CONTROL.search(parts.query) is not None:
+            return None
+        try:
+            path = remove_dot_segments(_normalize_escapes(_encode_unsafe(path, _PATH_SAFE)))
+            query = self._query(parts.query) if parts.query else ""
+        except UnicodeEncodeError:
+            return None  # a lone surrogate (JSON's "\ud800"): no UTF-8 form, so no URL
+        return f"{scheme}://{netloc}{path}?{query}" if query else f"{scheme}://{netloc}{path}"
+
+    @staticmethod
+    def _netloc(netloc: str, scheme: str) -> str | None:
+        """Host and non-default port. Userinfo is dropped: credentials name no other resource (RFC 3986 §3.2.1
+        deprecates "user:password", §7.5), a key must never store someone's password, and "u@h" beside "h"
+        would split one page in two and let a link spend another budget on the same host."""
+        hostport = netloc.rpartition("@")[2]
+        if hostport.startswith("["):
+            end = hostport.find("]")
+            if end < 0:
+                return None
+            host, rest = hostport[: end + 1], hostport[end + 1 :]
+            if rest and not rest.startswith(":"):
+                return None
+            port_text = rest[1:]
+        else:
+            host, _, port_text = hostport.partition(":")
+        host = host.lower()
+        if not host:
+            return None
+        if not host.isascii():
+            # UTS #46 non-transitional mapping (IDNA 2008), as current browsers resolve it.
+            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        elif "xn--" in host:
+            idna.decode(host)  # an invalid punycode label raises: the URL is unusable
+        if _HOST_OK.fullmatch(host) is None:
+            return None
+        if host.startswith("["):
+            # RFC 5952 §4 text form of an IPv6 literal: [1:0::] and [1::] are one host ([::127.0.0.1] → [::7f00:1]).
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"  # an invalid one raises: unusable
+        if port_text:
+            if not port_text.isdigit() or not port_text.isascii():
+                return None
+            port = int(port_text)
+            if port > 65535:
+                return None
+            if port != DEFAULT_PORTS[scheme]:
+                host = f"{host}:{port}"
+        elif hostport.endswith(":"):
+            pass  # "host:" is the default port (RFC 3986 §6.2.3)
+        return host
+
+    def _query_plain(self, query: str) -> str:
+        """``_query`` for a query without escapes or unsafe characters (nothing to normalize)."""
+        drop = self._drop
+        kept = [
+            (name, piece)
+            for piece in query.split("&")
+            if piece and (name := piece.partition("=")[0]).lower() not in drop
+        ]
+        if len(kept) > 1:
+            kept.sort(key=_first)
+        return "&".join(piece for _, piece in kept)
+
+    def _query(self, query: str, *, sort: bool = True) -> str:
+        kept: list[tuple[str, str]] = []
+        for piece in query.split("&"):
+            if not piece:
+                continue
+            piece = _normalize_escapes(_encode_unsafe(piece, _QUERY_SAFE))
+            name = piece.partition("=")[0]
+            if name.lower() in self._drop:
+                continue
+            kept.append((name, piece))
+        # Stable sort by name: repeated keys keep their relative order (a=2&a=1 stays distinct from a=1&a=2).
+        if sort:
+            kept.sort(key=_first)
+        return "&".join(piece for _, piece in kept)
+
+
+def resolve(base: str, ref: str) -> str:
+    """RFC 3986 §5.2.2 reference resolution, leaving dot segments for the caller to remove.
+
+    Not urllib's urljoin: it resolves "../" before "%2e" is decoded and drops empty segments ("/..//" → "/"),
+    so the same link could canonicalize two ways. Dot segments are removed once, after escape normalization.
+    """
+    r = urlsplit(ref)
+    if r.scheme:
+        return ref
+    b = urlsplit(base)
+    if r.netloc or ref.startswith("//"):
+        # A network-path reference, its authority empty included ("///x": no host, so no URL; urlsplit cannot
+        # tell an empty authority from none, which made "///x" the path /x of the base's host).
+        return f"{b.scheme}:{ref}"
+    if not r.path:
+        path, query = b.path, (r.query if "?" in ref else b.query)
+    elif r.path.startswith("/"):
+        path, query = r.path, r.query
+    else:
+        # §5.2.3 merge: the base path up to its last "/", or "/" for a base with authority and empty path.
+        path = ("/" if b.netloc and not b.path else b.path[: b.path.rfind("/") + 1]) + r.path
+        query = r.query
+    return f"{b.scheme}://{b.netloc}{path}" + (f"?{query}" if query or "?" in ref.partition("#")[0] else "")
+
+
+def _first(item: tuple[str, str]) -> str:
+    return item[0]
+
+
+
+_canonicalizers: dict[int, tuple[UrlSettings, Canonicalizer]] = {}
+
+
+def canonicalizer_for(settings: UrlSettings) -> Canonicalizer:
+    """The cached ``Canonicalizer`` of these settings (keyed by identity: settings are frozen)."""
+    entry = _canonicalizers.get(id(settings))
+    if entry is None or entry[0] is not settings:
+        if len(_canonicalizers) > 64:
+            _canonicalizers.clear()
+        entry = (settings, Canonicalizer(settings))
+        _canonicalizers[id(settings)] = entry
+    return entry[1]
+
+
+def canonicalize(url: str, *, base: str | None = None, settings: UrlSettings) -> str | None:
+    """The conservative canonical form of ``url`` resolved against ``base``; None when unusable.
+
+    Lower-cases scheme and host (IDNA to punycode), drops userinfo, fragment, default port, tracking and
+    presentation parameters, sorts the query stably, resolves dot segments and normalizes percent-escapes
+    (non-ASCII as UTF-8; every character RFC 3986 forbids in that component escaped, by one rule per character).
+    Never lower-cases the path. Idempotent. None for a URL with a raw control character or a lone surrogate.
+    ``base`` is the final URL after redirects of the page the link was found on.
+    """
+    return canonicalizer_for(settings)(url, base)
+
+
+# --- scope, traps, budget ----------------------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """Why ``UrlFilter.check`` refused a URL (None means accepted)."""
+
+    OUT_OF_SCOPE = "out_of_scope"
+    TRAP_LENGTH = "trap:length"
+    TRAP_DEPTH = "trap:depth"
+    TRAP_REPEATED_SEGMENTS = "trap:repeated_segments"
+    TRAP_SESSION_ID = "trap:session_id"
+    TRAP_FACETS = "trap:facets"
+    TRAP_CALENDAR = "trap:calendar"
+    BUDGET = "budget"
+
+    @property
+    def is_trap(self) -> bool:
+        return self.value.startswith("trap:")
+
+
+_YEAR = re.compile(r"(?:19|20|21)\d\d")
+_DATE_SEGMENT = re.compile(r"(?:19|20|21)\d\d(?:[-_.]?(?:0?[1-9]|1[0-2])(?:[-_.]?(?:0?[1-9]|[12]\d|3[01]))?)?")
+_SMALL_NUMBER = re.compile(r"\d{1,2}")
+_DATE_PARAMS = frozenset(("date", "day", "month", "year", "week", "y", "m", "d", "ym", "cal", "calendar", "from", "to"))
+
+
+def _split_host_path(url: str) -> tuple[str, str, str]:
+    """(netloc, path, query) of a canonical URL, without re-parsing."""
+    rest = url.partition("://")[2]
+    slash = rest.find("/")
+    netloc, path_query = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+    path, _, query = path_query.partition("?")
+    return netloc, path, query
+
+
+def _calendar_pattern(path: str, query: str) -> str | None:
+    """The URL's pattern with its date generalized when it ENDS in a date (a calendar page); else None.
+
+    /calendar/2026/11, /events/2026-11-05 and /agenda?month=11&year=2026 are calendar pages; a news article
+    /2026/11/05/some-headline is not (the date is followed by a slug), so dated permalinks are never capped.
+    """
+    segments = [seg for seg in path.split("/") if seg]
+    cut = len(segments)
+    while cut > 0 and (_SMALL_NUMBER.fullmatch(segments[cut - 1]) or _DATE_SEGMENT.fullmatch(segments[cut - 1])):
+        cut -= 1
+    tail = segments[cut:]
+    date_in_path = bool(tail) and _DATE_SEGMENT.fullmatch(tail[0]) is not None and _YEAR.match(tail[0]) is not None
+    date_params: list[str] = []
+    if query:
+        for piece in query.split("&"):
+            name, _, value = piece.partition("=")
+            if name.lower() in _DATE_PARAMS and (_DATE_SEGMENT.fullmatch(value) or _SMALL_NUMBER.fullmatch(value)):
+                date_params.append(name.lower())
+    if not date_in_path and not date_params:
+        return None
+    head = "/".join(segments[:cut] if date_in_path else segments)
+    return head + ("/{date}" if date_in_path else "") + "?" + "&".join(sorted(date_params))
+
+
+class UrlFilter:
+    """Scope, trap and budget decisions for one site, with counts per verdict for the discovery report.
+
+    Built once per site. Stateless checks (scope, length, depth, repeated segments, session ids) are pure;
+    calendar and facet pages and the page budget are counted per instance, so one instance must see all of a
+    site's URLs. Re-checking an accepted URL accepts it again without counting it twice.
+    """
+
+    def __init__(self, settings: Settings, profile: SiteProfile | None = None, seeds: Iterable[str] = ()) -> None:
+        urls = settings.urls
+        self._max_length = urls.max_url_length
+        self._max_depth = urls.max_path_depth
+        self._max_repeats = urls.max_repeated_segments
+        self._segments_needed = min(self._max_depth, self._max_repeats)
+        self._max_facets = urls.max_facets
+        self._max_calendar = urls.max_calendar_urls
+        self._max_facet_urls = urls.max_facet_urls
+        self._session = frozenset(name.lower() for name in urls.session_params)
+        self._facets = frozenset(name.lower() for name in urls.facet_params)
+        self._budget = (profile.max_pages_per_host if profile and profile.max_pages_per_host else None) or (
+            settings.max_pages_per_host
+        )
+        canon = canonicalizer_for(urls)
+        seed_list = list(seeds) + (list(profile.seeds) if profile else [])
+        self._hosts: set[str] = set()
+        for seed in seed_list:
+            canonical = canon(seed)
+            if canonical is None:
+                continue
+            netloc = _split_host_path(canonical)[0]
+            self._hosts.add(netloc)
+            # www.example.org and example.org are one site in practice (the usual redirect pair).
+            self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+        scope = profile.scope if profile else None
+        self._domains = tuple(scope.domains) if scope else ()
+        self._prefixes = tuple(scope.path_prefixes) if scope else ()
+        self._allow = [re.compile(p) for p in scope.allow_patterns] if scope else []
+        self._deny = [re.compile(p) for p in scope.deny_patterns] if scope else []
+        # No deny, prefix or allow rule: a seed host's URL is in scope without further checks.
+        self._plain_scope = not (self._deny or self._prefixes or self._allow)
+        self._accepted = _SeenBits()
+        self._accepted_per_host: Counter[str] = Counter()
+        self._calendar: dict[str, set[int]] = {}
+        self._faceted: dict[str, set[int]] = {}
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, list[str]] = {}
+
+    # -- scope
+
+    def add_host(self, origin: str) -> None:
+        """Put ``origin``'s host (and its www twin) in scope, as a seed's: where a seed host moved to."""
+        netloc = _split_host_path(origin + "/")[0]
+        self._hosts.add(netloc)
+        self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+
+    def denied(self, url: str) -> bool:
+        """The operator's deny patterns refuse ``url``: they hold even where the scope is widened."""
+        return bool(self._deny) and any(p.search(url) for p in self._deny)
+
+    def in_scope(self, url: str) -> bool:
+        """Scope only (no traps, no budget): for redirect hops and sitemap entries of a canonical URL."""
+        return self._scope(url, *_split_host_path(url))
+
+    def _scope(self, url: str, netloc: str, path: str, query: str) -> bool:
+        # Deny first: an operator's deny list beats every allow rule.
+        if self.denied(url):
+            return False
+        host = netloc.rpartition("@")[2]
+        if netloc not in self._hosts and host not in self._hosts:
+            hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if not any(hostname == d or hostname.endswith("." + d) for d in self._domains):
+                return False
+        if self._prefixes and not path.startswith(self._prefixes):
+            return False
+        return not self._allow or any(p.search(url) for p in self._allow)
+
+    # -- the full check
+
+    def check(self, url: str, *, trusted: bool = False) -> Verdict | None:
+        """None when ``url`` (canonical) may be queued; else why not. Counts every verdict.
+
+        ``trusted``: the URL comes from a finite list the site publishes (sitemap, feed), so the calendar and
+        facet counters do not apply; scope, the stateless trap checks and the budget still do.
+        """
+        verdict = self._check(url, trusted)
+        key = verdict.value if verdict is not None else "ok"
+        self.counts[key] += 1
+        if verdict is not None:
+            examples = self.examples.setdefault(key, [])
+            if len(examples) < MAX_TRAP_EXAMPLES:
+                examples.append(url)
+        return verdict
+
+    def _check(self, url: str, trusted: bool) -> Verdict | None:
+        # _split_host_path, inlined: this runs for every URL discovery finds.
+        rest = url.partition("://")[2]
+        slash = rest.find("/")
+        netloc, path_query = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
+        path, _, query = path_query.partition("?")
+        if not (self._plain_scope and netloc in self._hosts) and not self._scope(url, netloc, path, query):
+            return Verdict.OUT_OF_SCOPE
+        if len(url) > self._max_length:
+            return Verdict.TRAP_LENGTH
+        if (query or ";" in path) and self._has_session_id(path, query):
+            return Verdict.TRAP_SESSION_ID
+        facets = self._facet_names(query) if query else 0
+        if facets > self._max_facets:
+            return Verdict.TRAP_FACETS
+        # The segment checks need the segments only when there may be enough of them to matter (every URL
+        # of a sitemap passes here, and most paths are short).
+        slashes = path.count("/")
+        segments = [seg for seg in path.split("/") if seg] if slashes > self._segments_needed or query else []
+        if len(segments) > self._max_depth:
+            return Verdict.TRAP_DEPTH
+        if (
+            len(segments) > self._max_repeats
+            and len(set(segments)) < len(segments)  # cheap: most paths repeat nothing
+            and Counter(segments).most_common(1)[0][1] > self._max_repeats
+        ):
+            return Verdict.TRAP_REPEATED_SEGMENTS
+        if query and self._repeats_in_query(query, segments):
+            return Verdict.TRAP_REPEATED_SEGMENTS
+        key = hash(url)
+        if key in self._accepted:
+            return None
+        if not trusted:
+            if facets and not self._admit(self._faceted, f"{netloc}{path}", key, self._max_facet_urls):
+                return Verdict.TRAP_FACETS
+            pattern = _calendar_pattern(path, query)
+            # One bucket per calendar (the path before the date), whatever its query spellings: the bound is per
+            # trap, not per URL shape, so /cal/2026/1?day=N and /cal/2026/02 share it.
+            bucket = netloc + pattern.partition("?")[0] if pattern is not None else ""
+            if pattern is not None and not self._admit(self._calendar, bucket, key, self._max_calendar):
+                return Verdict.TRAP_CALENDAR
+        if self._accepted_per_host[netloc] >= self._budget:
+            return Verdict.BUDGET
+        self._accepted.add(key)
+        self._accepted_per_host[netloc] += 1
+        return None
+
+    @staticmethod
+    def _admit(table: dict[str, set[int]], pattern: str, key: int, cap: int) -> bool:
+        seen = table.get(pattern)
+        if seen is None:
+            if len(table) >= MAX_TRAP_PATTERNS:
+                return False  # a site minting endless calendar/facet paths: the paths themselves are the trap
+            seen = table[pattern] = set()
+        if key in seen:
+            return True
+        if len(seen) >= cap:
+            return False
+        seen.add(key)
+        return True
+
+    def _has_session_id(self, path: str, query: str) -> bool:
+        if ";" in path:
+            # Path parameters: /page;jsessionid=ABC (Java servlets).
+            for param in path.split(";")[1:]:
+                if param.partition("=")[0].lower() in self._session:
+                    return True
+        if query:
+            for piece in query.split("&"):
+                if piece.partition("=")[0].lower() in self._session:
+                    return True
+        return False
+
+    def _repeats_in_query(self, query: str, segments: list[str]) -> bool:
+        """One parameter name repeated too often, or the page's own path nested in its query
+        (/login?next=/login?next=...): both grow without bound when links are built from the current URL."""
+        names = Counter(piece.partition("=")[0] for piece in query.split("&"))
+        if names and names.most_common(1)[0][1] > self._max_repeats:
+            return True
+        if segments and len(segments[-1]) >= 3 and "%" in query:
+            decoded = unquote(query)
+            return decoded.count(segments[-1]) > self._max_repeats - 1
+        return False
+
+    def _facet_names(self, query: str) -> int:
+        return len({name for piece in query.split("&") if (name := piece.partition("=")[0].lower()) in self._facets})
+
+    @property
+    def accepted_per_host(self) -> dict[str, int]:
+        return dict(self._accepted_per_host)
+
+
+class _SeenBits:
+    """Constant-memory "was this URL accepted before": a Bloom filter over the URL hash (2 MiB, 2 probes).
+
+    A false positive (about 1% at a million URLs) re-accepts a new URL without spending budget or calendar
+    quota: the budget overshoots by that much at worst, and memory stays flat however many URLs a site has.
+    """
+
+    __slots__ = ("_bits",)
+
+    BITS = 1 << 24
+
+    def __init__(self) -> None:
+        self._bits = bytearray(self.BITS >> 3)
+
+    def __contains__(self, key: int) -> bool:
+        bits = self._bits
+        a = key & (self.BITS - 1)
+        b = (key >> 24) & (self.BITS - 1)
+        return bool(bits[a >> 3] & (1 << (a & 7))) and bool(bits[b >> 3] & (1 << (b & 7)))
+
+    def add(self, key: int) -> None:
+        a = key & (self.BITS - 1)
+        b = (key >> 24) & (self.BITS - 1)
+        self._bits[a >> 3] |= 1 << (a & 7)
+        self._bits[b >> 3] |= 1 << (b & 7)

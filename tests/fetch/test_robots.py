@@ -1,0 +1,279 @@
+"""RFC 9309 robots.txt: status semantics, parsing limits, the crawler's own group, one fetch per host, caching."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.robots import RobotsRules, decode_robots, product_token, state_from_fetch, status_mode
+from harvester.records import ErrorClass, FetchResult, RobotsState
+from harvester.settings import RobotsSettings, Settings
+from harvester.testing import HostSpec, RobotsSpec
+from harvester.testing.record import disallowed_hits
+
+LOCAL = Settings(http={"allow_addresses": ("127.0.0.1",)})
+"""The test web's address (127.0.0.1) past the address policy: these clients have no seeds to allow it by."""
+
+UA = "harvester/0.1 (+https://harvester.invalid/contact)"
+NOW = datetime(2026, 1, 5, tzinfo=UTC)
+
+async def log_of(web):
+    """The server's request log once it has caught up: in thread mode the server appends a record just after
+    writing the response, so a client that reads the log at once can miss the last one (the sleep only yields
+    the GIL and the loop; nothing here is timed)."""
+    await asyncio.sleep(0.02)
+    return web.records()
+
+
+
+def rules_for(body: str | None, status: int | None = 200, error_class: ErrorClass | None = None,
+              settings: RobotsSettings | None = None) -> RobotsRules:
+    state = RobotsState(origin="http://h", status=status, fetched_at=NOW, expires_at=NOW + timedelta(hours=1),
+                        body=body, error_class=error_class)
+    return RobotsRules(state, user_agent=UA, settings=settings or RobotsSettings(), now_wall=NOW, now_mono=0.0)
+
+
+def test_product_token_is_the_first_token_without_version():
+    assert product_token(UA) == "harvester"
+    assert product_token("MyBot") == "MyBot"
+
+
+@pytest.mark.parametrize(("status", "mode"), [(200, "rules"), (204, "rules"), (401, "allow"), (403, "allow"),
+                                              (404, "allow"), (410, "allow"), (429, "disallow"), (500, "disallow"),
+                                              (503, "disallow")])
+def test_status_semantics(status: int, mode: str):
+    state = RobotsState(origin="http://h", status=status, fetched_at=NOW, expires_at=NOW)
+    assert status_mode(state) == mode
+
+
+def test_unreachable_means_disallow_all_and_too_many_redirects_means_unavailable():
+    assert not rules_for(None, status=None, error_class=ErrorClass.TIMEOUT).allowed("http://h/a")
+    assert not rules_for(None, status=None, error_class=ErrorClass.CONNECT).allowed("http://h/a")
+    assert rules_for(None, status=302, error_class=ErrorClass.TOO_MANY_REDIRECTS).allowed("http://h/a")
+
+
+def test_own_group_wins_over_star_and_fractional_delays_are_kept():
+    body = ("User-agent: *\nDisallow: /\n\nUser-agent: harvester\nDisallow: /private\nCrawl-delay: 0.05\n"
+            "Request-rate: 10/1s\nSitemap: http://h/sitemap.xml\n")
+    rules = rules_for(body)
+    assert rules.allowed("http://h/public")
+    assert not rules.allowed("http://h/private/x")
+    assert rules.crawl_delay_s == 0.05
+    assert rules.request_rate_s == 0.1
+    assert rules.sitemaps == ["http://h/sitemap.xml"]
+    # control: another crawler gets the * group
+    other = RobotsRules(rules.state, user_agent="otherbot/1.0", settings=RobotsSettings(), now_wall=NOW, now_mono=0)
+    assert not other.allowed("http://h/public")
+
+
+def test_bom_and_odd_line_endings_are_parsed():
+    body = "\ufeffUser-agent: *\rDisallow: /a\r\nDisallow: /b\nAllow: /b/ok"
+    rules = rules_for(decode_robots(body.encode("utf-8"), 500 * 1024))
+    assert not rules.allowed("http://h/a")
+    assert not rules.allowed("http://h/b/x")
+    assert rules.allowed("http://h/b/ok")
+    assert rules.allowed("http://h/c")
+
+
+def test_rules_past_the_size_limit_are_ignored():
+    filler = "# " + "x" * 1000 + "\n"
+    body = "User-agent: *\nDisallow: /early\n" + filler * 600 + "Disallow: /late\n"
+    rules = rules_for(body)
+    assert not rules.allowed("http://h/early/1")
+    assert rules.allowed("http://h/late/1")
+    # control: with a limit above the file size the late rule applies
+    big = rules_for(body, settings=RobotsSettings(max_bytes=2 * 2**20))
+    assert not big.allowed("http://h/late/1")
+
+
+def test_truncation_drops_the_partial_last_line():
+    assert decode_robots(b"User-agent: *\nDisallow: /private", 25) == "User-agent: *\n"
+
+
+def test_state_lifetimes_and_a_304_extends_the_previous_state():
+    settings = RobotsSettings(cache_s=3600, error_cache_s=60)
+    ok = FetchResult(url="http://h/robots.txt", final_url="http://h/robots.txt", status=200, started_at=0,
+                     elapsed_s=0, body=b"User-agent: *\nDisallow: /x\n", etag='"v1"')
+    state = state_from_fetch("http://h", ok, settings, now=NOW)
+    assert state.expires_at == NOW + timedelta(seconds=3600)
+    assert state.etag == '"v1"'
+    failed = FetchResult(url="http://h/robots.txt", final_url="http://h/robots.txt", status=503, started_at=0,
+                         elapsed_s=0, error_class=ErrorClass.HTTP_5XX)
+    assert state_from_fetch("http://h", failed, settings, now=NOW).expires_at == NOW + timedelta(seconds=60)
+    later = NOW + timedelta(hours=2)
+    not_modified = FetchResult(url="http://h/robots.txt", final_url="http://h/robots.txt", status=304,
+                               started_at=0, elapsed_s=0)
+    renewed = state_from_fetch("http://h", not_modified, settings, previous=state, now=later)
+    assert renewed.body == state.body
+    assert renewed.status == 200
+    assert renewed.expires_at == later + timedelta(seconds=3600)
+
+
+# --- against the test web -------------------------------------------------------------------------------------
+
+
+async def robots_requests(web, name: str) -> int:
+    return sum(1 for r in (await log_of(web)) if r.host == name and r.path == "/robots.txt")
+
+
+async def test_robots_fetched_exactly_once_under_50_concurrent_first_requests(make_web):
+    web = make_web([HostSpec("a", pages=60, latency_s=0.02), HostSpec("b", pages=60)])
+    async with PoliteClient(LOCAL) as client:
+        urls = web.truth["a"].allowed_detail_urls()[:50] + web.truth["b"].allowed_detail_urls()[:50]
+        results = await asyncio.gather(*(client.fetch(u) for u in urls))
+    assert (await robots_requests(web, "a")) == 1
+    assert (await robots_requests(web, "b")) == 1
+    assert client.robots_fetches == 2
+    assert sum(1 for r in results if r.ok) == 100
+
+
+async def test_503_robots_nothing_else_is_fetched(make_web):
+    web = make_web([HostSpec("a", pages=20, robots=RobotsSpec(status=503))])
+    async with PoliteClient(LOCAL) as client:
+        results = await asyncio.gather(*(client.fetch(u) for u in web.truth["a"].detail_urls()))
+    assert {r.error_class for r in results} == {ErrorClass.ROBOTS_DISALLOWED}
+    paths = [r.path for r in (await log_of(web))]
+    assert paths == ["/robots.txt"]
+
+
+async def test_404_robots_all_allowed(make_web):
+    web = make_web([HostSpec("a", pages=20, robots=RobotsSpec(status=404))])
+    async with PoliteClient(LOCAL) as client:
+        results = await asyncio.gather(*(client.fetch(u) for u in web.truth["a"].detail_urls()))
+        rules = await client.robots(web.origin("a"))
+    assert any("/members/" in r.url for r in results)  # what a 200 robots.txt would have disallowed
+    assert rules.mode == "allow"
+    assert all(r.ok for r in results)
+
+
+async def test_disallowed_url_is_never_fetched(make_web):
+    web = make_web([HostSpec("a", pages=40, disallowed_in_sitemap=0.25,
+                             robots=RobotsSpec(agent_groups={"harvester": ("/story/",)}))])
+    truth = web.truth["a"]
+    async with PoliteClient(LOCAL) as client:
+        urls = truth.detail_urls() + truth.disallowed_urls()
+        results = await asyncio.gather(*(client.fetch(u) for u in urls))
+    refused = [r for r in results if r.error_class is ErrorClass.ROBOTS_DISALLOWED]
+    assert refused  # control: something was disallowed, so the check below is not vacuous
+    assert not disallowed_hits((await log_of(web)), web)
+
+
+async def test_robots_redirect_is_followed(make_web):
+    body = "User-agent: *\nDisallow: /articles/\n"
+    web = make_web([HostSpec("a", pages=10, robots=RobotsSpec(status=301, redirect_to="/real-robots.txt",
+                                                              body=body))])
+    async with PoliteClient(LOCAL) as client:
+        rules = await client.robots(web.origin("a"))
+    assert [r.path for r in (await log_of(web))] == ["/robots.txt", "/real-robots.txt"]
+    assert rules.mode == "rules"
+    assert not rules.allowed(web.url("a", "/articles/x-1"))
+    assert rules.allowed(web.url("a", "/story/1/x"))
+
+
+async def test_huge_robots_is_cut_at_500_kib(make_web):
+    from harvester.testing.hostile import huge_robots_body
+
+    web = make_web([HostSpec("a", pages=5, robots=RobotsSpec(body=huge_robots_body()))])
+    async with PoliteClient(LOCAL) as client:
+        rules = await client.robots(web.origin("a"))
+    assert rules.mode == "rules"
+    assert rules.allowed(web.url("a", "/after-limit/x"))
+    assert len((rules.state.body or "").encode()) <= 500 * 1024
+
+
+class MemoryRobots:
+    def __init__(self) -> None:
+        self.states: dict[str, RobotsState] = {}
+
+    async def load_robots(self, origin: str) -> RobotsState | None:
+        return self.states.get(origin)
+
+    async def save_robots(self, state: RobotsState) -> None:
+        self.states[state.origin] = state
+
+
+async def test_persisted_state_spares_the_fetch_on_a_rerun_and_expiry_refetches_conditionally(make_web):
+    web = make_web([HostSpec("a", pages=5, robots=RobotsSpec(disallow=("/story/",)))])
+    origin = web.origin("a")
+    store = MemoryRobots()
+    async with PoliteClient(LOCAL, robots_store=store) as client:
+        await client.robots(origin)
+    assert (await robots_requests(web, "a")) == 1
+    async with PoliteClient(LOCAL, robots_store=store) as rerun:
+        rules = await rerun.robots(origin)
+        assert not rules.allowed(web.url("a", "/story/1/x"))
+    assert (await robots_requests(web, "a")) == 1  # inside the cache lifetime: no second fetch
+    expired = store.states[origin]
+    store.states[origin] = RobotsState(**{**{f: getattr(expired, f) for f in expired.__slots__},
+                                          "expires_at": NOW - timedelta(days=1)})
+    async with PoliteClient(LOCAL, robots_store=store) as third:
+        await third.robots(origin)
+    second = [r for r in (await log_of(web)) if r.path == "/robots.txt"][-1]
+    assert (await robots_requests(web, "a")) == 2
+    assert second.if_none_match or second.if_modified_since  # conditional re-fetch
+    assert second.status == 304
+    assert store.states[origin].expires_at > datetime.now(UTC)
+
+
+# --- issue 20: RFC 9309 groups and the product token ----------------------------------------------------------
+
+
+def test_a_record_between_user_agent_lines_does_not_split_the_group():
+    # RFC 9309 §2.1 / §2.2.4: consecutive user-agent lines form one group; other records must not interfere.
+    body = "User-agent: harvester\nCrawl-delay: 10\nUser-agent: *\nDisallow: /private/\n"
+    rules = rules_for(body)
+    assert not rules.allowed("http://h/private/x")
+    assert rules.allowed("http://h/public")  # control: the group's rules, not a blanket refusal
+    assert rules.crawl_delay_s == 10.0  # the Crawl-delay of that group still applies
+    everyone = rules_for("User-agent: *\nCrawl-delay: 5\nUser-agent: BadBot\nDisallow: /\n")
+    assert not everyone.allowed("http://h/anything")
+    assert everyone.crawl_delay_s == 5.0
+
+
+def test_groups_naming_the_crawler_are_merged_and_its_token_matches_exactly():
+    body = ("User-agent: harvester\nDisallow: /a\nRequest-rate: 1/5s\n\nUser-agent: *\nDisallow: /\n\n"
+            "User-agent: HARVESTER\nDisallow: /b\n\nUser-agent: harvest\nDisallow: /c\nSitemap: http://h/s.xml\n")
+    rules = rules_for(body)
+    assert not rules.allowed("http://h/a/1")
+    assert not rules.allowed("http://h/b/1")
+    assert rules.allowed("http://h/c/1")  # "harvest" names another crawler, not a prefix of ours
+    assert rules.request_rate_s == 5.0
+    assert rules.sitemaps == ["http://h/s.xml"]
+
+
+def test_a_browser_style_user_agent_matches_the_bots_group():
+    # RFC 9309 §2.2.1, figure 1: the crawler's product token is ExampleBot, not Mozilla.
+    ua = "Mozilla/5.0 (compatible; ExampleBot/0.1; +https://example.com/bot)"
+    assert product_token(ua) == "ExampleBot"
+    body = "User-agent: Mozilla\nDisallow: /\n\nUser-agent: examplebot\nDisallow: /private/\n"
+    state = RobotsState(origin="http://h", status=200, fetched_at=NOW, expires_at=NOW + timedelta(hours=1), body=body)
+    rules = RobotsRules(state, user_agent=ua, settings=RobotsSettings(), now_wall=NOW, now_mono=0.0)
+    assert rules.allowed("http://h/public")
+    assert not rules.allowed("http://h/private/1")
+
+
+def test_the_product_token_setting_overrides_the_user_agent_and_is_validated():
+    body = "User-agent: harvester\nDisallow: /\n\nUser-agent: acmecrawler\nDisallow: /private/\n"
+    rules = rules_for(body, settings=RobotsSettings(product_token="AcmeCrawler"))
+    assert rules.allowed("http://h/public")
+    assert not rules.allowed("http://h/private/1")
+    assert not rules_for(body).allowed("http://h/public")  # control: without it, the UA's token "harvester"
+    for bad in ("Acme Crawler", "acme/1.0", "", "bot2"):
+        with pytest.raises(ValueError, match="product_token"):
+            RobotsSettings(product_token=bad)
+
+
+def test_x_robots_tag_names_the_same_token_as_robots_txt():
+    from harvester.extraction import extract_page
+
+    page = FetchResult(url="http://h/a", final_url="http://h/a", status=200, started_at=0, elapsed_s=0,
+                       body=b"<html><body><p>hi</p></body></html>", content_type="text/html",
+                       headers={"x-robots-tag": "examplebot: noindex\nmozilla: nofollow"})
+    compatible = "Mozilla/5.0 (compatible; ExampleBot/0.1; +https://example.com/bot)"
+    extracted = extract_page(page, settings=Settings(), user_agent=compatible)
+    assert extracted.page.robots == ("noindex",)
+    named = Settings(robots=RobotsSettings(product_token="Mozilla"))
+    assert extract_page(page, settings=named, user_agent=compatible).page.robots == ("nofollow",)
