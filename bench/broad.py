@@ -28,7 +28,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from harvester.fetch.engine import Job, PoliteClient, run_hosts
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.workers import Job, run_hosts
 from harvester.records import FetchResult
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb

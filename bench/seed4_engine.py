@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harvester.fetch.engine import Job, PoliteClient, run_hosts
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.workers import Job, run_hosts
 from harvester.records import FetchResult
 from harvester.settings import Settings
 

@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harvester.discovery.sitemaps import parse_sitemap
 from harvester.records import DiscoveredUrl, Source, UrlKind, provenance
+from harvester.rules.scope import UrlFilter
 from harvester.rules.scoring import score
-from harvester.rules.urls import UrlFilter, canonicalizer_for
+from harvester.rules.urls import canonicalizer_for
 from harvester.settings import Settings, SiteProfile
 
 HOST = "https://bench.example"

@@ -17,7 +17,8 @@ from typing import Any
 
 from harvester.errors import StoreError
 from harvester.extraction import ExtractorHook, resolve_hook
-from harvester.fetch.engine import PoliteClient, run_hosts
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.workers import run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.discover_host import HostDiscovery
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten

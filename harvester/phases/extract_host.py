@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.extraction import ExtractorHook, extract_page
-from harvester.fetch.engine import Job
+from harvester.fetch.workers import Job
 from harvester.records import (
     ClaimedUrl,
     CompleteResult,

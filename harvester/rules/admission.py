@@ -17,7 +17,8 @@ from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provena
 from harvester.rules import scoring
 from harvester.rules.classify import ROOT_ITEM, LinkClassifier
 from harvester.rules.report import DiscoveryReport
-from harvester.rules.urls import CANONICAL_VERSION, UrlFilter, canonicalizer_for
+from harvester.rules.scope import UrlFilter
+from harvester.rules.urls import CANONICAL_VERSION, canonicalizer_for
 from harvester.settings import Settings, SiteProfile
 
 __all__ = ["CANONICAL_VERSION", "Site"]

@@ -12,7 +12,8 @@ import pytest
 
 from harvester.discovery.feeds import parse_feed
 from harvester.discovery.sitemaps import SitemapDoc, SitemapEntry, parse_sitemap
-from harvester.rules.urls import UrlFilter, canonicalize
+from harvester.rules.scope import UrlFilter
+from harvester.rules.urls import canonicalize
 from harvester.settings import DiscoverySettings, Settings
 
 PROTOCOL = Path(__file__).resolve().parent.parent / "data" / "sitemaps" / "protocol"

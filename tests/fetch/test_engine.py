@@ -17,7 +17,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from harvester.errors import LeaseLost
-from harvester.fetch.engine import HostWork, Job, PoliteClient, run_hosts
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.workers import HostWork, Job, run_hosts
 from harvester.records import ErrorClass, FetchResult, HostPolicy, origin_of
 from harvester.settings import Settings
 from harvester.testing import HostSpec, RobotsSpec

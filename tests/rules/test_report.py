@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from harvester.records import Source, provenance
 from harvester.rules import report as report_module
 from harvester.rules.report import DiscoveryReport
-from harvester.rules.urls import UrlFilter
+from harvester.rules.scope import UrlFilter
 from harvester.settings import Settings
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from harvester.rules.urls import CANONICAL_VERSION, Canonicalizer, UrlFilter, Verdict, canonicalize, remove_dot_segments
+from harvester.rules.scope import UrlFilter, Verdict
+from harvester.rules.urls import CANONICAL_VERSION, Canonicalizer, canonicalize, remove_dot_segments
 from harvester.settings import Scope, Settings, SiteProfile
 
 SETTINGS = Settings()

@@ -19,7 +19,8 @@ from harvester.discovery.sitemaps import parse_sitemap
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.frontier import FrontierStore
 from harvester.records import DiscoveredUrl, UrlKind
-from harvester.rules.urls import Canonicalizer, UrlFilter, canonicalize
+from harvester.rules.scope import UrlFilter
+from harvester.rules.urls import Canonicalizer, canonicalize
 from harvester.settings import Settings
 
 SETTINGS = Settings()

@@ -1,0 +1,241 @@
+"""Per-host queues and workers: ``run_hosts`` serves each host its own queue, refilled by one claim at a time and
+drained by as many workers as the host's ceiling, at most ``max_active_hosts`` hosts at once, over the one
+``PoliteClient`` that keeps every host polite. Storage stays the caller's: ``HostWork`` claims jobs and takes
+their results."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harvester.errors import LeaseLost
+from harvester.fetch.engine import PoliteClient, refused
+from harvester.fetch.http import NO_VALIDATORS
+from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators, http_origin
+from harvester.runtime import task_group
+
+logger = logging.getLogger(__name__)
+
+
+PROGRESS_EVERY_S = 1.0
+"""How often ``run_hosts`` hands diagnostics to ``on_progress``."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One URL handed to the engine by the caller's ``HostWork``; ``payload`` travels back to ``done()``."""
+
+    url: str
+    host: str
+    validators: Validators = NO_VALIDATORS
+    accept: tuple[str, ...] | None = None
+    payload: Any = None
+    answered: FetchResult | None = None
+    """This URL's answer, already read (the target of a permanent redirect followed in this run): no request."""
+
+
+class HostWork(Protocol):
+    """What extraction hands the engine (implemented by phases.py over the store)."""
+
+    async def claim(self, host: str, n: int) -> Sequence[Job]:
+        """Up to ``n`` jobs of ``host``; empty: the host has no more work now."""
+        ...
+
+    async def done(self, job: Job, result: FetchResult) -> None:
+        """Record one outcome (requeue vs failed is the caller's policy). May raise LeaseLost: stop the host."""
+        ...
+
+    async def hosts(self) -> Sequence[str]:
+        """Hosts with work, in the order they should get turns."""
+        ...
+
+
+@dataclass
+class EngineStats:
+    """What one ``run_hosts`` did, for counters and artifacts."""
+
+    hosts_served: int = 0
+    fetched: int = 0
+    results: Counter[str] = field(default_factory=Counter)
+    parked: dict[str, str] = field(default_factory=dict)
+    lease_lost: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"hosts_served": self.hosts_served, "fetched": self.fetched, "results": dict(self.results),
+                "parked": dict(self.parked), "lease_lost": list(self.lease_lost),
+                "elapsed_s": round(self.elapsed_s, 3)}
+
+
+class _HostRun:
+    """One host's turn: its own queue, refilled by one claim at a time, drained by its own workers."""
+
+    def __init__(self, client: PoliteClient, work: HostWork, host: str, stats: EngineStats) -> None:
+        self.client = client
+        self.work = work
+        self.host = host
+        self.stats = stats
+        self.queue: deque[Job] = deque()
+        self.claiming: asyncio.Future[None] | None = None
+        self.busy = 0  # jobs taken from the queue and not yet done()
+        self.stopped = False
+        self.exhausted = False
+        self.batch = client.settings.store.claim_batch
+
+    async def run(self) -> None:
+        workers = max(1, self.client.gate_config.max_limit)
+        try:
+            async with task_group() as tasks:
+                for i in range(workers):
+                    tasks.create_task(self._worker(), name=f"worker {self.host} #{i}")
+        finally:
+            self.client.set_queue_depth(self.host, 0)
+
+    async def _next(self) -> Job | None:
+        while not self.stopped:
+            if self.queue:
+                job = self.queue.popleft()
+                self.busy += 1
+                return job
+            if self.exhausted:
+                return None
+            if self.claiming is not None:
+                await asyncio.shield(self.claiming)
+                continue
+            loop = asyncio.get_running_loop()
+            self.claiming = loop.create_future()
+            try:
+                jobs = await self.work.claim(self.host, self.batch)
+            finally:
+                claiming, self.claiming = self.claiming, None
+                claiming.set_result(None)
+            if jobs:
+                self.queue.extend(jobs)
+                self.client.set_queue_depth(self.host, len(self.queue))
+                continue
+            # HostWork's contract: empty means no more work now. Requeued jobs wait for the next run_hosts call.
+            self.exhausted = True
+            return None
+        return None
+
+    async def _worker(self) -> None:
+        client = self.client
+        origin_parked = client.parked
+        while True:
+            job = await self._next()
+            if job is None:
+                return
+            try:
+                reason = origin_parked(http_origin(job.url) or job.host)
+                if job.answered is not None:
+                    result = job.answered
+                elif reason is not None:
+                    result = refused(job.url, ErrorClass.PARKED, reason)
+                else:
+                    result = await client.fetch(job.url, validators=job.validators, accept=job.accept)
+                self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
+                if result.status is not None and job.answered is None:
+                    self.stats.fetched += 1
+                try:
+                    await self.work.done(job, result)
+                except LeaseLost:
+                    logger.warning("lease on %s lost: stopping this host", self.host, extra={"host": self.host})
+                    if self.host not in self.stats.lease_lost:
+                        self.stats.lease_lost.append(self.host)
+                    self.stopped = True
+                    self.queue.clear()
+                    return
+            finally:
+                self.busy -= 1
+            if self.queue:
+                self.client.set_queue_depth(self.host, len(self.queue))
+            reason = origin_parked(http_origin(job.url) or job.host)
+            if reason is not None and not self.stopped:
+                await self._hand_back(reason)
+
+    async def _hand_back(self, reason: str) -> None:
+        """A parked host: every claimed job goes back through done() with a PARKED result (no request)."""
+        self.stats.parked[self.host] = reason
+        while self.queue:
+            job = self.queue.popleft()
+            result = refused(job.url, ErrorClass.PARKED, reason)
+            self.stats.results[ErrorClass.PARKED.value] += 1
+            try:
+                await self.work.done(job, result)
+            except LeaseLost:
+                self.stats.lease_lost.append(self.host)
+                break
+        self.stopped = True
+
+
+async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: int,
+                    on_progress: Callable[[dict[str, HostDiagnostics]], None] | None = None) -> EngineStats:
+    """Fetch every host's work through its own queue and workers, at most ``max_active_hosts`` at once.
+
+    Hosts are served in the order ``work.hosts()`` gives; a host that runs out of work, is parked or loses its
+    lease is retired and the next one starts. Each host is served once per call (call again for more rounds).
+    Results go to ``work.done()``; retry policy is the caller's. Exceptions other than LeaseLost propagate.
+    """
+    stats = EngineStats()
+    started = time.monotonic()
+    served: set[str] = set()
+    closing: set[asyncio.Task[None]] = set()
+    try:
+        async with task_group() as tasks:
+            progress = tasks.create_task(_progress(client, on_progress)) if on_progress is not None else None
+            await _serve_hosts(client, work, tasks, max_active_hosts, stats, served, closing)
+            if progress is not None:
+                progress.cancel()
+    finally:
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
+    for origin, diag in client.diagnostics().items():
+        if diag.parked_reason is not None and origin in served:
+            stats.parked.setdefault(origin, diag.parked_reason)
+    stats.elapsed_s = time.monotonic() - started
+    if on_progress is not None:
+        on_progress(client.diagnostics())
+    return stats
+
+
+async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.TaskGroup, max_active_hosts: int,
+                       stats: EngineStats, served: set[str], closing: set[asyncio.Task[None]]) -> None:
+    """Start hosts' turns (in ``tasks``) as slots free up, until no host is left with work; retire each, its
+    pool closing in the background (``closing``)."""
+    pending: deque[str] = deque()
+    active: dict[asyncio.Task[None], str] = {}
+    while True:
+        while len(active) < max_active_hosts:
+            if not pending:
+                pending.extend(h for h in await work.hosts() if h not in served)
+                if not pending:
+                    break
+            host = pending.popleft()
+            if host in served:
+                continue
+            served.add(host)
+            stats.hosts_served += 1
+            run = _HostRun(client, work, host, stats)
+            active[tasks.create_task(run.run(), name=f"host {host}")] = host
+        if not active:
+            break
+        done, _ = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            host = active.pop(task)
+            task.result()  # a bug in done()/claim() surfaces here
+            closer = client.retire(host)
+            if closer is not None:
+                closing.add(closer)
+                closer.add_done_callback(closing.discard)
+
+
+async def _progress(client: PoliteClient, on_progress: Callable[[dict[str, HostDiagnostics]], None]) -> None:
+    while True:
+        await asyncio.sleep(PROGRESS_EVERY_S)
+        on_progress(client.diagnostics())
