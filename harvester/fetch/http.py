@@ -1,7 +1,7 @@
 """The bounded fetch: one small httpx transport per host, a total deadline, size and redirect caps.
 
-This is the only module that imports httpx (and the transports under it); every httpx/aiohttp/asyncio
-exception is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
+Only ``fetch/`` imports httpx (here, ``transport.py`` and ``answers.py``); every httpx/aiohttp/asyncio exception
+is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
 problems and never decides politeness: the engine calls it once it holds the host's slot. Every connection of
 every hop goes through the address policy (``addresses.py``, applied by ``resolver.py``): a refused address is an
 ``ADDRESS_REFUSED`` result, and nothing is sent to it.
@@ -10,25 +10,30 @@ every hop goes through the address policy (``addresses.py``, applied by ``resolv
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import functools
 import logging
-import ssl
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
-import httpcore
 import httpx
 import yarl
 from aiohttp.helpers import is_ip_address
 
 from harvester.fetch.addresses import AddressPolicy, address_refusal
-from harvester.fetch.resolver import GuardedBackend, GuardedResolver, seed_addresses
+from harvester.fetch.answers import (
+    content_length,
+    content_type_accepted,
+    decoders_for,
+    error_class_for_status,
+    headers_of,
+    looks_binary,
+    parse_retry_after,
+)
+from harvester.fetch.resolver import seed_addresses
+from harvester.fetch.transport import make_transport
 from harvester.records import ErrorClass, FetchResult, Validators, origin_of
 from harvester.settings import HttpSettings, parse_networks
 
@@ -65,192 +70,7 @@ class _TooLarge(Exception):
     """Internal: the streamed or decoded body passed the cap."""
 
 
-# --- bounded decoding ---------------------------------------------------------------------------------------
-
-
-class _Decoder:
-    """Content-Encoding decoder whose output per call is bounded, so a bomb stops at the cap.
-
-    zlib's ``max_length`` bounds each call; the unconsumed input is kept and drained on the next call, so
-    the decoded size is checked without ever materialising more than ``limit + 1`` bytes.
-    """
-
-    __slots__ = ("_gzip", "_obj", "_pending")
-
-    def __init__(self, encoding: str) -> None:
-        self._gzip = encoding in ("gzip", "x-gzip")
-        # RFC 9110 §8.4.1.2: "deflate" is zlib-wrapped; some servers send raw deflate, detected on first bytes.
-        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
-        self._pending = b""
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        """Decode ``data``; returns at most ``limit + 1`` bytes (one more than allowed means: too large)."""
-        if self._obj is None:
-            first = self._pending + data
-            if len(first) < 2:
-                self._pending = first
-                return b""
-            self._pending = b""
-            zlib_wrapped = (first[0] & 0x0F) == 8 and ((first[0] << 8) | first[1]) % 31 == 0
-            self._obj = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
-            data = first
-        out: list[bytes] = []
-        size = 0
-        while data and size <= limit:
-            chunk = self._obj.decompress(data, limit + 1 - size)
-            out.append(chunk)
-            size += len(chunk)
-            data = self._obj.unconsumed_tail
-            if self._obj.eof and self._gzip and self._obj.unused_data:
-                # RFC 1952 §2.2: a gzip file may hold several members, decoded one after another.
-                data = self._obj.unused_data + data
-                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            elif self._obj.eof:
-                break
-            if not chunk and not data:
-                break
-        return b"".join(out)
-
-    def flush(self, limit: int) -> bytes:
-        if self._obj is None or self._obj.eof:  # a lone byte cannot hold a deflate block
-            return b""
-        return bytes(self._obj.flush(limit + 1))
-
-
-def _decoders(content_encoding: str | None) -> list[_Decoder] | None:
-    """Decoders in the order to apply them; None for an encoding we cannot bound (refused as BAD_CONTENT)."""
-    if not content_encoding:
-        return []
-    codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
-    decoders: list[_Decoder] = []
-    # RFC 9110 §8.4: codings are listed in the order applied, so decode from the last.
-    for coding in reversed(codings):
-        if coding == "identity":
-            continue
-        if coding not in ("gzip", "x-gzip", "deflate"):
-            return None
-        decoders.append(_Decoder(coding))
-    return decoders
-
-
-# --- small parsers --------------------------------------------------------------------------------------------
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """RFC 9110 §10.2.3: delay-seconds or an HTTP-date; seconds from now, never negative; None if unusable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)  # delay-seconds; fractions are not in the grammar but mean what they say
-    except ValueError:
-        pass
-    else:
-        return seconds if seconds >= 0 and seconds == seconds and seconds != float("inf") else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
-
-
-def media_type(content_type: str | None) -> str | None:
-    if not content_type:
-        return None
-    return content_type.split(";", 1)[0].strip().lower() or None
-
-
-def content_type_accepted(content_type: str | None, accept: Sequence[str] | None) -> bool:
-    """``accept`` None accepts anything; entries may be ``type/subtype``, ``type/*`` or ``*/*``.
-
-    A response with no media type at all is accepted: RFC 9110 §8.3 lets the recipient examine the data, as
-    browsers do, and the readers downstream sniff it (HTML by its markup, sitemaps by theirs) within the same
-    byte cap as any body. A binary one is refused once read (``_binary``)."""
-    if accept is None:
-        return True
-    mtype = media_type(content_type)
-    if mtype is None:
-        return True
-    major = mtype.split("/", 1)[0]
-    for allowed in accept:
-        allowed = allowed.lower()
-        if allowed in (mtype, "*/*") or (allowed.endswith("/*") and allowed[:-2] == major):
-            return True
-    return False
-
-
-def _binary(body: bytes | None) -> bool:
-    """A body no text reader wants: a NUL byte in its first KiB, unless it is UTF-16/32 text (a byte-order mark or
-    a first ``<`` in one); sniffing as RFC 9110 §8.3 allows, the way browsers tell text from the rest."""
-    head = (body or b"")[:1024]
-    if b"\x00" not in head:
-        return False
-    return not head.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<", b"\x00\x00\x00<"))
-
-
-def error_class_for_status(status: int) -> ErrorClass | None:
-    if status == 429:
-        return ErrorClass.HTTP_429
-    if 400 <= status < 500:
-        return ErrorClass.HTTP_4XX
-    if status >= 500:
-        return ErrorClass.HTTP_5XX
-    return None
-
-
 # --- the per-host client ------------------------------------------------------------------------------------
-
-Transport = Literal["aiohttp", "httpcore", "http2"]
-
-
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context for every https host: building one loads the CA bundle (~20-25 ms of CPU)."""
-    return httpx.create_ssl_context(trust_env=False)
-
-
-@functools.cache
-def _no_tls_context() -> ssl.SSLContext:
-    """The context handed to a plain-http origin's transport, which never opens TLS (an https URL always gets
-    its own https origin's transport). It fails closed all the same: verification on, no CA loaded, so a
-    handshake through it could never succeed unverified. Building it costs microseconds, not the CA bundle's
-    ~25 ms, which was a visible share of a short crawl's start-up."""
-    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-
-
-def make_transport(kind: Transport, connections: int, *, addresses: AddressPolicy,
-                   tls: bool = True) -> httpx.AsyncBaseTransport:
-    """A transport with a pool of exactly ``connections`` (the host's limit: pool cost grows with its size),
-    connecting only where ``addresses`` allows (the resolver or network backend filters what it resolved and
-    connects to what is left). ``tls`` False: the origin is plain http, so the CA bundle is not loaded for it."""
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=30.0)
-    verify = shared_ssl_context() if tls else _no_tls_context()
-    if kind == "aiohttp":
-        from httpx_aiohttp import AiohttpTransport
-
-        def session() -> aiohttp.ClientSession:
-            # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
-            connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
-                                             ssl=verify, resolver=GuardedResolver(addresses))
-            return aiohttp.ClientSession(connector=connector)
-
-        # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
-        return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
-    transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, http2=(kind == "http2"), trust_env=False)
-    # httpx takes no network backend, so its pool is rebuilt with the same settings and the guarded backend.
-    # Fail closed if httpx ever stops keeping its pool there: no unguarded transport is handed out.
-    if not isinstance(getattr(transport, "_pool", None), httpcore.AsyncConnectionPool):
-        raise RuntimeError("httpx.AsyncHTTPTransport has no httpcore pool to guard; use the aiohttp transport")
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=verify, max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
-        http1=True, http2=(kind == "http2"), network_backend=GuardedBackend(addresses),
-    )
-    return transport
-
 
 class HostClient:
     """One host's transport and pool. Requests go straight to the transport (no client-level cookies/auth)."""
@@ -308,7 +128,7 @@ async def _read_body(
 ) -> _Body:
     """Stream raw bytes, decoding boundedly; over ``max_bytes`` (raw or decoded) raises _TooLarge or truncates."""
     encoding = headers.get("content-encoding")
-    decoders = _decoders(encoding)
+    decoders = decoders_for(encoding)
     if decoders is None:
         raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {encoding!r}")
     parts: list[bytes] = []
@@ -489,7 +309,7 @@ class Fetcher:
                 status = response.status_code
                 state.status = status
                 state.answered = True
-                headers = _headers_of(response)
+                headers = headers_of(response)
                 state.headers = headers
                 location = headers.get("location")
                 if status in REDIRECT_STATUSES and location:
@@ -533,13 +353,13 @@ class Fetcher:
             if not content_type_accepted(content_type, accept):
                 error_class, error = ErrorClass.BAD_CONTENT_TYPE, f"content-type {content_type!r} not accepted"
             else:
-                length = _content_length(headers)
+                length = content_length(headers)
                 if length is not None and length > cap and not truncate:
                     error_class, error = ErrorClass.TOO_LARGE, f"Content-Length {length} over {cap}"
                 else:
                     read = await _read_body(response, headers, cap, truncate=truncate, state=state)
                     body, raw = read.data, read.raw_bytes
-                    if content_type is None and accept is not None and _binary(body):
+                    if content_type is None and accept is not None and looks_binary(body):
                         # Untyped and not text (an image, an archive): what a typed one would have been refused as.
                         error_class, error = ErrorClass.BAD_CONTENT_TYPE, "no content-type, and the body is binary"
                         body = None
@@ -608,34 +428,9 @@ class _FetchState:
         )
 
 
-def _headers_of(response: httpx.Response) -> dict[str, str]:
-    """Response headers as one plain dict with lower-case names (httpx.Headers lookups are linear scans that
-    decode on every call; repeated fields are joined as RFC 9110 §5.3 allows)."""
-    out: dict[str, str] = {}
-    for raw_key, raw_value in response.headers.raw:
-        key = raw_key.decode("latin-1").lower()
-        value = raw_value.decode("latin-1")
-        # X-Robots-Tag lines stay apart: a "crawler:" prefix applies to the rest of its own line only.
-        out[key] = f"{out[key]}{_JOIN.get(key, ', ')}{value}" if key in out else value
-    return out
-
-
-_JOIN = {"x-robots-tag": "\n"}
-
-
-def _content_length(headers: dict[str, str]) -> int | None:
-    value = headers.get("content-length")
-    if value is None:
-        return None
-    try:
-        return int(value.split(",")[0].strip())
-    except ValueError:
-        return None
-
-
 async def _drain(response: httpx.Response, headers: dict[str, str]) -> _Body:
     """Read a redirect/error body up to ERROR_BODY_BYTES so the connection can be reused; beyond that, drop it."""
-    length = _content_length(headers)
+    length = content_length(headers)
     if length is not None and length > ERROR_BODY_BYTES:
         return _Body(b"", 0)
     parts: list[bytes] = []

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from harvester.fetch.http import Fetcher, content_type_accepted, parse_retry_after
+from harvester.fetch.answers import content_type_accepted, parse_retry_after
+from harvester.fetch.http import Fetcher
 from harvester.records import ErrorClass, FetchResult, Validators
 from harvester.settings import HttpSettings
 from harvester.testing import HostSpec
