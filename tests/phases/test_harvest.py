@@ -211,7 +211,8 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
     import threading
 
     import harvester.discovery.sitemaps
-    import harvester.phases.discover_host
+    import harvester.phases.discover_feeds
+    import harvester.phases.discover_sitemaps
 
     threads: list[tuple[str, threading.Thread]] = []
 
@@ -224,9 +225,9 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
 
         monkeypatch.setattr(module, name, spied)
 
-    spy(harvester.phases.discover_host, "parse_feed", "feed")
+    spy(harvester.phases.discover_feeds, "parse_feed", "feed")
     spy(harvester.discovery.sitemaps, "parse_feed", "sitemap")
-    spy(harvester.phases.discover_host, "prepare_sitemap", "prepare")
+    spy(harvester.phases.discover_sitemaps, "prepare_sitemap", "prepare")
     web = make_web([
         HostSpec("a", pages=40, feeds=("rss", "atom")),
         HostSpec("b", pages=40, feeds=("rss",), sitemap_children=0,

@@ -1,0 +1,183 @@
+"""The feeds of one host: read incrementally (RFC 5005 pages and archives), a feed that repeats another recognised."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from harvester.discovery.feeds import FeedDoc, parse_feed
+from harvester.phases.discover_base import FEED_TYPES, MAX_FEED_ENTRIES_REMEMBERED, DiscoveryBase
+from harvester.records import (
+    DiscoveredUrl,
+    DocumentState,
+    Source,
+    Validators,
+)
+from harvester.rules import revisit
+from harvester.runtime import aware, db, utcnow
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _FeedRead:
+    """One feed document read and ingested: its parse and what its entries were to the frontier."""
+
+    doc: FeedDoc
+    admitted: int
+    fresh: int
+    """Admitted entries first found after our previous read of the feed (all of them on a first read)."""
+    dates: tuple[datetime | None, ...]
+    state: DocumentState
+    repeats: bool
+    """Every admitted entry had already come from another feed document of this host in this run."""
+
+    def only_news(self, reference: datetime | None) -> bool:
+        """Whether every admitted entry is news: dated after ``reference`` (our last read of the feed, on the
+        server's clock) when it and every date are known, else first found after our last read. Then older
+        entries may follow on the next page; otherwise a newest-first feed has nothing new beyond this one."""
+        if self.admitted == 0:
+            return False
+        if reference is not None and all(d is not None for d in self.dates):
+            return all(d is not None and d > reference for d in self.dates)
+        return self.fresh >= self.admitted
+
+
+class FeedReading(DiscoveryBase):
+    """Feeds: queued as found, read newest page first, a feed that repeats another recognised."""
+
+    async def _drain_feeds(self) -> None:
+        while self._feeds:
+            await self._feed(self._feeds.popleft())
+
+    async def _feed(self, url: str) -> None:
+        """A feed head, then its older documents (RFC 5005) while they may hold entries not seen before.
+
+        First read: every ``rel="next"`` page and every ``prev-archive`` archive, up to ``max_feed_pages``. On a
+        later read the head comes first (conditionally: a 304 ends it); a next page is read only when the page
+        before it held nothing but news (entries dated after our last read of the head, on the server's clock,
+        or, undated, URLs new to the frontier), since a feed lists newest first; archives never change
+        (RFC 5005 §4), so known ones are walked past without a request and only new ones are read.
+        """
+        known = await db(self.store.get_document, url)
+        if known is not None and not self._due(known):
+            self.counters["documents_skipped"] += 1
+            return
+        if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
+            self.counters["feed_mirrors_skipped"] += 1
+            return
+        last_read = known.fetched_at if known is not None and known.content_hash is not None else None
+        head = await self._feed_document(url, "feed", known, last_read)
+        if head is None:
+            return
+        if head.repeats or (known is not None and known.kind == "feed_mirror"):
+            # Everything it lists came from another feed of this host in this run (the Atom twin of an RSS
+            # feed, a category feed): poll it again only after feed_mirror_recheck_s, and read no older pages.
+            # Once a mirror, its head is still read (an Atom twin ordered by `updated` shows edits of old
+            # entries, which then differ from the twin's head) but its history is the twin's: never walked.
+            self.counters["feeds_mirrored"] += 1
+            await db(self.store.save_document, replace(head.state, kind="feed_mirror"))
+            return
+        rereading = known is not None and known.content_hash is not None
+        reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
+        budget = self.settings.discovery.max_feed_pages - 1
+        page: _FeedRead | None = head
+        while page is not None and page.doc.next_page and budget > 0:
+            if rereading and not page.only_news(reference):
+                self.counters["feed_pages_not_needed"] += 1
+                break
+            target = page.doc.next_page
+            if target in self._feed_docs_seen or not self.site.in_scope(target):
+                break
+            budget -= 1
+            page = await self._feed_document(
+                target, "feed_page", await db(self.store.get_document, target), last_read
+            )
+        archive = head.doc.prev_archive
+        while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
+            if not self.site.in_scope(archive):
+                break
+            known_archive = await db(self.store.get_document, archive)
+            if known_archive is not None and known_archive.content_hash is not None:
+                self._feed_docs_seen.add(archive)
+                self.counters["feed_archives_known"] += 1
+                archive = known_archive.children[0] if known_archive.children else None
+                continue
+            budget -= 1
+            read = await self._feed_document(archive, "feed_archive", known_archive, None)
+            archive = read.doc.prev_archive if read is not None else None
+        if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
+            self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
+
+    async def _feed_document(
+        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None
+    ) -> _FeedRead | None:
+        """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
+        ``last_read``: our previous read of the feed, to tell entries found since (None: all are new)."""
+        assert self.rules is not None
+        self._feed_docs_seen.add(url)
+        result = await self.client.fetch(
+            url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+            max_bytes=self.settings.discovery.max_feed_bytes,
+        )
+        now = utcnow()
+        if result.not_modified and known is not None:
+            self.counters["feeds_not_modified"] += 1
+            await db(self.store.save_document, self._refetched(known, now))
+            return None
+        if not result.ok or result.body is None:
+            self._failed_document(url, "feed", result)
+            await db(self.store.save_document, self._failure(url, kind, result, now, known))
+            return None
+        # Off the event loop: feedparser reads a megabyte in about half a second (a malformed one, through its
+        # loose parser, in more than one), and every other host's discovery would wait that long.
+        doc = await asyncio.to_thread(parse_feed, result.body, url=url)
+        for problem in doc.problems[:5]:
+            self._problem(f"feed {url}: {problem}")
+        batch: list[DiscoveredUrl] = []
+        dates: list[datetime | None] = []
+        for entry in doc.entries:
+            # Only a modification date (Atom updated, JSON Feed date_modified) is stored as lastmod: an RSS
+            # pubDate stays put when the page is edited, so as "lastmod" it would predict "unchanged" forever.
+            item = self.site.admit(
+                entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
+                lastmod=entry.updated, published=entry.published, trusted=True, fetched_at=now,
+                report_to=self.origin,
+            )
+            if item is not None:
+                batch.append(item)
+                dates.append(entry.lastmod)
+        admitted = len(batch)
+        urls = frozenset(item.url for item in batch)
+        repeats = bool(urls) and urls <= self._feed_entries
+        if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
+            self._feed_entries |= urls
+        seen_before = await db(self.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
+        await self._flush(batch)
+        self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
+        revisit_s = self.settings.discovery.feed_revisit_s
+        state = DocumentState(
+            url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
+            content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=len(doc.entries),
+            # An archive leads to the one before it, so a later read can walk past known archives.
+            children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
+        )
+        # A feed's head is re-read every run: an entry it showed last time and not now has been pushed out by
+        # newer ones or deleted, and one conditional request tells which. Pages past the head shift every day.
+        vanished = self._vanished(Source.FEED, url, known, now) if kind == "feed" else None
+        self.counters["urls_vanished_rechecked"] += await db(self.store.save_document, state, vanished=vanished)
+        return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
+                         state=state, repeats=repeats)
+
+    def _mirror_fresh(self, known: DocumentState) -> bool:
+        """A feed found to repeat another is skipped until our last read of it is ``feed_mirror_recheck_s`` old."""
+        if known.fetched_at is None:
+            return False
+        age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
+        return age_s < self.settings.discovery.feed_mirror_recheck_s
+
+    # -- documents ----------------------------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+"""The listing crawl of one host: listing pages leased from the frontier like extraction, their links classified
+and admitted, next pages followed only after a page of news."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import replace
+from datetime import datetime
+
+from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
+from harvester.fetch.robots import robots_token
+from harvester.phases.discover_base import FOLLOW_NEW_SHARE
+from harvester.phases.discover_feeds import FeedReading
+from harvester.records import (
+    ClaimedUrl,
+    Completion,
+    DiscoveredUrl,
+    FetchResult,
+    Source,
+    UrlKind,
+    UrlState,
+    Vanished,
+    provenance,
+)
+from harvester.rules import revisit
+from harvester.rules.classify import is_pagination
+from harvester.runtime import aware, db, utcnow
+
+logger = logging.getLogger(__name__)
+
+
+class ListingCrawl(FeedReading):
+    """Listing pages: leased from the frontier, links classified and admitted, next pages after a page of news."""
+
+    async def _listings(self) -> None:
+        """Breadth-first over listing pages held in the frontier, within the depth and page budget.
+
+        A listing page known only as the next page of others (a pure continuation) is, on a revisit, read
+        only when a page before it in this run was mostly news (``_follows``): a list shows its newest items
+        first, so once a page holds known items the pages after it hold older, known ones (see
+        ``_continuation``). Continuations are handled after the rest of their batch, in claim order.
+        """
+        discovery = self.settings.discovery
+        budget = discovery.listing_page_budget
+        fetched = 0
+        limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
+        while fetched < budget:
+            claimed = await db(
+                self.store.claim, self.owner, hosts=self._homes(), per_host=min(2 * limit, budget - fetched),
+                lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
+            )
+            if not claimed:
+                break
+            firsts: list[ClaimedUrl] = []
+            continuations: list[tuple[ClaimedUrl, list[str]]] = []
+            for item in claimed:
+                before = await self._predecessors(item)
+                if before:
+                    continuations.append((item, before))
+                else:
+                    firsts.append(item)
+            items = list(await asyncio.gather(*(self._listing(item) for item in firsts)))
+            for item, before in continuations:
+                items.append(await self._continuation(item, before))
+            vanished, self._vanished_from = self._vanished_from, {}
+            feeds, self._feeds_found = self._feeds_found, []
+            done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
+                            feeds=feeds)
+            self.counters["listing_pages"] += len(claimed) - done.lost
+            fetched += len(claimed)
+            if self._feeds and self.site.profile.use_feeds:
+                await self._drain_feeds()
+        if fetched >= budget:
+            self._problem(f"{self.origin}: listing page budget of {budget} reached")
+
+    async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
+        """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way."""
+        if claimed.last_fetched_at is None or claimed.content_hash is None:
+            return []
+        labels = await db(self.store.sources_of, claimed.url)
+        prefix = f"{Source.PAGINATION.value}:"
+        if not labels or not all(label.startswith(prefix) for label in labels):
+            return []
+        return [label[len(prefix):] for label in labels]
+
+    async def _continuation(
+        self, claimed: ClaimedUrl, before: list[str]
+    ) -> tuple[Completion, list[DiscoveredUrl]]:
+        """Read a revisited continuation page only when a page before it in this run was mostly news, when none
+        of them was read in this run, or when our copy is older than ``pagination_recheck_s`` (lists not ordered
+        newest first get their new items found that late at worst); else it stays as it was, without a request."""
+        verdicts = [self._follows[url] for url in before if url in self._follows]
+        now = utcnow()
+        assert claimed.last_fetched_at is not None
+        age = (now - aware(claimed.last_fetched_at)).total_seconds()
+        if any(verdicts) or not verdicts or age >= self.settings.discovery.pagination_recheck_s:
+            return await self._listing(claimed)
+        self._follows[claimed.url] = False
+        self.counters["listing_pages_not_needed"] += 1
+        revisit_s = self.settings.discovery.listing_revisit_s
+        return Completion(
+            url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at,
+            content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+        ), []
+
+    async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
+        completion, outlinks, follows = await self._read_listing(claimed)
+        if follows is not None:
+            self._follows[claimed.url] = follows
+        return completion, outlinks
+
+    async def _read_listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl], bool | None]:
+        """One listing page; the flag says whether its next pages may hold news (it was mostly news itself),
+        None when the fetch failed and says nothing about them."""
+        assert self.rules is not None
+        result = self._prefetched.pop(claimed.url, None) or await self.client.fetch(
+            claimed.target, validators=claimed.validators, accept=self.settings.http.allowed_content_types
+        )
+        now = utcnow()
+        revisit_s = self.settings.discovery.listing_revisit_s
+        base = Completion(
+            url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
+            etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+            bytes_read=result.bytes_read,
+        )
+        if result.not_modified:
+            return base, [], False
+        if not result.ok or result.body is None:
+            return self._listing_failure(claimed, result, base), [], None
+        page = apply_robots_header(
+            extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
+            result.headers.get("x-robots-tag"), robots_token(self.client.user_agent, self.settings.robots),
+        )
+        for feed in page.feeds:
+            self._queue_feed(feed)
+        completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)
+        if page.robots_nofollow:
+            return completion, [], False
+        outlinks = self._listing_outlinks(claimed, page, now)
+        if claimed.content_hash is not None:
+            # Read before: what it named then and does not name now is asked again in this run (moved down the
+            # list, a conditional request says so; deleted, a 404/410 marks it gone).
+            self._vanished_from[claimed.id] = Vanished(
+                labels=(provenance(Source.LISTING, claimed.url), provenance(Source.PAGINATION, claimed.url)),
+                origins=tuple(self._homes()), named_since=await db(self.store.last_read_at, claimed.id),
+                seen_before=self.run_started, now=now,
+            )
+        next_pages = set(page.next_pages)
+        details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
+        follows = False
+        if details and next_pages:
+            # News: details first found after our last read of this page (today's sitemap may know them already).
+            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
+            follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
+        return completion, list(outlinks.values()), follows
+
+    def _listing_outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
+        """The details and listing pages a listing page links to, admitted (feeds found are queued)."""
+        assert self.rules is not None
+        # Shapes are learned and judged on canonical forms: "/p/./250" and "/p/250?utm_source=x" are the post
+        # "/p/250", which a raw-form classifier would not recognize (and would drop).
+        canonical = {link: self.site.canonicalize(link) or link for link in page.links + page.next_pages}
+        self.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
+        depth = claimed.depth + 1
+        follow_listings = self.site.profile.use_listings and depth <= self.settings.discovery.listing_max_depth
+        nofollow = set(page.nofollow)
+        outlinks: dict[str, DiscoveredUrl] = {}
+        next_pages = set(page.next_pages)
+        decided: list[tuple[str, UrlKind | None]] = []
+        for link in page.links + page.next_pages:
+            if link in nofollow:
+                continue
+            kind = self.site.classifier.classify(canonical[link])
+            if kind is None and claimed.depth == 0:
+                kind = self.site.classifier.guess_navigation(canonical[link])
+            decided.append((link, kind))
+        paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
+        items = self.site.classifier.repeated_items(
+            canonical[link] for link, kind in decided
+            if kind is None and link not in next_pages and self.site.in_scope(canonical[link])
+        ) if paginated_list else set()
+        for link, kind in decided:
+            if kind is None and canonical[link] in items:
+                kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
+                self.counters["links_as_items"] += 1
+            # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
+            paginated = link in next_pages and kind is not UrlKind.DETAIL
+            if paginated:
+                kind = UrlKind.LISTING
+            if kind is UrlKind.FEED:
+                self._queue_feed(link)
+                continue
+            if kind is None:
+                self.counters["links_unclassified"] += 1  # neither a detail nor a listing by any rule: not followed
+            if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
+                continue
+            if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.site.profile.use_listings)):
+                continue
+            # The next page of a listing is the same listing, one step on: it does not count as a level of depth
+            # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
+            item = self.site.admit(
+                link, base=None, source=Source.PAGINATION if paginated else Source.LISTING, where=claimed.url,
+                depth=claimed.depth if paginated else depth, now=now, allowed=self.rules.allowed, kind=kind,
+                report_to=self.origin,
+            )
+            if item is not None:
+                outlinks[item.url] = item
+        return outlinks
+
+    def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
+        """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""
+        outcome = revisit.classify_outcome(claimed, result, None, settings=self.settings, now=utcnow())
+        return replace(
+            base, state=outcome.state, error_class=outcome.error_class, error=outcome.error,
+            next_fetch_at=outcome.next_fetch_at or base.next_fetch_at,
+        )
+
+    # -- feeds --------------------------------------------------------------------------------------------------

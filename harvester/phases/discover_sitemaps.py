@@ -1,0 +1,269 @@
+"""The sitemap walk of one host: robots.txt's sitemaps (or known paths), indexes and children, read conditionally and
+resumably, their entries admitted and written in batches."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import deque
+from collections.abc import Iterable
+from datetime import datetime
+from itertools import islice
+from typing import Any
+
+from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
+from harvester.errors import ContentRejected, NotASitemap
+from harvester.phases.discover_base import ADMIT_CHUNK, FEED_TYPES, DiscoveryBase
+from harvester.records import (
+    AddResult,
+    DiscoveredUrl,
+    DocumentState,
+    ErrorClass,
+    FetchResult,
+    Source,
+    Validators,
+    origin_of,
+    provenance,
+)
+from harvester.rules import revisit
+from harvester.runtime import aware, db, utcnow
+
+logger = logging.getLogger(__name__)
+
+
+class SitemapWalk(DiscoveryBase):
+    """Sitemaps: named by robots.txt or seeds (or probed), indexes walked, entries admitted in batches."""
+
+    async def _sitemaps(self) -> None:
+        assert self.rules is not None
+        discovery = self.settings.discovery
+        # A Sitemap line may be relative ("Sitemap: /sitemap.xml"): resolved against robots.txt's own URL. It may
+        # name another host (sitemaps.org cross-submission: a CDN, the bare domain of a www site): robots.txt
+        # speaks for the site, so the file is read, through that host's own gate and robots.txt, and its entries
+        # are admitted by this crawl's scope as any sitemap's are.
+        homes = [(self.origin, self.rules)]
+        if self._moved is not None:
+            homes.append((self._moved, await self.client.robots(self._moved)))
+        named = list(dict.fromkeys([
+            *self._seed_sitemaps,
+            *(url for home, rules in homes for line in rules.sitemaps
+              if (url := self.site.canonicalize(line, home + "/robots.txt"))),
+        ]))
+        seen: set[str] = set()
+        read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
+        if not read:
+            # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
+            # regardless).
+            if named:
+                self._problem(f"{self.origin}: none of the {len(named)} sitemaps robots.txt names could be read; "
+                              "the known paths are probed instead")
+            probes = [home + path for home, _ in homes for path in discovery.known_sitemap_paths]
+            await self._walk_sitemaps([url for url in probes if url not in seen], probing=True, seen=seen)
+
+    async def _walk_sitemaps(self, start: list[str], *, probing: bool, seen: set[str]) -> int:
+        """Read ``start`` and the indexes' children breadth-first, at most ``max_sitemaps_per_host`` files and
+        ``max_sitemap_depth`` levels; returns how many could be read (fetched and parsed, or known unchanged).
+
+        A child is followed when it is in the crawl's scope or on its index's own origin (an index on a CDN lists
+        its siblings there); an index cannot send the crawl to a third host."""
+        discovery = self.settings.discovery
+        # (url, depth, lastmod in its index, probed): only the start can be a guess; an index's children are named.
+        queue: deque[tuple[str, int, datetime | None, bool]] = deque((url, 1, None, probing) for url in start)
+        read = 0
+        while queue:
+            url, depth, dated, probed = queue.popleft()
+            canonical = self.site.canonicalize(url)
+            if canonical is None or canonical in seen:
+                if canonical is not None:
+                    self.counters["sitemap_loops"] += 1
+                continue
+            if len(seen) >= discovery.max_sitemaps_per_host:
+                self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
+                break
+            seen.add(canonical)
+            children = await self._sitemap(canonical, probed, dated)
+            if children is None:
+                continue
+            read += 1
+            home = origin_of(canonical)
+            for child, child_lastmod in children:
+                if depth >= discovery.max_sitemap_depth:
+                    self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
+                    break
+                if self.site.in_scope(child) or origin_of(child) == home:
+                    queue.append((child, depth + 1, child_lastmod, False))
+                else:
+                    self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+        return read
+
+    async def _sitemap(
+        self, url: str, probing: bool, dated: datetime | None
+    ) -> list[tuple[str, datetime | None]] | None:
+        """Process one sitemap file; returns the children of an index with the lastmod the index gives each
+        (known children, undated, when it is unchanged), or None when it could not be read. ``dated``: this
+        file's lastmod in its parent index."""
+        known = await db(self.store.get_document, url)
+        if known is not None and not self._due(known):
+            self.counters["documents_skipped"] += 1
+            # Never read (only failures so far): still unreadable until it is due again, so the probes go on.
+            return None if known.content_hash is None else [(child, None) for child in known.children]
+        if known is not None and self._unchanged_per_index(known, dated):
+            self.counters["sitemaps_unchanged_per_index"] += 1
+            return [(child, None) for child in known.children]
+        result = await self._fetch_sitemap(url, known, retry=not probing)
+        now = utcnow()
+        if result.not_modified and known is not None:
+            self.counters["sitemaps_not_modified"] += 1
+            self.report.add_sitemap(url, known.kind, not_modified=True)
+            await db(self.store.save_document, self._refetched(known, now))
+            return [(child, None) for child in known.children]
+        if not result.ok or result.body is None:
+            if not (probing and result.status == 404):
+                self._failed_document(url, "sitemap", result)
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
+            return None
+        try:
+            # Inflating, proving and (for a plain urlset) scanning a large file is tens of milliseconds of CPU:
+            # in a worker thread, so the other hosts' requests go on meanwhile. lxml's parser, if needed, is made
+            # here, on the loop thread that reads its entries.
+            settings = self.settings.discovery
+            prepared = await asyncio.to_thread(prepare_sitemap, result.body, url=url, settings=settings)
+            if isinstance(prepared, SitemapDoc):
+                doc = prepared
+            else:
+                doc = finish_sitemap(prepared, settings=settings, feeds=False)
+                if doc.parser == FEED_UNREAD:  # a feed named as a sitemap: feedparser in a thread, as for feeds
+                    doc = await asyncio.to_thread(finish_sitemap, prepared, settings=settings)
+            if doc.kind in ("rss", "atom"):
+                self._queue_feed(url)
+            count = await self._ingest_entries(doc.entries, source=url, fetched_at=now)
+        except NotASitemap as exc:
+            # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
+            if not probing:
+                self._problem(str(exc))
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            return None
+        except ContentRejected as exc:
+            self.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
+            self._problem(f"sitemap {url} refused: {exc}")
+            logger.warning(
+                "sitemap %s refused: %s", url, exc, extra={"host": self.origin, "error_class": "bad_content"}
+            )
+            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            return None
+        kind = "sitemap_index" if doc.kind == "index" else "sitemap"
+        # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
+        # the host's every URL for nothing), and only a whole one says what it no longer lists.
+        vanished = self._vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
+            doc.over_limit or doc.truncated) else None
+        children = [child for child in doc.children if self.site.canonicalize(child) != url]
+        if len(children) != len(doc.children):
+            self.counters["sitemap_loops"] += 1
+            doc.problem("the index lists itself")
+        self.counters["sitemaps_parsed"] += 1
+        self.report.add_sitemap(url, kind, entries=count, over_limit=doc.over_limit, problems=doc.problems)
+        if doc.over_limit:  # data left unread: the operator hears of it, not only the report
+            self._problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
+                          f"read: {'; '.join(doc.problems)}")
+        elif doc.truncated:  # so is a file that ends early: what it lost is unknown
+            self._problem(f"{kind.replace('_', ' ')} {url} ends early, only its whole entries were read: "
+                          f"{'; '.join(doc.problems)}")
+        revisit_s = self._revisit_s(kind)
+        dated_children = [
+            (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))
+        ]
+        canonical_children = [c for c, _ in dated_children]
+        rechecked = await db(
+            self.store.save_document,
+            DocumentState(
+                url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
+                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
+                next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=count,
+                children=tuple(canonical_children),
+            ),
+            vanished=vanished,
+        )
+        self.counters["urls_vanished_rechecked"] += rechecked
+        return dated_children
+
+    async def _fetch_sitemap(self, url: str, known: DocumentState | None, *, retry: bool) -> FetchResult:
+        """One sitemap, asked again (``retry``: one a site names, not a probed path) after a transient failure (429,
+        5xx, timeout, connection) up to ``politeness.max_attempts`` times: a single 503 must not leave the host
+        without its sitemap until the next revisit. The client keeps Retry-After and its back-off between attempts
+        (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
+        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
+        politeness = self.settings.politeness
+        home = origin_of(url)
+
+        def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
+            return origin_of(hop) == home or self.site.in_scope(hop)
+
+        for attempt in range(politeness.max_attempts if retry else 1):
+            if attempt:
+                self.counters["sitemap_retries"] += 1
+                await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
+            result = await self.client.fetch(
+                url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+                max_bytes=self.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
+            )
+            if result.error_class not in revisit.RETRYABLE:
+                break
+        return result
+
+    def _unchanged_per_index(self, known: DocumentState, dated: datetime | None) -> bool:
+        """The parent index dates this child sitemap no later than our copy (the Last-Modified it was served
+        with: both on the server's clock), and our copy is younger than ``sitemap_index_trust_s``: then it needs
+        no request at all, even in a refresh. The age bound re-asks it now and then, so an index whose lastmod
+        lags behind its children costs at most that much staleness."""
+        if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
+            return False
+        age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
+        if age_s >= self.settings.discovery.sitemap_index_trust_s:
+            return False
+        return revisit.newer_than_copy(dated, known.last_modified) is False
+
+    async def _ingest_entries(self, entries: Iterable[Any], *, source: str, fetched_at: datetime) -> int:
+        """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once.
+
+        Entries are admitted a chunk at a time (``Site.admit_published``): per-URL call layers, not SQL, are
+        what sitemap ingestion spends its time on. One batch is written (in the store's thread, where SQLite
+        runs without the GIL) while the next is parsed; every write has landed before this returns, so the
+        sitemap's document state is never saved ahead of its URLs. The loop yields to the event loop after
+        each chunk, so one large sitemap never stalls the other hosts' timers.
+        """
+        assert self.rules is not None
+        batch: list[DiscoveredUrl] = []
+        count = 0
+        size = self.settings.discovery.batch_size
+        chunk_size = min(size, ADMIT_CHUNK)
+        iterator = iter(entries)
+        writing: asyncio.Future[AddResult] | None = None
+        try:
+            while chunk := list(islice(iterator, chunk_size)):
+                count += len(chunk)
+                batch += self.site.admit_published(
+                    chunk, where=source, origin=self.origin, now=fetched_at, fetched_at=fetched_at,
+                    allowed=self.rules.allowed,
+                )
+                if len(batch) >= size:
+                    if writing is not None:
+                        pending, writing = writing, None  # its error, if any, is raised here and only here
+                        await pending
+                    writing = asyncio.ensure_future(self._flush(batch))
+                    batch = []
+                await asyncio.sleep(0)
+        except BaseException:
+            # The write in flight finishes (no task outlives the host), but the error that stopped the parse,
+            # a cancellation included, is the one raised.
+            if writing is not None:
+                try:
+                    await writing
+                except Exception as exc:  # logged: the error raised is the one that stopped the parse
+                    logger.warning("%s: a write in flight failed too: %s", self.origin, exc,
+                                   extra={"error_class": "storage"})
+            raise
+        if writing is not None:
+            await writing
+        await self._flush(batch)
+        return count
