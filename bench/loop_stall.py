@@ -27,12 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harvester.discovery.sitemaps import (
-    SitemapDoc,
-    finish_sitemap,
-    parse_sitemap,
-    prepare_sitemap,
-)
+from harvester.discovery.sitemap_model import SitemapDoc
+from harvester.discovery.sitemaps import finish_sitemap, parse_sitemap, prepare_sitemap
 from harvester.settings import DiscoverySettings
 
 SETTINGS = DiscoverySettings()

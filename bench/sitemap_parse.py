@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sitemaps import make_urlset  # bench/sitemaps.py
 
-from harvester.discovery.sitemaps import SitemapDoc, parse_sitemap
+from harvester.discovery.sitemap_model import SitemapDoc
+from harvester.discovery.sitemaps import parse_sitemap
 from harvester.settings import DiscoverySettings
 
 SETTINGS = DiscoverySettings()

@@ -12,7 +12,8 @@ from datetime import datetime
 from itertools import islice
 from typing import Any
 
-from harvester.discovery.sitemaps import FEED_UNREAD, SitemapDoc, finish_sitemap, prepare_sitemap
+from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
+from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.phases.discover_base import ADMIT_CHUNK, FEED_TYPES, DiscoveryBase
 from harvester.records import (

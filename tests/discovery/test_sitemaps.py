@@ -16,16 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harvester.discovery import sitemaps
-from harvester.discovery.sitemaps import (
-    MAX_UNTERMINATED_TAGS,
-    SitemapDoc,
-    SitemapEntry,
-    inflate,
-    is_absolute_http,
-    parse_lastmod,
-    parse_sitemap,
-)
+from harvester.discovery import sitemap_scan
+from harvester.discovery.sitemap_model import SitemapDoc, SitemapEntry, is_absolute_http, parse_lastmod
+from harvester.discovery.sitemap_xml import MAX_UNTERMINATED_TAGS
+from harvester.discovery.sitemaps import inflate, parse_sitemap
 from harvester.errors import ContentRejected, NotASitemap
 from harvester.settings import DiscoverySettings
 from harvester.testing.hostile import gzip_bomb
@@ -522,10 +516,10 @@ def _same_document(body: bytes, settings: DiscoverySettings = SETTINGS) -> Sitem
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plain_urlsets(), st.sampled_from([50_000, 3]), st.sampled_from([sitemaps.SCAN_WINDOW, 1, 40]))
+@given(plain_urlsets(), st.sampled_from([50_000, 3]), st.sampled_from([sitemap_scan.SCAN_WINDOW, 1, 40]))
 def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int, window: int) -> None:
     # ``window``: the scanner's ranges, down to one per ``<url>``, give the document the whole file gives.
-    with patch.object(sitemaps, "SCAN_WINDOW", window):
+    with patch.object(sitemap_scan, "SCAN_WINDOW", window):
         doc = _same_document(body, DiscoverySettings(max_sitemap_urls=limit))
     assert doc.parser == "scan"
 
@@ -533,14 +527,14 @@ def test_the_scanner_reads_plain_urlsets_as_lxml_does(body: bytes, limit: int, w
 def test_the_scanner_matches_no_further_than_the_url_limit() -> None:
     body = urlset([f"https://x.example/{i}" for i in range(2_000)])
     ranges: list[tuple[int, int]] = []
-    real = sitemaps._SCAN_URL
+    real = sitemap_scan._SCAN_URL
 
     class Spy:
         def findall(self, text: str, start: int, end: int) -> list[tuple[str, ...]]:
             ranges.append((start, end))
             return real.findall(text, start, end)
 
-    with patch.object(sitemaps, "SCAN_WINDOW", 1_000), patch.object(sitemaps, "_SCAN_URL", Spy()):
+    with patch.object(sitemap_scan, "SCAN_WINDOW", 1_000), patch.object(sitemap_scan, "_SCAN_URL", Spy()):
         doc, entries = parse(body, settings=DiscoverySettings(max_sitemap_urls=50))
     assert doc.parser == "scan" and len(entries) == 50 and doc.over_limit
     assert 1 < len(ranges) <= 5  # ~24 URLs per range: the 51st is in the third; the file holds ~80 ranges
@@ -589,9 +583,9 @@ def test_the_scanner_matches_no_further_than_the_url_limit() -> None:
             b'"1.0" encoding="UTF-8"', b'"1.0"encoding="latin1"'), id="no space before encoding"),
     ],
 )
-@pytest.mark.parametrize("window", [sitemaps.SCAN_WINDOW, 1])
+@pytest.mark.parametrize("window", [sitemap_scan.SCAN_WINDOW, 1])
 def test_what_the_scanner_does_not_take_lxml_reads_as_before(body: bytes, window: int) -> None:
-    with patch.object(sitemaps, "SCAN_WINDOW", window):
+    with patch.object(sitemap_scan, "SCAN_WINDOW", window):
         scanned, scanned_entries = parse(body, parser="auto")
     streamed, streamed_entries = parse(body, parser="lxml")
     assert scanned.parser == "lxml"

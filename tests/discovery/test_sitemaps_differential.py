@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harvester.discovery.sitemaps import SitemapDoc, SitemapEntry, parse_sitemap
+from harvester.discovery.sitemap_model import SitemapDoc, SitemapEntry
+from harvester.discovery.sitemaps import parse_sitemap
 from harvester.settings import DiscoverySettings
 
 DATA = Path(__file__).resolve().parent.parent / "data"

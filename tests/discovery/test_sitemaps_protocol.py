@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harvester.discovery.feeds import parse_feed
-from harvester.discovery.sitemaps import SitemapDoc, SitemapEntry, parse_sitemap
+from harvester.discovery.sitemap_model import SitemapDoc, SitemapEntry
+from harvester.discovery.sitemaps import parse_sitemap
 from harvester.rules.scope import UrlFilter
 from harvester.rules.urls import canonicalize
 from harvester.settings import DiscoverySettings, Settings

@@ -210,7 +210,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
     a sitemap) and each sitemap's preparation run in a worker thread."""
     import threading
 
-    import harvester.discovery.sitemaps
+    import harvester.discovery.sitemap_xml
     import harvester.phases.discover_feeds
     import harvester.phases.discover_sitemaps
 
@@ -226,7 +226,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
         monkeypatch.setattr(module, name, spied)
 
     spy(harvester.phases.discover_feeds, "parse_feed", "feed")
-    spy(harvester.discovery.sitemaps, "parse_feed", "sitemap")
+    spy(harvester.discovery.sitemap_xml, "parse_feed", "sitemap")
     spy(harvester.phases.discover_sitemaps, "prepare_sitemap", "prepare")
     web = make_web([
         HostSpec("a", pages=40, feeds=("rss", "atom")),

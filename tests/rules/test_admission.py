@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harvester.discovery.sitemaps import SitemapEntry
+from harvester.discovery.sitemap_model import SitemapEntry
 from harvester.records import Source, UrlKind
 from harvester.rules.admission import Site
 from harvester.settings import ScoreRule, Settings, SiteProfile

@@ -1,0 +1,208 @@
+"""The records every sitemap parser produces and the one normalization they all end in (which is what makes them
+comparable): entries, documents, and the field parsers for loc, lastmod, priority and changefreq."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal, NamedTuple
+
+from harvester.discovery._html import has_utf8_form
+from harvester.runtime import aware
+
+SitemapKind = Literal["index", "urlset", "text", "rss", "atom", "unknown"]
+FEED_UNREAD = "feed-unread"
+"""``SitemapDoc.parser`` of a feed named as a sitemap and parsed with ``feeds=False``: only its kind is known; the
+caller parses it again with ``feeds=True`` where feedparser's half a second per megabyte harms nothing."""
+ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
+XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
+
+
+
+MAX_LOC_LENGTH = 8192
+"""A ``<loc>`` longer than this is dropped before canonicalization (the protocol says 2,048 characters)."""
+
+
+MAX_PROBLEMS = 50
+"""Problem messages kept per sitemap file (counts stay exact; only the messages are capped)."""
+
+
+CHANGEFREQS = frozenset(("always", "hourly", "daily", "weekly", "monthly", "yearly", "never"))
+
+
+DEFAULT_PRIORITY = 0.5
+"""sitemaps.org: "The default priority of a page is 0.5"; also what usp reports for a missing or bad value."""
+
+
+class SitemapEntry(NamedTuple):
+    """One ``<url>`` (or text line / feed item): ``loc`` is absolute http(s) but not yet canonical.
+
+    A NamedTuple: a sitemap makes 50,000 of these, and a frozen dataclass's ``__init__`` cost more than
+    scanning the element."""
+
+    loc: str
+    lastmod: datetime | None = None
+    changefreq: str | None = None
+    priority: float | None = None
+    news: dict[str, Any] | None = None
+    images: Sequence[str] = ()
+
+
+@dataclass(slots=True)
+class SitemapDoc:
+    """A parsed sitemap file.
+
+    ``entries`` is a one-shot iterator; ``problems``, ``over_limit`` and ``counts`` are final only once it is
+    exhausted (or closed). ``children`` (index only) is deduplicated and may include the sitemap itself: the
+    caller's loop detection drops that. ``truncated``: the file ends early (a cut download, a gzip stream cut
+    short, the byte cap), so only its whole entries were read, and what it does not list says nothing.
+    """
+
+    url: str
+    kind: SitemapKind
+    entries: Iterator[SitemapEntry]
+    children: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    over_limit: bool = False
+    child_lastmod: dict[str, datetime | None] = field(default_factory=dict)
+    parser: str = "lxml"
+    counts: dict[str, int] = field(default_factory=dict)
+    truncated: bool = False
+
+    def problem(self, message: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(message)
+
+
+# --- shared normalization (both parsers end here, which is what makes them comparable) --------------------
+
+
+def clean_text(value: str | None) -> str | None:
+    """Stripped text with complete entity references decoded (double-escaped ``&amp;amp;``); None if empty."""
+    if not value:
+        return None
+    if "&" in value:
+        value = ENTITY_REF.sub(lambda m: html.unescape(m.group(0)), value)
+    value = value.strip()
+    return value or None
+
+
+def is_absolute_http(loc: str) -> bool:
+    """True for an absolute http(s) URL with a host: what a ``<loc>`` must be (sitemaps.org)."""
+    if len(loc) > MAX_LOC_LENGTH:
+        return False
+    lowered = loc[:8].lower()
+    if lowered.startswith("http://"):
+        rest = loc[7:]
+    elif lowered.startswith("https://"):
+        rest = loc[8:]
+    else:
+        return False
+    return (
+        bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
+        and (rest.isascii() or has_utf8_form(rest))
+    )
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """Aware UTC; a naive value is taken as UTC (sitemaps.org recommends a zone, many omit it)."""
+    try:
+        return aware(value)
+    except (OverflowError, ValueError):  # an offset that pushes year 1 or 9999 off the calendar
+        return None
+
+
+def parse_lastmod(text: str | None) -> datetime | None:
+    """W3C Datetime (any ISO 8601 form Python reads, plus YYYY and YYYY-MM), or RFC 2822; aware UTC or None."""
+    if not text:
+        return None
+    try:
+        return utc(datetime.fromisoformat(text))
+    except ValueError:
+        pass
+    partial = W3C_PARTIAL.fullmatch(text)
+    if partial is not None:
+        month = int(partial.group(2) or 1)
+        return datetime(int(partial.group(1)), month, 1, tzinfo=UTC) if 1 <= month <= 12 else None
+    try:
+        return utc(parsedate_to_datetime(text))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
+def parse_priority(text: str | None) -> float:
+    """sitemaps.org priority in [0, 1]; missing, invalid or out of range gives the default 0.5 (as usp)."""
+    if not text:
+        return DEFAULT_PRIORITY
+    try:
+        value = Decimal(text)
+        if value < 0 or value > 1:
+            return DEFAULT_PRIORITY
+    except InvalidOperation:
+        return DEFAULT_PRIORITY
+    return float(value)
+
+
+def parse_changefreq(text: str | None) -> str | None:
+    """Lower-cased changefreq; an unknown word becomes "always" (usp's reading, kept so both paths agree)."""
+    if not text:
+        return None
+    value = text.lower()
+    return value if value in CHANGEFREQS else "always"
+
+
+def validated_entries(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iterator[SitemapEntry]:
+    """The entries every parser yields, after the checks every parser shares: valid loc, dedupe, limit."""
+    seen: set[str] = set()
+    invalid: list[str] = []
+    counts = doc.counts
+    counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
+    try:
+        for entry in raw:
+            loc = entry.loc
+            if not is_absolute_http(loc):
+                counts["invalid_loc"] += 1
+                if len(invalid) < 3:
+                    invalid.append(loc[:100])
+                continue
+            if loc in seen:
+                counts["duplicates"] += 1
+                continue
+            if counts["kept"] >= limit:
+                # sitemaps.org: at most 50,000 URLs per file. Stop here: the rest is not ours to parse.
+                doc.over_limit = True
+                counts["over_limit"] += 1
+                doc.problem(f"more than {limit} URLs: the rest of the file dropped")
+                break
+            seen.add(loc)
+            counts["kept"] += 1
+            yield entry
+    finally:
+        if counts.get("without_loc"):
+            doc.problem(f"{counts['without_loc']} <url> elements without a <loc> skipped")
+        if counts["invalid_loc"]:
+            doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSitemap:
+    """An XML sitemap as ``prepare_sitemap`` leaves it for an XML parser: inflated, capped, repaired and cut."""
+
+    url: str
+    body: bytes
+    """What the parser reads: ``whole`` cut before its first unterminated start tag past the limit (lxml only)."""
+    whole: bytes
+    """Before that cut: a feed is read whole (feedparser has no such slow path)."""
+    cut: int | None
+    repaired: int
+    """Bare ``&`` escaped."""
+    truncated: bool
+    """Larger than ``max_sitemap_bytes`` and cut there."""
+    ended_early: str | None = None
+    """Why the file was cut after its last whole entry (it ends before its root's end tag), or None."""
