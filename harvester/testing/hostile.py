@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from harvester.testing.render import HTML, Reply, Stream, http_date, make_resource, status_line
+from harvester.testing.resources import HTML, Reply, Stream, http_date, make_resource, status_line
 from harvester.testing.sites import BASE_EPOCH
 
 if TYPE_CHECKING:

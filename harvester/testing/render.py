@@ -6,21 +6,19 @@ details), so answering is a dict lookup and a join. Never touches sockets; the s
 
 from __future__ import annotations
 
-import email.utils
-import functools
 import gzip
-import hashlib
 import json
 import posixpath
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from html import escape
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 from xml.sax.saxutils import escape as xml_escape
 
+from harvester.testing.render_feeds import FeedRendering, feed_key
+from harvester.testing.resources import HTML, TOKEN, Reply, Resource, Stream, make_resource, w3c_date
 from harvester.testing.sites import (
     BASE_EPOCH,
     DAY_S,
@@ -33,132 +31,6 @@ from harvester.testing.sites import (
 
 if TYPE_CHECKING:
     from harvester.testing.hostile import HostileRoutes
-
-__all__ = ["Reply", "Resource", "ServedSite", "Stream", "http_date", "make_resource"]
-
-TOKEN = "\x00TOKEN\x00"  # noqa: S105 - a placeholder, not a secret
-"""Marks a per-request slot (ad impression id, session id) inside a rendered body; always 8 bytes wide."""
-
-REASONS = {
-    200: "OK", 206: "Partial Content", 301: "Moved Permanently", 302: "Found", 303: "See Other",
-    304: "Not Modified", 307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request",
-    401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 410: "Gone",
-    429: "Too Many Requests", 431: "Request Header Fields Too Large", 500: "Internal Server Error",
-    502: "Bad Gateway", 503: "Service Unavailable",
-}  # fmt: skip
-
-HTML = "text/html; charset=utf-8"
-
-
-def status_line(status: int) -> bytes:
-    return f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\n".encode()
-
-
-def http_date(ts: float) -> str:
-    return email.utils.formatdate(ts, usegmt=True)
-
-
-def w3c_date(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
-
-
-@functools.lru_cache(maxsize=4096)
-def parse_http_date(value: str) -> float | None:
-    try:
-        return email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError):
-        return None
-
-
-Reply = tuple[int, bytes, bytes]
-"""(status, head without the final CRLF and without Connection, body)."""
-
-
-@dataclass(slots=True)
-class Stream:
-    """A reply whose body is produced while sending (drip, huge, bomb). ``head`` (no final CRLF) may be a
-    coroutine function, awaited first; ``delay_s`` passes before the head; ``close`` ends the connection."""
-
-    status: int
-    head: bytes | Callable[[], Awaitable[bytes]]
-    body: Callable[[], AsyncIterator[bytes]]
-    close: bool = True
-    delay_s: float = 0.0
-
-
-class Resource:
-    """A precomputed response. ``chunks`` joined with the per-request token is the body (usually one chunk)."""
-
-    __slots__ = ("chunks", "etag", "head", "head_304", "lm_ts", "status")
-
-    def __init__(
-        self, status: int, chunks: list[bytes], head: bytes, head_304: bytes, etag: str | None, lm_ts: float | None
-    ) -> None:
-        self.status = status
-        self.chunks = chunks
-        self.head = head
-        self.head_304 = head_304
-        self.etag = etag
-        self.lm_ts = lm_ts
-
-    def body(self, token: bytes) -> bytes:
-        chunks = self.chunks
-        return chunks[0] if len(chunks) == 1 else token.join(chunks)
-
-    def reply(self, inm: str | None, ims: str | None, token: bytes) -> Reply:
-        if (inm is not None or ims is not None) and self.status == 200 and self.not_modified(inm, ims):
-            return 304, self.head_304, b""
-        return self.status, self.head, self.body(token)
-
-    def not_modified(self, inm: str | None, ims: str | None) -> bool:
-        # RFC 9110 §13.2.2: If-None-Match is evaluated first; If-Modified-Since only when it is absent.
-        if inm is not None:
-            return self.etag is not None and etag_matches(inm, self.etag)
-        if ims is not None and self.lm_ts is not None:
-            t = parse_http_date(ims)
-            return t is not None and int(self.lm_ts) <= t
-        return False
-
-
-def etag_matches(header: str, etag: str) -> bool:
-    """RFC 9110 §8.8.3.2 weak comparison, as If-None-Match requires."""
-    if header == etag or header.strip() == "*":
-        return True
-    mine = etag.removeprefix("W/")
-    return any(tag.strip().removeprefix("W/") == mine for tag in header.split(","))
-
-
-def make_resource(
-    status: int,
-    content_type: str | None,
-    body: str | bytes,
-    *,
-    etag: str | None = None,
-    weak: bool = False,
-    lm_ts: float | None = None,
-    headers: tuple[tuple[str, str], ...] = (),
-    validators: bool = True,
-) -> Resource:
-    """Build a Resource; ``body`` as str may contain TOKEN slots. The ETag defaults to a hash of the static
-    bytes (weak when the body has per-request slots or non-semantic parts)."""
-    chunks = [c.encode() for c in body.split(TOKEN)] if isinstance(body, str) else [body]
-    length = sum(map(len, chunks)) + 8 * (len(chunks) - 1)
-    if validators and etag is None:
-        digest = hashlib.md5(b"".join(chunks)).hexdigest()[:20]
-        etag = f'W/"{digest}"' if weak or len(chunks) > 1 else f'"{digest}"'
-    if not validators:
-        etag = None
-        lm_ts = None
-    common = []
-    if etag is not None:
-        common.append(f"ETag: {etag}\r\n")
-    if lm_ts is not None:
-        common.append(f"Last-Modified: {http_date(lm_ts)}\r\n")
-    extra = "".join(f"{k}: {v}\r\n" for k, v in headers)
-    ctype = f"Content-Type: {content_type}\r\n" if content_type else ""
-    head = status_line(status) + f"{ctype}Content-Length: {length}\r\n{''.join(common)}{extra}".encode()
-    head_304 = status_line(304) + "".join(common).encode()
-    return Resource(status, chunks, head, head_304, etag, lm_ts)
 
 
 def _sentences(rng_choices: Callable[..., list[str]], randint: Callable[[int, int], int], n: int) -> str:
@@ -195,7 +67,7 @@ STYLE = (
 )
 
 
-class ServedSite:
+class ServedSite(FeedRendering):
     """Responses of one host. All mutation (``rebuild``, ``advance``) happens on the server's event loop."""
 
     def __init__(self, spec: HostSpec, seed: int, origin: str) -> None:
@@ -236,7 +108,7 @@ class ServedSite:
             return self.detail(page).reply(inm, ims, self.token())
         feed = self.feeds.get(path)
         if feed is not None:
-            doc = feed.get(_feed_key(query))
+            doc = feed.get(feed_key(query))
             if doc is None:
                 return self.not_found.reply(None, None, b"")
             return doc.reply(inm, ims, self.token())
@@ -392,88 +264,6 @@ class ServedSite:
     def feed_paths(self) -> dict[str, str]:
         return {kind: f"/feeds/{kind}.xml" for kind in self.spec.feeds}
 
-    def _title(self, p: PageModel) -> str:
-        return p.slug.replace("-", " ").capitalize()
-
-    def _build_feeds(self) -> None:
-        """Feed documents per ``HostSpec.feed_paging``: the head lists the newest ``feed_entries`` entries."""
-        spec = self.spec
-        size = spec.feed_entries
-        for kind, path in self.feed_paths().items():
-            if kind not in ("rss", "atom"):
-                continue
-            items = self.model.feed_items("updated" if kind == "atom" else "published")
-            docs: dict[str, Resource] = {}
-            head_url = self.origin + path
-            if spec.feed_paging == "next":
-                chunks = [items[i : i + size] for i in range(0, len(items), size)] or [[]]
-                for n, chunk in enumerate(chunks, start=1):
-                    links = [("self", _feed_page_url(head_url, n)), ("first", head_url)]
-                    if n > 1:
-                        links.append(("previous", _feed_page_url(head_url, n - 1)))
-                    if n < len(chunks):
-                        links.append(("next", _feed_page_url(head_url, n + 1)))
-                    docs["" if n == 1 else f"page={n}"] = self._feed_doc(kind, path, chunk, links, archive=False, key=n)
-            elif spec.feed_paging == "archive":
-                archives = self.model.feed_archives()
-                archived = {p.id for chunk in archives for p in chunk}
-                head = items[:size] + [p for p in items[size:] if p.id not in archived]
-                links = [("self", head_url)]
-                if archives:
-                    links.append(("prev-archive", f"{head_url}?archive={len(archives)}"))
-                docs[""] = self._feed_doc(kind, path, head, links, archive=False, key=0)
-                for j, chunk in enumerate(archives, start=1):
-                    links = [("self", f"{head_url}?archive={j}"), ("current", head_url)]
-                    if j > 1:
-                        links.append(("prev-archive", f"{head_url}?archive={j - 1}"))
-                    links.append(("next-archive", f"{head_url}?archive={j + 1}" if j < len(archives) else head_url))
-                    docs[f"archive={j}"] = self._feed_doc(kind, path, chunk, links, archive=True, key=-j)
-            else:
-                docs[""] = self._feed_doc(kind, path, items[:size], [("self", head_url)], archive=False, key=0)
-            self.feeds[path] = docs
-
-    def _feed_doc(
-        self, kind: str, path: str, items: list[PageModel], links: list[tuple[str, str]], *, archive: bool, key: int
-    ) -> Resource:
-        """One RSS 2.0 or Atom document; paging links are RFC 5005 ``atom:link`` elements (in RSS too)."""
-        newest = max((p.modified_ts for p in items), default=BASE_EPOCH)
-        name = escape(self.spec.name)
-        marker = '<fh:archive xmlns:fh="http://purl.org/syndication/history/1.0"/>' if archive else ""
-        if kind == "rss":
-            atom_links = "".join(f'<atom:link rel="{rel}" href="{escape(href)}"/>' for rel, href in links)
-            parts = [
-                '<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom">'
-                "<channel>",
-                f"<title>{name} news</title><link>{self.origin}/</link><description>Latest from {name}"
-                f"</description><lastBuildDate>{http_date(newest)}</lastBuildDate>{atom_links}{marker}",
-            ]
-            for p in items:
-                link = self.origin + p.path + ("?utm_source=rss&amp;utm_medium=feed" if p.id % 2 else "")
-                parts.append(
-                    f"<item><title>{escape(self._title(p))}</title><link>{link}</link>"
-                    f'<guid isPermaLink="false">{name}-{p.id}</guid><pubDate>{http_date(p.published_ts)}'
-                    f"</pubDate><description>Story {p.id} in {p.topic}.</description></item>"
-                )
-            parts.append("</channel></rss>\n")
-            ctype = "application/rss+xml"
-        else:
-            atom_links = "".join(f'<link rel="{rel}" href="{escape(href)}"/>' for rel, href in links)
-            parts = [
-                '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">',
-                f'<title>{name} news</title><link href="{self.origin}/"/>{atom_links}<id>{self.origin}/</id>'
-                f"<updated>{w3c_date(newest)}</updated>{marker}",
-            ]
-            for p in items:
-                parts.append(
-                    f'<entry><title>{escape(self._title(p))}</title><link href="{self.origin}{p.path}"/>'
-                    f"<id>tag:{name},2026:{p.id}</id><published>{w3c_date(p.published_ts)}</published>"
-                    f"<updated>{w3c_date(p.modified_ts)}</updated><summary>Story {p.id} in {p.topic}."
-                    "</summary></entry>"
-                )
-            parts.append("</feed>\n")
-            ctype = "application/atom+xml"
-        body = "\n".join(parts).encode()
-        return self._carry(f"{path}#{key}", ctype, body, newest)
 
     def listing_path(self, topic: str, n: int = 1) -> str:
         return f"/topics/{topic}/" + ("" if n == 1 else f"?order=recent&page={n}")
@@ -704,21 +494,6 @@ class ServedSite:
             html = f'{head}<main><h1>Sections</h1><a href="a/b/">More sections</a></main>{foot}'
             return make_resource(200, HTML, html, weak=True, lm_ts=BASE_EPOCH)
         return None
-
-
-def _feed_page_url(head_url: str, n: int) -> str:
-    return head_url if n == 1 else f"{head_url}?page={n}"
-
-
-_FEED_QUERY_RE = re.compile(r"(?:^|&)(page|archive)=(\d{1,6})(?:&|$)")
-
-
-def _feed_key(query: str) -> str:
-    """The feed document a query names: "" (the head, also ``page=1``), ``page=N`` or ``archive=N``."""
-    m = _FEED_QUERY_RE.search(query) if query else None
-    if m is None or (m.group(1) == "page" and int(m.group(2)) == 1):
-        return ""
-    return f"{m.group(1)}={int(m.group(2))}"
 
 
 def _remove_dot_segments(path: str) -> str:

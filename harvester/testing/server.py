@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from harvester.testing.render import Reply, ServedSite, Stream, make_resource
+from harvester.testing.render import ServedSite
+from harvester.testing.resources import Reply, Stream, make_resource
 from harvester.testing.sites import HostChange, HostSpec, SiteModel
 
 if TYPE_CHECKING:
