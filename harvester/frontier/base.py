@@ -223,14 +223,6 @@ class StoreBase:
                 wanted[label] = source_id
         return {s: i for s, i in wanted.items() if i is not None}
 
-    def ensure_hosts(self, origins: Sequence[str]) -> None:
-        """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
-        for origin in origins:
-            if not ORIGIN.fullmatch(origin):
-                raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
-        with self._tx() as tx:
-            self._ensure_hosts(tx, origins)
-
     def _host_row(self, conn: Connection, origin: str) -> Any:
         return conn.execute(select(Host.__table__).where(Host.origin == origin)).mappings().first()
 
