@@ -178,7 +178,7 @@ def _print_problems(settings: Settings) -> None:
 
     with db_sync(FrontierStore.open, settings) as store:
         last = db_sync(store.last_run, "discover")
-    problems = list(((last or {}).get("counters") or {}).get("problems") or [])
+    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
     if not problems:
         return
     console.print(f"[bold]Discovery problems[/] (run {last['id'] if last else '?'}):")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 from urllib.parse import urlsplit
 
 
@@ -460,3 +460,26 @@ class StoredFetch:
     error_class: str | None
     run_id: int | None
     page: StoredPage | None = None
+
+
+class Changes(TypedDict):
+    """What a re-crawl found (``FrontierStore.changes_since``): counts, and examples of each, oldest first. A dict,
+    so it travels as a flow result and an artifact unchanged."""
+
+    new: int
+    gone: int
+    new_urls: list[str]
+    gone_urls: list[str]
+
+
+class RunRow(TypedDict):
+    """One phase run as stored (``FrontierStore.last_run`` / ``get_run``): its counters feed ``harvester status``."""
+
+    id: int
+    phase: str
+    started_at: datetime
+    finished_at: datetime | None
+    status: str
+    profile: dict[str, Any] | None
+    counters: dict[str, Any] | None
+    owner: str | None

@@ -25,6 +25,7 @@ from harvester.frontier.models import (
 )
 from harvester.frontier.rows import stored_page
 from harvester.records import (
+    Changes,
     StoredFetch,
     StoredPage,
     StoreStats,
@@ -49,7 +50,7 @@ def _pages_query() -> Select[Any]:
 class ReportsMixin(StoreBase):
     """What the CLI, the flows' artifacts, the exports and the tests read."""
 
-    def changes_since(self, since: datetime, *, examples: int = 50) -> dict[str, Any]:
+    def changes_since(self, since: datetime, *, examples: int = 50) -> Changes:
         """Detail URLs first seen, and URLs found gone, at or after ``since``: what a re-crawl reports."""
         since = aware(since) or since
         with self._tx(write=False) as tx:

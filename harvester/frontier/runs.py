@@ -16,6 +16,7 @@ from harvester.frontier.base import (
 from harvester.frontier.models import (
     Run,
 )
+from harvester.records import RunRow
 from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
@@ -68,17 +69,25 @@ class RunsMixin(StoreBase):
             row = tx.conn.execute(query).first()
         return None if row is None or row[0] is None else dict(row[0])
 
-    def last_run(self, phase: str) -> dict[str, Any] | None:
+    def last_run(self, phase: str) -> RunRow | None:
         """The newest finished run of ``phase`` with its counters (per-host diagnostics for ``harvester status``)."""
         with self._tx(write=False) as tx:
             run = tx.conn.execute(
                 select(Run.__table__).where(Run.phase == phase, Run.finished_at.is_not(None))
                 .order_by(Run.id.desc()).limit(1)
             ).mappings().first()
-        return None if run is None else dict(run)
+        return None if run is None else _run_row(run)
 
-    def get_run(self, run_id: int) -> dict[str, Any] | None:
+    def get_run(self, run_id: int) -> RunRow | None:
         with self._tx(write=False) as tx:
             run = tx.conn.execute(select(Run.__table__).where(Run.id == run_id)).mappings().first()
-        return None if run is None else dict(run)
+        return None if run is None else _run_row(run)
 
+
+def _run_row(run: Any) -> RunRow:
+    """A ``runs`` row as its typed record (times aware; SQLite hands them back naive)."""
+    return RunRow(
+        id=int(run["id"]), phase=run["phase"], started_at=aware(run["started_at"]),
+        finished_at=aware(run["finished_at"]), status=run["status"], profile=run["profile"],
+        counters=run["counters"], owner=run["owner"],
+    )

@@ -23,7 +23,7 @@ from harvester.frontier import FrontierStore
 from harvester.phases.discover_host import HostDiscovery
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.phases.host_policy import PolicyKeeper
-from harvester.records import ErrorClass, HostDiagnostics, RobotsState
+from harvester.records import Changes, ErrorClass, HostDiagnostics, RobotsState
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
 from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, task_group, utcnow
@@ -193,7 +193,7 @@ async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
     return now
 
 
-async def changes_since(settings: Settings, since: datetime) -> dict[str, Any]:
+async def changes_since(settings: Settings, since: datetime) -> Changes:
     """URLs that appeared or vanished since ``since``: what a re-crawl reports."""
     with await db(FrontierStore.open, settings) as store:
         return await db(store.changes_since, since)

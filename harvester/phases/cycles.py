@@ -34,6 +34,7 @@ from harvester.phases._core import (
     finish_run,
     mark_due,
 )
+from harvester.records import Changes
 from harvester.runtime import db, utcnow
 from harvester.settings import Settings, SiteProfile
 
@@ -61,7 +62,7 @@ class Cycle(Generic[R]):
 
     discover: R
     extract: R
-    changes: dict[str, Any] | None = None
+    changes: Changes | None = None
 
 
 async def harvest_steps(steps: Steps[R]) -> Cycle[R]:
