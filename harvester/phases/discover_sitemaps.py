@@ -124,12 +124,22 @@ class SitemapWalk(DiscoveryBase):
                 self._failed_document(url, "sitemap", result)
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
             return None
+        parsed = await self._parse_sitemap(url, result, result.body, probing=probing, known=known, now=now)
+        if parsed is None:
+            return None
+        return await self._record_sitemap(url, result, result.body, parsed, known=known, now=now)
+
+    async def _parse_sitemap(
+        self, url: str, result: FetchResult, body: bytes, *, probing: bool, known: DocumentState | None,
+        now: datetime,
+    ) -> tuple[SitemapDoc, int] | None:
+        """The document and how many of its entries were admitted, or None when it was refused (recorded)."""
         try:
             # Inflating, proving and (for a plain urlset) scanning a large file is tens of milliseconds of CPU:
             # in a worker thread, so the other hosts' requests go on meanwhile. lxml's parser, if needed, is made
             # here, on the loop thread that reads its entries.
             settings = self.settings.discovery
-            prepared = await asyncio.to_thread(prepare_sitemap, result.body, url=url, settings=settings)
+            prepared = await asyncio.to_thread(prepare_sitemap, body, url=url, settings=settings)
             if isinstance(prepared, SitemapDoc):
                 doc = prepared
             else:
@@ -138,7 +148,7 @@ class SitemapWalk(DiscoveryBase):
                     doc = await asyncio.to_thread(finish_sitemap, prepared, settings=settings)
             if doc.kind in ("rss", "atom"):
                 self._queue_feed(url)
-            count = await self._ingest_entries(doc.entries, source=url, fetched_at=now)
+            return doc, await self._ingest_entries(doc.entries, source=url, fetched_at=now)
         except NotASitemap as exc:
             # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
             if not probing:
@@ -153,6 +163,14 @@ class SitemapWalk(DiscoveryBase):
             )
             await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
             return None
+
+    async def _record_sitemap(
+        self, url: str, result: FetchResult, body: bytes, parsed: tuple[SitemapDoc, int], *,
+        known: DocumentState | None, now: datetime,
+    ) -> list[tuple[str, datetime | None]]:
+        """Report a sitemap read in full and save its state (re-checking what it stopped listing in the same
+        transaction); returns an index's children with the lastmod it gives each."""
+        doc, count = parsed
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
         # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
         # the host's every URL for nothing), and only a whole one says what it no longer lists.
@@ -179,7 +197,7 @@ class SitemapWalk(DiscoveryBase):
             self.store.save_document,
             DocumentState(
                 url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
-                content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
+                content_hash=hashlib.sha256(body).hexdigest(), fetched_at=now, read_at=now,
                 next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=count,
                 children=tuple(canonical_children),
             ),
