@@ -12,6 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -70,44 +71,64 @@ def extract_page(
     content_type = result.content_type or _header(result.headers, "content-type")
     mime = _mime(content_type)
     final_url = result.final_url or result.url
-    status = result.status if result.status is not None else 200
-    etag = result.etag or _header(result.headers, "etag")
-    last_modified = result.last_modified or _header(result.headers, "last-modified")
-    header_canonical = _canonical_from_link_header(_header(result.headers, "link"), final_url)
-
+    fields = _Fields(
+        final_url=final_url, status=result.status if result.status is not None else 200, content_type=content_type,
+        body=body, etag=result.etag or _header(result.headers, "etag"),
+        last_modified=result.last_modified or _header(result.headers, "last-modified"),
+        canonical_url=_canonical_from_link_header(_header(result.headers, "link"), final_url),
+    )
     allowed = {_mime(kind) for kind in settings.http.allowed_content_types}
     is_html = (mime is None and _looks_like_html(body)) or (
         mime is not None and (mime in HTML_TYPES or (mime in allowed and mime.endswith(("html", "+xml"))))
     )
     # the profile's User-Agent, when it names its own; the explicit robots.product_token over both
     token = robots_token(user_agent or settings.http.user_agent, settings.robots)
-    header_only = apply_robots_header(PageLinks(), _header(result.headers, "x-robots-tag"), token)
     if not is_html:
-        record = PageRecord(
-            final_url=final_url, status=status, content_type=content_type,
-            content_hash=hashlib.sha256(body).hexdigest(), body=body, etag=etag, last_modified=last_modified,
-            canonical_url=header_canonical, language=_language_tag(_header(result.headers, "content-language")),
-            robots=robots_directives(header_only),
-        )
+        record = fields.headers_only(result, token, hashlib.sha256(body).hexdigest())
         return with_hook(Extracted(page=record), result, hook, text="", encoding="", main_text="")
-
     text, encoding = decode_html(body, content_type)
     tree = parse_html_text(text)
     if tree is None:
-        record = PageRecord(
-            final_url=final_url, status=status, content_type=content_type,
-            content_hash=hashlib.sha256(b"").hexdigest(), body=body, etag=etag, last_modified=last_modified,
-            canonical_url=header_canonical, language=_language_tag(_header(result.headers, "content-language")),
-            robots=robots_directives(header_only),
-        )
+        record = fields.headers_only(result, token, hashlib.sha256(b"").hexdigest())
         return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
-                          main_text="")
+                         main_text="")
+    extracted, main_text = _from_html(result, tree, fields, token, encoding)
+    return with_hook(extracted, result, hook, text=text, encoding=encoding, main_text=main_text)
 
+
+@dataclass(frozen=True, slots=True)
+class _Fields:
+    """What a record takes from the response itself, HTML or not."""
+
+    final_url: str
+    status: int
+    content_type: str | None
+    body: bytes
+    etag: str | None
+    last_modified: str | None
+    canonical_url: str | None
+    """From a ``Link: <...>; rel=canonical`` header; a page's own ``<link rel=canonical>`` wins over it."""
+
+    def headers_only(self, result: FetchResult, token: str, content_hash: str) -> PageRecord:
+        """The record of a body that is not (readable) HTML: what the headers say, the bytes' hash."""
+        return PageRecord(
+            final_url=self.final_url, status=self.status, content_type=self.content_type, content_hash=content_hash,
+            body=self.body, etag=self.etag, last_modified=self.last_modified, canonical_url=self.canonical_url,
+            language=_language_tag(_header(result.headers, "content-language")),
+            robots=robots_directives(apply_robots_header(PageLinks(), _header(result.headers, "x-robots-tag"), token)),
+        )
+
+
+def _from_html(
+    result: FetchResult, tree: lxml.html.HtmlElement, fields: _Fields, token: str, encoding: str
+) -> tuple[Extracted, str]:
+    """Metadata, outlinks and the main-content hash of a parsed HTML page; and its main text (for the hook)."""
+    final_url, body = fields.final_url, fields.body
     base = _base_url(tree, final_url)
-    canonical = _canonical_from_html(tree, base) or header_canonical
+    canonical = _canonical_from_html(tree, base) or fields.canonical_url
     links = apply_robots_header(
-        find_outlinks(body, base_url=final_url, content_type=content_type), _header(result.headers, "x-robots-tag"),
-        token,
+        find_outlinks(body, base_url=final_url, content_type=fields.content_type),
+        _header(result.headers, "x-robots-tag"), token,
     )
     outlinks, next_pages = _outlinks(links, canonical)
     jsonld, invalid = _jsonld(tree)
@@ -118,18 +139,18 @@ def extract_page(
     # No text at all (an image-only page): the raw bytes are the only identity there is.
     content_hash = _content_hash(main_text, title, jsonld) if main_text else hashlib.sha256(body).hexdigest()
     record = PageRecord(
-        final_url=final_url, status=status, content_type=content_type, content_hash=content_hash, body=body,
-        etag=etag, last_modified=last_modified, canonical_url=canonical, title=title, description=description,
-        language=language, jsonld=jsonld, robots=robots_directives(links),
+        final_url=final_url, status=fields.status, content_type=fields.content_type, content_hash=content_hash,
+        body=body, etag=fields.etag, last_modified=fields.last_modified, canonical_url=canonical, title=title,
+        description=description, language=language, jsonld=jsonld, robots=robots_directives(links),
     )
+    if invalid:
+        logger.debug("skipped %d invalid JSON-LD blocks on %s", invalid, final_url, extra={"host": host_of(final_url)})
     extracted = Extracted(
         page=record, outlinks=outlinks, next_pages=next_pages, feeds=tuple(links.feeds), encoding=encoding,
         jsonld_invalid=invalid, main_text_chars=len(main_text), robots_nofollow=links.robots_nofollow,
         robots_noindex=links.robots_noindex,
     )
-    if invalid:
-        logger.debug("skipped %d invalid JSON-LD blocks on %s", invalid, final_url, extra={"host": host_of(final_url)})
-    return with_hook(extracted, result, hook, text=text, encoding=encoding, main_text=main_text)
+    return extracted, main_text
 
 
 # --- charset ------------------------------------------------------------------------------------------------
