@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,38 +21,13 @@ from harvester.errors import SchemaOutOfDate
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb
+from harvester.testing.forkserver import ForkServer
 
 CHILD = Path(__file__).with_name("crash_child.py")
 KILLS = 20
 SEED = 20_261_202
 
 
-class ForkServer:
-    """Talks to crash_child.py: ``run(db) -> pid``, ``wait(pid) -> exit code``."""
-
-    def __init__(self, seeds: list[str], cwd: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")}
-        self.proc = subprocess.Popen(
-            [sys.executable, str(CHILD), *seeds], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env=env, cwd=cwd,
-        )
-
-    def _ask(self, line: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
-    def run(self, db: Path) -> int:
-        return int(self._ask(f"run {db}"))
-
-    def wait(self, pid: int) -> int:
-        return int(self._ask(f"wait {pid}"))
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 def states_of(db: Path) -> dict[str, tuple[str, str | None]]:
@@ -85,7 +58,7 @@ def crash_web() -> Iterator[TestWeb]:
 def test_sigkill_at_20_random_points_loses_nothing_and_repeats_no_completed_fetch(crash_web: TestWeb,
                                                                                    tmp_path: Path):
     web = crash_web
-    server = ForkServer(web.seeds, tmp_path)
+    server = ForkServer(CHILD, web.seeds, tmp_path)
     try:
         assert server.wait(server.run(tmp_path / "reference.db")) == 0
         reference = states_of(tmp_path / "reference.db")

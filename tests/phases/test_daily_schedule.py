@@ -30,6 +30,7 @@ from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
+from harvester.testing.forkserver import ForkServer
 from harvester.testing.record import RequestRecord
 from harvester.testing.schedule import run_at, site_versions, snapshot_gap
 
@@ -158,30 +159,6 @@ CHILD = Path(__file__).with_name("daily_child.py")
 KILLS = 20
 
 
-class ForkServer:
-    """Talks to daily_child.py: ``run(db, instant) -> pid``, ``wait(pid) -> exit code``."""
-
-    def __init__(self, seeds: list[str], cwd: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")}
-        self.proc = subprocess.Popen([sys.executable, str(CHILD), *seeds], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, env=env, cwd=cwd)
-
-    def _ask(self, line: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(line + "\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
-    def run(self, db: Path, instant: datetime) -> int:
-        return int(self._ask(f"run {db} {instant.isoformat()}"))
-
-    def wait(self, pid: int) -> int:
-        return int(self._ask(f"wait {pid}"))
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 @pytest.mark.slow
@@ -191,7 +168,7 @@ def test_kill_9_at_20_moments_of_a_week_loses_nothing_and_repeats_no_answered_pa
              HostSpec("c", pages=120, latency_s=0.04, feed_paging="archive")]
     rng = random.Random(20_261_205)
     with TestWeb(specs, seed=31) as web:
-        server = ForkServer(web.seeds, tmp_path)
+        server = ForkServer(CHILD, web.seeds, tmp_path)
         db = tmp_path / "week.db"
         settings = Settings.load(database_url=f"sqlite:///{db}")
         details = {(name, url.split("/", 3)[3]) for name in web.names for url in web.truth[name].detail_urls()}
