@@ -11,6 +11,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -141,32 +142,18 @@ def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) ->
     if kind == "unknown" and not parsed.entries:
         doc.problems.append("not an RSS or Atom feed")
         return doc
-    invalid = 0
-    seen: set[str] = set()
-    for item in parsed.entries:
-        link = _entry_link(item)
-        absolute = absolute_http(link, url) if link else None
-        if absolute is None:
-            invalid += 1
-            continue
-        if absolute in seen:
-            continue
-        if len(doc.entries) >= max_entries:
-            doc.over_limit = True
-            break
-        seen.add(absolute)
-        doc.entries.append(
-            FeedEntry(
-                link=absolute,
-                # dict.get: FeedParserDict.get("updated_parsed") falls back to the published date (with a
-                # DeprecationWarning, feedparser issue 310); each date must mean what it says.
-                published=_struct_time(dict.get(item, "published_parsed")),
-                updated=_struct_time(dict.get(item, "updated_parsed")),
-                title=_text(item.get("title")),
-            )
-        )
-    _finish(doc, invalid, max_entries)
+    linked = ((absolute_http(link, url) if (link := _entry_link(item)) else None, item) for item in parsed.entries)
+    _collect(doc, linked, _rss_entry, max_entries)
     return doc
+
+
+def _rss_entry(link: str, item: Any) -> FeedEntry:
+    # dict.get: FeedParserDict.get("updated_parsed") falls back to the published date (with a DeprecationWarning,
+    # feedparser issue 310); each date must mean what it says.
+    return FeedEntry(
+        link=link, published=_struct_time(dict.get(item, "published_parsed")),
+        updated=_struct_time(dict.get(item, "updated_parsed")), title=_text(item.get("title")),
+    )
 
 
 def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
@@ -189,15 +176,33 @@ def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
     if not isinstance(items, list):
         doc.problems.append("JSON Feed without an items list")
         return doc
+    _collect(doc, ((_json_link(item, url), item) for item in items), _json_entry, max_entries)
+    return doc
+
+
+def _json_link(item: Any, base: str) -> str | None:
+    """JSON Feed 1.1: "url" is the permalink; "external_url" points elsewhere (a linked article)."""
+    if not isinstance(item, dict):
+        return None
+    link = item.get("url") or item.get("external_url")
+    return absolute_http(link, base) if isinstance(link, str) else None
+
+
+def _json_entry(link: str, item: Any) -> FeedEntry:
+    return FeedEntry(
+        link=link, published=_rfc3339(item.get("date_published")), updated=_rfc3339(item.get("date_modified")),
+        title=_text(item.get("title")),
+    )
+
+
+def _collect(
+    doc: FeedDoc, linked: Iterable[tuple[str | None, Any]], entry: Callable[[str, Any], FeedEntry], max_entries: int
+) -> None:
+    """``doc.entries`` from (absolute link or None, item) pairs, in order: each link once, at most ``max_entries``
+    (then ``over_limit``, and the rest is not read); an item without a usable link is counted as invalid."""
     invalid = 0
     seen: set[str] = set()
-    for item in items:
-        if not isinstance(item, dict):
-            invalid += 1
-            continue
-        # JSON Feed 1.1: "url" is the permalink; "external_url" points elsewhere (a linked article).
-        link = item.get("url") or item.get("external_url")
-        absolute = absolute_http(link, url) if isinstance(link, str) else None
+    for absolute, item in linked:
         if absolute is None:
             invalid += 1
             continue
@@ -207,16 +212,8 @@ def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
             doc.over_limit = True
             break
         seen.add(absolute)
-        doc.entries.append(
-            FeedEntry(
-                link=absolute,
-                published=_rfc3339(item.get("date_published")),
-                updated=_rfc3339(item.get("date_modified")),
-                title=_text(item.get("title")),
-            )
-        )
+        doc.entries.append(entry(absolute, item))
     _finish(doc, invalid, max_entries)
-    return doc
 
 
 def _history_links(links: Any, url: str) -> tuple[str | None, str | None]:
