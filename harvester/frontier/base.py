@@ -178,7 +178,7 @@ class StoreBase:
             if not self._d.is_sqlite and _unreachable(exc):
                 raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
             raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
-        # The SQLite bulk paths talk to the driver connection directly (dialects._sqlite_write_urls).
+        # The SQLite bulk paths talk to the driver connection directly (dialect_sqlite._sqlite_write_urls).
         except sqlite3.IntegrityError as exc:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc}") from exc
         except sqlite3.Error as exc:

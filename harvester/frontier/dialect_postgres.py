@@ -1,0 +1,121 @@
+"""PostgreSQL's statements: concurrent writers are real, so claims lock with ``SKIP LOCKED`` and one upsert statement
+per chunk reports which rows it inserted."""
+
+# ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection
+
+from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, Dialect
+from harvester.frontier.rows import Merged
+
+
+@cache
+def _pg_upsert() -> str:
+    # One statement per chunk: parallel arrays unnested server-side (no per-row round trips or parsing), sent
+    # in binary (%b): text-formatting the arrays cost ~7 us per row client-side, binary ~1.5 us. ``xmax = 0``
+    # marks a row this statement inserted (an updated row carries the updating transaction's id): that, not an
+    # earlier lookup, says which rows are new, so a concurrent insert of the same URL is never queued twice.
+    return (
+        "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
+        " last_seen, lastmod, changefreq, priority, fetch_path)"
+        " SELECT t.host_id, t.path, %s, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
+        " t.changefreq, t.priority, t.fetch_path FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[],"
+        " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[], %b::text[])"
+        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority, fetch_path)"
+        " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
+        + " RETURNING id, host_id, path, source_id, kind, score, (xmax = 0) AS inserted"
+    )
+
+
+@cache
+def _pg_upsert_and_enqueue() -> str:
+    """The upsert, and the queue entries of the rows it inserted, in one round trip."""
+    return (
+        f"WITH w AS ({_pg_upsert()}),"
+        " q AS (INSERT INTO queue (host_id, kind, rank, url_id)"
+        " SELECT host_id, kind, -score, id FROM w WHERE inserted ON CONFLICT DO NOTHING)"
+        " SELECT id, host_id, path, source_id, inserted FROM w"
+    )
+
+
+_PG_CLAIM = f"""
+WITH c AS (
+    SELECT q.ctid, q.host_id, q.kind, q.rank, q.url_id
+    FROM unnest(%s::bigint[]) AS h(id) CROSS JOIN unnest(%s::text[]) AS k(kind) CROSS JOIN LATERAL (
+        SELECT ctid, host_id, kind, rank, url_id FROM queue
+        WHERE host_id = h.id AND kind = k.kind AND (due_at IS NULL OR due_at <= %s)
+        ORDER BY rank, url_id LIMIT %s FOR UPDATE SKIP LOCKED) q
+),
+r AS (SELECT *, row_number() OVER (PARTITION BY host_id ORDER BY rank, url_id) AS rn FROM c),
+d AS (
+    DELETE FROM queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM r WHERE rn <= %s))
+    RETURNING url_id, host_id
+),
+l AS (INSERT INTO leases (url_id, host_id, owner, lease_until) SELECT url_id, host_id, %s, %s FROM d
+      RETURNING url_id)
+SELECT {_RETURNED} FROM urls WHERE id = ANY(ARRAY(SELECT url_id FROM l))
+"""
+"""PostgreSQL: per host and kind, an index range of the queue stopping after ``per_host`` due rows, locked with
+``FOR UPDATE SKIP LOCKED`` so two claimers never take the same entry; ROW_NUMBER keeps the best ``per_host`` per
+host across kinds; those rows move from the queue to the leases, and their URLs are read back, in one statement."""
+
+_PG_PROMOTE = """
+WITH p AS (
+    UPDATE urls SET state = 'queued'
+    WHERE ctid = ANY(ARRAY(SELECT ctid FROM urls WHERE host_id = ANY(%s) AND state = 'done' AND next_fetch_at <= %s
+                           LIMIT %s FOR UPDATE SKIP LOCKED))
+      AND state = 'done'
+    RETURNING host_id, kind, score, id, next_fetch_at
+)
+INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, -score, id, next_fetch_at FROM p
+ON CONFLICT DO NOTHING
+"""
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL: concurrent writers are real, so claims lock with SKIP LOCKED and upserts report their rows."""
+
+    lock_rows = " FOR UPDATE OF l"
+
+    def write_urls(
+        self, conn: Connection, hids: Sequence[int], chunk: Sequence[Merged], first_source: Sequence[int],
+        version: int, now: datetime,
+    ) -> dict[tuple[int, str], tuple[int, int | None, bool]] | None:
+        returned = conn.exec_driver_sql(
+            _pg_upsert_and_enqueue(),
+            (
+                version, now, now, list(hids), [m.path for m in chunk], list(first_source),
+                [m.kind for m in chunk], [m.score for m in chunk], [m.depth for m in chunk],
+                [m.lastmod for m in chunk], [m.changefreq for m in chunk], [m.priority for m in chunk],
+                [m.fetch_path for m in chunk],
+            ),
+        )
+        return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}
+
+    def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
+        if not host_ids:
+            return 0
+        return int(conn.exec_driver_sql(_PG_PROMOTE, (list(host_ids), now, limit)).rowcount)
+
+    def claim_rows(
+        self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
+        owner: str, lease_until: datetime,
+    ) -> list[Any]:
+        if not host_ids:
+            return []
+        # Each host's queue range is meant to be walked in key order and stopped after LIMIT rows. Right after a
+        # bulk load, before autovacuum's ANALYZE, the planner expects a handful of rows per host and picks a
+        # bitmap scan that reads and sorts the host's whole queue instead (100+ ms for a claim of 1,000).
+        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
+        rows = list(conn.exec_driver_sql(
+            _PG_CLAIM, (list(host_ids), list(kinds), now, per_host, per_host, owner, lease_until)
+        ))
+        position = {host_id: i for i, host_id in enumerate(host_ids)}
+        rows.sort(key=lambda row: (position[row[2]], -row[5], row[0]))  # host_id, score, id: see claim_rows
+        return rows
