@@ -14,7 +14,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from harvester.testing.record import RequestRecord
-from harvester.testing.server import LOOPBACK, ProcessRunner, Runner, ThreadRunner
+from harvester.testing.runners import ProcessRunner, Runner, ThreadRunner
+from harvester.testing.server import LOOPBACK
 from harvester.testing.sites import HostSpec, RobotsSpec
 from harvester.testing.truth import DayChange, HostTruth, Truth
 
