@@ -12,7 +12,9 @@ from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifa
 
 from harvester.phases import PhaseResult
 
-HOST_COLUMNS = ("fetched", "not_modified", "gone", "failed", "peak_in_flight", "limit", "rate_per_s", "bytes")
+HOST_COLUMNS = (
+    "fetched", "not_modified", "gone", "failed", "deferred_by_budget", "peak_in_flight", "limit", "rate_per_s", "bytes",
+)
 
 
 def host_rows(result: PhaseResult) -> list[dict[str, Any]]:

@@ -271,7 +271,10 @@ class Settings(BaseSettings):
     discovery: DiscoverySettings = DiscoverySettings()
     store: StoreSettings = StoreSettings()
     revisit: RevisitSettings = RevisitSettings()
-    max_pages_per_host: int = Field(100_000, ge=1, description="Page budget per host per run.")
+    max_pages_per_host: int = Field(
+        100_000, ge=1,
+        description="Pages answered per host per extraction run; the rest stay queued for the next run (deferred).",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -252,3 +252,34 @@ class QueueMixin(StoreBase):
         moments = [aware(value) for value in (retry, unblocked) if isinstance(value, datetime)]
         return min((m for m in moments if m is not None), default=None)
 
+
+    def fetched_since(self, origin: str, since: datetime, *, kinds: Sequence[str] = ("detail",)) -> int:
+        """URLs of ``origin`` the site answered since ``since``: what a run has spent of the host's page budget.
+
+        Counted from the URLs themselves, not from a counter, so a resumed run (a crash, a Prefect retry, a second
+        worker taking the host over) sees exactly what earlier attempts of the same run spent."""
+        with self._tx(write=False) as tx:
+            return int(tx.conn.execute(
+                select(func.count()).select_from(Url).join(Host, Host.id == Url.host_id).where(
+                    Host.origin == origin, Url.kind.in_(list(kinds)), Url.last_fetched_at >= aware(since))
+            ).scalar_one())
+
+    def due_on(self, origin: str, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> int:
+        """URLs of ``origin`` an extraction would fetch now: what a spent page budget defers to the next run."""
+        now = aware(now) or utcnow()
+        kind_values = list(kinds)
+        with self._tx(write=False) as tx:
+            host_id = tx.conn.execute(select(Host.id).where(Host.origin == origin)).scalar_one_or_none()
+            if host_id is None:
+                return 0
+            queued = tx.conn.execute(
+                select(func.count()).select_from(QueueEntry).where(
+                    QueueEntry.host_id == host_id, QueueEntry.kind.in_(kind_values),
+                    QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
+            ).scalar_one()
+            revisits = tx.conn.execute(
+                select(func.count()).select_from(Url).where(
+                    Url.host_id == host_id, Url.kind.in_(kind_values), Url.state == UrlState.DONE.value,
+                    Url.next_fetch_at <= now)
+            ).scalar_one()
+        return int(queued) + int(revisits)

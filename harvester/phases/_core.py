@@ -20,6 +20,7 @@ from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.fetch.engine import PoliteClient
 from harvester.fetch.workers import run_hosts
 from harvester.frontier import FrontierStore
+from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.discover_host import HostDiscovery
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.phases.host_policy import PolicyKeeper
@@ -122,7 +123,7 @@ def _merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, An
             errors = Counter(out.get("errors") or {})
             errors.update(value or {})
             out["errors"] = dict(errors)
-        elif key in ("peak_in_flight", "limit", "rate_per_s"):
+        elif key in ("peak_in_flight", "limit", "rate_per_s", "deferred_by_budget"):
             out[key] = max(out.get(key) or 0, value or 0)
         elif isinstance(value, int | float) and not isinstance(value, bool):
             out[key] = (out.get(key) or 0) + value
@@ -284,7 +285,10 @@ async def extract(
         policies = PolicyKeeper(store, client)
         # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
         await policies.lift_expired([*site.origins, *site.moved.values()])
-        work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, policies=policies)
+        started = await db(store.run_started_at, run_id) if run_id is not None else None
+        budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
+        work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
+                           policies=policies)
 
         def snapshot() -> Progress:
             return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
@@ -304,6 +308,8 @@ async def extract(
     result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
     for origin, diag in diagnostics.items():
         result.hosts[origin] = diag.as_dict()
+    for origin, deferred in budget.deferred.items():
+        result.hosts.setdefault(origin, {})["deferred_by_budget"] = deferred
     return result
 
 

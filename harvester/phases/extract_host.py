@@ -34,6 +34,7 @@ from harvester.runtime import db, retire_owner, utcnow
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
+    from harvester.phases.budget import PageBudget
     from harvester.phases.host_policy import PolicyKeeper
     from harvester.rules.admission import Site
     from harvester.settings import Settings
@@ -219,9 +220,10 @@ class ExtractWork:
 
     def __init__(
         self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
-        hook: ExtractorHook | None, policies: PolicyKeeper | None = None,
+        hook: ExtractorHook | None, budget: PageBudget, policies: PolicyKeeper | None = None,
     ) -> None:
         self.store = store
+        self.budget = budget
         self.policies = policies
         self.settings = settings
         self.site = site
@@ -231,6 +233,9 @@ class ExtractWork:
         self.counters: Counter[str] = Counter()
         self.leased: set[str] = set()
         self.exhausted: set[str] = set()
+        self.spent: set[str] = set()
+        """Hosts whose page budget this run is spent: kept leased (so no worker of the run takes them up again)
+        and handed back with every other lease when the run ends."""
         self.claimed_total = 0
         self._truth: dict[str, float | None] = {}
         self._checks: dict[str, tuple[int, int]] = {}
@@ -249,12 +254,15 @@ class ExtractWork:
         request. A host parked in this run is handed back: its jobs would only be refused again.
         """
         politeness = self.settings.politeness
-        room = politeness.max_active_hosts - len(self.leased - self.exhausted)
+        room = politeness.max_active_hosts - len(self.leased - self.exhausted - self.spent)
         if room > 0:
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s)
             for origin in got:
+                if origin in self.spent:
+                    continue
                 self.leased.add(origin)
                 self.exhausted.discard(origin)
+                await self.budget.open(origin)
                 if self.policies is not None:
                     await self.policies.load(origin)
                 if origin not in self._checks:
@@ -264,7 +272,7 @@ class ExtractWork:
             parked = [o for o in self.leased if o not in self.exhausted and self.policies.parked(o)]
             for origin in parked:
                 await self._end_turn(origin)
-        return [origin for origin in self.leased if origin not in self.exhausted]
+        return [origin for origin in self.leased if origin not in self.exhausted and origin not in self.spent]
 
     async def _end_turn(self, host: str) -> None:
         """The host has nothing more for this worker now: write what is pending, its politeness state, and
@@ -283,8 +291,12 @@ class ExtractWork:
         """
         await self.writer.tick()
         while True:
+            room = self.budget.room(host)
+            if room <= 0:
+                await self._spend_out(host)
+                return []
             claimed = await db(
-                self.store.claim, self.owner, hosts=[host], per_host=n,
+                self.store.claim, self.owner, hosts=[host], per_host=min(n, room),
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.DETAIL,),
             )
             if not claimed:
@@ -292,8 +304,21 @@ class ExtractWork:
                 return []
             jobs = [job for item in claimed if (job := await self._job(host, item)) is not None]
             if jobs:
+                self.budget.spend(host, len(jobs))
                 self.claimed_total += len(jobs)
                 return jobs
+
+    async def _spend_out(self, host: str) -> None:
+        """The host's page budget for this run is spent: what it still has due waits for the next run. Its lease
+        is kept (renewed with the others) so that no worker of this run leases it again only to find no room."""
+        self.spent.add(host)
+        await self.writer.flush()
+        if self.policies is not None:
+            await self.policies.save(host)
+        deferred = await self.budget.defer(host)
+        self.counters["deferred_by_budget"] += deferred
+        logger.info("%s: page budget of %d spent this run; %d due URLs deferred to the next run",
+                    host, self.budget.limit, deferred, extra={"host": host})
 
     async def _job(self, host: str, item: ClaimedUrl) -> Job | None:
         now = utcnow()

@@ -44,7 +44,7 @@ class SitemapFileReport:
 @dataclass(slots=True)
 class DiscoveryReport:
     """One host's discovery, as counts. ``verdict`` strings come from ``UrlFilter`` ("out_of_scope",
-    "trap:calendar", "budget", ...) or from the phase ("disallowed" for robots.txt, "invalid" for URLs that
+    "trap:calendar", ...) or from the phase ("disallowed" for robots.txt, "invalid" for URLs that
     did not canonicalize); None means the URL was queued."""
 
     host: str

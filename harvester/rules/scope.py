@@ -1,4 +1,4 @@
-"""Crawl scope, trap filters and the per-host page budget: which canonical URLs a site's crawl takes, with a count
+"""Crawl scope and trap filters: which canonical URLs a site's crawl takes, with a count
 per verdict for the discovery report. Small per-site state (counters, learned trap patterns), never I/O."""
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ class Verdict(StrEnum):
     TRAP_SESSION_ID = "trap:session_id"
     TRAP_FACETS = "trap:facets"
     TRAP_CALENDAR = "trap:calendar"
-    BUDGET = "budget"
 
     @property
     def is_trap(self) -> bool:
@@ -78,11 +77,14 @@ def _calendar_pattern(path: str, query: str) -> str | None:
 
 
 class UrlFilter:
-    """Scope, trap and budget decisions for one site, with counts per verdict for the discovery report.
+    """Scope and trap decisions for one site, with counts per verdict for the discovery report.
 
     Built once per site. Stateless checks (scope, length, depth, repeated segments, session ids) are pure;
-    calendar and facet pages and the page budget are counted per instance, so one instance must see all of a
-    site's URLs. Re-checking an accepted URL accepts it again without counting it twice.
+    calendar and facet pages are counted per instance, so one instance must see all of a site's URLs.
+    Re-checking an accepted URL accepts it again without counting it twice.
+
+    The page budget is not decided here: a URL over it is still known, and waits in the frontier for a run with
+    room (``harvester.phases.budget``). Refusing it at admission lost it for good once its sitemap answered 304.
     """
 
     def __init__(self, settings: Settings, profile: SiteProfile | None = None, seeds: Iterable[str] = ()) -> None:
@@ -96,9 +98,6 @@ class UrlFilter:
         self._max_facet_urls = urls.max_facet_urls
         self._session = frozenset(name.lower() for name in urls.session_params)
         self._facets = frozenset(name.lower() for name in urls.facet_params)
-        self._budget = (profile.max_pages_per_host if profile and profile.max_pages_per_host else None) or (
-            settings.max_pages_per_host
-        )
         canon = canonicalizer_for(urls)
         seed_list = list(seeds) + (list(profile.seeds) if profile else [])
         self._hosts: set[str] = set()
@@ -137,7 +136,7 @@ class UrlFilter:
         return bool(self._deny) and any(p.search(url) for p in self._deny)
 
     def in_scope(self, url: str) -> bool:
-        """Scope only (no traps, no budget): for redirect hops and sitemap entries of a canonical URL."""
+        """Scope only (no traps): for redirect hops and sitemap entries of a canonical URL."""
         return self._scope(url, *_split_host_path(url))
 
     def _scope(self, url: str, netloc: str, path: str, query: str) -> bool:
@@ -159,7 +158,7 @@ class UrlFilter:
         """None when ``url`` (canonical) may be queued; else why not. Counts every verdict.
 
         ``trusted``: the URL comes from a finite list the site publishes (sitemap, feed), so the calendar and
-        facet counters do not apply; scope, the stateless trap checks and the budget still do.
+        facet counters do not apply; scope and the stateless trap checks still do.
         """
         verdict = self._check(url, trusted)
         key = verdict.value if verdict is not None else "ok"
@@ -211,8 +210,6 @@ class UrlFilter:
             bucket = netloc + pattern.partition("?")[0] if pattern is not None else ""
             if pattern is not None and not self._admit(self._calendar, bucket, key, self._max_calendar):
                 return Verdict.TRAP_CALENDAR
-        if self._accepted_per_host[netloc] >= self._budget:
-            return Verdict.BUDGET
         self._accepted.add(key)
         self._accepted_per_host[netloc] += 1
         return None
@@ -265,8 +262,8 @@ class UrlFilter:
 class _SeenBits:
     """Constant-memory "was this URL accepted before": a Bloom filter over the URL hash (2 MiB, 2 probes).
 
-    A false positive (about 1% at a million URLs) re-accepts a new URL without spending budget or calendar
-    quota: the budget overshoots by that much at worst, and memory stays flat however many URLs a site has.
+    A false positive (about 1% at a million URLs) re-accepts a new URL without spending calendar or facet quota:
+    a trap's cap overshoots by that much at worst, and memory stays flat however many URLs a site has.
     """
 
     __slots__ = ("_bits",)

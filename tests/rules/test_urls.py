@@ -441,22 +441,12 @@ def test_dated_permalinks_are_not_calendar_traps() -> None:
     assert all(flt.check(url) is None for url in urls)
 
 
-def test_rechecking_an_accepted_url_accepts_it_again_without_spending_budget() -> None:
-    settings = SETTINGS.with_overrides(max_pages_per_host=3)
-    flt = UrlFilter(settings, None, [SEED])
-    assert [flt.check(f"{ORIGIN}/a{i}") for i in range(3)] == [None, None, None]
-    assert flt.check(f"{ORIGIN}/a0") is None
-    assert flt.check(f"{ORIGIN}/calendar/2026/01") is Verdict.BUDGET
-    for _ in range(30):
-        assert flt.check(f"{ORIGIN}/calendar/2026/02") is Verdict.BUDGET
-
-
-def test_profile_budget_overrides_settings() -> None:
-    flt = UrlFilter(SETTINGS, SiteProfile(seeds=(SEED,), max_pages_per_host=2), [])
-    verdicts = [flt.check(f"{ORIGIN}/p{i}") for i in range(5)]
-    assert verdicts == [None, None, Verdict.BUDGET, Verdict.BUDGET, Verdict.BUDGET]
-    assert flt.counts == {"ok": 2, "budget": 3}
-    assert flt.examples["budget"][0] == f"{ORIGIN}/p2"
+def test_the_page_budget_is_not_an_admission_verdict() -> None:
+    """A URL over the budget is still admitted: it waits in the frontier for a run with room (phases.budget)."""
+    flt = UrlFilter(SETTINGS.with_overrides(max_pages_per_host=2), SiteProfile(seeds=(SEED,), max_pages_per_host=2),
+                    [])
+    assert [flt.check(f"{ORIGIN}/p{i}") for i in range(5)] == [None] * 5
+    assert flt.counts == {"ok": 5}
 
 
 def test_trusted_entries_skip_the_calendar_counter_but_not_scope() -> None:
@@ -467,7 +457,7 @@ def test_trusted_entries_skip_the_calendar_counter_but_not_scope() -> None:
 
 def test_verdict_is_trap() -> None:
     assert Verdict.TRAP_CALENDAR.is_trap
-    assert not Verdict.BUDGET.is_trap
+    assert not Verdict.OUT_OF_SCOPE.is_trap
     assert not Verdict.OUT_OF_SCOPE.is_trap
     assert Verdict.TRAP_FACETS == "trap:facets"
 
