@@ -1,16 +1,20 @@
-"""Run counters to Prefect artifacts: a markdown summary, a per-host table and a discovery-sources table.
+"""Run counters to Prefect artifacts: each phase's markdown summary, per-host table and discovery-sources table,
+and a cycle's (harvest, recrawl) summary of changes and fetches on the parent flow run.
 
-Presentation only: the counters come from ``harvester.phases.PhaseResult``; nothing here decides anything.
+Presentation only: the counters come from ``harvester.phases.PhaseResult`` and ``Cycle``; nothing here decides.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 from uuid import UUID
 
+from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
 
 from harvester.phases import PhaseResult
+from harvester.phases.cycles import Cycle
 
 HOST_COLUMNS = (
     "fetched", "not_modified", "gone", "failed", "deferred_by_budget", "peak_in_flight", "limit", "rate_per_s", "bytes",
@@ -77,3 +81,68 @@ async def start_progress(phase: str) -> str:
         progress=0.0, key=f"{phase.replace('_', '-')}-progress", description="Share of due URLs completed"
     )
     return str(artifact_id)
+
+
+MAX_EXAMPLES = 20
+"""URLs listed per kind of change in a cycle's summary (all of them are in the frontier)."""
+
+
+def cycle_totals(cycle: Cycle[Any]) -> dict[str, int]:
+    """The cycle's page fetches summed over its hosts, by outcome and failure class."""
+    totals: Counter[str] = Counter()
+    for counts in cycle.fetches.values():
+        totals.update(counts)
+    return dict(totals)
+
+
+def cycle_line(kind: str, site: str, cycle: Cycle[Any]) -> str:
+    """One log line that tells the cycle: what changed, what it cost, what failed."""
+    changes, totals = cycle.changes, cycle_totals(cycle)
+    failures = _failures(totals)
+    return (
+        f"{kind} of {site}: {changes['new']} new, {changes['changed']} changed, {changes['gone']} gone, "
+        f"{changes['deferred']} deferred by the page budget; {totals.get('fetched', 0)} fetched, "
+        f"{totals.get('not_modified', 0)} not modified, {totals.get('failed', 0)} failed"
+        + (f" ({failures})" if failures else "")
+    )
+
+
+def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
+    """The parent run's page: the subflows' work summed (changes, fetches by host and outcome), with examples."""
+    changes: dict[str, Any] = dict(cycle.changes)
+    totals = cycle_totals(cycle)
+    lines = [f"# {kind.capitalize()} of {site}", ""]
+    if cycle.silent:
+        lines += [f"**Failed: {cycle.silent}**", ""]
+    lines += ["| | pages |", "|---|---|"]
+    lines += [f"| {name} | {changes[name]} |" for name in ("new", "changed", "gone", "deferred")]
+    lines += [f"| {name.replace('_', ' ')} | {totals.get(name, 0)} |" for name in ("fetched", "not_modified", "failed")]
+    if cycle.fetches:
+        lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures |",
+                  "|---|---|---|---|---|---|"]
+        for origin, counts in sorted(cycle.fetches.items()):
+            lines.append(f"| {origin} | {counts.get('fetched', 0)} | {counts.get('not_modified', 0)} | "
+                         f"{counts.get('gone', 0)} | {counts.get('failed', 0)} | {_failures(counts) or '-'} |")
+    for name in ("new", "changed", "gone"):
+        urls = changes[f"{name}_urls"][:MAX_EXAMPLES]
+        if urls:
+            part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""
+            lines += ["", f"## {name.capitalize()}{part}", ""] + [f"- {url}" for url in urls]
+    return "\n".join(lines) + "\n"
+
+
+def _failures(counts: dict[str, int]) -> str:
+    return ", ".join(f"{key[6:]}={n}" for key, n in sorted(counts.items()) if key.startswith("error:"))
+
+
+async def publish_cycle(kind: str, site: str, cycle: Cycle[Any]) -> None:
+    """The parent flow's own artifacts and log summary, so its run page tells the cycle without the CLI."""
+    logger = get_run_logger()
+    (logger.error if cycle.silent else logger.info)("%s", cycle_line(kind, site, cycle))
+    await acreate_markdown_artifact(
+        key=f"{kind}-summary", markdown=cycle_markdown(kind, site, cycle),
+        description=f"{kind.capitalize()} of {site}: changes and fetches, summed over its phases",
+    )
+    rows = [{"host": origin, **counts} for origin, counts in sorted(cycle.fetches.items())]
+    if rows:
+        await acreate_table_artifact(key=f"{kind}-hosts", table=rows, description="Page fetches per host, this cycle")

@@ -6,7 +6,10 @@ from typing import Any
 
 from prefect import flow
 
+from flows.artifacts import publish_cycle
 from flows.steps import SubflowSteps
+from flows.tasks import load_settings
+from harvester.errors import NothingFetched
 from harvester.phases.cycles import harvest_steps
 from harvester.settings import SiteProfile
 
@@ -15,6 +18,12 @@ from harvester.settings import SiteProfile
 async def harvest_flow(
     profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """A full two-phase harvest of one site profile; rerunning it resumes from the frontier."""
-    cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides))
-    return {"discover": cycle.discover, "extract": cycle.extract}
+    """A full two-phase harvest of one site profile; rerunning it resumes from the frontier.
+
+    Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
+    settings = load_settings(config_file, overrides or {})
+    cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
+    await publish_cycle("harvest", profile.name, cycle)
+    if cycle.silent is not None:
+        raise NothingFetched(cycle.silent)
+    return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

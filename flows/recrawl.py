@@ -6,8 +6,10 @@ from typing import Any
 
 from prefect import flow
 
+from flows.artifacts import publish_cycle
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
+from harvester.errors import NothingFetched
 from harvester.phases.cycles import recrawl_steps
 from harvester.settings import SiteProfile
 
@@ -20,9 +22,13 @@ async def recrawl_flow(
     """Unchanged sitemaps and feeds answer 304 and are not parsed; changed pages are fetched again.
 
     ``refresh`` treats every known URL and document as due now (still conditionally): for a re-crawl off
-    schedule. Reports which URLs appeared and which vanished during this re-crawl.
+    schedule. The run's changes (new, changed, gone, deferred by the budget) are its summary artifact and log
+    line; it fails (``NothingFetched``) when no seed host answered anything.
     """
     settings = load_settings(config_file, overrides or {})
     steps = SubflowSteps(profile, workers, config_file, overrides)
     cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
+    await publish_cycle("recrawl", profile.name, cycle)
+    if cycle.silent is not None:
+        raise NothingFetched(cycle.silent)
     return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

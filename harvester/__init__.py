@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from harvester._version import __version__ as __version__
-from harvester.errors import ConfigError, HarvesterError
+from harvester.errors import ConfigError, HarvesterError, NothingFetched
 from harvester.settings import Settings, SiteProfile
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ __all__ = [
     "ConfigError",
     "FrontierStore",
     "HarvesterError",
+    "NothingFetched",
     "Settings",
     "SiteProfile",
     "aharvest",

@@ -253,6 +253,7 @@ def harvest(
     _print_counters("harvest", result)
     _print_status(settings)
     _print_problems(settings)
+    _print_changes(result.get("changes") or {})
 
 
 @app.command()
@@ -322,10 +323,12 @@ def recrawl(
 
 
 def _print_changes(changes: dict[str, Any]) -> None:
-    """What a re-crawl found new and gone (``FrontierStore.changes_since``), with examples of each."""
-    console.print(f"new URLs: {changes.get('new', 0)}   gone URLs: {changes.get('gone', 0)}")
-    for label, key in (("new", "new_urls"), ("gone", "gone_urls")):
-        for url in (changes.get(key) or [])[:MAX_PROBLEMS_SHOWN]:
+    """What a cycle changed (``FrontierStore.changes_since``): new, changed and gone, with examples of each, and
+    what the page budget deferred to the next run."""
+    console.print(f"new: {changes.get('new', 0)}   changed: {changes.get('changed', 0)}   "
+                  f"gone: {changes.get('gone', 0)}   deferred by the page budget: {changes.get('deferred', 0)}")
+    for label in ("new", "changed", "gone"):
+        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
             console.print(f"  {label}: {url}", soft_wrap=True)
 
 

@@ -4,6 +4,7 @@
     ├── ConfigError (ValueError)     a setting, profile field, seed or file is invalid; names it and the fix
     ├── ContentRejected              a sitemap/feed body is unusable (DOCTYPE, bomb, over a limit)
     │   └── NotASitemap              an HTML page came back where a sitemap was asked for (a soft 404)
+    ├── NothingFetched               a whole cycle got no answer from any seed host (down, or a placeholder)
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
         ├── SchemaOutOfDate          the database needs ``harvester db upgrade``
@@ -33,6 +34,12 @@ class ContentRejected(HarvesterError):
 
 class NotASitemap(ContentRejected):
     """What came back for a sitemap is an HTML page: a soft 404 of a guessed path, mostly, not an attack."""
+
+
+class NothingFetched(HarvesterError):
+    """A harvest or re-crawl asked its seed hosts and none answered anything (robots.txt, a sitemap, a page):
+    the site is down or unreachable from here, or the seed is wrong (an unedited placeholder). Raised after
+    the cycle is recorded, so a run that harvested nothing is never reported as a success."""
 
 
 class StoreError(HarvesterError):

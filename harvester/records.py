@@ -463,12 +463,18 @@ class StoredFetch:
 
 
 class Changes(TypedDict):
-    """What a re-crawl found (``FrontierStore.changes_since``): counts, and examples of each, oldest first. A dict,
-    so it travels as a flow result and an artifact unchanged."""
+    """What a cycle changed (``FrontierStore.changes_since``): counts, and examples of each, oldest first. A dict,
+    so it travels as a flow result, an artifact and an event payload unchanged.
+
+    ``new``: detail URLs first seen; ``changed``: known pages whose content changed; ``gone``: URLs found gone;
+    ``deferred``: due URLs the page budget left to the next run."""
 
     new: int
+    changed: int
     gone: int
+    deferred: int
     new_urls: list[str]
+    changed_urls: list[str]
     gone_urls: list[str]
 
 

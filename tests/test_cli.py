@@ -126,12 +126,14 @@ def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
     assert "harvest: 0 done, 3 queued" in capsys.readouterr().out
 
 
-def test_a_recrawls_new_and_gone_urls_are_both_listed(capsys):
+def test_a_cycles_new_changed_gone_and_deferred_urls_are_all_listed(capsys):
     from harvester import cli
 
-    cli._print_changes({"new": 2, "gone": 1, "new_urls": ["http://h.test/a", "http://h.test/b"],
+    cli._print_changes({"new": 2, "changed": 1, "gone": 1, "deferred": 7,
+                        "new_urls": ["http://h.test/a", "http://h.test/b"], "changed_urls": ["http://h.test/c"],
                         "gone_urls": ["http://h.test/old"]})
     out = capsys.readouterr().out
-    assert "new URLs: 2   gone URLs: 1" in out
+    assert "new: 2   changed: 1   gone: 1   deferred by the page budget: 7" in out
+    assert "changed: http://h.test/c" in out
     assert "new: http://h.test/a" in out and "new: http://h.test/b" in out
     assert "gone: http://h.test/old" in out

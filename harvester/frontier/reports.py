@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from harvester.frontier.base import (
     StoreBase,
 )
 from harvester.frontier.models import (
+    Document,
     Fetch,
     Host,
     Lease,
@@ -50,19 +51,75 @@ def _pages_query() -> Select[Any]:
 class ReportsMixin(StoreBase):
     """What the CLI, the flows' artifacts, the exports and the tests read."""
 
-    def changes_since(self, since: datetime, *, examples: int = 50) -> Changes:
-        """Detail URLs first seen, and URLs found gone, at or after ``since``: what a re-crawl reports."""
+    def changes_since(
+        self, since: datetime, *, origins: Sequence[str] | None = None, examples: int = 50
+    ) -> Changes:
+        """Detail URLs first seen, pages whose content changed, and URLs found gone, at or after ``since``, on
+        ``origins`` (None: every host): what a cycle reports. ``deferred`` is the budget's, which the frontier does
+        not keep; the cycle fills it in from its extraction."""
         since = aware(since) or since
         with self._tx(write=False) as tx:
             joined = select(FULL_URL).select_from(Url).join(Host, Host.id == Url.host_id)
-            new_q = joined.where(Url.first_seen >= since, Url.kind == UrlKind.DETAIL.value)
-            gone_q = joined.where(Url.gone_at >= since)
-            new = tx.conn.execute(select(func.count()).select_from(new_q.subquery())).scalar_one()
-            gone = tx.conn.execute(select(func.count()).select_from(gone_q.subquery())).scalar_one()
-            new_urls = list(tx.conn.execute(new_q.order_by(Url.id).limit(examples)).scalars())
-            gone_urls = list(tx.conn.execute(gone_q.order_by(Url.id).limit(examples)).scalars())
-        return {"new": int(new), "gone": int(gone), "new_urls": new_urls, "gone_urls": gone_urls}
+            if origins is not None:
+                joined = joined.where(Host.origin.in_(list(origins)))
+            detail = Url.kind == UrlKind.DETAIL.value
+            found = {
+                "new": joined.where(Url.first_seen >= since, detail),
+                "changed": joined.where(Url.changed_at >= since, Url.first_seen < since, detail),
+                "gone": joined.where(Url.gone_at >= since),
+            }
+            counts = {key: int(tx.conn.execute(select(func.count()).select_from(q.subquery())).scalar_one())
+                      for key, q in found.items()}
+            urls = {key: list(tx.conn.execute(q.order_by(Url.id).limit(examples)).scalars())
+                    for key, q in found.items()}
+        return {
+            "new": counts["new"], "changed": counts["changed"], "gone": counts["gone"], "deferred": 0,
+            "new_urls": urls["new"], "changed_urls": urls["changed"], "gone_urls": urls["gone"],
+        }
 
+    def fetch_counts_since(self, since: datetime, origins: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Per host of ``origins``, page fetches at or after ``since`` (the start of a cycle, whose phases are
+        separate runs): fetched, not_modified, gone, failed, and failures by ``error:<class>``."""
+        query = (
+            select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
+            .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+            .where(Fetch.fetched_at >= aware(since), Host.origin.in_(list(origins)))
+            .group_by(Host.origin, Fetch.outcome, Fetch.error_class)
+        )
+        return self._fetch_counts(query)
+
+    def answered_since(self, since: datetime, origins: Sequence[str]) -> tuple[set[str], set[str]]:
+        """(hosts of ``origins`` that answered anything at or after ``since``, hosts asked anything then): their
+        robots.txt, a discovery document or a page. A host asked but silent is down, or is not a web site at all
+        (an unedited placeholder seed)."""
+        since = aware(since) or since
+        with self._tx(write=False) as tx:
+            hosts = tx.conn.execute(
+                select(Host.id, Host.origin, Host.robots_status, Host.robots_fetched_at)
+                .where(Host.origin.in_(list(origins)))
+            ).all()
+            asked = {origin for _, origin, _, at in hosts if at is not None and aware(at) >= since}
+            answered = {origin for _, origin, status, at in hosts
+                        if status is not None and at is not None and aware(at) >= since}
+            for host_id, origin, _, _ in hosts:
+                if origin in answered:
+                    continue
+                page = tx.conn.execute(
+                    select(Fetch.status).join(Url, Url.id == Fetch.url_id)
+                    .where(Url.host_id == host_id, Fetch.fetched_at >= since)
+                    .order_by(Fetch.status.is_(None)).limit(1)
+                ).first()
+                document = tx.conn.execute(
+                    select(Document.status).where(
+                        Document.url.startswith(origin + "/", autoescape=True), Document.fetched_at >= since)
+                    .order_by(Document.status.is_(None)).limit(1)
+                ).first()
+                for row in (page, document):
+                    if row is not None:
+                        asked.add(origin)
+                        if row[0] is not None:
+                            answered.add(origin)
+        return answered, asked
 
     def stats(self) -> StoreStats:
         """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
@@ -116,6 +173,9 @@ class ReportsMixin(StoreBase):
             .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
             .where(Fetch.run_id == run_id).group_by(Host.origin, Fetch.outcome, Fetch.error_class)
         )
+        return self._fetch_counts(query)
+
+    def _fetch_counts(self, query: Select[str, str, str | None, int]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
         with self._tx(write=False) as tx:
             for origin, outcome, error_class, n in tx.conn.execute(query):

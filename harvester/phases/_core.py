@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from harvester.errors import StoreError
@@ -194,10 +194,32 @@ async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
     return now
 
 
-async def changes_since(settings: Settings, since: datetime) -> Changes:
-    """URLs that appeared or vanished since ``since``: what a re-crawl reports."""
+async def changes_since(settings: Settings, since: datetime, origins: Sequence[str] | None = None) -> Changes:
+    """URLs of ``origins`` (None: all) that appeared, changed or vanished since ``since``: what a cycle reports."""
     with await db(FrontierStore.open, settings) as store:
-        return await db(store.changes_since, since)
+        return await db(store.changes_since, since, origins=origins)
+
+
+async def silence(settings: Settings, profile: SiteProfile, since: datetime) -> str | None:
+    """Why a cycle begun at ``since`` counts as having fetched nothing, or None when some seed host answered.
+
+    Asked and silent (every seed host down, refused or not a web server, like an unedited placeholder seed) is
+    a failure; so is a frontier that never got an answer from any of them. A cycle that asked nothing of hosts
+    that answered before (everything cached and not yet due) is not."""
+    origins = site_hosts(settings, profile)
+    with await db(FrontierStore.open, settings) as store:
+        answered, asked = await db(store.answered_since, since, origins)
+        if answered:
+            return None
+        if not asked:
+            ever, _ = await db(store.answered_since, datetime(1970, 1, 1, tzinfo=UTC), origins)
+            if ever:
+                return None
+    hosts = ", ".join(origins[:5]) + (f" and {len(origins) - 5} more" if len(origins) > 5 else "")
+    return (
+        f"no seed host answered any request (robots.txt, sitemaps, pages): {hosts}. Check that the seeds are the "
+        f"site's real addresses and that it is reachable from this machine"
+    )
 
 
 # --- discovery -----------------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from harvester.errors import HarvesterError
+from harvester.errors import HarvesterError, NothingFetched
 from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.frontier import FrontierStore
 from harvester.phases._core import (
@@ -33,6 +33,8 @@ from harvester.phases._core import (
     extract,
     finish_run,
     mark_due,
+    silence,
+    site_hosts,
 )
 from harvester.records import Changes
 from harvester.runtime import db, utcnow
@@ -57,19 +59,25 @@ class Steps(Protocol[R_co]):
 
 @dataclass(frozen=True, slots=True)
 class Cycle(Generic[R]):
-    """What one cycle's phases returned; ``changes`` (a re-crawl's only) is ``FrontierStore.changes_since``'s
-    report: how many URLs appeared and vanished during the cycle, with examples."""
+    """What one cycle's phases returned, and what the cycle changed on the profile's hosts: ``changes`` is
+    ``FrontierStore.changes_since``'s report (new, changed, gone, deferred by the budget, with examples) and
+    ``fetches`` the page fetches per host by outcome. ``silent`` says why the cycle counts as having fetched
+    nothing (``NothingFetched``), None when some seed host answered."""
 
     discover: R
     extract: R
-    changes: Changes | None = None
+    changes: Changes
+    fetches: dict[str, dict[str, int]] = field(default_factory=dict)
+    started_at: datetime | None = None
+    silent: str | None = None
 
 
-async def harvest_steps(steps: Steps[R]) -> Cycle[R]:
+async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
     """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
+    since = utcnow()
     discovered = await steps.discover(refresh=False)
     extracted = await steps.extract()
-    return Cycle(discover=discovered, extract=extracted)
+    return await _close(settings, profile, since, discovered, extracted)
 
 
 async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> Cycle[R]:
@@ -82,7 +90,20 @@ async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfil
     since: datetime = await mark_due(settings, profile) if refresh else utcnow()
     discovered = await steps.discover(refresh=refresh)
     extracted = await steps.extract()
-    return Cycle(discover=discovered, extract=extracted, changes=await changes_since(settings, since))
+    return await _close(settings, profile, since, discovered, extracted)
+
+
+async def _close(settings: Settings, profile: SiteProfile, since: datetime, discovered: R, extracted: R) -> Cycle[R]:
+    """The cycle's report, read from the frontier (so it is the same whoever ran the phases, and after a resume)."""
+    origins = site_hosts(settings, profile)
+    changes = await changes_since(settings, since, origins)
+    counters = getattr(extracted, "counters", extracted)
+    if isinstance(counters, dict):
+        changes["deferred"] = int(counters.get("deferred_by_budget") or 0)
+    with await db(FrontierStore.open, settings) as store:
+        fetches = await db(store.fetch_counts_since, since, origins)
+    return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=fetches, started_at=since,
+                 silent=await silence(settings, profile, since))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +142,7 @@ async def aharvest(
 ) -> Cycle[PhaseResult]:
     """``harvest`` as a coroutine, for a caller that already runs an event loop."""
     resolve_hook(profile.extractor, extractor)  # a bad hook is refused before the site is asked anything
-    return await harvest_steps(LocalSteps(settings, profile, workers, extractor, on_progress))
+    return _loud(await harvest_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings, profile))
 
 
 async def arecrawl(
@@ -130,8 +151,15 @@ async def arecrawl(
 ) -> Cycle[PhaseResult]:
     """``recrawl`` as a coroutine, for a caller that already runs an event loop."""
     resolve_hook(profile.extractor, extractor)
-    return await recrawl_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings, profile,
-                               refresh=refresh)
+    return _loud(await recrawl_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings,
+                                     profile, refresh=refresh))
+
+
+def _loud(cycle: Cycle[T]) -> Cycle[T]:
+    """The cycle, unless it fetched nothing: then ``NothingFetched``, its record already in the frontier."""
+    if cycle.silent is not None:
+        raise NothingFetched(cycle.silent)
+    return cycle
 
 
 def harvest(
@@ -144,7 +172,8 @@ def harvest(
     ``await aharvest(...)``). Rerunning it resumes an interrupted harvest and fetches nothing already stored
     again. ``extractor`` is a callable given each ``Page`` (``harvester.extraction.Page``) whose JSON-able
     fields are stored with it, the alternative to naming one in ``profile.extractor`` (not both). Read the
-    pages back with ``FrontierStore.open(settings).iter_pages()``.
+    pages back with ``FrontierStore.open(settings).iter_pages()``. Raises ``NothingFetched`` when no seed host
+    answered anything (down, or a wrong seed): a harvest of nothing is an error, not an empty success.
     """
     return _run(aharvest(settings, profile, workers=workers, extractor=extractor, on_progress=on_progress),
                 "harvest")

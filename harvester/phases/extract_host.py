@@ -260,9 +260,10 @@ class ExtractWork:
             for origin in got:
                 if origin in self.spent:
                     continue
+                if origin not in self.leased:  # newly ours: what the run spent there is read once, now
+                    await self.budget.open(origin)
                 self.leased.add(origin)
                 self.exhausted.discard(origin)
-                await self.budget.open(origin)
                 if self.policies is not None:
                     await self.policies.load(origin)
                 if origin not in self._checks:

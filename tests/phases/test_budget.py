@@ -35,7 +35,7 @@ async def test_one_budget_per_host_per_run_and_deferred_urls_are_taken_up_later(
         pass
     budgeted = SiteProfile.build(seeds=tuple(web.seeds), max_pages_per_host=BUDGET)
 
-    first = await aharvest(settings, budgeted)
+    first = await aharvest(settings, budgeted, workers=2)  # two lease owners: the budget is the run's, not theirs
 
     for name in ("a", "b"):
         assert detail_requests(web, name) <= BUDGET, name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harvester import FrontierStore, aharvest, arecrawl, harvest
-from harvester.errors import ConfigError, HarvesterError
+from harvester.errors import ConfigError, HarvesterError, NothingFetched
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec
 
@@ -19,8 +19,12 @@ async def test_a_harvest_records_one_finished_run_per_phase_like_the_flows(make_
         cycle = await aharvest(settings, profile, workers=2)
         discovered, extracted = store.last_run("discover"), store.last_run("extract")
         states = store.url_states()
-    assert cycle.changes is None
     allowed = [url for name in ("a", "b") for url in web.truth[name].allowed_detail_urls()]
+    # A first harvest's changes: every page is new, none changed or gone, nothing deferred.
+    assert cycle.changes["new"] >= len(allowed) and cycle.changes["changed"] == 0, cycle.changes
+    assert cycle.changes["gone"] == 0 and cycle.changes["deferred"] == 0, cycle.changes
+    assert sum(counts["fetched"] for counts in cycle.fetches.values()) >= len(allowed)
+    assert cycle.silent is None
     assert all(states[url][0] == "done" for url in allowed)
     assert cycle.extract.counters["state:done"] >= len(allowed)
     for run, result in ((discovered, cycle.discover), (extracted, cycle.extract)):
@@ -86,3 +90,34 @@ async def test_a_recrawl_fetches_what_changed_and_reports_what_appeared_and_vani
     assert all(states[url][0] == "gone" for url in day.all("gone"))
     fetched = {r.url for r in web.records() if r.status == 200}
     assert day.all("new") | day.all("changed") <= fetched
+
+
+async def test_a_harvest_whose_seeds_never_answer_fails_with_the_reason(sqlite_url):
+    """The unedited placeholder seed (nothing listens there): before, the harvest completed green with nothing."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    settings = Settings.load(database_url=sqlite_url).with_overrides(**{"http.connect_timeout_s": 1.0})
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    with pytest.raises(NothingFetched, match="no seed host answered") as raised:
+        await aharvest(settings, SiteProfile.build(seeds=(dead,)))
+    assert dead.rstrip("/") in str(raised.value)
+    with FrontierStore.open(settings) as store:  # the cycle is recorded all the same
+        assert store.last_run("extract") is not None
+
+
+async def test_a_recrawl_of_a_site_gone_down_fails_and_one_of_a_live_site_does_not(make_web, sqlite_url):
+    web = make_web([HostSpec("a", pages=8)], seed=34)
+    settings = Settings.load(database_url=sqlite_url).with_overrides(**{"http.connect_timeout_s": 1.0})
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    await aharvest(settings, profile)
+    assert (await arecrawl(settings, profile)).silent is None  # all 304s and skips: still answers
+    origin = web.origin("a")
+    web.stop()
+    with pytest.raises(NothingFetched, match=origin):
+        await arecrawl(settings, profile)
