@@ -26,7 +26,6 @@ SPECS = [HostSpec("a", pages=40, sitemap_children=2), HostSpec("b", pages=30, la
 async def run_logs(flow_run_id: Any) -> list[str]:
     from prefect import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
     from prefect.logging.handlers import APILogWorker
 
     drained = APILogWorker.drain_all(timeout=10)  # logs reach the server in batches
