@@ -12,9 +12,12 @@ from uuid import UUID
 
 from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
+from prefect.events import emit_event
 
+from flows.events import cycle_event
 from harvester.phases import PhaseResult
 from harvester.phases.cycles import Cycle
+from harvester.runtime import utcnow
 
 HOST_COLUMNS = (
     "fetched", "not_modified", "gone", "failed", "deferred_by_budget", "peak_in_flight", "limit", "rate_per_s", "bytes",
@@ -136,9 +139,13 @@ def _failures(counts: dict[str, int]) -> str:
 
 
 async def publish_cycle(kind: str, site: str, cycle: Cycle[Any]) -> None:
-    """The parent flow's own artifacts and log summary, so its run page tells the cycle without the CLI."""
+    """The parent flow's own artifacts, log summary and event, so its run page tells the cycle without the CLI
+    and downstream deployments can react to it without polling."""
     logger = get_run_logger()
     (logger.error if cycle.silent else logger.info)("%s", cycle_line(kind, site, cycle))
+    started = cycle.started_at or utcnow()
+    emit_event(**cycle_event(kind, site, cycle, totals=cycle_totals(cycle),
+                             duration_s=(utcnow() - started).total_seconds()))
     await acreate_markdown_artifact(
         key=f"{kind}-summary", markdown=cycle_markdown(kind, site, cycle),
         description=f"{kind.capitalize()} of {site}: changes and fetches, summed over its phases",

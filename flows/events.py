@@ -1,0 +1,45 @@
+"""The Prefect event each harvest and re-crawl emits when it ends: one per run, never one per page.
+
+Downstream work reacts to these instead of polling: an automation that triggers on ``harvester.site.changed``
+for a site's resource (``harvester.site.<name>``) can run a deployment that reads the new pages
+(docs/operations.md shows one). Events carry counts, not URLs: the run's summary artifact lists examples and the
+frontier has them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harvester.phases.cycles import Cycle
+
+EVENT_CHANGED = "harvester.site.changed"
+"""A cycle found new, changed or gone pages: what a downstream automation waits for."""
+EVENT_UNCHANGED = "harvester.site.unchanged"
+EVENT_FAILED = "harvester.site.failed"
+"""No seed host answered anything (``NothingFetched``)."""
+
+
+def cycle_event(
+    kind: str, site: str, cycle: Cycle[Any], *, totals: dict[str, int], duration_s: float
+) -> dict[str, Any]:
+    """The one event a cycle emits (never one per page): its name says the outcome, so an automation can trigger
+    on it without reading the payload; the payload carries the counts, failures by class and the duration."""
+    changes = cycle.changes
+    if cycle.silent is not None:
+        name = EVENT_FAILED
+    elif changes["new"] or changes["changed"] or changes["gone"]:
+        name = EVENT_CHANGED
+    else:
+        name = EVENT_UNCHANGED
+    return {
+        "event": name,
+        "resource": {"prefect.resource.id": f"harvester.site.{site}", "prefect.resource.name": site,
+                     "harvester.kind": kind},
+        "payload": {
+            "site": site, "kind": kind, "new": changes["new"], "changed": changes["changed"],
+            "gone": changes["gone"], "deferred": changes["deferred"], "fetched": totals.get("fetched", 0),
+            "not_modified": totals.get("not_modified", 0), "failed": totals.get("failed", 0),
+            "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
+            "duration_s": round(duration_s, 3), "reason": cycle.silent,
+        },
+    }
