@@ -93,7 +93,8 @@ async def test_a_recrawl_with_changes_emits_one_event_and_an_automation_starts_a
     assert [event.event for event in events] == [EVENT_CHANGED], [e.event for e in events]
     payload = events[0].payload
     assert payload["kind"] == "recrawl" and payload["site"] == "evented"
-    assert payload["new"] == len(day.all("new") & set(web.truth["a"].allowed_detail_urls())) and payload["gone"] >= len(day.all("gone")), payload
+    new = day.all("new") & set(web.truth["a"].allowed_detail_urls())
+    assert payload["new"] == len(new) and payload["gone"] >= len(day.all("gone")), payload
     assert payload["changed"] >= len(day.all("changed")) and payload["fetched"] > 0, payload
     assert payload["duration_s"] > 0 and payload["failures"] == {}, payload
     summary = (await artifacts_of([state.state_details.flow_run_id]))["recrawl-summary"].data
