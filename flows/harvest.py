@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import publish_cycle
+from flows.exclusive import one_run_per_site
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.errors import NothingFetched
@@ -22,7 +23,8 @@ async def harvest_flow(
 
     Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
     settings = load_settings(config_file, overrides or {})
-    cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
+    async with one_run_per_site(profile.name):
+        cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
     await publish_cycle("harvest", profile.name, cycle)
     if cycle.silent is not None:
         raise NothingFetched(cycle.silent)

@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import publish_cycle
+from flows.exclusive import one_run_per_site
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.errors import NothingFetched
@@ -27,7 +28,8 @@ async def recrawl_flow(
     """
     settings = load_settings(config_file, overrides or {})
     steps = SubflowSteps(profile, workers, config_file, overrides)
-    cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
+    async with one_run_per_site(profile.name):
+        cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
     await publish_cycle("recrawl", profile.name, cycle)
     if cycle.silent is not None:
         raise NothingFetched(cycle.silent)

@@ -1,0 +1,57 @@
+"""One run of a site at a time: the weekly harvest and the daily re-crawl of one site never overlap.
+
+The frontier's host leases already keep two runs from fetching one host at once, but two runs of a site would
+still fight for its hosts, each half done, both shown running. Here each harvest or re-crawl holds the slot of a
+global concurrency limit of 1 named after the site (``harvester-site-<name>``, created on first use) for its whole
+cycle. A late run **waits** for the slot (logged once, with the limit's name), then runs: what it finds due then
+is what the earlier run left. Waiting, not skipping, because a skipped daily re-crawl is a day of changes missed.
+The slot is a lease renewed while the run lives, so a run whose process dies frees it within ``LEASE_S``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+
+from prefect import get_client, get_run_logger
+from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.concurrency.asyncio import concurrency
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+LEASE_S = 60.0
+"""How long a dead run's slot outlives it (a live run renews its lease well within this)."""
+
+FIRST_TRY_S = 1.0
+"""A free slot is taken within this; beyond it the run says it is waiting."""
+
+
+def limit_name(site: str) -> str:
+    """``harvester-site-<site>``, with anything Prefect's names refuse replaced."""
+    return "harvester-site-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", site)
+
+
+async def ensure_limit(name: str) -> None:
+    """Create the limit (1 slot) unless it exists; two runs racing to create it both end up using it."""
+    async with get_client() as client:
+        try:
+            await client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            with suppress(ObjectAlreadyExists):
+                await client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+
+
+@asynccontextmanager
+async def one_run_per_site(site: str) -> AsyncIterator[None]:
+    """Hold the site's slot for the body; wait for it while another run of the site holds it."""
+    name = limit_name(site)
+    await ensure_limit(name)
+    async with AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(
+                concurrency(name, occupy=1, timeout_seconds=FIRST_TRY_S, lease_duration=LEASE_S, strict=True)
+            )
+        except TimeoutError:
+            get_run_logger().info("another run of %s holds %s: waiting for it to end", site, name)
+            await stack.enter_async_context(concurrency(name, occupy=1, lease_duration=LEASE_S, strict=True))
+        yield

@@ -1,0 +1,43 @@
+"""Runs of one site never overlap (issue 23): a harvest and a re-crawl of one site started together run one after
+the other (the late one waits for the site's slot), while a run of another site is not held up."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from conftest import child_runs, prepared
+
+from flows.exclusive import limit_name
+from harvester.settings import SiteProfile
+from harvester.testing.record import duplicates
+from harvester.testing.sites import HostSpec
+
+
+async def span(flow_run_id: Any) -> tuple[Any, Any]:
+    """When the run's phases (its subflows) began and ended: the cycle itself, not the wait before it."""
+    children = await child_runs(flow_run_id)
+    assert children, "the cycle ran no phase"
+    return min(c.start_time for c in children), max(c.end_time for c in children)
+
+
+async def test_two_runs_of_one_site_started_together_never_run_at_once(prefect_api, make_web, sqlite_url, tmp_path):
+    from prefect import get_client
+
+    from flows.harvest import harvest_flow
+    from flows.recrawl import recrawl_flow
+
+    web = make_web([HostSpec("a", pages=30, latency_s=0.01), HostSpec("b", pages=20, latency_s=0.01)], seed=61)
+    overrides = prepared(sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="together")
+    first, second = await asyncio.gather(
+        harvest_flow(profile, overrides=overrides, return_state=True),
+        recrawl_flow(profile, overrides=overrides, return_state=True),
+    )
+    assert first.is_completed() and second.is_completed(), (first, second)
+    spans = sorted([await span(first.state_details.flow_run_id), await span(second.state_details.flow_run_id)])
+    assert spans[0][1] <= spans[1][0], f"the two runs overlapped: {spans}"
+    assert duplicates(web.records()) == {}
+    async with get_client() as client:
+        limit = await client.read_global_concurrency_limit_by_name(limit_name("together"))
+    assert limit.limit == 1 and limit.active_slots == 0  # held while a run ran, free once both ended
