@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from flows.artifacts import publish_cycle
 from flows.exclusive import one_run_per_site
+from flows.healing import check_attempt
+from flows.lifeline import parent_lifeline
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.errors import NothingFetched
@@ -22,8 +25,9 @@ async def harvest_flow(
     """A full two-phase harvest of one site profile; rerunning it resumes from the frontier.
 
     Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
+    check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
     settings = load_settings(config_file, overrides or {})
-    async with one_run_per_site(profile.name):
+    async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
     await publish_cycle("harvest", profile.name, cycle)
     if cycle.silent is not None:

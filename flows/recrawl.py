@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow
+from prefect.runtime import flow_run
 
 from flows.artifacts import publish_cycle
 from flows.exclusive import one_run_per_site
+from flows.healing import check_attempt
+from flows.lifeline import parent_lifeline
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.errors import NothingFetched
@@ -26,9 +29,10 @@ async def recrawl_flow(
     schedule. The run's changes (new, changed, gone, deferred by the budget) are its summary artifact and log
     line; it fails (``NothingFetched``) when no seed host answered anything.
     """
+    check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
     settings = load_settings(config_file, overrides or {})
     steps = SubflowSteps(profile, workers, config_file, overrides)
-    async with one_run_per_site(profile.name):
+    async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
     await publish_cycle("recrawl", profile.name, cycle)
     if cycle.silent is not None:

@@ -6,12 +6,15 @@ parameters and tags, then serves their runs (scheduled ones and those started fr
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any, cast
 
 from prefect import serve
 from prefect.deployments.runner import RunnerDeployment
 
 from flows.harvest import harvest_flow
+from flows.healing import HEARTBEAT_S, ensure_healing
 from flows.recrawl import recrawl_flow
 from harvester.settings import SiteProfile
 
@@ -45,7 +48,12 @@ def deployments(
 
 
 def serve_deployments(profile: SiteProfile, **options: Any) -> None:
-    """Register both deployments and serve their runs until interrupted."""
+    """Register both deployments and the self-healing automations, and serve their runs until interrupted.
+
+    The runs this process starts send heartbeats every ``HEARTBEAT_S`` (unless the environment says otherwise),
+    so one whose process vanishes is marked Crashed and scheduled again (``flows.healing``)."""
+    os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+    asyncio.run(ensure_healing())
     # Older Prefect typed serve's arguments narrower than the deployments it accepts (3.9.1 does not): the
     # ignore holds for both.
     serve(*deployments(profile, **options))  # type: ignore[arg-type, unused-ignore]

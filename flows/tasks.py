@@ -16,7 +16,7 @@ from prefect.artifacts import aupdate_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from harvester import phases
-from harvester.errors import ConfigError, InvalidRecord, SchemaOutOfDate
+from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
 from harvester.frontier import FrontierStore
 from harvester.phases import Progress
 from harvester.runtime import db
@@ -32,13 +32,14 @@ RETRY_DELAYS_S: list[float] = [2.0, 10.0, 60.0]
 
 
 def is_retryable(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry everything except errors a retry cannot fix (bad configuration, schema, malformed rows)."""
+    """Retry everything except errors a retry cannot fix (bad configuration, schema, malformed rows, a SQLite
+    frontier another process is extracting from)."""
     # Prefect's task engine hands over Failed(data=<the exception>). ``state.result()`` must not be used here:
     # inside an async task it returns an un-awaited coroutine, which raised nothing and so retried nothing.
     error = getattr(state, "data", None)
     if not isinstance(error, BaseException):
         return True  # no exception to classify: Prefect's default (retry)
-    return not isinstance(error, ConfigError | SchemaOutOfDate | InvalidRecord)
+    return not isinstance(error, ConfigError | SchemaOutOfDate | InvalidRecord | FrontierBusy)
 
 
 def load_settings(config_file: str | None, overrides: dict[str, Any]) -> Settings:

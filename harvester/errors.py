@@ -5,12 +5,18 @@
     ├── ContentRejected              a sitemap/feed body is unusable (DOCTYPE, bomb, over a limit)
     │   └── NotASitemap              an HTML page came back where a sitemap was asked for (a soft 404)
     ├── NothingFetched               a whole cycle got no answer from any seed host (down, or a placeholder)
+    ├── CrashedTooOften              a scheduled run crashed and was retried too often: not retried again
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
         ├── SchemaOutOfDate          the database needs ``harvester db upgrade``
         ├── InvalidRecord (ValueError) a row handed to the store is malformed; nothing was written
         ├── LeaseLost                another worker owns the host or URL now: stop, write nothing
+        ├── FrontierBusy             another process is extracting from this SQLite frontier
         └── WriterGone               the discovery writer process died or stopped answering
+
+Apart from the tree, ``Interrupted`` is a ``BaseException`` (like ``KeyboardInterrupt``): a stop this process
+was asked for (``runtime.request_stop``), which no ``except Exception`` (a task retry, a per-host guard) may
+swallow; an orchestrator records it as a crash, and a rerun resumes.
 
 A fetch never raises: timeouts, size caps, redirects, refused addresses and robots.txt come back as a
 ``FetchResult`` with an ``ErrorClass`` (records.py), since a crawler meets them by the thousand.
@@ -42,6 +48,11 @@ class NothingFetched(HarvesterError):
     the cycle is recorded, so a run that harvested nothing is never reported as a success."""
 
 
+class CrashedTooOften(HarvesterError):
+    """A run crashed and was retried ``flows.healing.MAX_CRASH_RETRIES`` times: something kills it every time
+    (memory, a host that hangs the process); it fails for good so the retry automation stops, and says so."""
+
+
 class StoreError(HarvesterError):
     """The frontier store could not complete a unit of work."""
 
@@ -64,7 +75,18 @@ class LeaseLost(StoreError):
     """The lease this worker held expired and another worker took it; the result was not written."""
 
 
+class FrontierBusy(StoreError):
+    """Another process holds this SQLite frontier's extraction lock (``phases.exclusive``): a second extraction
+    would interleave with it. Not retried in the same run; the message names the file and the holder."""
+
+
 class WriterGone(StoreError):
     """The discovery writer child (``frontier.writer``) died, hung or broke the protocol: the batch in hand is not
     known to be written, and the caller writes it in-process (the upsert is idempotent, so a batch the child did
     commit is merely seen again)."""
+
+
+class Interrupted(BaseException):
+    """This process was asked to stop (``runtime.request_stop``: its orchestrating parent died): the phase sent no
+    new request, wrote what was answered and handed its leases back. Not an ``Exception``, so that nothing
+    retries it in this process; Prefect records the run as Crashed, and a rerun resumes from the frontier."""

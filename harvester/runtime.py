@@ -1,4 +1,5 @@
-"""Small process-level helpers shared by the phases: the clock, store calls off the loop, lease owner ids."""
+"""Small process-level helpers shared by the phases: the clock, store calls off the loop, lease owner ids, and a
+process-wide stop request."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar, overload
 
-from harvester.errors import DatabaseUnavailable
+from harvester.errors import DatabaseUnavailable, Interrupted
 
 logger = logging.getLogger(__name__)
 
@@ -170,3 +171,30 @@ def owner_is_dead(owner: str) -> bool:
     except PermissionError:
         return False
     return False
+
+
+_STOP: list[str] = []
+"""Why this process was asked to stop (empty: it was not). A list, so that setting it needs no ``global``."""
+
+
+def request_stop(reason: str) -> None:
+    """Ask every phase of this process to stop soon and cleanly: no new request is sent, requests in flight end and
+    are written, leases go back, then the phase raises ``Interrupted``. For an orchestrator's process whose
+    parent is gone (``flows.lifeline``); a rerun resumes from the frontier."""
+    if not _STOP:
+        _STOP.append(reason)
+
+
+def stop_requested() -> str | None:
+    return _STOP[0] if _STOP else None
+
+
+def check_stop() -> None:
+    """Raise ``Interrupted`` once a stop was requested: called before a request is sent."""
+    if _STOP:
+        raise Interrupted(_STOP[0])
+
+
+def clear_stop() -> None:
+    """For tests and long-lived callers that ran a stopped phase and go on."""
+    _STOP.clear()

@@ -19,7 +19,7 @@ from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.fetch.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.fetch.slots import HostSlots, _Host
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
-from harvester.runtime import utcnow
+from harvester.runtime import check_stop, utcnow
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ class PoliteClient(HostSlots):
 
         result: FetchResult | None = None
         try:
+            check_stop()  # the last moment before a request: a stopped process sends none
             if robots_fetch:
                 result = await self._fetcher.fetch(
                     url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,

@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harvester.errors import LeaseLost
+from harvester.errors import Interrupted, LeaseLost
 from harvester.fetch.engine import PoliteClient, refused
 from harvester.fetch.http import NO_VALIDATORS
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators, http_origin
-from harvester.runtime import task_group
+from harvester.runtime import stop_requested, task_group
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,8 @@ class _HostRun:
 
     async def _next(self) -> Job | None:
         while not self.stopped:
+            if stop_requested():  # take no new job: those in flight end and are written, the rest go back
+                return None
             if self.queue:
                 job = self.queue.popleft()
                 self.busy += 1
@@ -138,7 +140,10 @@ class _HostRun:
                 elif reason is not None:
                     result = refused(job.url, ErrorClass.PARKED, reason)
                 else:
-                    result = await client.fetch(job.url, validators=job.validators, accept=job.accept)
+                    try:
+                        result = await client.fetch(job.url, validators=job.validators, accept=job.accept)
+                    except Interrupted:
+                        return  # stopped before its request was sent: the job's lease goes back unfetched
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
                 if result.status is not None and job.answered is None:
                     self.stats.fetched += 1
@@ -211,7 +216,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
     pending: deque[str] = deque()
     active: dict[asyncio.Task[None], str] = {}
     while True:
-        while len(active) < max_active_hosts:
+        while len(active) < max_active_hosts and not stop_requested():
             if not pending:
                 pending.extend(h for h in await work.hosts() if h not in served)
                 if not pending:

@@ -22,12 +22,13 @@ from harvester.fetch.workers import run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.discover_host import HostDiscovery
+from harvester.phases.exclusive import one_extraction
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.records import Changes, ErrorClass, HostDiagnostics, RobotsState
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
-from harvester.runtime import db, make_owner, owner_is_dead, retire_owner, task_group, utcnow
+from harvester.runtime import check_stop, db, make_owner, owner_is_dead, retire_owner, task_group, utcnow
 from harvester.settings import Settings, SiteProfile
 
 logger = logging.getLogger(__name__)
@@ -293,6 +294,15 @@ async def extract(
     """
 
     hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
+    with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
+        return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
+                              hook=hook)
+
+
+async def _extract(
+    store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None,
+) -> PhaseResult:
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
     written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
@@ -336,12 +346,14 @@ async def extract(
 
 
 async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork, stop: StopRule) -> None:
-    """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``)."""
+    """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``), or until
+    the process is asked to stop (``runtime.request_stop``: then the round drains and ``Interrupted`` ends it)."""
     settings = work.settings
     while True:
         known_before = await db(store.url_high_water)
         await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
         await work.writer.flush()
+        check_stop()
         work.exhausted.clear()
         if (stop.again_now(added_urls=await db(store.url_high_water) > known_before)
                 and await db(store.due_count, kinds=("detail",)) > 0):

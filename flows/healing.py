@@ -1,0 +1,85 @@
+"""Runs that heal themselves: two Prefect automations the project creates (``ensure_healing``), idempotently, when
+it registers deployments (``harvester serve``, ``harvester deployments``).
+
+- **retry-crashed**: a harvester run (a deployment run tagged ``harvester``) that ends ``Crashed`` (its process
+  killed, out of memory, its machine gone) is put back to ``Scheduled`` (named ``AwaitingRetry``), so a worker runs
+  it again with the same parameters; the rerun resumes from the frontier (leases of the dead process return,
+  nothing completed is fetched again). A Prefect flow's own ``retries`` do not cover this: they retry what the
+  flow raised, in the same process, which a killed process never reaches.
+- **mark-silent-crashed**: a run whose heartbeats stop (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``, which ``harvester
+  serve`` sets to ``HEARTBEAT_S`` unless it is set; set it on workers too) while it is still Running is marked
+  ``Crashed``, which the first automation then retries: what happens when the whole machine is lost and nothing
+  is left to report the crash.
+
+Retries are bounded by the flow itself (``check_attempt``): a run that keeps crashing fails for good after
+``MAX_CRASH_RETRIES`` reruns, with a message, instead of looping.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from prefect import get_client
+from prefect.automations import Automation
+from prefect.client.schemas.objects import StateType
+from prefect.events.actions import ChangeFlowRunState
+from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+from harvester.errors import CrashedTooOften
+
+TAG = "harvester"
+HEARTBEAT_S = 30
+"""Seconds between a flow run's heartbeats when ``harvester serve`` starts it (Prefect's floor; its default: 180)."""
+
+MAX_CRASH_RETRIES = 3
+
+_FOR_OUR_RUNS = {"prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{TAG}"}
+
+
+def automations() -> list[Automation]:
+    """The two automations, as the server should hold them."""
+    return [
+        Automation(
+            name="harvester: retry crashed runs",
+            description="A harvester run that crashed is scheduled again; it resumes from the frontier.",
+            trigger=EventTrigger(
+                expect={"prefect.flow-run.Crashed"}, match={"prefect.resource.id": "prefect.flow-run.*"},
+                match_related=_FOR_OUR_RUNS, posture=Posture.Reactive, threshold=1,
+            ),
+            actions=[ChangeFlowRunState(state=StateType.SCHEDULED, name="AwaitingRetry", force=True,
+                                        message="crashed: scheduled again by harvester's retry automation")],
+        ),
+        Automation(
+            name="harvester: mark silent runs crashed",
+            description="A harvester run whose heartbeats stopped while it was running is marked Crashed.",
+            trigger=EventTrigger(
+                after={"prefect.flow-run.heartbeat"},
+                expect={"prefect.flow-run.heartbeat", "prefect.flow-run.Completed", "prefect.flow-run.Failed",
+                        "prefect.flow-run.Cancelled", "prefect.flow-run.Crashed"},
+                match={"prefect.resource.id": "prefect.flow-run.*"}, match_related=_FOR_OUR_RUNS,
+                for_each={"prefect.resource.id"}, posture=Posture.Proactive, threshold=1,
+                within=timedelta(seconds=3 * HEARTBEAT_S),
+            ),
+            actions=[ChangeFlowRunState(state=StateType.CRASHED, message="no heartbeat: its process is gone")],
+        ),
+    ]
+
+
+async def ensure_healing() -> list[str]:
+    """Create the automations the server does not hold yet (by name); returns the names created."""
+    created = []
+    async with get_client() as client:
+        for automation in automations():
+            if not await client.read_automations_by_name(automation.name):
+                await client.create_automation(AutomationCore(**automation.model_dump(exclude={"id"})))
+                created.append(automation.name)
+    return created
+
+
+def check_attempt(run_count: int) -> None:
+    """Refuse a rerun beyond the bound (``run_count`` is Prefect's: 1 for the first run of a flow run)."""
+    if run_count > MAX_CRASH_RETRIES + 1:
+        raise CrashedTooOften(
+            f"this run has started {run_count} times (crashed and retried {run_count - 1} times): not retried "
+            f"again. Read the crashed attempts' logs; start a new run once the cause is fixed"
+        )

@@ -1,0 +1,106 @@
+"""A run whose runner dies stops fetching, ends Crashed and is retried by itself (issues 24 item 4 and 23).
+
+``harvester serve`` is killed with SIGKILL mid-extraction. Before: its flow-run process went on fetching (1,302
+pages in 8 s), the run stayed Running, and nothing retried it. Now the orphan notices within a second, sends no
+new request, writes what was answered, hands its leases back and ends Crashed; the retry automation that serve
+created schedules the run again, and a restarted serve completes it from the frontier with no page fetched twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import VENV_BIN, prepared, stop_group
+from test_serve import deployment, finished
+
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.testing.record import duplicates
+from harvester.testing.sites import HostSpec
+
+STATE_WAIT_S = 60.0
+STOPS_WITHIN_S = 2.0
+
+
+def start_serve(env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(  # our own console script, no shell
+            [str(VENV_BIN / "harvester"), "serve", "http://127.0.0.1:9/", "--name", "lifeline"],
+            env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd,
+        )
+
+
+async def state_of(flow_run_id: Any) -> Any:
+    from prefect import get_client
+
+    async with get_client() as client:
+        return (await client.read_flow_run(flow_run_id)).state
+
+
+async def wait_for(flow_run_id: Any, predicate: Any, what: str, log: Path) -> Any:
+    deadline = time.monotonic() + STATE_WAIT_S
+    while True:
+        state = await state_of(flow_run_id)
+        if state is not None and predicate(state):
+            return state
+        assert time.monotonic() < deadline, f"never {what} (still {state}):\n{log.read_text()[-3000:]}"
+        await asyncio.sleep(0.5)
+
+
+async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_completion(
+    prefect_api, make_web, sqlite_url, tmp_path
+):
+    from prefect import get_client
+
+    web = make_web([HostSpec("k", pages=60, latency_s=0.15), HostSpec("l", pages=50, latency_s=0.15)], seed=71)
+    prepared(sqlite_url)
+    env = {**prefect_api, "HARVESTER_DATABASE_URL": sqlite_url, "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    log = tmp_path / "serve.log"
+    serve = start_serve(env, log, tmp_path)
+    try:
+        harvest = await deployment("harvest/harvest", serve, log)
+        profile = {**harvest.parameters["profile"], "name": "lifeline", "seeds": web.seeds, "per_host_limit": 2}
+        async with get_client() as client:
+            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+        details = {url for name in ("k", "l") for url in web.truth[name].detail_urls()}
+
+        def detail_requests() -> int:
+            return sum(1 for r in web.records() if r.url in details)
+
+        deadline = time.monotonic() + STATE_WAIT_S
+        while detail_requests() < 10:  # extraction is under way
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        os.kill(serve.pid, signal.SIGKILL)  # the runner only: its flow-run process is left an orphan
+        killed_at = time.monotonic()  # the test web stamps requests with this same system-wide clock
+        serve.wait()
+
+        crashed = await wait_for(created.id, lambda s: not s.is_running(), "left Running", log)
+        await asyncio.sleep(2.0)
+        after = detail_requests()
+        await asyncio.sleep(3.0)
+        assert detail_requests() == after, "the orphan is still fetching"
+        # The orphan sent its last request within about a second of the kill (it looks every 0.5 s).
+        last = max(r.start for r in web.records() if r.url in details)
+        assert last - killed_at <= STOPS_WITHIN_S, f"requests went on {last - killed_at:.1f} s after the kill"
+        assert crashed.is_crashed() or crashed.is_scheduled(), crashed  # Crashed, or already scheduled again
+
+        await wait_for(created.id, lambda s: s.is_scheduled(), "scheduled again by the retry automation", log)
+        serve = start_serve(env, log, tmp_path)
+        run = await finished(created.id, log)
+        assert run.state.is_completed(), f"{run.state}:\n{log.read_text()[-3000:]}"
+        assert run.run_count >= 2, run.run_count
+    finally:
+        stop_group(serve)
+
+    assert duplicates(web.records()) == {}
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        states = store.url_states()
+    for name in ("k", "l"):
+        assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls())
