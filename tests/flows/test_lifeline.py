@@ -98,6 +98,9 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
         assert run.run_count >= 2, run.run_count
     finally:
         stop_group(serve)
+        async with get_client() as client:  # the server is shared: leave no deployment of ours to other tests
+            for name in ("harvest/harvest", "recrawl/recrawl"):
+                await client.delete_deployment((await client.read_deployment_by_name(name)).id)
 
     assert duplicates(web.records()) == {}
     with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
