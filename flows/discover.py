@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import publish
+from flows.parameters import RunOverrides
 from flows.tasks import discover_host, load_settings
 from harvester import phases
 from harvester.settings import SiteProfile
@@ -15,10 +16,9 @@ from harvester.settings import SiteProfile
 
 @flow(name="discover", flow_run_name="discover-{profile.name}", validate_parameters=True)
 async def discover_flow(
-    profile: SiteProfile, refresh: bool = False, config_file: str | None = None, overrides: dict[str, Any] | None = None
+    profile: SiteProfile, refresh: bool = False, config_file: str | None = None, overrides: RunOverrides | None = None
 ) -> dict[str, Any]:
     """Find the site's URLs from what it publishes; ``refresh`` re-asks every document (conditionally)."""
-    overrides = overrides or {}
     settings = load_settings(config_file, overrides)
     run_id = await phases.begin_run(settings, "discover", profile)
     origins = phases.site_hosts(settings, profile)

@@ -8,6 +8,7 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import publish, start_progress
+from flows.parameters import RunOverrides
 from flows.tasks import extract_worker, load_settings
 from harvester import phases
 from harvester.settings import SiteProfile
@@ -15,10 +16,9 @@ from harvester.settings import SiteProfile
 
 @flow(name="extract", flow_run_name="extract-{profile.name}", validate_parameters=True)
 async def extract_flow(
-    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: dict[str, Any] | None = None
+    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: RunOverrides | None = None
 ) -> dict[str, Any]:
     """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time."""
-    overrides = overrides or {}
     settings = load_settings(config_file, overrides)
     run_id = await phases.begin_run(settings, "extract", profile)
     progress_id = await start_progress("extract")

@@ -11,6 +11,7 @@ from flows.artifacts import publish_cycle
 from flows.exclusive import one_run_per_site
 from flows.healing import check_attempt
 from flows.lifeline import parent_lifeline
+from flows.parameters import RunOverrides
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.errors import NothingFetched
@@ -21,7 +22,7 @@ from harvester.settings import SiteProfile
 @flow(name="recrawl", flow_run_name="recrawl-{profile.name}", validate_parameters=True)
 async def recrawl_flow(
     profile: SiteProfile, refresh: bool = False, workers: int = 1, config_file: str | None = None,
-    overrides: dict[str, Any] | None = None,
+    overrides: RunOverrides | None = None,
 ) -> dict[str, Any]:
     """Unchanged sitemaps and feeds answer 304 and are not parsed; changed pages are fetched again.
 
@@ -30,7 +31,7 @@ async def recrawl_flow(
     line; it fails (``NothingFetched``) when no seed host answered anything.
     """
     check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
-    settings = load_settings(config_file, overrides or {})
+    settings = load_settings(config_file, overrides)
     steps = SubflowSteps(profile, workers, config_file, overrides)
     async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)

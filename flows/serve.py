@@ -1,7 +1,9 @@
-"""Deployments for local serving without a work pool: ``harvester serve`` or ``python -m flows.serve``.
+"""Deployments: served by this process (``harvester serve``), or for a process work pool (``harvester deployments``
+writes their ``prefect.yaml``).
 
-Registers ``harvest`` (weekly full harvest) and ``recrawl`` (daily incremental re-crawl) with cron schedules,
-parameters and tags, then serves their runs (scheduled ones and those started from the Prefect UI).
+Each site has a ``harvest`` (weekly full harvest) and a ``recrawl`` (daily incremental re-crawl) deployment with cron
+schedules, parameters and tags. Served ones are named ``<site>-serve`` (``harvest/shop-serve``), work-pool ones
+``<site>`` (``harvest/shop``), so ``harvester serve`` and ``prefect deploy`` never overwrite each other.
 """
 
 from __future__ import annotations
@@ -10,56 +12,92 @@ import asyncio
 import os
 from typing import Any, cast
 
+import yaml
 from prefect import serve
 from prefect.deployments.runner import RunnerDeployment
+from prefect.schedules import Cron
 
 from flows.harvest import harvest_flow
 from flows.healing import HEARTBEAT_S, ensure_healing
 from flows.recrawl import recrawl_flow
-from harvester.settings import SiteProfile
+from flows.sites import HARVEST_CRON, RECRAWL_CRON, SiteSpec
 
-HARVEST_CRON = "0 2 * * 0"
-"""Full harvest: Sundays 02:00."""
-
-RECRAWL_CRON = "0 3 * * *"
-"""Incremental re-crawl: daily 03:00."""
+__all__ = ["HARVEST_CRON", "RECRAWL_CRON", "deployments", "pool_yaml", "serve_sites", "served_name"]
 
 TAGS = ["harvester"]
+KINDS = {"harvest": "flows/harvest.py:harvest_flow", "recrawl": "flows/recrawl.py:recrawl_flow"}
+DESCRIPTIONS = {"harvest": "Discover, then extract: the full two-phase harvest.",
+                "recrawl": "Daily conditional re-crawl (304s, not downloads)."}
 
 
-def deployments(
-    profile: SiteProfile, *, harvest_cron: str = HARVEST_CRON, recrawl_cron: str = RECRAWL_CRON,
-    workers: int = 1, config_file: str | None = None, paused: bool = False,
-) -> list[RunnerDeployment]:
-    """The two deployments, their default parameters taken from ``profile`` (editable per run in the UI)."""
-    common: dict[str, Any] = {
-        "profile": profile.model_dump(mode="json"), "workers": workers, "config_file": config_file,
-    }
-    return [
-        cast("RunnerDeployment", harvest_flow.to_deployment(
-            name="harvest", cron=harvest_cron, parameters=common, tags=[*TAGS, "harvest", profile.name],
-            description="Discover, then extract: the full two-phase harvest.", paused=paused,
-        )),
-        cast("RunnerDeployment", recrawl_flow.to_deployment(
-            name="recrawl", cron=recrawl_cron, parameters={**common, "refresh": False},
-            tags=[*TAGS, "recrawl", profile.name], description="Daily conditional re-crawl.", paused=paused,
-        )),
-    ]
+def served_name(site: str) -> str:
+    """``<site>-serve``: never a work-pool deployment's name (``<site>``)."""
+    return f"{site}-serve"
 
 
-def serve_deployments(profile: SiteProfile, **options: Any) -> None:
-    """Register both deployments and the self-healing automations, and serve their runs until interrupted.
+def _parameters(site: SiteSpec, kind: str, config_file: str | None) -> dict[str, Any]:
+    parameters: dict[str, Any] = {"profile": site.profile.model_dump(mode="json"), "workers": site.workers}
+    if config_file is not None:
+        parameters["config_file"] = config_file
+    if kind == "recrawl":
+        parameters["refresh"] = False
+    return parameters
+
+
+def _cron(site: SiteSpec, kind: str) -> str:
+    return site.harvest_cron if kind == "harvest" else site.recrawl_cron
+
+
+def deployments(site: SiteSpec, *, config_file: str | None = None, paused: bool = False) -> list[RunnerDeployment]:
+    """The site's two served deployments, their default parameters its profile (editable per run in the UI)."""
+    out = []
+    for kind, flow in (("harvest", harvest_flow), ("recrawl", recrawl_flow)):
+        out.append(cast("RunnerDeployment", flow.to_deployment(
+            name=served_name(site.profile.name), schedule=Cron(_cron(site, kind), timezone=site.timezone),
+            parameters=_parameters(site, kind, config_file), tags=[*TAGS, kind, site.profile.name],
+            description=DESCRIPTIONS[kind], paused=paused,
+        )))
+    return out
+
+
+def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> None:
+    """Register every site's deployments and the self-healing automations, and serve their runs until interrupted.
 
     The runs this process starts send heartbeats every ``HEARTBEAT_S`` (unless the environment says otherwise),
     so one whose process vanishes is marked Crashed and scheduled again (``flows.healing``)."""
     os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
     asyncio.run(ensure_healing())
+    served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
     # Older Prefect typed serve's arguments narrower than the deployments it accepts (3.9.1 does not): the
     # ignore holds for both.
-    serve(*deployments(profile, **options))  # type: ignore[arg-type, unused-ignore]
+    serve(*served)  # type: ignore[arg-type, unused-ignore]
+
+
+def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: str | None = None) -> str:
+    """A ``prefect.yaml`` with every site's two deployments on the process work pool ``pool``, for
+    ``prefect deploy --all --prefect-file <it>``; each run enters ``$HARVESTER_HOME`` on its worker first."""
+    document: dict[str, Any] = {
+        "name": "harvester",
+        "pull": [{"flows.home.enter_home": {}}],
+        "deployments": [
+            {
+                "name": site.profile.name, "entrypoint": KINDS[kind], "description": DESCRIPTIONS[kind],
+                "tags": [*TAGS, kind, site.profile.name],
+                "schedules": [{"cron": _cron(site, kind), "timezone": site.timezone}],
+                "parameters": _parameters(site, kind, config_file),
+                "work_pool": {"name": pool, "work_queue_name": "default", "job_variables": {}},
+            }
+            for site in sites for kind in KINDS
+        ],
+    }
+    header = ("# Written by `harvester deployments --sites`; deploy: prefect deploy --all --prefect-file <this>\n"
+              "# Settings and secrets come from each worker's HARVESTER_* environment, never from here.\n")
+    return header + str(yaml.safe_dump(document, sort_keys=False, width=120))
 
 
 if __name__ == "__main__":
     import sys
 
-    serve_deployments(SiteProfile.build(seeds=sys.argv[1:]))
+    from harvester.settings import SiteProfile
+
+    serve_sites([SiteSpec(SiteProfile.build(seeds=sys.argv[1:]))])

@@ -8,6 +8,7 @@ from typing import Any
 
 from flows.discover import discover_flow
 from flows.extract import extract_flow
+from flows.parameters import RunOverrides
 from harvester.settings import SiteProfile
 
 
@@ -18,7 +19,7 @@ class SubflowSteps:
     profile: SiteProfile
     workers: int = 1
     config_file: str | None = None
-    overrides: dict[str, Any] | None = None
+    overrides: RunOverrides | None = None
 
     async def discover(self, *, refresh: bool) -> dict[str, Any]:
         counters: dict[str, Any] = await discover_flow(

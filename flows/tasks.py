@@ -15,6 +15,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import aupdate_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.parameters import RunOverrides
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
 from harvester.frontier import FrontierStore
@@ -42,9 +43,12 @@ def is_retryable(task: Any, task_run: Any, state: Any) -> bool:
     return not isinstance(error, ConfigError | SchemaOutOfDate | InvalidRecord | FrontierBusy)
 
 
-def load_settings(config_file: str | None, overrides: dict[str, Any]) -> Settings:
-    """Settings at the edge: flags/overrides, then HARVESTER_* env, then the TOML file."""
-    return Settings.load(config_file).with_overrides(**overrides)
+def load_settings(config_file: str | None, overrides: RunOverrides | dict[str, Any] | None) -> Settings:
+    """Settings at the edge: the run's overrides, then HARVESTER_* env, then the TOML file."""
+    if overrides is None:
+        return Settings.load(config_file)
+    typed = overrides if isinstance(overrides, RunOverrides) else RunOverrides.model_validate(overrides)
+    return Settings.load(config_file).with_overrides(**typed.dotted())
 
 
 @task(
@@ -52,7 +56,8 @@ def load_settings(config_file: str | None, overrides: dict[str, Any]) -> Setting
     cache_policy=NO_CACHE, task_run_name="discover-{origin}",
 )
 async def discover_host(
-    profile: SiteProfile, origin: str, run_id: int, refresh: bool, config_file: str | None, overrides: dict[str, Any]
+    profile: SiteProfile, origin: str, run_id: int, refresh: bool, config_file: str | None,
+    overrides: RunOverrides | None,
 ) -> dict[str, Any]:
     """Discovery of one host; a rerun skips documents this run already processed."""
     settings = load_settings(config_file, overrides)
@@ -67,7 +72,7 @@ async def discover_host(
 )
 async def extract_worker(
     profile: SiteProfile, worker: int, run_id: int, progress_id: str | None, config_file: str | None,
-    overrides: dict[str, Any],
+    overrides: RunOverrides | None,
 ) -> dict[str, Any]:
     """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs."""
     settings = load_settings(config_file, overrides)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from rich.table import Table
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
+
+if TYPE_CHECKING:
+    from flows.parameters import RunOverrides
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
@@ -91,6 +94,13 @@ def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile
         data = {**last, **{key: value for key, value in fields.items() if value is not None}}
         return SiteProfile.build(**data)
     return SiteProfile.build(seeds=tuple(seeds), **fields)
+
+
+def _run_overrides(per_host: int | None, max_hosts: int | None) -> RunOverrides:
+    """The flags a flow run takes as typed overrides (what Prefect stores: never the database URL)."""
+    from flows.parameters import RunOverrides
+
+    return RunOverrides.model_validate(_overrides(per_host, max_hosts))
 
 
 def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
@@ -248,7 +258,7 @@ def harvest(
     result = _run_with_progress(
         settings, "harvest",
         harvest_flow(profile, workers=workers, config_file=str(config) if config else None,
-                     overrides=_overrides(per_host, max_hosts)),
+                     overrides=_run_overrides(per_host, max_hosts)),
     )
     _print_counters("harvest", result)
     _print_status(settings)
@@ -272,7 +282,7 @@ def discover(
     result = _run_with_progress(
         settings, "discover",
         discover_flow(profile, refresh=refresh, config_file=str(config) if config else None,
-                      overrides=_overrides(per_host, max_hosts)),
+                      overrides=_run_overrides(per_host, max_hosts)),
     )
     _print_counters("discover", {"discover": result})
     _print_status(settings)
@@ -294,7 +304,7 @@ def extract(
     result = _run_with_progress(
         settings, "extract",
         extract_flow(profile, workers=workers, config_file=str(config) if config else None,
-                     overrides=_overrides(per_host, max_hosts)),
+                     overrides=_run_overrides(per_host, max_hosts)),
     )
     _print_counters("extract", {"extract": result})
     _print_status(settings)
@@ -316,7 +326,7 @@ def recrawl(
     result = _run_with_progress(
         settings, "recrawl",
         recrawl_flow(profile, refresh=refresh, workers=workers, config_file=str(config) if config else None,
-                     overrides=_overrides(per_host, max_hosts)),
+                     overrides=_run_overrides(per_host, max_hosts)),
     )
     _print_counters("recrawl", result)
     _print_changes(result.get("changes") or {})
@@ -400,23 +410,57 @@ def db_upgrade(db: DbOpt = None, config: ConfigOpt = None) -> None:
         console.print(f"{store.url_display}: schema at head")
 
 
+SitesOpt = Annotated[
+    Path | None, typer.Option("--sites", help="TOML file with one [sites.<name>] table per site (docs/operations.md).")
+]
+
+
 @app.command()
 def serve(
-    seeds: Annotated[list[str], typer.Argument(help="Seeds of the profile the deployments run.")],
-    name: Annotated[str, typer.Option(help="Profile name.")] = "site",
-    harvest_cron: Annotated[str, typer.Option(help="Cron of the full harvest.")] = "0 2 * * 0",
-    recrawl_cron: Annotated[str, typer.Option(help="Cron of the daily re-crawl.")] = "0 3 * * *",
+    seeds: Annotated[list[str] | None, typer.Argument(help="Seeds of one site (or give --sites).")] = None,
+    sites: SitesOpt = None,
+    name: Annotated[str, typer.Option(help="Site name (with SEEDS).")] = "site",
+    harvest_cron: Annotated[str, typer.Option(help="Cron of the full harvest (with SEEDS).")] = "0 2 * * 0",
+    recrawl_cron: Annotated[str, typer.Option(help="Cron of the daily re-crawl (with SEEDS).")] = "0 3 * * *",
     workers: WorkersOpt = 1, config: ConfigOpt = None,
 ) -> None:
-    """Register the harvest and daily recrawl deployments with their schedules, and serve their runs."""
+    """Register each site's harvest and recrawl deployments (<kind>/<site>-serve) with their schedules, and serve
+    their runs."""
     for key, value in PREFECT_QUIET_DEFAULTS.items():
         if not key.endswith("LOGGING_LEVEL"):
             os.environ.setdefault(key, value)
-    from flows.serve import serve_deployments
+    from flows.serve import serve_sites
+    from flows.sites import SiteSpec, load_sites
 
-    profile = SiteProfile.build(seeds=tuple(seeds), name=name)
-    serve_deployments(profile, harvest_cron=harvest_cron, recrawl_cron=recrawl_cron, workers=workers,
-                      config_file=str(config) if config else None)
+    if sites is not None and seeds:
+        raise typer.BadParameter("give SEEDS or --sites, not both")
+    if sites is not None:
+        specs = load_sites(sites)
+    elif seeds:
+        specs = [SiteSpec(SiteProfile.build(seeds=tuple(seeds), name=name), harvest_cron=harvest_cron,
+                          recrawl_cron=recrawl_cron, workers=workers)]
+    else:
+        raise typer.BadParameter("give the SEEDS of one site, or --sites FILE")
+    serve_sites(specs, config_file=str(config) if config else None)
+
+
+@app.command()
+def deployments(
+    sites: Annotated[Path, typer.Option("--sites", help="TOML file with one [sites.<name>] table per site.")],
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here (default: standard output).")] = None,
+    pool: Annotated[str, typer.Option(help="Process work pool the deployments run on.")] = "harvester",
+) -> None:
+    """Write the prefect.yaml of every site's harvest/<site> and recrawl/<site> deployments on a work pool, for
+    `prefect deploy --all --prefect-file FILE` (nothing is written if any site is bad)."""
+    from flows.serve import pool_yaml
+    from flows.sites import load_sites
+
+    text = pool_yaml(load_sites(sites), pool=pool)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        console.print(f"wrote {out}: deploy with `prefect deploy --all --prefect-file {out}`")
 
 
 @app.command()

@@ -320,7 +320,13 @@ class Settings(BaseSettings):
             node = data
             *parents, leaf = dotted.split(".")
             for part in parents:
-                node = node[part]
+                child = node.get(part)
+                if not isinstance(child, dict):
+                    raise ConfigError(f"unknown setting {dotted!r}: no group {part!r}; groups: "
+                                      f"{', '.join(sorted(k for k, v in data.items() if isinstance(v, dict)))}")
+                node = child
+            if leaf not in node:
+                raise ConfigError(f"unknown setting {dotted!r}; valid here: {', '.join(sorted(node))}")
             node[leaf] = value
         try:
             return type(self).model_validate(data)

@@ -121,11 +121,20 @@ async def artifacts_of(flow_run_ids: list[Any]) -> dict[str, Any]:
     return {artifact.key: artifact for artifact in found if artifact.key}
 
 
+@pytest.fixture(autouse=True)
+def _own_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``prepared`` sets HARVESTER_DATABASE_URL for the flows run in this process: restored after each test."""
+    monkeypatch.delenv("HARVESTER_DATABASE_URL", raising=False)
+
+
 def prepared(db_url: str) -> dict[str, Any]:
-    """Overrides that point the flows' tasks at a migrated test database (never the default file)."""
+    """Point the flows run in this process at a migrated test database (never the default file), the way a
+    worker is pointed at one: by its environment, never by a run parameter (which Prefect would store). Returns
+    the run's overrides: none."""
     from harvester.frontier import FrontierStore
     from harvester.settings import Settings
 
     with FrontierStore.open(Settings.load(database_url=db_url), upgrade=True):
         pass
-    return {"database_url": db_url}
+    os.environ["HARVESTER_DATABASE_URL"] = db_url  # undone after the test by _own_database_url
+    return {}

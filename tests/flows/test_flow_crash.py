@@ -85,7 +85,9 @@ def test_sigkill_halfway_then_rerun_repeats_nothing_and_loses_nothing(prefect_ap
 FAULT_SPECS = [HostSpec("f", pages=150, latency_s=0.06), HostSpec("g", pages=150, latency_s=0.06)]
 
 
-async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(prefect_api, make_web, tmp_path):
+async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(
+    prefect_api, make_web, tmp_path, monkeypatch
+):
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
@@ -97,8 +99,10 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(pref
     web = make_web(FAULT_SPECS, seed=22)
     path = tmp_path / "fault.db"
     db_url = f"sqlite:///{path}"
-    overrides = {**prepared(db_url), "store.sqlite_busy_timeout_s": 0.2}
-    settings = Settings.load(database_url=db_url).with_overrides(**overrides)
+    overrides = prepared(db_url)
+    monkeypatch.setenv("HARVESTER_STORE__SQLITE_BUSY_TIMEOUT_S", "0.2")  # a worker's setting, not a run's
+    settings = Settings.load(database_url=db_url)
+    assert settings.store.sqlite_busy_timeout_s == 0.2
     profile = SiteProfile.build(seeds=tuple(web.seeds), name="fault")
     details = {url for name in ("f", "g") for url in web.truth[name].allowed_detail_urls()}
     with FrontierStore.open(settings) as store:

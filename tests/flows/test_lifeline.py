@@ -64,7 +64,7 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
     log = tmp_path / "serve.log"
     serve = start_serve(env, log, tmp_path)
     try:
-        harvest = await deployment("harvest/harvest", serve, log)
+        harvest = await deployment("harvest/lifeline-serve", serve, log)
         profile = {**harvest.parameters["profile"], "name": "lifeline", "seeds": web.seeds, "per_host_limit": 2}
         async with get_client() as client:
             created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
@@ -99,7 +99,7 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
     finally:
         stop_group(serve)
         async with get_client() as client:  # the server is shared: leave no deployment of ours to other tests
-            for name in ("harvest/harvest", "recrawl/recrawl"):
+            for name in ("harvest/lifeline-serve", "recrawl/lifeline-serve"):
                 await client.delete_deployment((await client.read_deployment_by_name(name)).id)
 
     assert duplicates(web.records()) == {}

@@ -73,8 +73,8 @@ async def test_serve_registers_both_deployments_and_serves_an_edited_run(served)
     from prefect import get_client
 
     web: TestWeb = served["web"]
-    harvest = await deployment("harvest/harvest", served["proc"], served["log"])
-    recrawl = await deployment("recrawl/recrawl", served["proc"], served["log"])
+    harvest = await deployment("harvest/served-serve", served["proc"], served["log"])
+    recrawl = await deployment("recrawl/served-serve", served["proc"], served["log"])
     assert [s.schedule.cron for s in harvest.schedules] == [HARVEST_CRON]
     assert [s.schedule.cron for s in recrawl.schedules] == [RECRAWL_CRON]
     assert {"harvester", "harvest"} <= set(harvest.tags) and {"harvester", "recrawl"} <= set(recrawl.tags)
@@ -101,7 +101,7 @@ async def test_serve_registers_both_deployments_and_serves_an_edited_run(served)
 async def test_an_invalid_parameter_is_rejected_or_fails_clearly(served):
     from prefect import get_client
 
-    harvest = await deployment("harvest/harvest", served["proc"], served["log"])
+    harvest = await deployment("harvest/served-serve", served["proc"], served["log"])
     async with get_client() as client:
         # Outside the JSON schema's bounds: the API refuses to create the run.
         with pytest.raises(Exception, match=r"(?i)validation"):
