@@ -461,6 +461,11 @@ def deployments(
     else:
         out.write_text(text, encoding="utf-8")
         console.print(f"wrote {out}: deploy with `prefect deploy --all --prefect-file {out}`")
+    if os.environ.get("PREFECT_API_URL"):  # the server the deployments go to: give it the healing automations
+        from flows.healing import ensure_healing
+
+        for name in asyncio.run(ensure_healing()):
+            err_console.print(f"created the automation {name!r}")
 
 
 @app.command()
