@@ -14,7 +14,7 @@ import time
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,9 +24,6 @@ from rich.table import Table
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
-
-if TYPE_CHECKING:
-    from flows.parameters import RunOverrides
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
@@ -96,11 +93,21 @@ def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile
     return SiteProfile.build(seeds=tuple(seeds), **fields)
 
 
-def _run_overrides(per_host: int | None, max_hosts: int | None) -> RunOverrides:
-    """The flags a flow run takes as typed overrides (what Prefect stores: never the database URL)."""
-    from flows.parameters import RunOverrides
+def _run(
+    kind: str, settings: Settings, profile: SiteProfile, *, workers: int = 1, refresh: bool = False,
+    config: Path | None = None, per_host: int | None = None, max_hosts: int | None = None,
+) -> Any:
+    """``kind`` through the Prefect flows when a server is configured, else in this process (``cli_runs``)."""
+    from harvester.cli_runs import prefect_api_url, run_locally, run_with_prefect
 
-    return RunOverrides.model_validate(_overrides(per_host, max_hosts))
+    if prefect_api_url() is None:
+        return _run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
+                                                              refresh=refresh), settle=False)
+    _prepare_prefect(settings)
+    return _run_with_progress(settings, kind, run_with_prefect(
+        kind, profile, workers=workers, refresh=refresh, config_file=str(config) if config else None,
+        overrides=_overrides(per_host, max_hosts),
+    ))
 
 
 def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
@@ -113,8 +120,10 @@ def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
     return overrides
 
 
-def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a flow while a rich display shows the frontier filling and emptying."""
+def _run_with_progress(
+    settings: Settings, title: str, coro: Coroutine[Any, Any, Any], *, settle: bool = True
+) -> Any:
+    """Run a flow (or the library's cycle) while a rich display shows the frontier filling and emptying."""
     from harvester.frontier import FrontierStore
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
@@ -147,7 +156,8 @@ def _run_with_progress(settings: Settings, title: str, coro: Coroutine[Any, Any,
                 await watcher
 
     result = asyncio.run(run())
-    _settle_prefect()
+    if settle:
+        _settle_prefect()
     return result
 
 
@@ -252,14 +262,8 @@ def harvest(
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, extractor=extractor)
-    _prepare_prefect(settings)
-    from flows.harvest import harvest_flow
-
-    result = _run_with_progress(
-        settings, "harvest",
-        harvest_flow(profile, workers=workers, config_file=str(config) if config else None,
-                     overrides=_run_overrides(per_host, max_hosts)),
-    )
+    result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
+                  max_hosts=max_hosts)
     _print_counters("harvest", result)
     _print_status(settings)
     _print_problems(settings)
@@ -276,14 +280,8 @@ def discover(
     """Phase one only: robots.txt, sitemaps, feeds and listing pages into the frontier."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget)
-    _prepare_prefect(settings)
-    from flows.discover import discover_flow
-
-    result = _run_with_progress(
-        settings, "discover",
-        discover_flow(profile, refresh=refresh, config_file=str(config) if config else None,
-                      overrides=_run_overrides(per_host, max_hosts)),
-    )
+    result = _run("discover", settings, profile, refresh=refresh, config=config, per_host=per_host,
+                  max_hosts=max_hosts)
     _print_counters("discover", {"discover": result})
     _print_status(settings)
     _print_problems(settings)
@@ -298,14 +296,8 @@ def extract(
     """Phase two only: fetch what is due in the frontier."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
     profile = _profile(list(seeds or []), settings)
-    _prepare_prefect(settings)
-    from flows.extract import extract_flow
-
-    result = _run_with_progress(
-        settings, "extract",
-        extract_flow(profile, workers=workers, config_file=str(config) if config else None,
-                     overrides=_run_overrides(per_host, max_hosts)),
-    )
+    result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
+                  max_hosts=max_hosts)
     _print_counters("extract", {"extract": result})
     _print_status(settings)
 
@@ -320,14 +312,8 @@ def recrawl(
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
     profile = _profile(list(seeds or []), settings)
-    _prepare_prefect(settings)
-    from flows.recrawl import recrawl_flow
-
-    result = _run_with_progress(
-        settings, "recrawl",
-        recrawl_flow(profile, refresh=refresh, workers=workers, config_file=str(config) if config else None,
-                     overrides=_run_overrides(per_host, max_hosts)),
-    )
+    result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
+                  per_host=per_host, max_hosts=max_hosts)
     _print_counters("recrawl", result)
     _print_changes(result.get("changes") or {})
 

@@ -137,3 +137,34 @@ def test_a_cycles_new_changed_gone_and_deferred_urls_are_all_listed(capsys):
     assert "changed: http://h.test/c" in out
     assert "new: http://h.test/a" in out and "new: http://h.test/b" in out
     assert "gone: http://h.test/old" in out
+
+
+def test_without_a_prefect_server_a_harvest_runs_in_process_and_never_starts_prefect(make_web, tmp_path):
+    """No server configured: the library runs the cycle here (issue 22: ~1 s of fixed cost instead of the ~10 s
+    of Prefect's temporary server, bench/cli_fixed_cost.py); the frontier records the same runs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harvester import FrontierStore
+    from harvester.settings import Settings
+    from harvester.testing.sites import HostSpec
+
+    web = make_web([HostSpec("a", pages=12)], seed=35)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVESTER_", "PREFECT_"))}
+    env |= {"HARVESTER_DATABASE_URL": db, "PREFECT_HOME": str(home)}
+    harvester = str(Path(sys.executable).parent / "harvester")
+    subprocess.run([harvester, "db", "upgrade"], env=env, check=True, capture_output=True, timeout=120)
+    done = subprocess.run([harvester, "harvest", *web.seeds, "--name", "local"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "new: " in done.stdout and "Frontier:" in done.stdout
+    assert not (home / "prefect.db").exists(), "Prefect's temporary server was started"
+    with FrontierStore.open(Settings.load(database_url=db)) as store:
+        assert store.last_run("discover")["profile"]["name"] == "local"  # type: ignore[index]
+        assert store.last_run("extract")["status"] == "completed"  # type: ignore[index]
+        states = store.url_states()
+    assert all(states[url][0] == "done" for url in web.truth["a"].allowed_detail_urls())

@@ -142,7 +142,7 @@ async def aharvest(
 ) -> Cycle[PhaseResult]:
     """``harvest`` as a coroutine, for a caller that already runs an event loop."""
     resolve_hook(profile.extractor, extractor)  # a bad hook is refused before the site is asked anything
-    return _loud(await harvest_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings, profile))
+    return loud(await harvest_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings, profile))
 
 
 async def arecrawl(
@@ -151,11 +151,11 @@ async def arecrawl(
 ) -> Cycle[PhaseResult]:
     """``recrawl`` as a coroutine, for a caller that already runs an event loop."""
     resolve_hook(profile.extractor, extractor)
-    return _loud(await recrawl_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings,
+    return loud(await recrawl_steps(LocalSteps(settings, profile, workers, extractor, on_progress), settings,
                                      profile, refresh=refresh))
 
 
-def _loud(cycle: Cycle[T]) -> Cycle[T]:
+def loud(cycle: Cycle[T]) -> Cycle[T]:
     """The cycle, unless it fetched nothing: then ``NothingFetched``, its record already in the frontier."""
     if cycle.silent is not None:
         raise NothingFetched(cycle.silent)
