@@ -117,7 +117,7 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     lines = [f"# {kind.capitalize()} of {site}", ""]
     if cycle.silent:
         lines += [f"**Failed: {cycle.silent}**", ""]
-    lines += ["| | pages |", "|---|---|"]
+    lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
     lines += [f"| {name} | {changes[name]} |" for name in ("new", "changed", "gone", "deferred")]
     lines += [f"| {name.replace('_', ' ')} | {totals.get(name, 0)} |" for name in ("fetched", "not_modified", "failed")]
     if cycle.fetches:
@@ -126,6 +126,9 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
         for origin, counts in sorted(cycle.fetches.items()):
             lines.append(f"| {origin} | {counts.get('fetched', 0)} | {counts.get('not_modified', 0)} | "
                          f"{counts.get('gone', 0)} | {counts.get('failed', 0)} | {_failures(counts) or '-'} |")
+    if cycle.problems:
+        lines += ["", f"## Discovery problems ({len(cycle.problems)})", ""]
+        lines += [f"- {problem}" for problem in cycle.problems[:MAX_EXAMPLES]]
     for name in ("new", "changed", "gone"):
         urls = changes[f"{name}_urls"][:MAX_EXAMPLES]
         if urls:

@@ -70,6 +70,10 @@ class Cycle(Generic[R]):
     fetches: dict[str, dict[str, int]] = field(default_factory=dict)
     started_at: datetime | None = None
     silent: str | None = None
+    found: int = 0
+    """URLs this cycle's discovery added to the frontier."""
+    problems: list[str] = field(default_factory=list)
+    """This cycle's discovery problems (robots.txt unavailable, sitemaps refused or cut, ...), as its run recorded."""
 
 
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
@@ -100,10 +104,14 @@ async def _close(settings: Settings, profile: SiteProfile, since: datetime, disc
     counters = getattr(extracted, "counters", extracted)
     if isinstance(counters, dict):
         changes["deferred"] = int(counters.get("deferred_by_budget") or 0)
+    found = getattr(discovered, "counters", discovered)
     with await db(FrontierStore.open, settings) as store:
         fetches = await db(store.fetch_counts_since, since, origins)
+        last = await db(store.last_run, "discover")
+    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
     return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=fetches, started_at=since,
-                 silent=await silence(settings, profile, since))
+                 silent=await silence(settings, profile, since), problems=problems,
+                 found=int(found.get("urls_new") or 0) if isinstance(found, dict) else 0)
 
 
 @dataclass(frozen=True, slots=True)

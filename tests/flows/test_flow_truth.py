@@ -87,7 +87,7 @@ async def test_a_recrawls_changes_are_on_its_own_run_page(prefect_api, make_web,
     artifacts = await artifacts_of([run_id])
     assert {"recrawl-summary", "recrawl-hosts"} <= set(artifacts), sorted(artifacts)
     summary = artifacts["recrawl-summary"].data
-    assert "# Recrawl of daily" in summary
+    assert "# Recrawl of daily" in summary and "| found by discovery | " in summary
     counts = {name: int(summary.split(f"| {name} | ")[1].split(" |")[0]) for name in ("new", "changed", "gone")}
     assert counts["new"] == len(day.all("new") & set(web.truth["a"].allowed_detail_urls())), (counts, summary)
     assert counts["gone"] >= len(day.all("gone")), (counts, summary)
@@ -111,3 +111,4 @@ async def test_a_harvest_that_fetched_nothing_fails_with_the_reason(prefect_api,
     assert "no seed host answered" in (state.message or ""), state.message
     summary = (await artifacts_of([state.state_details.flow_run_id]))["harvest-summary"].data
     assert "Failed: no seed host answered" in summary, summary
+    assert "## Discovery problems" in summary and "robots.txt" in summary, summary  # per-host problems too

@@ -120,3 +120,28 @@ def test_empty_postgres_raises_schema_out_of_date_with_masked_url(pg_url: str) -
 def test_unsupported_dialect_is_named(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="mysql"):
         FrontierStore.open(Settings(database_url="mysql://u:p@127.0.0.1/x"))
+
+
+def test_the_head_read_from_the_scripts_is_alembics() -> None:
+    """``head_revision`` reads the chain from the scripts' text so that opening a database imports no Alembic."""
+    from harvester.frontier import migrate
+
+    assert migrate.head_revision() == migrate._alembic_head()
+
+
+def test_opening_an_up_to_date_database_imports_no_alembic(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    code = (
+        "import sys\nfrom harvester.frontier import FrontierStore\nfrom harvester.settings import Settings\n"
+        f"with FrontierStore.open(Settings.load(database_url={db!r})) as store:\n    store.stats()\n"
+        "sys.exit('alembic' in sys.modules)"
+    )
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    with FrontierStore.open(Settings.load(database_url=db), upgrade=True):
+        pass
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
