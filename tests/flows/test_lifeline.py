@@ -25,7 +25,7 @@ from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 
 STATE_WAIT_S = 60.0
-STOPS_WITHIN_S = 2.0
+STOPS_WITHIN_S = 3.0
 
 
 def start_serve(env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
@@ -86,7 +86,8 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
         after = detail_requests()
         await asyncio.sleep(3.0)
         assert detail_requests() == after, "the orphan is still fetching"
-        # The orphan sent its last request within about a second of the kill (it looks every 0.5 s).
+        # The orphan sent its last request within about a second of the kill (it looks every 0.5 s; the bound
+        # leaves room for a loaded machine).
         last = max(r.start for r in web.records() if r.url in details)
         assert last - killed_at <= STOPS_WITHIN_S, f"requests went on {last - killed_at:.1f} s after the kill"
         assert crashed.is_crashed() or crashed.is_scheduled(), crashed  # Crashed, or already scheduled again
