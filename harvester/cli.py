@@ -99,7 +99,10 @@ def _run(
 ) -> Any:
     """``kind`` through the Prefect flows when a server is configured, else in this process (``cli_runs``)."""
     from harvester.cli_runs import prefect_api_url, run_locally, run_with_prefect
+    from harvester.frontier import FrontierStore
 
+    with db_sync(FrontierStore.open, settings):  # a new SQLite file is migrated once, before the progress display
+        pass                                     # and the run open it from two threads at once
     if prefect_api_url() is None:
         return _run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
                                                               refresh=refresh), settle=False)

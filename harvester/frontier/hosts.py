@@ -38,6 +38,11 @@ class HostsMixin(StoreBase):
             self._ensure_hosts(tx, origins)
 
 
+    def host_origins(self) -> list[str]:
+        """Every host the frontier knows, by origin."""
+        with self._tx(write=False) as tx:
+            return [row[0] for row in tx.conn.execute(select(Host.origin))]
+
     def load_robots(self, origin: str) -> RobotsState | None:
         """The persisted robots.txt state of ``origin``, or None when it was never fetched."""
         with self._tx(write=False) as tx:

@@ -256,7 +256,11 @@ class ExtractWork:
         politeness = self.settings.politeness
         room = politeness.max_active_hosts - len(self.leased - self.exhausted - self.spent)
         if room > 0:
-            got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s)
+            # Only the profile's hosts (its seeds', those they moved to, those its scope takes in): a run of another
+            # site on the same frontier must not extract them, since it would judge their links by its own scope.
+            mine = [origin for origin in await db(self.store.host_origins) if self.site.in_scope(origin + "/")]
+            got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
+                           hosts=mine)
             for origin in got:
                 if origin in self.spent:
                     continue

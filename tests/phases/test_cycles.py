@@ -121,3 +121,26 @@ async def test_a_recrawl_of_a_site_gone_down_fails_and_one_of_a_live_site_does_n
     web.stop()
     with pytest.raises(NothingFetched, match=origin):
         await arecrawl(settings, profile)
+
+
+async def test_a_sites_extraction_leaves_another_sites_hosts_on_the_same_frontier_alone(make_web, db_url):
+    """Two sites share one frontier (a sites file's daily runs): extracting one never fetches the other's pages,
+    which it would judge by its own scope (their links out of scope, so lost to the other site for good)."""
+    from harvester import phases
+    from harvester.phases.cycles import LocalSteps
+
+    web = make_web([HostSpec("a", pages=10), HostSpec("b", pages=10)], seed=36)
+    settings = Settings.load(database_url=db_url)
+    one = SiteProfile.build(seeds=(web.seeds[0],), name="one")
+    two = SiteProfile.build(seeds=(web.seeds[1],), name="two")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, one)
+        await phases.discover(store, settings, two)
+    web.clear_records()
+    await LocalSteps(settings, one).extract()
+    assert {web.host_name(r.url) for r in web.records()} == {"a"}
+    await LocalSteps(settings, two).extract()
+    with FrontierStore.open(settings) as store:
+        states = store.url_states()
+    for name in ("a", "b"):
+        assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls()), name
