@@ -11,8 +11,11 @@ it registers deployments (``harvester serve``, ``harvester deployments``).
   ``Crashed``, which the first automation then retries: what happens when the whole machine is lost and nothing
   is left to report the crash.
 
-Retries are bounded by the flow itself (``check_attempt``): a run that keeps crashing fails for good after
-``MAX_CRASH_RETRIES`` reruns, with a message, instead of looping.
+Retries are bounded in the trigger: only a crash of a run's first ``MAX_CRASH_RETRIES`` starts (the event's
+``prefect.run-count``) is retried. A run that crashed before it ever started (run count 0: its pull step failed,
+``HARVESTER_HOME`` unset, a missing dependency) is a fault of the worker's set-up that a rerun would only repeat, so
+it stays Crashed with its message instead of looping Crashed→Scheduled forever. The flow itself checks the bound
+again (``check_attempt``) for a run put back by other means.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ HEARTBEAT_S = 30
 
 MAX_CRASH_RETRIES = 3
 
+RETRIED_RUN_COUNTS = [str(count) for count in range(1, MAX_CRASH_RETRIES + 1)]
+"""The run counts whose crash is retried: a run that started and crashed, up to the bound; never one that did not
+start (0)."""
+
 _FOR_OUR_RUNS = {"prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{TAG}"}
 
 
@@ -43,7 +50,8 @@ def automations() -> list[Automation]:
             name="harvester: retry crashed runs",
             description="A harvester run that crashed is scheduled again; it resumes from the frontier.",
             trigger=EventTrigger(
-                expect={"prefect.flow-run.Crashed"}, match={"prefect.resource.id": "prefect.flow-run.*"},
+                expect={"prefect.flow-run.Crashed"},
+                match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": RETRIED_RUN_COUNTS},
                 match_related=_FOR_OUR_RUNS, posture=Posture.Reactive, threshold=1,
             ),
             actions=[ChangeFlowRunState(state=StateType.SCHEDULED, name="AwaitingRetry", force=True,
@@ -66,14 +74,26 @@ def automations() -> list[Automation]:
 
 
 async def ensure_healing() -> list[str]:
-    """Create the automations the server does not hold yet (by name); returns the names created."""
-    created = []
+    """Create the automations the server does not hold yet, and bring up to date one an older release created (by
+    name), so a fix to a trigger reaches servers already in use; returns what it did, e.g. ``created 'x'``."""
+    done = []
     async with get_client() as client:
         for automation in automations():
-            if not await client.read_automations_by_name(automation.name):
-                await client.create_automation(AutomationCore(**automation.model_dump(exclude={"id"})))
-                created.append(automation.name)
-    return created
+            wanted = AutomationCore(**automation.model_dump(exclude={"id"}))
+            held = await client.read_automations_by_name(automation.name)
+            if not held:
+                await client.create_automation(wanted)
+                done.append(f"created {automation.name!r}")
+                continue
+            stale = [old for old in held if AutomationCore(**old.model_dump(exclude={"id"})) != wanted]
+            if stale:
+                # Replaced, not updated: Prefect 3.9's update_automation sends a field its own server refuses.
+                for old in stale:
+                    await client.delete_automation(old.id)
+                if len(stale) == len(held):
+                    await client.create_automation(wanted)
+                done.append(f"updated {automation.name!r}")
+    return done
 
 
 def check_attempt(run_count: int) -> None:

@@ -453,8 +453,8 @@ def deployments(
     if os.environ.get("PREFECT_API_URL"):  # the server the deployments go to: give it the healing automations
         from flows.healing import ensure_healing
 
-        for name in asyncio.run(ensure_healing()):
-            err_console.print(f"created the automation {name!r}")
+        for done in asyncio.run(ensure_healing()):
+            err_console.print(f"{done} (automation)")
 
 
 @app.command()

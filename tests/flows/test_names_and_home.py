@@ -17,6 +17,7 @@ from conftest import VENV_BIN, stop_group
 
 SITES = '[sites.lost]\nseeds = ["http://127.0.0.1:9/"]\n'
 WAIT_S = 120.0
+RETRY_WOULD_ACT_S = 5.0
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
@@ -65,6 +66,10 @@ async def test_pool_and_served_deployments_coexist_and_a_worker_without_home_say
                     break
                 assert time.monotonic() < deadline + WAIT_S, worker_log.read_text()[-3000:]
                 await asyncio.sleep(1)
+            # A run that crashed before it started is not retried (its worker's set-up would fail again): before,
+            # the retry automation sent it Crashed -> Scheduled -> Crashed for ever.
+            await asyncio.sleep(RETRY_WOULD_ACT_S)
+            assert (await client.read_flow_run(created.id)).state.is_crashed()
             for name in ("harvest/lost", "recrawl/lost", "harvest/lost-serve", "recrawl/lost-serve"):
                 await client.delete_deployment((await client.read_deployment_by_name(name)).id)
     finally:
