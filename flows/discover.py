@@ -16,14 +16,16 @@ from harvester.settings import SiteProfile
 
 @flow(name="discover", flow_run_name="discover-{profile.name}", validate_parameters=True)
 async def discover_flow(
-    profile: SiteProfile, refresh: bool = False, config_file: str | None = None, overrides: RunOverrides | None = None
+    profile: SiteProfile, refresh: bool = False, config_file: str | None = None, overrides: RunOverrides | None = None,
+    handover: str | None = None,
 ) -> dict[str, Any]:
-    """Find the site's URLs from what it publishes; ``refresh`` re-asks every document (conditionally)."""
+    """Find the site's URLs from what it publishes; ``refresh`` re-asks every document (conditionally).
+    ``handover`` is set by the harvest and recrawl flows (``harvester.phases.handover``); leave it empty."""
     settings = load_settings(config_file, overrides)
     run_id = await phases.begin_run(settings, "discover", profile)
     origins = phases.site_hosts(settings, profile)
     results = await asyncio.gather(
-        *(discover_host(profile, origin, run_id, refresh, config_file, overrides) for origin in origins)
+        *(discover_host(profile, origin, run_id, refresh, config_file, overrides, handover) for origin in origins)
     )
     result, stats = await phases.finish_run(settings, run_id, "discover", results)
     await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)

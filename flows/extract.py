@@ -16,14 +16,17 @@ from harvester.settings import SiteProfile
 
 @flow(name="extract", flow_run_name="extract-{profile.name}", validate_parameters=True)
 async def extract_flow(
-    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: RunOverrides | None = None
+    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: RunOverrides | None = None,
+    handover: str | None = None,
 ) -> dict[str, Any]:
-    """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time."""
+    """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time.
+    ``handover`` is set by the harvest and recrawl flows (``harvester.phases.handover``); leave it empty."""
     settings = load_settings(config_file, overrides)
     run_id = await phases.begin_run(settings, "extract", profile)
     progress_id = await start_progress("extract")
     results = await asyncio.gather(
-        *(extract_worker(profile, n, run_id, progress_id, config_file, overrides) for n in range(max(1, workers)))
+        *(extract_worker(profile, n, run_id, progress_id, config_file, overrides, handover)
+          for n in range(max(1, workers)))
     )
     result, stats = await phases.finish_run(settings, run_id, "extract", results)
     await publish(result, title=f"Extraction of {profile.name}", run_id=run_id, stats=stats)

@@ -21,14 +21,15 @@ class SubflowSteps:
     config_file: str | None = None
     overrides: RunOverrides | None = None
 
-    async def discover(self, *, refresh: bool) -> dict[str, Any]:
+    async def discover(self, *, refresh: bool, handover: str | None = None) -> dict[str, Any]:
         counters: dict[str, Any] = await discover_flow(
-            self.profile, refresh=refresh, config_file=self.config_file, overrides=self.overrides
+            self.profile, refresh=refresh, config_file=self.config_file, overrides=self.overrides, handover=handover
         )
         return counters
 
-    async def extract(self) -> dict[str, Any]:
+    async def extract(self, *, handover: str | None = None) -> dict[str, Any]:
         counters: dict[str, Any] = await extract_flow(
-            self.profile, workers=self.workers, config_file=self.config_file, overrides=self.overrides
+            self.profile, workers=self.workers, config_file=self.config_file, overrides=self.overrides,
+            handover=handover,
         )
         return counters

@@ -57,12 +57,14 @@ def load_settings(config_file: str | None, overrides: RunOverrides | dict[str, A
 )
 async def discover_host(
     profile: SiteProfile, origin: str, run_id: int, refresh: bool, config_file: str | None,
-    overrides: RunOverrides | None,
+    overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
-    """Discovery of one host; a rerun skips documents this run already processed."""
+    """Discovery of one host; a rerun skips documents this run already processed. Done, the host is handed to
+    the cycle's extraction (``handover``)."""
     settings = load_settings(config_file, overrides)
     with await db(FrontierStore.open, settings) as store:
-        result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh)
+        result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh,
+                                       handover=handover)
     return result.as_dict()
 
 
@@ -72,13 +74,15 @@ async def discover_host(
 )
 async def extract_worker(
     profile: SiteProfile, worker: int, run_id: int, progress_id: str | None, config_file: str | None,
-    overrides: RunOverrides | None,
+    overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
-    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs."""
+    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs; with
+    ``handover``, only hosts the cycle's discovery has handed over."""
     settings = load_settings(config_file, overrides)
     reporter = _Reporter(progress_id)
     with await db(FrontierStore.open, settings) as store:
-        result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter)
+        result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter,
+                                      handover=handover)
     return result.as_dict()
 
 

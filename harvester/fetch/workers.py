@@ -25,6 +25,10 @@ logger = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0
 """How often ``run_hosts`` hands diagnostics to ``on_progress``."""
 
+HOSTS_POLL_S = 0.5
+"""While hosts are being served and there is room for more, ``work.hosts()`` is asked again this often: a host
+handed over by discovery, or freed by another worker, starts within this, not when a running host ends."""
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +234,9 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             active[tasks.create_task(run.run(), name=f"host {host}")] = host
         if not active:
             break
-        done, _ = await asyncio.wait(active, return_when=asyncio.FIRST_COMPLETED)
+        room = len(active) < max_active_hosts and not stop_requested()
+        done, _ = await asyncio.wait(active, timeout=HOSTS_POLL_S if room else None,
+                                     return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             host = active.pop(task)
             task.result()  # a bug in done()/claim() surfaces here

@@ -253,6 +253,30 @@ class QueueMixin(StoreBase):
         return min((m for m in moments if m is not None), default=None)
 
 
+    def held_elsewhere(
+        self, owner: str, *, hosts: Sequence[str], kinds: Sequence[str] = ("detail",), now: datetime | None = None
+    ) -> list[str]:
+        """Hosts of ``hosts`` with work due now or in flight (URLs leased) that another owner's live lease holds:
+        what a worker that found nothing to claim waits for (the holder finishes, or dies and its lease runs out
+        and the work comes back), rather than end its run while work remains."""
+        if not hosts:
+            return []
+        now = aware(now) or utcnow()
+        kind_values = list(kinds)
+        due = or_(
+            exists().where(QueueEntry.host_id == Host.id, QueueEntry.kind.in_(kind_values),
+                           or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= now)),
+            exists().where(Url.host_id == Host.id, Url.kind.in_(kind_values), Url.state == UrlState.DONE.value,
+                           Url.next_fetch_at <= now),
+            exists().where(Lease.host_id == Host.id),
+        )
+        with self._tx(write=False) as tx:
+            return sorted(tx.conn.execute(
+                select(Host.origin).where(
+                    Host.origin.in_(list(hosts)), Host.lease_owner.is_not(None), Host.lease_owner != owner,
+                    Host.lease_until > now, due)
+            ).scalars())
+
     def fetched_since(self, origin: str, since: datetime, *, kinds: Sequence[str] = ("detail",)) -> int:
         """URLs of ``origin`` the site answered since ``since``: what a run has spent of the host's page budget.
 

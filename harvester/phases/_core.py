@@ -24,6 +24,7 @@ from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.discover_host import HostDiscovery
 from harvester.phases.exclusive import one_extraction
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
+from harvester.phases.handover import Handover, held
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.records import Changes, ErrorClass, HostDiagnostics, RobotsState
 from harvester.rules.admission import Site
@@ -112,6 +113,11 @@ class PhaseResult:
                 merged.hosts[origin] = _merge_host(merged.hosts.get(origin), host)
             merged.reports.update(item.reports)
             merged.problems.extend(item.problems)
+        deferred = [host["deferred_by_budget"] for host in merged.hosts.values() if "deferred_by_budget" in host]
+        if deferred:
+            # Per host, not per worker: two workers of a run may each find one spent host (one took it up after the
+            # other handed it back) and count the same deferred URLs.
+            merged.counters["deferred_by_budget"] = sum(deferred)
         return merged
 
 
@@ -234,12 +240,15 @@ async def discover(
     hosts: Sequence[str] | None = None,
     run_id: int | None = None,
     refresh: bool = False,
+    handover: str | None = None,
 ) -> PhaseResult:
     """Phase one for ``hosts`` (default: the profile's seed hosts), concurrently, each politely.
 
     A rerun with the same ``run_id`` skips every document already processed in that run; ``refresh`` asks
     for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
+    ``handover`` (``phases.handover``): each host discovered is handed to the cycle's extraction at once.
     """
+    ready = held(handover)
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
     origins = list(hosts) if hosts else site.origins
@@ -256,8 +265,14 @@ async def discover(
                           refresh=refresh, policies=policies)
             for origin in origins
         ]
+
+        async def run(item: HostDiscovery) -> None:
+            await item.run()  # its politeness state is saved when this returns: then extraction may take it
+            if ready is not None:
+                ready.hand_over(item.homes())
+
         try:
-            await asyncio.gather(*(item.run() for item in discoveries))
+            await asyncio.gather(*(run(item) for item in discoveries))
         finally:
             for item in discoveries:
                 retire_owner(item.owner)
@@ -284,24 +299,26 @@ async def extract(
     worker: int = 0,
     on_progress: ProgressCallback | None = None,
     extractor: ExtractorHook | None = None,
+    handover: str | None = None,
 ) -> PhaseResult:
     """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
 
     Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
     of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
     ``extractor`` is the user hook as a callable, for library callers (the profile names one as
-    ``module:function``; giving both is a ``ConfigError``).
+    ``module:function``; giving both is a ``ConfigError``). ``handover`` (``phases.handover``): the cycle's
+    discovery is running beside it; a host is taken once discovery hands it over.
     """
 
     hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
     with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
         return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
-                              hook=hook)
+                              hook=hook, handover=held(handover))
 
 
 async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
-    on_progress: ProgressCallback | None, hook: ExtractorHook | None,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None, handover: Handover | None = None,
 ) -> PhaseResult:
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
@@ -320,7 +337,7 @@ async def _extract(
         started = await db(store.run_started_at, run_id) if run_id is not None else None
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
-                           policies=policies)
+                           policies=policies, handover=handover)
 
         def snapshot() -> Progress:
             return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
@@ -347,9 +364,19 @@ async def _extract(
 
 async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork, stop: StopRule) -> None:
     """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``), or until
-    the process is asked to stop (``runtime.request_stop``: then the round drains and ``Interrupted`` ends it)."""
+    the process is asked to stop (``runtime.request_stop``: then the round drains and ``Interrupted`` ends it).
+
+    A run does not end while discovery of its cycle is still handing hosts over (``phases.handover``) or while
+    hosts with work due are held by other workers: it waits for them. What discovery hands over may widen the
+    site (a seed found moved) and teach it detail shapes: both are read again before the next round."""
     settings = work.settings
+    handover = work.handover
+    scoped = 0
     while True:
+        seen = handover.version if handover is not None else 0
+        if seen != scoped:
+            await _rescope(store, work)
+            scoped = seen
         known_before = await db(store.url_high_water)
         await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
         await work.writer.flush()
@@ -361,9 +388,23 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
         soonest = await db(store.next_due_at, kinds=("detail",))
         gap = stop.wait_s(next_due_in_s=None if soonest is None else (soonest - utcnow()).total_seconds(),
                           settled=_settled(work))
+        handing_over = handover is not None and not handover.ended
         if gap is None:
-            return
-        await asyncio.sleep(gap)
+            await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry
+            gap = stop.hold_s(held_elsewhere=len(await work.held_by_others()), handing_over=handing_over)
+            if gap is None:
+                return
+        if handover is not None and handing_over:
+            await handover.changed(seen, gap)  # a host handed over starts the next round at once
+        else:
+            await asyncio.sleep(gap)
+
+
+async def _rescope(store: FrontierStore, work: ExtractWork) -> None:
+    """Read again what discovery may have learned since: hosts that moved (they join the scope) and detail shapes."""
+    work.site.add_moved(await db(store.moved_hosts))
+    work.rescope()
+    await _teach_classifier(store, work.site)
 
 
 async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:

@@ -45,6 +45,10 @@ class PageBudget:
         spent = await db(self._store.fetched_since, origin, self.since)
         self._room[origin] = max(0, self.limit - spent)
 
+    async def left(self, origin: str) -> int:
+        """What the run has left on ``origin`` now, read from the frontier (a host another worker holds)."""
+        return max(0, self.limit - await db(self._store.fetched_since, origin, self.since))
+
     def room(self, origin: str) -> int:
         return self._room.get(origin, self.limit)
 

@@ -1,4 +1,4 @@
-"""Whole crawl cycles: ``harvest()`` (discover, then extract) and ``recrawl()`` (the scheduled re-crawl).
+"""Whole crawl cycles: ``harvest()`` (discover, then extract, per host) and ``recrawl()`` (the scheduled re-crawl).
 
 The order of a cycle's steps is written once, in ``harvest_steps`` and ``recrawl_steps``, over a ``Steps``
 object that says how each phase runs: ``LocalSteps`` runs it in this process (the library's ``harvest`` and
@@ -36,8 +36,9 @@ from harvester.phases._core import (
     silence,
     site_hosts,
 )
+from harvester.phases.handover import handover, held
 from harvester.records import Changes
-from harvester.runtime import db, utcnow
+from harvester.runtime import db, task_group, utcnow
 from harvester.settings import Settings, SiteProfile
 
 R = TypeVar("R")
@@ -48,12 +49,14 @@ T = TypeVar("T")
 class Steps(Protocol[R_co]):
     """How each phase of a cycle runs; what a phase returns (``R_co``) is up to the runner."""
 
-    async def discover(self, *, refresh: bool) -> R_co:
-        """One whole discovery run of the profile's hosts; ``refresh`` asks every document again (conditionally)."""
+    async def discover(self, *, refresh: bool, handover: str | None = None) -> R_co:
+        """One whole discovery run of the profile's hosts; ``refresh`` asks every document again (conditionally);
+        each host is handed over (``phases.handover``) as its discovery ends."""
         ...
 
-    async def extract(self) -> R_co:
-        """One whole extraction run: everything due, by all workers."""
+    async def extract(self, *, handover: str | None = None) -> R_co:
+        """One whole extraction run: everything due, by all workers; with ``handover``, beside the discovery that
+        hands the hosts over, each taken once handed."""
         ...
 
 
@@ -79,8 +82,7 @@ class Cycle(Generic[R]):
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
     """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
     since = utcnow()
-    discovered = await steps.discover(refresh=False)
-    extracted = await steps.extract()
+    discovered, extracted = await _pipelined(steps, refresh=False)
     return await _close(settings, profile, since, discovered, extracted)
 
 
@@ -92,9 +94,28 @@ async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfil
     re-crawl's discovery count as new and those its extraction found gone as gone.
     """
     since: datetime = await mark_due(settings, profile) if refresh else utcnow()
-    discovered = await steps.discover(refresh=refresh)
-    extracted = await steps.extract()
+    discovered, extracted = await _pipelined(steps, refresh=refresh)
     return await _close(settings, profile, since, discovered, extracted)
+
+
+async def _pipelined(steps: Steps[R], *, refresh: bool) -> tuple[R, R]:
+    """Both phases at once, per host in order: a host's extraction starts when its own discovery ends (so a slow
+    host's discovery delays only that host), never on a host discovery is still reading. A discovery that fails
+    fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled."""
+    with handover() as key:
+        ready = held(key)
+        assert ready is not None
+
+        async def discovery() -> R:
+            try:
+                return await steps.discover(refresh=refresh, handover=key)
+            finally:
+                ready.end()
+
+        async with task_group() as tasks:
+            discovered = tasks.create_task(discovery(), name="discovery")
+            extracted = tasks.create_task(steps.extract(handover=key), name="extraction")
+    return discovered.result(), extracted.result()
 
 
 async def _close(settings: Settings, profile: SiteProfile, since: datetime, discovered: R, extracted: R) -> Cycle[R]:
@@ -125,23 +146,24 @@ class LocalSteps:
     extractor: ExtractorHook | None = None
     on_progress: ProgressCallback | None = None
 
-    async def discover(self, *, refresh: bool) -> PhaseResult:
+    async def discover(self, *, refresh: bool, handover: str | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "discover", self.profile)
         with await db(FrontierStore.open, self.settings) as store:
-            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh)
+            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh,
+                                  handover=handover)
         result, _ = await finish_run(self.settings, run_id, "discover", [part])
         return result
 
-    async def extract(self) -> PhaseResult:
+    async def extract(self, *, handover: str | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)
-        parts = await asyncio.gather(*(self._worker(run_id, n) for n in range(max(1, self.workers))))
+        parts = await asyncio.gather(*(self._worker(run_id, n, handover) for n in range(max(1, self.workers))))
         result, _ = await finish_run(self.settings, run_id, "extract", parts)
         return result
 
-    async def _worker(self, run_id: int, worker: int) -> PhaseResult:
+    async def _worker(self, run_id: int, worker: int, handover: str | None) -> PhaseResult:
         with await db(FrontierStore.open, self.settings) as store:
             return await extract(store, self.settings, self.profile, run_id=run_id, worker=worker,
-                                 on_progress=self.on_progress, extractor=self.extractor)
+                                 on_progress=self.on_progress, extractor=self.extractor, handover=handover)
 
 
 async def aharvest(

@@ -115,7 +115,7 @@ class DiscoveryBase:
         self._prefetched: dict[str, FetchResult] = {}
         """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 
-    def _homes(self) -> list[str]:
+    def homes(self) -> list[str]:
         """This host, and where its seed moved to (read as part of it: no discovery of its own runs for it)."""
         return [self.origin] if self._moved is None else [self.origin, self._moved]
 
@@ -147,7 +147,7 @@ class DiscoveryBase:
         """What the full read of ``url`` may have stopped naming (see ``Vanished``): nothing on a first read."""
         if known is None or known.content_hash is None:
             return None
-        return Vanished(labels=(provenance(source, url),), origins=tuple(self._homes()), named_since=known.read_at,
+        return Vanished(labels=(provenance(source, url),), origins=tuple(self.homes()), named_since=known.read_at,
                         seen_before=self.run_started, now=now)
 
     def _failure(

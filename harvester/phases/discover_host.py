@@ -42,7 +42,7 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
                 if self._writer.batches:
                     self.counters["writer_process_batches"] += self._writer.batches
             if self.policies is not None:
-                for home in self._homes():
+                for home in self.homes():
                     await self.policies.save(home)
 
     async def _run(self) -> None:

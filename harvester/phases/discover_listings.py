@@ -48,7 +48,7 @@ class ListingCrawl(FeedReading):
         limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
         while fetched < budget:
             claimed = await db(
-                self.store.claim, self.owner, hosts=self._homes(), per_host=min(2 * limit, budget - fetched),
+                self.store.claim, self.owner, hosts=self.homes(), per_host=min(2 * limit, budget - fetched),
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
             )
             if not claimed:
@@ -146,7 +146,7 @@ class ListingCrawl(FeedReading):
             # list, a conditional request says so; deleted, a 404/410 marks it gone).
             self._vanished_from[claimed.id] = Vanished(
                 labels=(provenance(Source.LISTING, claimed.url), provenance(Source.PAGINATION, claimed.url)),
-                origins=tuple(self._homes()), named_since=await db(self.store.last_read_at, claimed.id),
+                origins=tuple(self.homes()), named_since=await db(self.store.last_read_at, claimed.id),
                 seen_before=self.run_started, now=now,
             )
         next_pages = set(page.next_pages)

@@ -35,6 +35,7 @@ from harvester.runtime import db, retire_owner, utcnow
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
     from harvester.phases.budget import PageBudget
+    from harvester.phases.handover import Handover
     from harvester.phases.host_policy import PolicyKeeper
     from harvester.rules.admission import Site
     from harvester.settings import Settings
@@ -221,8 +222,10 @@ class ExtractWork:
     def __init__(
         self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
         hook: ExtractorHook | None, budget: PageBudget, policies: PolicyKeeper | None = None,
+        handover: Handover | None = None,
     ) -> None:
         self.store = store
+        self.handover = handover
         self.budget = budget
         self.policies = policies
         self.settings = settings
@@ -244,6 +247,7 @@ class ExtractWork:
         self._moved_answers: dict[str, FetchResult] = {}
         """Canonical target URL -> the answer its permanent redirect gave (``_keep_moved_answer``), oldest first."""
         self._moved_bytes = 0
+        self._in_scope: dict[str, bool] = {}
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -256,9 +260,8 @@ class ExtractWork:
         politeness = self.settings.politeness
         room = politeness.max_active_hosts - len(self.leased - self.exhausted - self.spent)
         if room > 0:
-            # Only the profile's hosts (its seeds', those they moved to, those its scope takes in): a run of another
-            # site on the same frontier must not extract them, since it would judge their links by its own scope.
-            mine = [origin for origin in await db(self.store.host_origins) if self.site.in_scope(origin + "/")]
+            handed = self.handover.open_hosts() if self.handover is not None else None
+            mine = [origin for origin in await self.my_hosts() if handed is None or origin in handed]
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
                            hosts=mine)
             for origin in got:
@@ -278,6 +281,25 @@ class ExtractWork:
             for origin in parked:
                 await self._end_turn(origin)
         return [origin for origin in self.leased if origin not in self.exhausted and origin not in self.spent]
+
+    async def my_hosts(self) -> list[str]:
+        """The profile's hosts in the frontier (its seeds', those they moved to, those its scope takes in): a run
+        of another site on the same frontier must not extract them, since it would judge their links by its own
+        scope. Each origin is judged once."""
+        judged = self._in_scope
+        for origin in await db(self.store.host_origins):
+            if origin not in judged:
+                judged[origin] = self.site.in_scope(origin + "/")
+        return [origin for origin, mine in judged.items() if mine]
+
+    def rescope(self) -> None:
+        """The site's scope grew (a host discovery found moved joined it): judge every origin again."""
+        self._in_scope.clear()
+
+    async def held_by_others(self) -> list[str]:
+        """The profile's hosts with work due and room in the run's budget that other workers hold now."""
+        held = await db(self.store.held_elsewhere, self.owner, hosts=await self.my_hosts())
+        return [origin for origin in held if await self.budget.left(origin) > 0]
 
     async def _end_turn(self, host: str) -> None:
         """The host has nothing more for this worker now: write what is pending, its politeness state, and

@@ -16,6 +16,9 @@ RETRY_WAIT_MAX_S = 30.0
 RETRY_WAIT_TOTAL_S = 120.0
 """All of one extraction's waits for backed-off retries, together, stay within this."""
 
+HOLD_POLL_S = 1.0
+"""While work is due on hosts other workers hold (or discovery has yet to hand over), a run looks again this often."""
+
 
 @dataclass(slots=True)
 class StopRule:
@@ -39,12 +42,29 @@ class StopRule:
     idle_rounds: int = 0
     last_settled: int = -1
     waited_s: float = 0.0
+    held_rounds: int = 0
+    """Rounds started after a wait for hosts held elsewhere: they follow no links of the round before."""
 
     def again_now(self, *, added_urls: bool) -> bool:
         """After a round: True when its pages added URLs and link rounds remain (the caller then checks that
         some are due before it runs another round)."""
-        self.rounds += 1
+        if self.held_rounds:
+            self.held_rounds -= 1
+        else:
+            self.rounds += 1
         return added_urls and self.rounds < self.max_link_rounds
+
+    def hold_s(self, *, held_elsewhere: int, handing_over: bool) -> float | None:
+        """When the run would end: seconds to wait before another round, or None (the run is over).
+
+        ``held_elsewhere``: hosts with work due (and budget left) that other workers hold now; ``handing_over``:
+        discovery of this cycle is still running, so hosts are still to be handed over. Either way the run is not
+        done: it waits and looks again, instead of leaving work to whoever holds it and ending (a holder that
+        dies loses its lease after ``store.lease_s``, and its hosts come back). The wait spends no link round."""
+        if not held_elsewhere and not handing_over:
+            return None
+        self.held_rounds += 1
+        return HOLD_POLL_S
 
     def wait_s(self, *, next_due_in_s: float | None, settled: int) -> float | None:
         """Seconds to wait for the next backed-off retry before another round, or None: the run is over.

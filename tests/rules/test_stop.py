@@ -3,7 +3,7 @@ backed-off retries within their bounds, and an end when nothing is settled for `
 
 from __future__ import annotations
 
-from harvester.rules.stop import MAX_LINK_ROUNDS, RETRY_WAIT_MAX_S, RETRY_WAIT_TOTAL_S, StopRule
+from harvester.rules.stop import HOLD_POLL_S, MAX_LINK_ROUNDS, RETRY_WAIT_MAX_S, RETRY_WAIT_TOTAL_S, StopRule
 
 
 def test_rounds_go_on_at_once_while_they_add_urls_up_to_the_link_round_cap():
@@ -39,3 +39,20 @@ def test_rounds_that_settle_nothing_end_the_waits_after_max_idle_rounds():
     answers = [stop.wait_s(next_due_in_s=1.0, settled=7) for _ in range(5)]
     # The first sets the mark; the next three settle nothing new, and the third of those ends the run.
     assert answers[:3] == [1.0, 1.0, 1.0] and answers[3] is None
+
+
+def test_work_held_by_others_or_hosts_still_to_be_handed_over_keep_the_run_waiting():
+    stop = StopRule(max_idle_rounds=3)
+    assert stop.hold_s(held_elsewhere=0, handing_over=False) is None  # nothing left anywhere: over
+    assert stop.hold_s(held_elsewhere=2, handing_over=False) == HOLD_POLL_S  # another worker's hosts may come back
+    assert stop.hold_s(held_elsewhere=0, handing_over=True) == HOLD_POLL_S  # discovery is still handing hosts over
+
+
+def test_rounds_after_a_hold_spend_no_link_round():
+    stop = StopRule(max_idle_rounds=3, max_link_rounds=3)
+    for _ in range(10):  # a long wait for other workers' hosts ...
+        stop.hold_s(held_elsewhere=1, handing_over=False)
+        stop.again_now(added_urls=False)
+    # ... leaves every link round to the pages fetched after it.
+    assert stop.again_now(added_urls=True) and stop.again_now(added_urls=True)
+    assert not stop.again_now(added_urls=True)

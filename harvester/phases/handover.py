@@ -1,0 +1,95 @@
+"""Per-host pipelining: a host is handed from discovery to extraction as soon as its own discovery is done.
+
+A harvest runs its two phases at once: extraction takes a host only once discovery has handed it over, so a host
+whose sitemaps are read in a second is being fetched while a slow host is still being discovered, and the phases
+never overlap on one host (politeness spans both: the one phase on a host at a time keeps its limit, and the host's
+politeness state, Crawl-delay's next allowed request included, is saved by discovery before the handover and loaded
+by extraction after it). Hosts no discovery of the cycle reads (another in-scope host a link leads to) are open to
+extraction once discovery has ended.
+
+A ``Handover`` is shared by the two phases of one cycle in one process (the library's cycle, or a flow whose
+subflows and tasks run in threads of that process): it is registered under a key, the string the phases (and
+their Prefect parameters) carry. A phase given a key this process does not hold (run elsewhere) is not pipelined:
+extraction then takes every host, as a lone extraction run does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+POLL_S = 0.1
+"""How often a waiting extraction looks for a newly handed-over host (a set lookup: costs nothing)."""
+
+
+class Handover:
+    """The hosts discovery has finished in one cycle, and whether discovery has ended. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: set[str] = set()
+        self._ended = False
+        self.version = 0
+        """Grows with every change: a waiter compares it with what it saw."""
+
+    def hand_over(self, origins: Iterable[str]) -> None:
+        """These hosts' discovery is done (their politeness state saved): extraction may take them."""
+        with self._lock:
+            self._ready.update(origins)
+            self.version += 1
+
+    def end(self) -> None:
+        """Discovery has ended, however it ended: every host is open to extraction."""
+        with self._lock:
+            self._ended = True
+            self.version += 1
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
+
+    def open_hosts(self) -> frozenset[str] | None:
+        """The hosts extraction may take now; None when discovery has ended (all of them)."""
+        with self._lock:
+            return None if self._ended else frozenset(self._ready)
+
+    async def changed(self, seen: int, timeout_s: float) -> bool:
+        """Wait until something changes after version ``seen`` (True) or ``timeout_s`` passes (False)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.version == seen:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(POLL_S, left))
+        return True
+
+
+_HELD: dict[str, Handover] = {}
+_HELD_LOCK = threading.Lock()
+
+
+@contextmanager
+def handover() -> Iterator[str]:
+    """A new handover for one cycle, registered under the key this yields; ended and forgotten on exit."""
+    key = uuid.uuid4().hex
+    item = Handover()
+    with _HELD_LOCK:
+        _HELD[key] = item
+    try:
+        yield key
+    finally:
+        item.end()
+        with _HELD_LOCK:
+            _HELD.pop(key, None)
+
+
+def held(key: str | None) -> Handover | None:
+    """The handover registered under ``key`` in this process, None when there is none (not pipelined)."""
+    if key is None:
+        return None
+    with _HELD_LOCK:
+        return _HELD.get(key)
