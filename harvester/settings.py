@@ -81,6 +81,14 @@ DEFAULT_PRESENTATION_PARAMS: tuple[str, ...] = (
 is also the URL fetched. Not ``view``, ``format``, ``layout`` or ``display``: on many sites they select the content
 itself (Joomla's ``option=com_content&view=article``, ``format=pdf``), and dropping them fetched another page."""
 
+DEFAULT_LISTING_PRESENTATION_PARAMS: tuple[str, ...] = (
+    "view", "display", "layout", "mode", "per_page", "perpage", "page_size", "pagesize", "items_per_page",
+    "limit", "show", "columns",
+)
+"""Parameters that re-present a listing page (layout, page size) without selecting other items. A listing link
+carrying one is not crawled when the listing without it was read (``rules.facets``); unlike
+``presentation_params`` they stay in every canonical key, since on some sites they select the content itself."""
+
 DEFAULT_FACET_PARAMS: tuple[str, ...] = (
     "color", "colour", "size", "brand", "price", "filter", "facet", "material", "min_price", "max_price",
 )
@@ -165,6 +173,7 @@ class UrlSettings(_Group):
     session_params: tuple[str, ...] = DEFAULT_SESSION_PARAMS
     presentation_params: tuple[str, ...] = DEFAULT_PRESENTATION_PARAMS
     facet_params: tuple[str, ...] = DEFAULT_FACET_PARAMS
+    listing_presentation_params: tuple[str, ...] = DEFAULT_LISTING_PRESENTATION_PARAMS
     max_url_length: int = Field(2048, ge=64, description="Longer URLs are traps.")
     max_path_depth: int = Field(12, ge=1, description="More path segments than this is a trap.")
     max_repeated_segments: int = Field(2, ge=1, description="One segment repeated more often is a trap.")
@@ -208,6 +217,12 @@ class DiscoverySettings(_Group):
         description="A feed that listed only entries another feed of the host had listed in the same run is "
         "polled again after this (0: every run, conditionally: an Atom twin ordered by `updated` is where an "
         "edit of an old entry shows, which its RSS twin ordered by publication never shows).",
+    )
+    facet_useless_after: int = Field(
+        3, ge=1, le=1_000,
+        description="Variants of a facet parameter (urls.facet_params) that listed no item other pages had not, "
+        "after which its variants are not fetched in the run (one such variant more per parameter once the site's "
+        "filters have only repeated its listings); a variant that adds an item keeps the parameter crawled.",
     )
     pagination_recheck_s: float = Field(
         7 * 24 * 3600.0, ge=0,

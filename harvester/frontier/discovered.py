@@ -16,6 +16,7 @@ from harvester.frontier.base import (
 )
 from harvester.frontier.models import (
     Host,
+    Source,
     Url,
 )
 from harvester.frontier.rows import Merged, merge, split_url
@@ -210,6 +211,36 @@ class DiscoveredMixin(StoreBase):
             if cutoff is None or ((seen := d.dt(first_seen)) is not None and seen < cutoff)
         }
 
+
+    def first_sources(self, urls: Sequence[str], *, before: datetime) -> dict[str, str]:
+        """The provenance label of the first source of each of ``urls`` the frontier held before ``before``.
+
+        Lets the listing crawl tell an item found earlier by a sitemap or the plain listing (known) from one that
+        only a filter page ever listed (which that filter page keeps adding on every run)."""
+        by_origin: dict[str, list[str]] = {}
+        for url in urls:
+            origin, path = split_url(url)
+            by_origin.setdefault(origin, []).append(path)
+        if not by_origin:
+            return {}
+        cutoff = aware(before)
+        d = self._d
+        with self._tx(write=False) as tx:
+            ids = dict(tx.conn.execute(select(Host.origin, Host.id).where(Host.origin.in_(list(by_origin)))).all())
+            origin_of_id = {host_id: origin for origin, host_id in ids.items()}
+            rows = self._lookup(
+                tx.conn, {ids[o]: paths for o, paths in by_origin.items() if o in ids}, "first_seen, source_id"
+            )
+            firsts = {
+                origin_of_id[host_id] + path: source_id for host_id, path, first_seen, source_id in rows
+                if (seen := d.dt(first_seen)) is not None and seen < cutoff
+            }
+            wanted = sorted({i for i in firsts.values() if i is not None})
+            labels: dict[int, str] = {}
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start:start + 500]
+                labels.update(tx.conn.execute(select(Source.id, Source.label).where(Source.id.in_(chunk))).all())
+        return {url: labels.get(source_id, "") if source_id is not None else "" for url, source_id in firsts.items()}
 
     def url_id(self, url: str) -> int | None:
         """The id of a stored URL (canonical), or None when the frontier does not hold it."""

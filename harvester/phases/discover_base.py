@@ -102,6 +102,10 @@ class DiscoveryBase:
         self._feed_entries: set[str] = set()
         self._follows: dict[str, bool] = {}
         """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
+        self._listed_details: set[str] = set()
+        """Detail URLs the listing pages read in this run listed: what a facet variant must add to be useful."""
+        self._listings_started = run_started
+        """When this host's listing crawl began: items the frontier held before it were found by other pages."""
         self._writer: UrlWriter | None = None
         self._admitted = 0
         self._moved: str | None = None

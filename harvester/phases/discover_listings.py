@@ -26,6 +26,7 @@ from harvester.records import (
 )
 from harvester.rules import revisit
 from harvester.rules.classify import is_pagination
+from harvester.rules.facets import FacetChoice
 from harvester.runtime import aware, db, utcnow
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class ListingCrawl(FeedReading):
         budget = discovery.listing_page_budget
         fetched = 0
         limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
+        self._listings_started = utcnow()
         while fetched < budget:
             claimed = await db(
                 self.store.claim, self.owner, hosts=self.homes(), per_host=min(2 * limit, budget - fetched),
@@ -54,14 +56,31 @@ class ListingCrawl(FeedReading):
             if not claimed:
                 break
             firsts: list[ClaimedUrl] = []
+            probes: list[ClaimedUrl] = []
             continuations: list[tuple[ClaimedUrl, list[str]]] = []
+            items: list[tuple[Completion, list[DiscoveredUrl]]] = []
             for item in claimed:
+                choice = self.site.facets.choose(item.url)
+                if choice is FacetChoice.USELESS:
+                    items.append(self._variant_not_needed(item))
+                    continue
+                if choice is FacetChoice.PROBE:
+                    probes.append(item)
+                    continue
                 before = await self._predecessors(item)
                 if before:
                     continuations.append((item, before))
                 else:
                     firsts.append(item)
-            items = list(await asyncio.gather(*(self._listing(item) for item in firsts)))
+            items += await asyncio.gather(*(self._listing(item) for item in firsts))
+            for item in probes:
+                # One at a time, after the plain pages of the batch: each verdict is in before the next variant
+                # is asked, so a site whose filters add nothing costs a few requests however many were claimed.
+                if self.site.facets.choose(item.url) is FacetChoice.USELESS:
+                    items.append(self._variant_not_needed(item))
+                else:
+                    self.counters["listing_variants_probed"] += 1
+                    items.append(await self._listing(item))
             for item, before in continuations:
                 items.append(await self._continuation(item, before))
             vanished, self._vanished_from = self._vanished_from, {}
@@ -110,7 +129,42 @@ class ListingCrawl(FeedReading):
         completion, outlinks, follows = await self._read_listing(claimed)
         if follows is not None:
             self._follows[claimed.url] = follows
+        if completion.changed:
+            await self._learn_items(claimed.url, [item.url for item in outlinks if item.kind is UrlKind.DETAIL])
         return completion, outlinks
+
+    async def _learn_items(self, url: str, details: list[str]) -> None:
+        """Tell the site's ``FacetLearner`` what a facet variant read added: the details it lists that no listing
+        page read before it listed and that the frontier held before this listing crawl from anything but a
+        variant (an item only a filter reaches was first found by that filter, and it keeps counting as its)."""
+        facets = self.site.facets
+        if not facets.is_variant(url):
+            facets.read_plain(url)
+        elif facets.choose(url) is FacetChoice.PROBE:
+            new = [detail for detail in details if detail not in self._listed_details]
+            if new:
+                firsts = await db(self.store.first_sources, new, before=self._listings_started)
+                new = [detail for detail in new if detail not in firsts or self._from_variant(firsts[detail])]
+            facets.learned(url, added=len(new))
+            self.counters["listing_variants_useful" if new else "listing_variants_useless"] += 1
+        self._listed_details.update(details)
+
+    def _from_variant(self, label: str) -> bool:
+        kind, _, where = label.partition(":")
+        return kind in (Source.LISTING.value, Source.PAGINATION.value) and self.site.facets.is_variant(where)
+
+    def _variant_not_needed(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
+        """A queued facet variant whose parameters turned out to add nothing on this site: completed without a
+        request (due again at the listing revisit, when the next run judges afresh) and counted in the report."""
+        self.counters["listing_variants_not_fetched"] += 1
+        self.report.add_unfetched(Source.LISTING, FacetChoice.USELESS.value)
+        now = utcnow()
+        revisit_s = self.settings.discovery.listing_revisit_s
+        return Completion(
+            url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at or now,
+            content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+        ), []
 
     async def _read_listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl], bool | None]:
         """One listing page; the flag says whether its next pages may hold news (it was mostly news itself),
@@ -200,6 +254,13 @@ class ListingCrawl(FeedReading):
                 continue
             if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.site.profile.use_listings)):
                 continue
+            if kind is UrlKind.LISTING and (refusal := self._facet_refusal(claimed.url, canonical[link])):
+                self.report.add_entry(
+                    provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
+                    refusal,
+                )
+                self.counters[f"listing_links_refused:{refusal}"] += 1
+                continue
             # The next page of a listing is the same listing, one step on: it does not count as a level of depth
             # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
             item = self.site.admit(
@@ -210,6 +271,16 @@ class ListingCrawl(FeedReading):
             if item is not None:
                 outlinks[item.url] = item
         return outlinks
+
+    def _facet_refusal(self, page: str, link: str) -> str | None:
+        """Why the listing link ``link`` (canonical) found on ``page`` is not crawled, or None: the same list
+        re-presented, or a variant of facet parameters that added nothing on this site (``rules.facets``)."""
+        facets = self.site.facets
+        if facets.presentation(link, found_on=page):
+            return FacetChoice.PRESENTATION.value
+        if facets.choose(link) is FacetChoice.USELESS:
+            return FacetChoice.USELESS.value
+        return None
 
     def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
         """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""

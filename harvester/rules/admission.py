@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provenance
 from harvester.rules import scoring
 from harvester.rules.classify import ROOT_ITEM, LinkClassifier
+from harvester.rules.facets import FacetLearner
 from harvester.rules.report import DiscoveryReport
 from harvester.rules.scope import UrlFilter
 from harvester.rules.urls import CANONICAL_VERSION, canonicalizer_for
@@ -37,6 +38,10 @@ class Site:
         self.fetch_form = self.canonicalize.fetch_form
         self.filter = UrlFilter(settings, profile)
         self.classifier = LinkClassifier(profile)
+        self.facets = FacetLearner(
+            settings.urls.facet_params, settings.urls.listing_presentation_params,
+            useless_after=settings.discovery.facet_useless_after,
+        )
         self.reports: dict[str, DiscoveryReport] = {}
         self.truthfulness: dict[str, float | None] = {}
         origins: dict[str, None] = {}

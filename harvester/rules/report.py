@@ -91,6 +91,13 @@ class DiscoveryReport:
         if kind in ("sitemap", "feed") and has_lastmod_field is not False:
             self._track_lastmod(lastmod, fetched_at)
 
+    def add_unfetched(self, source: Source | str, verdict: str) -> None:
+        """A queued URL of ``source`` completed without a request for ``verdict`` (a facet variant whose parameter
+        turned out to add nothing while it waited): a refusal, though it was counted as found and queued."""
+        kind = _source_kind(source)
+        self.rejected[verdict] += 1
+        self.rejected_by_source.setdefault(kind, Counter())[verdict] += 1
+
     def add_entries(
         self,
         source: Source | str,

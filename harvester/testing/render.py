@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 from xml.sax.saxutils import escape as xml_escape
 
-from harvester.testing.render_feeds import FeedRendering, feed_key
+from harvester.testing.render_facets import FacetRendering, facet_query
+from harvester.testing.render_feeds import feed_key
 from harvester.testing.resources import HTML, TOKEN, Reply, Resource, Stream, make_resource, w3c_date
 from harvester.testing.sites import (
     BASE_EPOCH,
@@ -67,7 +68,7 @@ STYLE = (
 )
 
 
-class ServedSite(FeedRendering):
+class ServedSite(FacetRendering):
     """Responses of one host. All mutation (``rebuild``, ``advance``) happens on the server's event loop."""
 
     def __init__(self, spec: HostSpec, seed: int, origin: str) -> None:
@@ -118,6 +119,8 @@ class ServedSite(FeedRendering):
         pages = self.listings.get(path)
         if pages is not None:
             n = 1
+            if query and self.spec.facets and (facet := facet_query(query)) is not None:
+                return self.facet_pages[(path.strip("/").rpartition("/")[2], *facet)].reply(inm, ims, self.token())
             if query:
                 m = _PAGE_RE.search(query)
                 n = int(m.group(1)) if m else 1
@@ -168,6 +171,7 @@ class ServedSite(FeedRendering):
         self._build_sitemaps()
         self._build_feeds()
         self._build_listings()
+        self._build_facets()
         self._build_home()
 
     def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> None:
@@ -339,7 +343,8 @@ class ServedSite(FeedRendering):
         if n < total:
             pager += f' <a rel="next" href="{escape(self.listing_path(topic, n + 1))}">Next »</a>'
         return (
-            f'{head}<main><h1>{topic.capitalize()}</h1>\n<ul class="list">\n' + "\n".join(rows) + "\n</ul>\n"
+            f'{head}<main><h1>{topic.capitalize()}</h1>\n{self.facet_nav(topic)}<ul class="list">\n'
+            + "\n".join(rows) + "\n</ul>\n"
             f'<nav class="pagination">{pager}</nav></main>\n{foot}'
         )
 

@@ -16,6 +16,7 @@ from typing import Literal
 __all__ = [
     "BASE_EPOCH",
     "DAY_S",
+    "LISTING_FACETS",
     "HostChange",
     "HostSpec",
     "PageModel",
@@ -79,7 +80,7 @@ class RobotsSpec:
 @dataclass(frozen=True)
 class HostSpec:
     """One host of the test web. Fractions are of the detail pages (sitemap_only + feed_only + listing_only +
-    disallowed_in_sitemap must stay below 1; the rest is published in sitemap, feed and listings alike).
+    disallowed_in_sitemap + facet_only must stay below 1; the rest is published in sitemap, feed and listings alike).
 
     Feeds list the newest ``feed_entries`` entries, as real feeds do (WordPress, Drupal and jekyll-feed default
     to 10, Ghost 15, Blogger 25): the RSS feed ordered by publication date (WordPress), the Atom feed by
@@ -88,6 +89,10 @@ class HostSpec:
     (``"archive"``: fixed ``?archive=N`` documents chained by ``prev-archive``), or not at all (``"none"``).
     ``sitemap_lastmod="published"`` makes the sitemaps' lastmod a publication date that never moves on edits, as
     some CMS plugins do: a lastmod that does not announce changes.
+    ``facets`` gives every listing page a shop's filter links (``?color=``, ``?size=``, ``?brand=``: one page per
+    value, listing the topic's items with it) and presentation links (``?sort=price``, ``?view=grid``,
+    ``?per_page=48``, answered with the plain listing); ``facet_only`` details are listed by the filter pages only
+    (no sitemap, feed or plain listing), so only a crawl of the filters finds them.
     """
 
     name: str
@@ -105,6 +110,8 @@ class HostSpec:
     feed_paging: Literal["next", "archive", "none"] = "next"
     sitemap_lastmod: Literal["modified", "published"] = "modified"
     traps: bool = False
+    facets: bool = False
+    facet_only: float = 0.0
     hostile: bool = False
     max_in_flight: int | None = None
     retry_after_s: float = 1.0
@@ -115,7 +122,7 @@ class HostSpec:
     known per-page rates (a page's class follows from its id) instead of ``advance``'s ``changed`` fraction."""
 
     def __post_init__(self) -> None:
-        shares = self.sitemap_only + self.feed_only + self.listing_only + self.disallowed_in_sitemap
+        shares = self.sitemap_only + self.feed_only + self.listing_only + self.disallowed_in_sitemap + self.facet_only
         if shares > 1.0 + 1e-9:
             raise ValueError(f"host {self.name!r}: coverage fractions add up to {shares:.2f} > 1")
         if self.pages < 0 or self.sitemap_children < 0 or self.listing_page_size < 1 or self.feed_entries < 1:
@@ -124,6 +131,8 @@ class HostSpec:
             )
         if self.feed_paging not in ("next", "archive", "none"):
             raise ValueError(f"host {self.name!r}: feed_paging must be 'next', 'archive' or 'none'")
+        if self.facet_only and not self.facets:
+            raise ValueError(f"host {self.name!r}: facet_only needs facets=True (filter pages to list them)")
         if self.sitemap_lastmod not in ("modified", "published"):
             raise ValueError(f"host {self.name!r}: sitemap_lastmod must be 'modified' or 'published'")
         if not self.name or "/" in self.name:
@@ -136,6 +145,7 @@ SITEMAP_ONLY = "sitemap"
 FEED_ONLY = "feed"
 LISTING_ONLY = "listing"
 DISALLOWED = "disallowed"  # in the sitemap only, under DISALLOWED_PREFIX
+FACET_ONLY = "facet"  # on the filter pages of its topic's listing only (HostSpec.facets)
 
 
 @dataclass(slots=True)
@@ -170,6 +180,11 @@ class PageModel:
     def in_listing(self) -> bool:
         return self.coverage in (ALL, LISTING_ONLY)
 
+    @property
+    def in_facets(self) -> bool:
+        """Listed by the filter pages of its topic (on a host with ``facets``)."""
+        return self.coverage in (ALL, LISTING_ONLY, FACET_ONLY)
+
 
 @dataclass(frozen=True)
 class HostChange:
@@ -203,6 +218,7 @@ class SiteModel:
             (SITEMAP_ONLY, round(n * spec.sitemap_only)),
             (FEED_ONLY, round(n * spec.feed_only)),
             (LISTING_ONLY, round(n * spec.listing_only)),
+            (FACET_ONLY, round(n * spec.facet_only)),
         ]
         classes: list[str] = []
         for cls, k in counts:
@@ -298,6 +314,7 @@ class SiteModel:
             (spec.sitemap_only, SITEMAP_ONLY),
             (spec.feed_only, FEED_ONLY),
             (spec.listing_only, LISTING_ONLY),
+            (spec.facet_only, FACET_ONLY),
         ]
         new_pages = []
         for _ in range(k_new):
@@ -359,12 +376,33 @@ class SiteModel:
                 archives[p.id // size].append(p)
         return archives
 
+    def facet_items(self, topic: str, name: str, value: str) -> list[PageModel]:
+        """The items of one filter page of a topic's listing (``HostSpec.facets``), newest first."""
+        items = [p for p in self.pages if p.live and p.in_facets and p.topic == topic and facet_value(p, name) == value]
+        items.sort(key=lambda p: (-p.published_ts, -p.id))
+        return items
+
     def listing_pages(self, topic: str) -> list[list[PageModel]]:
         """The pages of one topic's listing, newest first, split into listing pages (at least one, maybe empty)."""
         items = [p for p in self.pages if p.live and p.in_listing and p.topic == topic]
         items.sort(key=lambda p: (-p.published_ts, -p.id))
         size = self.spec.listing_page_size
         return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
+LISTING_FACETS: dict[str, tuple[str, ...]] = {
+    "color": ("red", "blue", "green", "black", "white", "grey"),
+    "size": ("xs", "s", "m", "l", "xl"),
+    "brand": ("acme", "globex", "initech", "umbrella", "hooli"),
+}
+"""The filters of a faceted listing (``HostSpec.facets``): every value of each has its filter page."""
+
+
+def facet_value(page: PageModel, name: str) -> str:
+    """The value of filter ``name`` a page carries: a fixed function of its id, so every page has one of each."""
+    values = LISTING_FACETS[name]
+    spread = {"color": 1, "size": 7, "brand": 13}[name]
+    return values[(page.id * spread + page.id // len(values)) % len(values)]
 
 
 def _ymd(ts: int) -> tuple[int, int, int]:
