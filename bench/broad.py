@@ -25,6 +25,7 @@ never). Figures are noisy on a shared 2-core machine (the test web competes for 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -146,11 +147,9 @@ def main() -> None:
     args = ap.parse_args()
     tools = [args.only] if args.only else ["harvester", "scrapy"]
     if "scrapy" in tools:
-        try:
-            import scrapy as _  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("scrapy") is None:
             raise SystemExit("Scrapy is the peer of this benchmark: `.venv/bin/pip install -e '.[bench]'` (or --only "
-                             "harvester)") from None
+                             "harvester)")
     host_specs = specs(args.hosts, args.pages, args.latency)
     with TestWeb(host_specs, seed=9, mode="process") as web, tempfile.TemporaryDirectory() as tmp_dir:
         seeds = [web.origin(s.name) + "/" for s in host_specs]
