@@ -146,9 +146,8 @@ def main() -> None:
     ap.add_argument("--only", choices=("harvester", "scrapy"), default=None)
     args = ap.parse_args()
     tools = [args.only] if args.only else ["harvester", "scrapy"]
-    if "scrapy" in tools:
-        if importlib.util.find_spec("scrapy") is None:
-            raise SystemExit("Scrapy is the peer of this benchmark: `.venv/bin/pip install -e '.[bench]'` (or --only "
+    if "scrapy" in tools and importlib.util.find_spec("scrapy") is None:
+        raise SystemExit("Scrapy is the peer of this benchmark: `.venv/bin/pip install -e '.[bench]'` (or --only "
                              "harvester)")
     host_specs = specs(args.hosts, args.pages, args.latency)
     with TestWeb(host_specs, seed=9, mode="process") as web, tempfile.TemporaryDirectory() as tmp_dir:
