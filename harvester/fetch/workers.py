@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harvester.errors import Interrupted, LeaseLost
+from harvester.errors import Interrupted, LeaseLost, StoreError
 from harvester.fetch.engine import PoliteClient, refused
 from harvester.fetch.http import NO_VALIDATORS
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators, http_origin
@@ -219,10 +219,18 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
     pool closing in the background (``closing``)."""
     pending: deque[str] = deque()
     active: dict[asyncio.Task[None], str] = {}
+    polling = False
     while True:
         while len(active) < max_active_hosts and not stop_requested():
             if not pending:
-                pending.extend(h for h in await work.hosts() if h not in served)
+                try:
+                    pending.extend(h for h in await work.hosts() if h not in served)
+                except StoreError as exc:
+                    if not polling:
+                        raise
+                    # Only a look for more: the hosts being served go on, and the next look asks again. (A fault
+                    # that lasts fails their own writes, which wait it out first.)
+                    logger.warning("looking for more hosts: %s", exc, extra={"error_class": "storage"})
                 if not pending:
                     break
             host = pending.popleft()
@@ -237,6 +245,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
         room = len(active) < max_active_hosts and not stop_requested()
         done, _ = await asyncio.wait(active, timeout=HOSTS_POLL_S if room else None,
                                      return_when=asyncio.FIRST_COMPLETED)
+        polling = not done
         for task in done:
             host = active.pop(task)
             task.result()  # a bug in done()/claim() surfaces here

@@ -390,7 +390,10 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
                           settled=_settled(work))
         handing_over = handover is not None and not handover.ended
         if gap is None:
-            await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry
+            try:
+                await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry
+            except StoreError as exc:  # only a shortcut: their leases run out anyway; asked again next look
+                logger.warning("handing back dead holders' leases: %s", exc, extra={"error_class": "storage"})
             gap = stop.hold_s(held_elsewhere=len(await work.held_by_others()), handing_over=handing_over)
             if gap is None:
                 return

@@ -82,7 +82,7 @@ class Cycle(Generic[R]):
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
     """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
     since = utcnow()
-    discovered, extracted = await _pipelined(steps, refresh=False)
+    discovered, extracted = await _pipelined(steps, settings, refresh=False)
     return await _close(settings, profile, since, discovered, extracted)
 
 
@@ -94,14 +94,19 @@ async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfil
     re-crawl's discovery count as new and those its extraction found gone as gone.
     """
     since: datetime = await mark_due(settings, profile) if refresh else utcnow()
-    discovered, extracted = await _pipelined(steps, refresh=refresh)
+    discovered, extracted = await _pipelined(steps, settings, refresh=refresh)
     return await _close(settings, profile, since, discovered, extracted)
 
 
-async def _pipelined(steps: Steps[R], *, refresh: bool) -> tuple[R, R]:
+async def _pipelined(steps: Steps[R], settings: Settings, *, refresh: bool) -> tuple[R, R]:
     """Both phases at once, per host in order: a host's extraction starts when its own discovery ends (so a slow
     host's discovery delays only that host), never on a host discovery is still reading. A discovery that fails
-    fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled."""
+    fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled.
+
+    The frontier is opened (a new SQLite file created and migrated) once, first: two phases opening a new file
+    at the same moment would both try to migrate it, and one would find it locked."""
+    with await db(FrontierStore.open, settings):
+        pass
     with handover() as key:
         ready = held(key)
         assert ready is not None

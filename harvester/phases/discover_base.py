@@ -3,6 +3,7 @@ every step uses for discovery documents (due or not, revisit times, failures, pr
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter, deque
 from dataclasses import replace
@@ -97,6 +98,8 @@ class DiscoveryBase:
         self.report = site.report(origin)
         self.rules: RobotsRules | None = None
         self._feeds: deque[str] = deque()
+        self._feed_task: asyncio.Task[None] | None = None
+        """The reader of queued feeds while the listing crawl runs (``ListingCrawl._read_feeds``)."""
         self._feeds_seen: set[str] = set()
         self._feed_docs_seen: set[str] = set()
         self._feed_entries: set[str] = set()

@@ -36,6 +36,34 @@ class ListingCrawl(FeedReading):
     """Listing pages: leased from the frontier, links classified and admitted, next pages after a page of news."""
 
     async def _listings(self) -> None:
+        """The listing crawl, with the feeds it finds read beside it (``_read_feeds``); both done on return."""
+        try:
+            await self._listing_pages()
+        except BaseException:
+            if self._feed_task is not None:
+                self._feed_task.cancel()
+                await asyncio.gather(self._feed_task, return_exceptions=True)
+            raise
+        await self._feeds_read()
+
+    def _read_feeds(self) -> None:
+        """Read the queued feeds beside the listing crawl, one feed at a time (a feed's mirror is told by what
+        the feeds before it listed). A paged feed and a listing's pagination are each a chain of requests, each
+        waiting on the one before: side by side they take the longer chain's time, not the sum, and the host's
+        limit still bounds both (one polite client)."""
+        if self._feeds and self.site.profile.use_feeds and (self._feed_task is None or self._feed_task.done()):
+            if self._feed_task is not None:
+                self._feed_task.result()  # a failed read surfaces here, not lost with its task
+            self._feed_task = asyncio.get_running_loop().create_task(self._drain_feeds(), name=f"feeds {self.origin}")
+
+    async def _feeds_read(self) -> None:
+        """Wait until every feed queued so far is read."""
+        while self._feed_task is not None:
+            task, self._feed_task = self._feed_task, None
+            await task
+            self._read_feeds()  # queued after that reader's last look
+
+    async def _listing_pages(self) -> None:
         """Breadth-first over listing pages held in the frontier, within the depth and page budget.
 
         A listing page known only as the next page of others (a pure continuation) is, on a revisit, read
@@ -48,6 +76,7 @@ class ListingCrawl(FeedReading):
         fetched = 0
         limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
         self._listings_started = utcnow()
+        self._read_feeds()  # feeds the seeds named
         while fetched < budget:
             claimed = await db(
                 self.store.claim, self.owner, hosts=self.homes(), per_host=min(2 * limit, budget - fetched),
@@ -89,8 +118,7 @@ class ListingCrawl(FeedReading):
                             feeds=feeds)
             self.counters["listing_pages"] += len(claimed) - done.lost
             fetched += len(claimed)
-            if self._feeds and self.site.profile.use_feeds:
-                await self._drain_feeds()
+            self._read_feeds()
         if fetched >= budget:
             self._problem(f"{self.origin}: listing page budget of {budget} reached")
 
