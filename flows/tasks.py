@@ -95,8 +95,9 @@ class _Reporter:
         self._last_progress = 0.0
         self._last_log = time.monotonic()
 
-    async def __call__(self, progress: Progress, *, final: bool = False) -> None:
+    async def __call__(self, progress: Progress) -> None:
         now = time.monotonic()
+        final = progress.final
         if self._progress_id and (final or now - self._last_progress >= PROGRESS_EVERY_S):
             self._last_progress = now
             await aupdate_progress_artifact(artifact_id=UUID(self._progress_id), progress=progress.percent)

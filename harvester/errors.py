@@ -8,6 +8,7 @@
     ├── CrashedTooOften              a scheduled run crashed and was retried too often: not retried again
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
+        ├── WriteConflict            PostgreSQL chose this unit of work as a deadlock's victim: nothing was written
         ├── SchemaOutOfDate          the database needs ``harvester db upgrade``
         ├── InvalidRecord (ValueError) a row handed to the store is malformed; nothing was written
         ├── LeaseLost                another worker owns the host or URL now: stop, write nothing
@@ -61,6 +62,12 @@ class DatabaseUnavailable(StoreError):
     """The database server refused the connection, is shutting down or starting, or dropped the connection
     mid-transaction: the unit of work was rolled back, and the same call may succeed once the server is back
     (``runtime.db`` waits for it, within a bound)."""
+
+
+class WriteConflict(StoreError):
+    """PostgreSQL rolled the unit of work back to break a deadlock or a serialization conflict with a concurrent
+    one (discovery and extraction writing the same new URLs at once): asking it again succeeds (``runtime.db``
+    does, a few times)."""
 
 
 class SchemaOutOfDate(StoreError):

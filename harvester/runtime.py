@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import socket
 import time
 import uuid
@@ -14,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import ParamSpec, TypeVar, overload
 
-from harvester.errors import DatabaseUnavailable, Interrupted
+from harvester.errors import DatabaseUnavailable, Interrupted, WriteConflict
 
 logger = logging.getLogger(__name__)
 
@@ -111,12 +112,19 @@ def _outage_delays() -> Iterator[float]:
         delay = min(delay * 2, 5.0)
 
 
+CONFLICT_RETRIES = 5
+"""How often a store call PostgreSQL rolled back to break a deadlock is asked again (after 0-50, 0-100, ... ms)."""
+
+
 async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run one store call off the event loop: the store is synchronous, the fetch loop must not block.
 
     A database server that is away (``DatabaseUnavailable``: the unit of work was rolled back) is waited for,
     the call asked again every few seconds for up to ``OUTAGE_WAIT_S``: a restart or a failover costs the
-    run that long, not the run. Each store call is one transaction, so asking it again writes it once."""
+    run that long, not the run. A call chosen as a deadlock's victim (``WriteConflict``: two transactions, say
+    discovery's and extraction's, inserting the same new URLs in another order) is asked again at once, after a
+    random pause that grows, a few times. Each store call is one transaction, so asking it again writes it once."""
+    conflicts = 0
     for delay in _outage_delays():
         try:
             return await asyncio.to_thread(fn, *args, **kwargs)
@@ -125,6 +133,11 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
                 logger.warning("database unavailable, waiting up to %.0f s for it: %s", OUTAGE_WAIT_S, exc,
                                extra={"error_class": "storage"})
             await asyncio.sleep(delay)
+        except WriteConflict:
+            conflicts += 1
+            if conflicts > CONFLICT_RETRIES:
+                raise
+            await asyncio.sleep(random.uniform(0, 0.05 * 2**conflicts))  # jitter: the two retry apart
     return await asyncio.to_thread(fn, *args, **kwargs)
 
 

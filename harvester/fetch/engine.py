@@ -75,6 +75,10 @@ class PoliteClient(HostSlots):
         so a rerun, or the next phase's client, honours it even if this process dies right after. Never awaited;
         set by ``harvester.phases.host_policy.PolicyKeeper``."""
 
+    def set_scope(self, in_scope: Callable[[str], bool]) -> None:
+        """Judge redirect hops by ``in_scope`` from now on (a client shared by phases whose scopes can grow)."""
+        self._in_scope = in_scope
+
     async def __aenter__(self) -> PoliteClient:
         return self
 

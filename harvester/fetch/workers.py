@@ -188,7 +188,8 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     """Fetch every host's work through its own queue and workers, at most ``max_active_hosts`` at once.
 
     Hosts are served in the order ``work.hosts()`` gives; a host that runs out of work, is parked or loses its
-    lease is retired and the next one starts. Each host is served once per call (call again for more rounds).
+    lease is retired and the next one starts. While others are served, ``work.hosts()`` is asked again every
+    ``HOSTS_POLL_S``: a host it offers again (new work came due on it) gets another turn in this call.
     Results go to ``work.done()``; retry policy is the caller's. Exceptions other than LeaseLost propagate.
     """
     stats = EngineStats()
@@ -214,12 +215,15 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
 
 
 async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.TaskGroup, max_active_hosts: int,
-                       stats: EngineStats, served: set[str], closing: set[asyncio.Task[None]]) -> None:
+                       stats: EngineStats, ever: set[str], closing: set[asyncio.Task[None]]) -> None:
     """Start hosts' turns (in ``tasks``) as slots free up, until no host is left with work; retire each, its
     pool closing in the background (``closing``)."""
     pending: deque[str] = deque()
     active: dict[asyncio.Task[None], str] = {}
+    served: set[str] = set()
+    ended: set[str] = set()
     polling = False
+    looked = time.monotonic()
     while True:
         while len(active) < max_active_hosts and not stop_requested():
             if not pending:
@@ -237,6 +241,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             if host in served:
                 continue
             served.add(host)
+            ever.add(host)
             stats.hosts_served += 1
             run = _HostRun(client, work, host, stats)
             active[tasks.create_task(run.run(), name=f"host {host}")] = host
@@ -246,9 +251,17 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
         done, _ = await asyncio.wait(active, timeout=HOSTS_POLL_S if room else None,
                                      return_when=asyncio.FIRST_COMPLETED)
         polling = not done
+        now = time.monotonic()
+        if now - looked >= HOSTS_POLL_S:
+            # Turns that ended before this look may start again: work came due on their hosts while others were
+            # served (links a page named, a feed read beside extraction), rather than wait for another round.
+            looked = now
+            served.difference_update(ended)
+            ended.clear()
         for task in done:
             host = active.pop(task)
             task.result()  # a bug in done()/claim() surfaces here
+            ended.add(host)
             closer = client.retire(host)
             if closer is not None:
                 closing.add(closer)

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, inspect, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from harvester.errors import DatabaseUnavailable, InvalidRecord, SchemaOutOfDate, StoreError
+from harvester.errors import DatabaseUnavailable, InvalidRecord, SchemaOutOfDate, StoreError, WriteConflict
 from harvester.frontier import migrate
 from harvester.frontier.dialects import dialect_for, make_engine
 from harvester.frontier.models import (
@@ -52,6 +52,10 @@ FULL_URL = (Host.origin + Url.path).label("url")
 UNREACHABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now; with class 08 (connection exception),
 the server is away, not the unit of work wrong."""
+
+
+CONFLICT_STATES = frozenset({"40P01", "40001"})
+"""PostgreSQL's deadlock_detected and serialization_failure: the transaction was rolled back, ask it again."""
 
 
 def _unreachable(exc: DBAPIError) -> bool:
@@ -177,6 +181,8 @@ class StoreBase:
         except DBAPIError as exc:
             if not self._d.is_sqlite and _unreachable(exc):
                 raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
+            if getattr(exc.orig, "sqlstate", None) in CONFLICT_STATES:
+                raise WriteConflict(f"write conflict on {self.url_display}: {exc.orig}") from exc
             raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
         # The SQLite bulk paths talk to the driver connection directly (dialect_sqlite._sqlite_write_urls).
         except sqlite3.IntegrityError as exc:

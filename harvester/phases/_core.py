@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.discover_host import HostDiscovery
 from harvester.phases.exclusive import one_extraction
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
-from harvester.phases.handover import Handover, held
+from harvester.phases.handover import Handover, Shared, held
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.records import Changes, ErrorClass, HostDiagnostics, RobotsState
 from harvester.rules.admission import Site
@@ -75,6 +76,30 @@ def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile
         seeds=profile.seeds,
         allow_addresses=profile.allow_addresses,
     )
+
+
+def _client(shared: Shared | None, store: FrontierStore, settings: Settings, profile: SiteProfile,
+            site: Site) -> AbstractAsyncContextManager[PoliteClient]:
+    """The phase's client: the cycle's shared one (closed by the cycle), else one of its own."""
+    return nullcontext(shared.client) if shared is not None else polite_client(store, settings, profile, site)
+
+
+@asynccontextmanager
+async def shared_politeness(handover: Handover, settings: Settings, profile: SiteProfile) -> AsyncIterator[None]:
+    """Give a cycle's ``handover`` one polite client for both phases in this loop (``phases.handover``), with its
+    own store (robots.txt and host policies outlive either phase's), closed when the cycle ends."""
+    with await db(FrontierStore.open, settings) as store:
+        site = Site(settings, profile)
+        site.add_moved(await db(store.moved_hosts))
+        async with polite_client(store, settings, profile, site) as client:
+            shared = Shared(client, PolicyKeeper(store, client), asyncio.get_running_loop(), [site])
+            client.set_scope(shared.in_scope)
+            handover.shared = shared
+            try:
+                yield
+            finally:
+                handover.shared = None
+                await shared.policies.aclose()
 
 
 # --- results -------------------------------------------------------------------------------------------------
@@ -146,6 +171,8 @@ class Progress:
     done: int
     total: int
     hosts: dict[str, HostDiagnostics]
+    final: bool = False
+    """The run's last snapshot: a reporter that throttles its updates must not drop this one."""
 
     @property
     def percent(self) -> float:
@@ -258,8 +285,9 @@ async def discover(
     # classify the same links differently (as listings) after a crash: learn them from the frontier first.
     await _teach_classifier(store, site)
     result = PhaseResult(phase="discover")
-    async with polite_client(store, settings, profile, site) as client:
-        policies = PolicyKeeper(store, client)
+    shared = ready.polite(site) if ready is not None else None
+    async with _client(shared, store, settings, profile, site) as client:
+        policies = shared.policies if shared is not None else PolicyKeeper(store, client)
         discoveries = [
             HostDiscovery(store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
                           refresh=refresh, policies=policies)
@@ -276,7 +304,8 @@ async def discover(
         finally:
             for item in discoveries:
                 retire_owner(item.owner)
-            await policies.aclose()
+            if shared is None:
+                await policies.aclose()
         for item in discoveries:
             result.counters.update(item.counters)
             result.problems.extend(item.problems)
@@ -330,8 +359,9 @@ async def _extract(
     owner = make_owner(f"extract-{worker}")
     total = await db(store.due_count)
     result = PhaseResult(phase="extract")
-    async with polite_client(store, settings, profile, site) as client:
-        policies = PolicyKeeper(store, client)
+    shared = handover.polite(site) if handover is not None else None
+    async with _client(shared, store, settings, profile, site) as client:
+        policies = shared.policies if shared is not None else PolicyKeeper(store, client)
         # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
         await policies.lift_expired([*site.origins, *site.moved.values()])
         started = await db(store.run_started_at, run_id) if run_id is not None else None
@@ -348,11 +378,13 @@ async def _extract(
                 await _rounds(store, client, work, StopRule(max_idle_rounds=settings.politeness.max_attempts))
                 keeper.cancel()
         finally:
-            await policies.aclose()
+            if shared is None:
+                await policies.aclose()
             await _wind_down(store, work)
         diagnostics = client.diagnostics()
         if on_progress is not None:
-            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics))
+            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
+                                       final=True))
     result.counters.update(work.counters)
     result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
     for origin, diag in diagnostics.items():

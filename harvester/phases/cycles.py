@@ -33,10 +33,11 @@ from harvester.phases._core import (
     extract,
     finish_run,
     mark_due,
+    shared_politeness,
     silence,
     site_hosts,
 )
-from harvester.phases.handover import handover, held
+from harvester.phases.handover import Handover, handover, held
 from harvester.records import Changes
 from harvester.runtime import db, task_group, utcnow
 from harvester.settings import Settings, SiteProfile
@@ -82,7 +83,7 @@ class Cycle(Generic[R]):
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
     """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
     since = utcnow()
-    discovered, extracted = await _pipelined(steps, settings, refresh=False)
+    discovered, extracted = await _pipelined(steps, settings, profile, refresh=False)
     return await _close(settings, profile, since, discovered, extracted)
 
 
@@ -94,11 +95,11 @@ async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfil
     re-crawl's discovery count as new and those its extraction found gone as gone.
     """
     since: datetime = await mark_due(settings, profile) if refresh else utcnow()
-    discovered, extracted = await _pipelined(steps, settings, refresh=refresh)
+    discovered, extracted = await _pipelined(steps, settings, profile, refresh=refresh)
     return await _close(settings, profile, since, discovered, extracted)
 
 
-async def _pipelined(steps: Steps[R], settings: Settings, *, refresh: bool) -> tuple[R, R]:
+async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> tuple[R, R]:
     """Both phases at once, per host in order: a host's extraction starts when its own discovery ends (so a slow
     host's discovery delays only that host), never on a host discovery is still reading. A discovery that fails
     fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled.
@@ -110,16 +111,20 @@ async def _pipelined(steps: Steps[R], settings: Settings, *, refresh: bool) -> t
     with handover() as key:
         ready = held(key)
         assert ready is not None
+        async with shared_politeness(ready, settings, profile):
+            return await _both(steps, key, ready, refresh=refresh)
 
-        async def discovery() -> R:
-            try:
-                return await steps.discover(refresh=refresh, handover=key)
-            finally:
-                ready.end()
 
-        async with task_group() as tasks:
-            discovered = tasks.create_task(discovery(), name="discovery")
-            extracted = tasks.create_task(steps.extract(handover=key), name="extraction")
+async def _both(steps: Steps[R], key: str, ready: Handover, *, refresh: bool) -> tuple[R, R]:
+    async def discovery() -> R:
+        try:
+            return await steps.discover(refresh=refresh, handover=key)
+        finally:
+            ready.end()
+
+    async with task_group() as tasks:
+        discovered = tasks.create_task(discovery(), name="discovery")
+        extracted = tasks.create_task(steps.extract(handover=key), name="extraction")
     return discovered.result(), extracted.result()
 
 

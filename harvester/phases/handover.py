@@ -7,6 +7,11 @@ politeness state, Crawl-delay's next allowed request included, is saved by disco
 by extraction after it). Hosts no discovery of the cycle reads (another in-scope host a link leads to) are open to
 extraction once discovery has ended.
 
+When both phases run in one event loop (the library's cycle, the CLI without a Prefect server, and a flow's
+subflows and tasks awaited in its loop), they share one polite client (``Shared``): one gate per host for both, so
+the limit and the Crawl-delay bound their requests together, other hosts' discovery and extraction included (a
+sitemap or a redirect on another host), and robots.txt is read once for both.
+
 A ``Handover`` is shared by the two phases of one cycle in one process (the library's cycle, or a flow whose
 subflows and tasks run in threads of that process): it is registered under a key, the string the phases (and
 their Prefect parameters) carry. A phase given a key this process does not hold (run elsewhere) is not pipelined:
@@ -20,15 +25,38 @@ import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harvester.fetch.engine import PoliteClient
+    from harvester.phases.host_policy import PolicyKeeper
+    from harvester.rules.admission import Site
 
 POLL_S = 0.1
 """How often a waiting extraction looks for a newly handed-over host (a set lookup: costs nothing)."""
+
+
+@dataclass
+class Shared:
+    """The cycle's one polite client and policy keeper, used by both phases when they run in ``loop``."""
+
+    client: PoliteClient
+    policies: PolicyKeeper
+    loop: asyncio.AbstractEventLoop
+    sites: list[Site] = field(default_factory=list)
+    """Each phase's view of the site (moved hosts join it as they are found): a redirect hop in the scope of any
+    of them is in the cycle's scope."""
+
+    def in_scope(self, url: str) -> bool:
+        return any(site.in_scope(url) for site in self.sites)
 
 
 class Handover:
     """The hosts discovery has finished in one cycle, and whether discovery has ended. Thread-safe."""
 
     def __init__(self) -> None:
+        self.shared: Shared | None = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
         self._ended = False
@@ -46,6 +74,14 @@ class Handover:
         with self._lock:
             self._ended = True
             self.version += 1
+
+    def polite(self, site: Site) -> Shared | None:
+        """The shared client when the caller runs in its loop (``site`` joins its scope), else None."""
+        shared = self.shared
+        if shared is None or shared.loop is not asyncio.get_running_loop():
+            return None
+        shared.sites.append(site)
+        return shared
 
     @property
     def ended(self) -> bool:

@@ -3,7 +3,7 @@
 Before: extraction began only once discovery had finished on every host, so a host with a Crawl-delay whose
 sitemaps were read in a second waited for the slowest host's listing crawl before its first page. Now each host is
 handed over as its discovery ends; the two phases never overlap on one host, and politeness (the per-host limit,
-the Crawl-delay) holds across the handover.
+the Crawl-delay) holds across the handover: both phases go through one polite client.
 """
 
 from __future__ import annotations
