@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from harvester.errors import HarvesterError
-from harvester.runtime import db, db_sync
+from harvester.runtime import db, db_sync, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
@@ -57,6 +57,7 @@ WorkersOpt = Annotated[int, typer.Option("--workers", help="Extraction workers (
 
 def main() -> None:
     """Console-script entry point: configuration errors are one clear line, never a traceback."""
+    limit_malloc_arenas()  # before any thread starts (Where memory goes, internals.md)
     try:
         app()
     except HarvesterError as exc:
