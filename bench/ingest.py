@@ -274,8 +274,8 @@ def main() -> None:
         print(f"{label:>14} {r['urls']:>10.0f} {r['wall_s']:>8.2f} {r['urls_per_s']:>10.0f} {r['peak_rss_mib']:>13.1f}"
               f" {r['growth_mib']:>11.1f} {r['anon_peak_mib']:>12.1f} {r['writer_rss_mib']:>15.1f}"
               f" {r['heap_peak_mib']:>14.1f}")
-    print("RSS includes file pages of the growing database (SQLite's mmap, 256 MiB at most) and its page cache")
-    print("(128 MiB at most); private is the peak RssAnon of the ingesting process; the writer child's RSS holds")
+    print("RSS includes SQLite's page cache (16 MiB at most per connection; no mmap since issue 22)")
+    print("private is the peak RssAnon of the ingesting process; the writer child's RSS holds")
     print("the same SQLite mappings. The Python heap peak (--heap) is what the pipeline itself holds.")
     print("target: >= 100k URLs/s into SQLite; peak memory independent of the sitemap count")
 
