@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import harvester.frontier.writer
 from harvester import phases
-from harvester.errors import InvalidRecord, StoreError, WriterGone
+from harvester.errors import InvalidRecord, StoreError, WriteConflict, WriterGone
 from harvester.frontier import FrontierStore
+from harvester.frontier.rows import merge
 from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import DiscoveredUrl, UrlKind
 from harvester.settings import Settings, SiteProfile
@@ -89,6 +92,48 @@ async def test_an_invalid_record_is_refused_with_its_class_and_nothing_of_the_ba
         finally:
             await writer.aclose()
         assert sorted(store.url_states()) == ["https://w.example/a", "https://w.example/b"]
+
+
+@pytest.mark.postgres
+async def test_a_deadlock_the_writer_loses_comes_back_as_a_write_conflict_and_the_writer_goes_on(pg_url):
+    """CI once failed a harvest here: the child's deadlock came back as a bare StoreError, which nobody asks again.
+    Now it is a ``WriteConflict``, and the host writes that batch in-process, where ``runtime.db`` asks again."""
+    settings = Settings.load(database_url=pg_url)
+    x, y = _item("https://w.example/x"), _item("https://w.example/y")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([_item("https://w.example/seed")])  # the host's row exists: only URL rows contend
+        writer = UrlWriter(settings, label="test")
+        assert await writer.start()
+        try:
+            def crossing() -> None:
+                """Hold x, let the child take y and wait on x, then want y: PostgreSQL must break the cycle."""
+                with store._tx() as tx:
+                    # The child's deadlock check (1 s) comes first, so the child is the victim.
+                    tx.conn.exec_driver_sql("SET LOCAL deadlock_timeout = '20s'")
+                    store._upsert(tx, merge([x]), datetime.now(UTC))
+                    deadline = time.monotonic() + 10
+                    while not _waiting_on_a_lock(pg_url):
+                        assert time.monotonic() < deadline, "the child never waited on x"
+                        time.sleep(0.05)
+                    store._upsert(tx, merge([y]), datetime.now(UTC))
+
+            holder = asyncio.create_task(asyncio.to_thread(crossing))
+            with pytest.raises(WriteConflict, match="deadlock"):
+                await writer.add([y, x])
+            await holder
+            assert writer.ready, "a passing error must not cost the writer"
+            assert await writer.add([_item("https://w.example/z"), x]) == (1, 1, 0)
+        finally:
+            await writer.aclose()
+        assert sorted(store.url_states()) == [f"https://w.example/{p}" for p in ("seed", "x", "y", "z")]
+
+
+def _waiting_on_a_lock(pg_url: str) -> bool:
+    with psycopg.connect(pg_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        ).fetchone()
+    return bool(row and row[0])
 
 
 async def test_a_dead_writer_is_a_store_error_and_close_reaps_it(sqlite_url):

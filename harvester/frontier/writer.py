@@ -27,7 +27,14 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
-from harvester.errors import InvalidRecord, SchemaOutOfDate, StoreError, WriterGone
+from harvester.errors import (
+    DatabaseUnavailable,
+    InvalidRecord,
+    SchemaOutOfDate,
+    StoreError,
+    WriteConflict,
+    WriterGone,
+)
 from harvester.records import DiscoveredUrl
 from harvester.settings import Settings
 
@@ -36,9 +43,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["UrlWriter", "WriterGone", "writer_possible"]
 
 _ERRORS: dict[str, type[StoreError]] = {
-    "InvalidRecord": InvalidRecord,
-    "SchemaOutOfDate": SchemaOutOfDate,
+    cls.__name__: cls for cls in (InvalidRecord, SchemaOutOfDate, WriteConflict, DatabaseUnavailable)
 }
+"""The store errors the child reports by class and the parent raises as such: the passing ones (a deadlock's
+victim, a server away) must stay passing, for the caller asks those again and fails on the rest."""
 
 START_TIMEOUT_S = 60.0
 """How long the child may take to import and open the store before the host writes in-process again."""

@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from harvester.errors import WriterGone
+from harvester.errors import DatabaseUnavailable, WriteConflict, WriterGone
 from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import (
     AddResult,
@@ -207,6 +207,12 @@ class DiscoveryBase:
                 logger.warning("%s: %s; this batch and the rest are written in-process", self.origin, exc,
                                extra={"error_class": "storage"})
                 await writer.aclose()  # reaped now, and the writer slot free for another host
+            except (WriteConflict, DatabaseUnavailable) as exc:
+                # The child's unit of work was rolled back whole: this batch is written here, where ``db`` asks
+                # again and waits out the server; the child stays for the next batch.
+                self.counters["writer_process_passed_back"] += 1
+                logger.info("%s: the writer process could not write a batch (%s); written in-process",
+                            self.origin, exc, extra={"error_class": "storage"})
         if added is None:
             added = await db(self.store.add_discovered, batch)
         self.counters["urls_new"] += added.inserted

@@ -6,6 +6,7 @@ Counted from the test web's request record (thread mode, so the record lives in 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import sqlite3
@@ -109,34 +110,47 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(
         await phases.discover(store, settings, profile)
     web.clear_records()
 
-    locked = threading.Event()
+    locked, failed_once = threading.Event(), threading.Event()
 
-    def lock_for(seconds: float) -> None:
-        """Another connection takes the write lock, so the worker's next store write fails with StoreError."""
+    class FirstFailure(logging.Handler):
+        """Sees the task's first failure (Prefect logs the retry it schedules)."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            if "Retry 1/" in record.getMessage():
+                failed_once.set()
+
+    def lock_until_failed(at_most_s: float) -> bool:
+        """Another connection takes the write lock, so the worker's store writes fail with StoreError, and holds
+        it until the task has failed once: its retry then finds the store free (a fixed hold raced the retries)."""
         conn = sqlite3.connect(path, isolation_level=None, timeout=10)
         try:
             conn.execute("BEGIN EXCLUSIVE")
             locked.set()
-            time.sleep(seconds)
+            seen = failed_once.wait(at_most_s)
             conn.execute("COMMIT")
+            return seen
         finally:
             conn.close()
 
     saved = list(tasks.RETRY_DELAYS_S)
     tasks.RETRY_DELAYS_S[:] = [1.0, 2.0, 4.0]  # the decorator holds this list: shorter waits, same behaviour
+    watcher = FirstFailure()
+    task_logger = logging.getLogger("prefect.task_runs")
+    task_logger.addHandler(watcher)
     try:
         run = asyncio.create_task(extract_flow(profile, overrides=overrides, return_state=True))
         while len(await asyncio.to_thread(done_details, db_url, details)) < len(details) // 4:
             assert not run.done(), "extraction finished before the fault"
             await asyncio.sleep(0.1)
-        # Longer than the writer's own waits, twice over (the lease keeper's flush waits them out first, then a
-        # worker's): the fault must outlast them and fail the task once.
-        holder = asyncio.create_task(asyncio.to_thread(lock_for, 12.0))
+        # The fault outlasts the writer's own waits (the lease keeper's flush waits them out first, then a
+        # worker's) and fails the task once.
+        holder = asyncio.create_task(asyncio.to_thread(lock_until_failed, 60.0))
         await asyncio.to_thread(locked.wait, 10)
         assert not run.done(), "the control: the lock must be taken while extraction still runs"
-        await holder
+        assert await holder, "the store fault never failed the task"
         state = await asyncio.wait_for(run, timeout=120)
     finally:
+        task_logger.removeHandler(watcher)
         tasks.RETRY_DELAYS_S[:] = saved
     assert state.is_completed(), state
 
