@@ -406,6 +406,9 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
     scoped = 0
     while True:
         seen = handover.version if handover is not None else 0
+        # Read before the round looks for hosts: discovery ending while the round runs opens hosts the round
+        # never looked at, so that round cannot be the last (ending then left a host's URLs queued).
+        handing_over = handover is not None and not handover.ended
         if seen != scoped:
             await _rescope(store, work)
             scoped = seen
@@ -420,7 +423,6 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
         soonest = await db(store.next_due_at, kinds=("detail",))
         gap = stop.wait_s(next_due_in_s=None if soonest is None else (soonest - utcnow()).total_seconds(),
                           settled=_settled(work))
-        handing_over = handover is not None and not handover.ended
         if gap is None:
             try:
                 await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -15,13 +15,16 @@ from harvester.records import DiscoveredUrl, UrlKind
 from harvester.settings import Settings
 
 WORKER = r"""
-import json, sys, time
+import json, pathlib, sys, time
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
-url, owner, start, hosts = sys.argv[1], sys.argv[2], float(sys.argv[3]), json.loads(sys.argv[4])
+url, owner, gate, hosts = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), json.loads(sys.argv[4])
 got = []
 with FrontierStore.open(Settings(database_url=url)) as store:
-    time.sleep(max(0.0, start - time.time()))
+    (gate / owner).touch()
+    deadline = time.monotonic() + 60
+    while len(list(gate.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
     empty = 0
     while empty < 3:
         batch = store.claim(owner, hosts=hosts, per_host=3, lease_s=600)
@@ -31,10 +34,11 @@ print(json.dumps(got))
 """
 
 
-def _race(url: str, hosts: list[str]) -> list[list[int]]:
-    start = time.time() + 2.0  # both processes are connected and waiting before the first claim
+def _race(url: str, hosts: list[str], gate: Path) -> list[list[int]]:
+    """Each process connects, says so with a file in ``gate`` and claims once both have: a start time fixed in
+    advance let a process slow to import (a loaded machine) find every URL already taken."""
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, url, owner, str(start), json.dumps(hosts)],
+        subprocess.Popen([sys.executable, "-c", WORKER, url, owner, str(gate), json.dumps(hosts)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for owner in ("racer-a", "racer-b")
     ]
@@ -47,7 +51,7 @@ def _race(url: str, hosts: list[str]) -> list[list[int]]:
 
 
 @pytest.mark.postgres
-def test_two_processes_racing_claim_get_disjoint_urls_and_together_all(pg_url: str) -> None:
+def test_two_processes_racing_claim_get_disjoint_urls_and_together_all(pg_url: str, tmp_path: Path) -> None:
     hosts = [f"https://r{h}.test" for h in range(4)]
     now = datetime.now(UTC)
     with FrontierStore.open(Settings(database_url=pg_url), upgrade=True) as store:
@@ -56,7 +60,7 @@ def test_two_processes_racing_claim_get_disjoint_urls_and_together_all(pg_url: s
             now=now,
         )
         all_ids = {store.url_info(u)["id"] for u in store.url_states()}  # type: ignore[index]
-    a, b = _race(pg_url, hosts)
+    a, b = _race(pg_url, hosts, tmp_path)
     assert len(a) == len(set(a))
     assert len(b) == len(set(b))
     assert not set(a) & set(b)

@@ -63,3 +63,36 @@ async def test_a_hosts_extraction_starts_when_its_own_discovery_ends_and_stays_p
     for name in names:
         missing = [url for url in web.truth[name].allowed_detail_urls() if states.get(url, ("",))[0] != "done"]
         assert not missing, (name, missing[:5])
+
+
+async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_web, sqlite_url, monkeypatch):
+    """CI found this on a loaded machine: discovery ended while an extraction round (which had looked for open hosts
+    before) was running, the run saw "discovery over, nothing claimable left" and ended with the last host's URLs
+    queued. Here the end lands exactly there: after the round's last look, before its verdict."""
+    from harvester import phases
+    from harvester.phases import _core
+    from harvester.phases.handover import handover, held
+
+    web = make_web([HostSpec("late", pages=12)], seed=29)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    details = set(web.truth["late"].allowed_detail_urls())
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)  # the URLs are due, the host not yet handed over
+        real, rounds = _core.run_hosts, []
+        with handover() as key:
+            ready = held(key)
+            assert ready is not None
+
+            async def round_then_discovery_ends(*args, **kwargs):  # type: ignore[no-untyped-def]
+                await real(*args, **kwargs)
+                rounds.append(ready.open_hosts())
+                if len(rounds) == 6:  # past the idle rounds a due-but-closed host costs
+                    ready.end()
+
+            monkeypatch.setattr(_core, "run_hosts", round_then_discovery_ends)
+            await phases.extract(store, settings, profile, handover=key)
+        states = store.url_states()
+    assert rounds[:6] == [frozenset()] * 6, "the control: nothing was open before the end"
+    left = sorted(url for url in details if states[url][0] != "done")
+    assert left == [], left[:5]
