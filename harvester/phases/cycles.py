@@ -39,7 +39,7 @@ from harvester.phases._core import (
 )
 from harvester.phases.handover import Handover, handover, held
 from harvester.records import Changes
-from harvester.runtime import db, task_group, utcnow
+from harvester.runtime import db, stop_requested, utcnow
 from harvester.settings import Settings, SiteProfile
 
 R = TypeVar("R")
@@ -122,10 +122,32 @@ async def _both(steps: Steps[R], key: str, ready: Handover, *, refresh: bool) ->
         finally:
             ready.end()
 
-    async with task_group() as tasks:
-        discovered = tasks.create_task(discovery(), name="discovery")
-        extracted = tasks.create_task(steps.extract(handover=key), name="extraction")
+    discovered = asyncio.create_task(discovery(), name="discovery")
+    extracted = asyncio.create_task(steps.extract(handover=key), name="extraction")
+    both = (discovered, extracted)
+    try:
+        await asyncio.wait(both, return_when=asyncio.FIRST_EXCEPTION)
+        if any(_failure(task) is not None for task in both) and stop_requested() is None:
+            for task in both:
+                task.cancel()
+        # A phase stopped by ``runtime.request_stop`` (discovery meets it at its next request) leaves the other
+        # to drain by itself, for the stop is the whole process's: cancelled instead, an extraction lost the
+        # answers it had in flight and a rerun fetched them again.
+        await asyncio.wait(both)
+    except BaseException:  # this cycle is cancelled: so are both phases, and none outlives it
+        for task in both:
+            task.cancel()
+        await asyncio.wait(both)
+        raise
+    for task in both:
+        if (failure := _failure(task)) is not None:
+            raise failure
     return discovered.result(), extracted.result()
+
+
+def _failure(task: asyncio.Task[Any]) -> BaseException | None:
+    """What ended ``task`` in error; None while it runs, when it returned, or when it was cancelled."""
+    return None if not task.done() or task.cancelled() else task.exception()
 
 
 async def _close(settings: Settings, profile: SiteProfile, since: datetime, discovered: R, extracted: R) -> Cycle[R]:

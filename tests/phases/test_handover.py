@@ -8,6 +8,10 @@ the Crawl-delay) holds across the handover: both phases go through one polite cl
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from harvester import aharvest
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
@@ -96,3 +100,44 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
     assert rounds[:6] == [frozenset()] * 6, "the control: nothing was open before the end"
     left = sorted(url for url in details if states[url][0] != "done")
     assert left == [], left[:5]
+
+
+async def test_a_stop_during_discovery_lets_extraction_write_what_it_had_in_flight(make_web, sqlite_url):
+    """A stop asked mid-harvest (``runtime.request_stop``: what ``flows.lifeline`` asks when a runner dies) while
+    discovery still runs beside extraction: the harvest ends ``Interrupted`` and every page the site answered is
+    written. The phase that meets the stop first must leave the other to drain: cancelling it lost its answers in
+    flight (tests/flows/test_lifeline.py saw them fetched twice by the rerun on a loaded machine)."""
+    from harvester.errors import Interrupted
+    from harvester.runtime import clear_stop, request_stop
+
+    web = make_web([HostSpec("slow", pages=80, latency_s=0.5, listing_page_size=2),
+                    HostSpec("quick", pages=40, latency_s=0.4, sitemap_children=1)], seed=31)
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    quick = set(web.truth["quick"].detail_urls())
+    slow_documents = set(web.truth["slow"].detail_urls())
+
+    def started(urls: set[str]) -> list[RequestRecord]:
+        return [r for r in web.records() if r.url in urls]
+
+    async def stop_mid_extraction() -> None:
+        while len(started(quick)) < 4:
+            await asyncio.sleep(0.02)
+        request_stop("the test's stop")
+
+    stopper = asyncio.create_task(stop_mid_extraction())
+    try:
+        with pytest.raises(Interrupted):
+            await aharvest(settings, profile)
+    finally:
+        clear_stop()
+        stopper.cancel()
+    records = web.records()
+    assert not [r for r in records if r.url in slow_documents], "the control: discovery of 'slow' was still on"
+    with FrontierStore.open(settings) as store:
+        states = store.url_states()
+    asked = {r.url for r in records if r.url in quick}
+    lost = sorted(url for url in asked if states[url][0] != "done")
+    assert asked and lost == [], lost
