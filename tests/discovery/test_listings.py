@@ -6,7 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
+from harvester.discovery._html import absolute_http, joined_http
 from harvester.discovery.listings import extract_links
 from harvester.records import UrlKind
 from harvester.rules.classify import LinkClassifier, is_pagination, segment_shape
@@ -406,3 +410,17 @@ def test_a_paginated_lists_repeated_ids_are_its_items_and_nothing_else_is():
     ]
     assert LinkClassifier().repeated_items([*others, *items]) == set(items)
     assert LinkClassifier().repeated_items(items[5:7]) == set()  # fewer than three
+
+
+_HREF_PARTS = ["/", "//", ".", "..", "?", "#", ";", "[", "]", ":", "@", "%2e", "a", "b", "h", "x=1", "&", " ", "\t",
+               "\n", "\\", "\x7f", "\x00", "é", "http://", "https://", "HTTP://", "http:", "mailto:", "//h:80"]
+_BASES = ["http://h", "https://u@h:8080/a/b?q=1#f", "HTTP://H/x/", "http://h/a/../b", "ftp://h/x", "http:///p",
+          "http://[::1]:8/x", "http://[bad/x", "https://h?q", "h/x", ""]
+
+
+@hypothesis_settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_HREF_PARTS), min_size=1, max_size=8).map("".join), st.sampled_from(_BASES))
+def test_the_link_join_fast_path_gives_what_urljoin_gives(href, base):
+    """``absolute_http`` joins plain hrefs by concatenation; for every href it must equal the general path."""
+    stripped = href.strip()
+    assert absolute_http(href, base) == (joined_http(stripped, base) if stripped else None)
