@@ -187,6 +187,9 @@ class _Templates:
 
     __slots__ = ("_dirty", "_groups", "_hosts", "_keys", "_max_examples", "_prefixes", "_variable")
 
+    # ``_hosts``: each host's groups, so that ``is_section_of`` looks at one host's shapes, not every host's (a
+    # profile of many hosts shares one classifier, and that scan ran for every link of every page).
+
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
         self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
@@ -194,7 +197,7 @@ class _Templates:
         self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._dirty: set[tuple[str, int]] = set()
-        self._hosts: set[str] = set()
+        self._hosts: dict[str, set[tuple[str, int]]] = {}
 
     def knows(self, host: str) -> bool:
         """Whether any example of ``host`` (without www.) was learned."""
@@ -202,8 +205,8 @@ class _Templates:
 
     def add(self, url: str) -> None:
         host, segments, query = _path_parts(url)
-        self._hosts.add(host)
         group = (host, len(segments))
+        self._hosts.setdefault(host, set()).add(group)
         examples = self._groups.setdefault(group, [])
         if len(examples) < self._max_examples:
             examples.append((segments, query))
@@ -251,9 +254,9 @@ class _Templates:
         self._fresh()
         head = tuple(parts.segments)
         return any(
-            head in prefixes
-            for (group_host, depth), prefixes in self._prefixes.items()
-            if group_host == parts.host and depth > len(head)
+            head in self._prefixes[group]
+            for group in self._hosts.get(parts.host, ())
+            if group[1] > len(head) and group in self._prefixes
         )
 
 

@@ -171,6 +171,20 @@ def test_learning_generalizes_shapes_the_generic_rules_miss() -> None:
     assert classifier.classify("https://food.example/recipes/") is UrlKind.LISTING  # the section itself
     assert classifier.classify("https://food.example/about") is None
     assert classifier.classify("https://other.example/recipes/tagine") is None  # shapes are per host
+    assert classifier.classify("https://other.example/recipes/") is None  # and so are their sections
+
+
+def test_sections_are_per_host_and_per_depth_among_many_hosts() -> None:
+    """A profile of many hosts shares one classifier: each host's sections come from its own shapes only."""
+    classifier = LinkClassifier()
+    for n in range(30):
+        classifier.learn_details([f"https://h{n}.example/{'news' if n % 2 else 'shop'}/{dish}"
+                                  for dish in ("goulash", "risotto", "ramen", "paella", "moussaka", "bibimbap")])
+    assert classifier.classify("https://h3.example/news") is UrlKind.LISTING
+    assert classifier.classify("https://h4.example/shop") is UrlKind.LISTING
+    assert classifier.classify("https://h4.example/news") is None  # another host's section
+    assert classifier.classify("https://h99.example/news") is None  # a host nothing was learned of
+    assert classifier.classify("https://h3.example/news/goulash/more") is None  # deeper than any shape's head
 
 
 def test_learned_shapes_ignore_tracking_parameters_and_www() -> None:
@@ -424,3 +438,11 @@ def test_the_link_join_fast_path_gives_what_urljoin_gives(href, base):
     """``absolute_http`` joins plain hrefs by concatenation; for every href it must equal the general path."""
     stripped = href.strip()
     assert absolute_http(href, base) == (joined_http(stripped, base) if stripped else None)
+
+
+def test_next_anchors_are_read_by_their_whole_text_with_or_without_child_elements() -> None:
+    html = (b'<html><body><a href="/l/a">Next</a> <a href="/l/b"><span>Next</span> <b>page</b></a>'
+            b'<a href="/l/c"> next <!-- c --> &raquo; </a><a href="/l/d">Next<i>ly</i></a>'
+            b'<a href="/l/e">About</a></body></html>')
+    page = extract_links(html, base_url="https://x.example/")
+    assert page.next_pages == ["https://x.example/l/a", "https://x.example/l/b", "https://x.example/l/c"]
