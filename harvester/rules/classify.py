@@ -90,6 +90,16 @@ def is_feed_url(href: str) -> bool:
 
 def is_pagination(url: str) -> bool:
     """True for ``?page=N``-style queries and ``/page/N`` paths (the page number of a listing)."""
+    if url.isprintable() and url[:8].lower().startswith(("http://", "https://")):
+        # Asked of every link of every page: an absolute URL with nothing ``urlsplit`` would drop (tab, CR, LF)
+        # splits into the same query and, for these patterns, the same path by _Parts' few str calls.
+        fast = _Parts(url)
+        return bool((fast.query and _PAGINATION_QUERY.search(fast.query)) or _PAGINATION_PATH.search(fast.path))
+    return is_pagination_split(url)
+
+
+def is_pagination_split(url: str) -> bool:
+    """``is_pagination`` by ``urlsplit``, for any text: the general path."""
     parts = urlsplit(url)
     return bool((parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(parts.path))
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from harvester.discovery._html import absolute_http, joined_http
 from harvester.discovery.listings import extract_links
 from harvester.records import UrlKind
-from harvester.rules.classify import LinkClassifier, is_pagination, segment_shape
+from harvester.rules.classify import LinkClassifier, is_pagination, is_pagination_split, segment_shape
 from harvester.rules.urls import canonicalize
 from harvester.settings import Settings, SiteProfile
 
@@ -446,3 +446,19 @@ def test_next_anchors_are_read_by_their_whole_text_with_or_without_child_element
             b'<a href="/l/e">About</a></body></html>')
     page = extract_links(html, base_url="https://x.example/")
     assert page.next_pages == ["https://x.example/l/a", "https://x.example/l/b", "https://x.example/l/c"]
+
+
+_URL_PARTS = ["/", "page", "/page/", "2", "12", "1234", "?", "#", "&", "page=", "p=", "p/", "start=", "x", "www.",
+              "http://", "HTTP://", "@", ":", "\t", "\n", " ", "é", "-", "seite", "/p", "offset=3", "?page=2", "#p=2"]
+
+
+@hypothesis_settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(["http://h", "https://", "HTTPS://h", "", "h"]),
+       st.lists(st.sampled_from(_URL_PARTS), max_size=8).map("".join))
+def test_pagination_fast_split_gives_what_urlsplit_gives(start, rest):
+    url = start + rest
+    try:
+        expected = is_pagination_split(url)
+    except ValueError:
+        return  # urlsplit refuses it (brackets): no URL a page gives the classifier
+    assert is_pagination(url) == expected
