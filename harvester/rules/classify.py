@@ -213,7 +213,8 @@ class _Templates:
         """Whether any example of ``host`` (without www.) was learned."""
         return host in self._hosts
 
-    def add(self, url: str) -> None:
+    def add(self, url: str) -> bool:
+        """Learn ``url``'s shape; False when its group is full (nothing learned, nothing changed)."""
         host, segments, query = _path_parts(url)
         group = (host, len(segments))
         self._hosts.setdefault(host, set()).add(group)
@@ -221,6 +222,8 @@ class _Templates:
         if len(examples) < self._max_examples:
             examples.append((segments, query))
             self._dirty.add(group)
+            return True
+        return False
 
     def __len__(self) -> int:
         return sum(len(examples) for examples in self._groups.values())
@@ -270,6 +273,11 @@ class _Templates:
         )
 
 
+MAX_REMEMBERED_KINDS = 16_384
+"""URLs whose kind ``LinkClassifier.classify`` remembers at most (forgotten all at once past it)."""
+_UNKNOWN = object()
+
+
 class LinkClassifier:
     """Detail or listing, per URL, for one site, with no configuration needed on typical sites.
 
@@ -288,21 +296,26 @@ class LinkClassifier:
         self._details = _Templates(max_examples)
         self._listings = _Templates(max_examples)
         self._listing_min_details = listing_min_details
+        self._known: dict[str, UrlKind | None] = {}
 
     def learn_details(self, urls: Iterable[str]) -> None:
         """Remember these URLs as known details (sitemap and feed entries) to learn the site's shapes."""
+        learned = False
         for url in urls:
-            self._details.add(url)
+            learned |= self._details.add(url)
+        if learned:
+            self._known.clear()
 
     def learn_listing(self, url: str) -> None:
-        self._listings.add(url)
+        if self._listings.add(url):
+            self._known.clear()
 
     def observe_page(self, url: str, links: Iterable[str]) -> UrlKind | None:
         """Learn ``url`` as a listing when it links to many details; returns its kind by that evidence."""
         details = sum(1 for link in links if self.classify(link) is UrlKind.DETAIL)
         if details >= self._listing_min_details:
             if not self._details.matches(url):
-                self._listings.add(url)
+                self.learn_listing(url)
             return UrlKind.LISTING
         return self.classify(url)
 
@@ -351,6 +364,21 @@ class LinkClassifier:
         return {link for members in groups.values() if len(members) >= min_siblings for link in members}
 
     def classify(self, url: str) -> UrlKind | None:
+        """The kind of ``url`` by what is learned so far (the rules in the class docstring).
+
+        Remembered per URL until something new is learned: a site's pages link the same navigation, sections
+        and related items over and over, and each page's links were classified afresh (a tenth of the CPU of a
+        page). Learning anything forgets every answer, so an answer is always what the rules give now."""
+        known = self._known.get(url, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        kind = self._classify(url)
+        if len(self._known) >= MAX_REMEMBERED_KINDS:
+            self._known.clear()
+        self._known[url] = kind
+        return kind
+
+    def _classify(self, url: str) -> UrlKind | None:
         for rule in self._detail_rules:
             if rule.search(url):
                 return UrlKind.DETAIL

@@ -462,3 +462,22 @@ def test_pagination_fast_split_gives_what_urlsplit_gives(start, rest):
     except ValueError:
         return  # urlsplit refuses it (brackets): no URL a page gives the classifier
     assert is_pagination(url) == expected
+
+
+def test_a_remembered_kind_is_forgotten_when_anything_is_learned(monkeypatch) -> None:
+    """classify() remembers answers per URL; each must still be what the rules give after new learning."""
+    import harvester.rules.classify as classify_module
+
+    classifier = LinkClassifier()
+    unseen = "https://food.example/recipes/tagine"
+    assert classifier.classify(unseen) is None
+    classifier.learn_details(f"https://food.example/recipes/{dish}" for dish in ("goulash", "risotto", "ramen",
+                                                                                  "paella", "moussaka", "bibimbap"))
+    assert classifier.classify(unseen) is UrlKind.DETAIL
+    assert classifier.classify("https://food.example/best-of") is None
+    classifier.learn_listing("https://food.example/best-of")
+    assert classifier.classify("https://food.example/best-of") is UrlKind.LISTING
+    monkeypatch.setattr(classify_module, "MAX_REMEMBERED_KINDS", 3)
+    urls = [f"https://food.example/recipes/dish-{n}" for n in range(10)]
+    assert [classifier.classify(url) for url in urls] == [classifier.classify(url) for url in urls]
+    assert len(classifier._known) <= 3
