@@ -481,3 +481,29 @@ def test_a_remembered_kind_is_forgotten_when_anything_is_learned(monkeypatch) ->
     urls = [f"https://food.example/recipes/dish-{n}" for n in range(10)]
     assert [classifier.classify(url) for url in urls] == [classifier.classify(url) for url in urls]
     assert len(classifier._known) <= 3
+
+
+@pytest.mark.parametrize("path", sorted((DATA).glob("*.html")) + sorted((DATA.parent / "pages").glob("*.html")),
+                         ids=lambda p: p.name)
+def test_feeds_found_in_the_link_walk_are_feed_links_ins(path: Path) -> None:
+    """links_of finds feeds in its one walk of the page; they must be what feed_links_in finds in its own."""
+    from harvester.discovery._html import parse_html
+    from harvester.discovery.feeds import feed_links_in
+    from harvester.discovery.listings import links_of
+
+    root = parse_html(path.read_bytes())
+    base = "https://news.example.net/world/x"
+    page = links_of(root, base_url=base)
+    assert page.feeds == feed_links_in(root, page.base)
+
+
+def test_feed_links_of_every_kind_in_document_order() -> None:
+    html = (b'<html><head><link rel="alternate" type="application/rss+xml" href="/rss.xml">'
+            b'<link rel="alternate" type="application/json" href="/data.json">'
+            b'<link rel="alternate" type="application/json" href="/feed.json"><link rel="feed" href="/f">'
+            b'<link rel="stylesheet" href="/feed.css"></head><body><a href="/atom.xml">Atom</a>'
+            b'<a href="javascript:feed()">x</a><a href="mailto:feed@x.example">m</a><area href="/rss">'
+            b'<a href="/rss.xml">again</a><a href="/story">story</a></body></html>')
+    page = extract_links(html, base_url="https://x.example/")
+    assert page.feeds == ["https://x.example/rss.xml", "https://x.example/feed.json", "https://x.example/f",
+                          "https://x.example/atom.xml"]
