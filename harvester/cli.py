@@ -1,7 +1,8 @@
 """The ``harvester`` command line: thin over the flows and the library, with a rich progress display.
 
-The only module of the library that may import ``prefect`` and ``flows``, and it does so inside the commands
-that need them, so ``harvester status`` starts fast and works without a Prefect API.
+The only module of the library (with ``cli_process`` and ``cli_runs``) that may import ``prefect`` and ``flows``,
+and it does so inside the commands that need them, so ``harvester status`` starts fast and works without a
+Prefect API.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from harvester.cli_process import exit_now, loading, settle_prefect
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
@@ -59,10 +61,16 @@ def main() -> None:
     """Console-script entry point: configuration errors are one clear line, never a traceback."""
     limit_malloc_arenas()  # before any thread starts (Where memory goes, internals.md)
     try:
-        app()
-    except HarvesterError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width
-        raise SystemExit(2) from None
+        try:
+            app()
+        except HarvesterError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width
+            raise SystemExit(2) from None
+    except SystemExit as ended:
+        if ended.code is not None and not isinstance(ended.code, int):
+            raise  # a message: the ordinary exit prints it
+        exit_now(ended.code or 0)
+    exit_now(0)
 
 
 # --- helpers -------------------------------------------------------------------------------------------------
@@ -99,8 +107,9 @@ def _run(
     config: Path | None = None, per_host: int | None = None, max_hosts: int | None = None,
 ) -> Any:
     """``kind`` through the Prefect flows when a server is configured, else in this process (``cli_runs``)."""
-    from harvester.cli_runs import prefect_api_url, run_locally, run_with_prefect
-    from harvester.frontier import FrontierStore
+    with loading():  # the fetch and storage stack
+        from harvester.cli_runs import prefect_api_url, run_locally, run_with_prefect
+        from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings):  # a new SQLite file is migrated once, before the progress display
         pass                                     # and the run open it from two threads at once
@@ -124,6 +133,10 @@ def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
     return overrides
 
 
+PROGRESS_INTERVAL_S = 0.5
+"""How often the progress line reads the frontier's counts, at least."""
+
+
 def _run_with_progress(
     settings: Settings, title: str, coro: Coroutine[Any, Any, Any], *, settle: bool = True
 ) -> Any:
@@ -134,8 +147,10 @@ def _run_with_progress(
         with await db(FrontierStore.open, settings) as store:
             while True:
                 finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
-                stats = (await db(store.stats)).as_dict()
-                states = stats.get("by_state") or {}
+                started = time.monotonic()
+                states = await db(store.state_counts)
+                # Counting grows with the frontier: read at most ~5 % of the time, however large it gets.
+                interval = max(PROGRESS_INTERVAL_S, 20 * (time.monotonic() - started))
                 total = sum(states.values())
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
                 progress.update(task_id, total=max(total, 1), completed=finished,
@@ -143,7 +158,7 @@ def _run_with_progress(
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(done.wait(), timeout=0.5)
+                    await asyncio.wait_for(done.wait(), timeout=interval)
 
     async def run() -> Any:
         done = asyncio.Event()
@@ -161,22 +176,8 @@ def _run_with_progress(
 
     result = asyncio.run(run())
     if settle:
-        _settle_prefect()
+        settle_prefect()
     return result
-
-
-def _settle_prefect() -> None:
-    """On Prefect's temporary API, let the server record what the run sent before the process (and with it the
-    server) stops: a stop in the middle of the task-run recorder's flush prints its traceback on our stderr."""
-    if os.environ.get("PREFECT_API_URL"):
-        return  # a started server outlives this process; nothing to wait for
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    APILogWorker.drain_all(timeout=10)
-    EventsWorker.drain_all(timeout=10)
-    flush_s = float(os.environ.get("PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_FLUSH_INTERVAL", "1"))
-    time.sleep(1.5 * flush_s)
 
 
 def _print_counters(title: str, counters: dict[str, Any]) -> None:

@@ -76,6 +76,26 @@ def test_outlinks_resolved_against_final_url_with_next_and_canonical():
     assert not any(link.startswith(("javascript:", "mailto:")) for link in links)
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in PAGES.glob("*.html")))
+def test_a_page_is_parsed_once_and_its_links_are_the_link_extractors(name, monkeypatch):
+    """The tree parsed for the metadata is the one the links are read from (a second parse doubled the cost)."""
+    import lxml.html
+
+    from harvester.discovery.listings import extract_links
+
+    body = page(name)
+    expected = extract_links(body, base_url=URL, content_type="text/html; charset=utf-8")
+    parses = []
+    real = lxml.html.document_fromstring
+    monkeypatch.setattr(lxml.html, "document_fromstring", lambda *a, **k: parses.append(1) or real(*a, **k))
+    out = extract_page(fetched(body), settings=SETTINGS)
+    assert len(parses) == 1
+    assert set(expected.links) <= set(out.outlinks)
+    assert out.next_pages == tuple(expected.next_pages)
+    assert out.feeds == tuple(expected.feeds)
+    assert out.robots_nofollow == expected.robots_nofollow
+
+
 def test_meta_robots_nofollow_yields_no_outlinks():
     body = b'<html><head><meta name="robots" content="noindex, nofollow"></head><body><a href="/x">x</a></body></html>'
     out = extract_page(fetched(body), settings=SETTINGS)

@@ -99,23 +99,25 @@ def feed_links_in(root: Any, base: str) -> list[str]:
     found: list[str] = []
     for el in root.iter("link", "a"):
         href = (el.get("href") or "").strip()
-        if not href or href.startswith("#"):
-            continue
-        if el.tag == "link":
-            rels = (el.get("rel") or "").lower().split()
-            media = (el.get("type") or "").split(";")[0].strip().lower()
-            if "alternate" not in rels and "feed" not in rels:
-                continue
-            if media not in FEED_TYPES and "feed" not in rels:
-                continue
-            if media in _GENERIC_TYPES and not FEEDISH_HREF.search(href):
-                continue
-        elif not is_feed_url(href):
+        if not href or href.startswith("#") or not names_a_feed(el, href):
             continue
         url = absolute_http(href, base)
         if url is not None and url not in found:
             found.append(url)
     return found
+
+
+def names_a_feed(el: Any, href: str) -> bool:
+    """Whether a ``<link>`` or ``<a>`` with this (stripped, non-empty) href points at a feed (``feed_links_in``)."""
+    if el.tag == "link":
+        rels = (el.get("rel") or "").lower().split()
+        media = (el.get("type") or "").split(";")[0].strip().lower()
+        if "alternate" not in rels and "feed" not in rels:
+            return False
+        if media not in FEED_TYPES and "feed" not in rels:
+            return False
+        return not (media in _GENERIC_TYPES and not FEEDISH_HREF.search(href))
+    return is_feed_url(href)
 
 
 

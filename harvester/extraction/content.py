@@ -79,11 +79,12 @@ def _strip_boilerplate(root: lxml.html.HtmlElement) -> None:
         if element in seen:
             continue
         role = (element.get("role") or "").strip().lower()
+        names = f"{element.get('class') or ''} {element.get('id') or ''}"
         if (
             role in BOILERPLATE_ROLES
             or element.get("hidden") is not None
             or (element.get("aria-hidden") or "").strip().lower() == "true"
-            or _BOILERPLATE_TOKEN.search(f"{element.get('class') or ''} {element.get('id') or ''}")
+            or (names != " " and _BOILERPLATE_TOKEN.search(names))  # most elements have neither: no search
         ) and element.tag not in ("html", "body", "main", "article"):
             doomed.append(element)
     for element in doomed:

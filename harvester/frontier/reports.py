@@ -121,6 +121,25 @@ class ReportsMixin(StoreBase):
                             answered.add(origin)
         return answered, asked
 
+    def state_counts(self) -> dict[str, int]:
+        """URLs by state, a leased one as LEASED: the ``by_state`` of ``stats`` without the rest of it.
+
+        For the CLI's progress line, read every half second through a whole run: ``stats`` also groups by kind
+        and by host and counts every page and fetch, each a scan that grows with the frontier, and it was ~4 %
+        of a harvest's CPU on 100 hosts x 100 pages."""
+        with self._tx(write=False) as tx:
+            conn = tx.conn
+            by_state = {s: int(n) for s, n in conn.exec_driver_sql("SELECT state, count(*) FROM urls GROUP BY state")}
+            leased = conn.exec_driver_sql(
+                "SELECT u.state, count(*) FROM leases l JOIN urls u ON u.id = l.url_id GROUP BY u.state"
+            ).all()
+        for state, n in leased:
+            for key, delta in ((state, -int(n)), (UrlState.LEASED.value, int(n))):
+                by_state[key] = by_state.get(key, 0) + delta
+                if not by_state[key]:
+                    del by_state[key]
+        return by_state
+
     def stats(self) -> StoreStats:
         """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
         with self._tx(write=False) as tx:

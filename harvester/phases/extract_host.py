@@ -465,7 +465,7 @@ class ExtractWork:
             if self.site.classifier.classify(canonical) is not UrlKind.DETAIL:
                 continue
             item = self.site.admit(link, base=base, source=Source.LINK, where=claimed.url, depth=depth, now=now,
-                                   kind=UrlKind.DETAIL)
+                                   kind=UrlKind.DETAIL, canonical=canonical)
             if item is not None:
                 found[item.url] = item
         return list(found.values())

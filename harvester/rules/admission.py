@@ -100,6 +100,7 @@ class Site:
         trusted: bool = False,
         fetched_at: datetime | None = None,
         report_to: str | None = None,
+        canonical: str | None = None,
     ) -> DiscoveredUrl | None:
         """The frontier record for ``raw``, or None when it is refused (the reason counted in the report).
 
@@ -109,9 +110,10 @@ class Site:
         ``trusted`` marks finite published lists (sitemaps, feeds), which the calendar and facet trap counters
         do not apply to. ``lastmod`` is a modification date (stored, and compared with our copy to predict
         changes); ``published`` a publication date, which only scores recency when no lastmod is given.
+        ``canonical``: ``canonicalize(raw, base)``, when the caller has it already (a page's outlinks).
         """
         label = provenance(source, where)
-        url = self.canonicalize(raw, base)
+        url = canonical if canonical is not None else self.canonicalize(raw, base)
         report = self.report(report_to or (origin_of(url) if url else origin_of(base or raw)))
         if url is None:
             report.add_entry(label, raw, "invalid")

@@ -90,6 +90,16 @@ def is_feed_url(href: str) -> bool:
 
 def is_pagination(url: str) -> bool:
     """True for ``?page=N``-style queries and ``/page/N`` paths (the page number of a listing)."""
+    if url.isprintable() and url[:8].lower().startswith(("http://", "https://")):
+        # Asked of every link of every page: an absolute URL with nothing ``urlsplit`` would drop (tab, CR, LF)
+        # splits into the same query and, for these patterns, the same path by _Parts' few str calls.
+        fast = _Parts(url)
+        return bool((fast.query and _PAGINATION_QUERY.search(fast.query)) or _PAGINATION_PATH.search(fast.path))
+    return is_pagination_split(url)
+
+
+def is_pagination_split(url: str) -> bool:
+    """``is_pagination`` by ``urlsplit``, for any text: the general path."""
     parts = urlsplit(url)
     return bool((parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(parts.path))
 
@@ -187,6 +197,9 @@ class _Templates:
 
     __slots__ = ("_dirty", "_groups", "_hosts", "_keys", "_max_examples", "_prefixes", "_variable")
 
+    # ``_hosts``: each host's groups, so that ``is_section_of`` looks at one host's shapes, not every host's (a
+    # profile of many hosts shares one classifier, and that scan ran for every link of every page).
+
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
         self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
@@ -194,20 +207,23 @@ class _Templates:
         self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._dirty: set[tuple[str, int]] = set()
-        self._hosts: set[str] = set()
+        self._hosts: dict[str, set[tuple[str, int]]] = {}
 
     def knows(self, host: str) -> bool:
         """Whether any example of ``host`` (without www.) was learned."""
         return host in self._hosts
 
-    def add(self, url: str) -> None:
+    def add(self, url: str) -> bool:
+        """Learn ``url``'s shape; False when its group is full (nothing learned, nothing changed)."""
         host, segments, query = _path_parts(url)
-        self._hosts.add(host)
         group = (host, len(segments))
+        self._hosts.setdefault(host, set()).add(group)
         examples = self._groups.setdefault(group, [])
         if len(examples) < self._max_examples:
             examples.append((segments, query))
             self._dirty.add(group)
+            return True
+        return False
 
     def __len__(self) -> int:
         return sum(len(examples) for examples in self._groups.values())
@@ -251,10 +267,15 @@ class _Templates:
         self._fresh()
         head = tuple(parts.segments)
         return any(
-            head in prefixes
-            for (group_host, depth), prefixes in self._prefixes.items()
-            if group_host == parts.host and depth > len(head)
+            head in self._prefixes[group]
+            for group in self._hosts.get(parts.host, ())
+            if group[1] > len(head) and group in self._prefixes
         )
+
+
+MAX_REMEMBERED_KINDS = 16_384
+"""URLs whose kind ``LinkClassifier.classify`` remembers at most (forgotten all at once past it)."""
+_UNKNOWN = object()
 
 
 class LinkClassifier:
@@ -275,21 +296,26 @@ class LinkClassifier:
         self._details = _Templates(max_examples)
         self._listings = _Templates(max_examples)
         self._listing_min_details = listing_min_details
+        self._known: dict[str, UrlKind | None] = {}
 
     def learn_details(self, urls: Iterable[str]) -> None:
         """Remember these URLs as known details (sitemap and feed entries) to learn the site's shapes."""
+        learned = False
         for url in urls:
-            self._details.add(url)
+            learned |= self._details.add(url)
+        if learned:
+            self._known.clear()
 
     def learn_listing(self, url: str) -> None:
-        self._listings.add(url)
+        if self._listings.add(url):
+            self._known.clear()
 
     def observe_page(self, url: str, links: Iterable[str]) -> UrlKind | None:
         """Learn ``url`` as a listing when it links to many details; returns its kind by that evidence."""
         details = sum(1 for link in links if self.classify(link) is UrlKind.DETAIL)
         if details >= self._listing_min_details:
             if not self._details.matches(url):
-                self._listings.add(url)
+                self.learn_listing(url)
             return UrlKind.LISTING
         return self.classify(url)
 
@@ -338,6 +364,21 @@ class LinkClassifier:
         return {link for members in groups.values() if len(members) >= min_siblings for link in members}
 
     def classify(self, url: str) -> UrlKind | None:
+        """The kind of ``url`` by what is learned so far (the rules in the class docstring).
+
+        Remembered per URL until something new is learned: a site's pages link the same navigation, sections
+        and related items over and over, and each page's links were classified afresh (a tenth of the CPU of a
+        page). Learning anything forgets every answer, so an answer is always what the rules give now."""
+        known = self._known.get(url, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        kind = self._classify(url)
+        if len(self._known) >= MAX_REMEMBERED_KINDS:
+            self._known.clear()
+        self._known[url] = kind
+        return kind
+
+    def _classify(self, url: str) -> UrlKind | None:
         for rule in self._detail_rules:
             if rule.search(url):
                 return UrlKind.DETAIL

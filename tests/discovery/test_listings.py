@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
+from harvester.discovery._html import absolute_http, joined_http
 from harvester.discovery.listings import extract_links
 from harvester.records import UrlKind
-from harvester.rules.classify import LinkClassifier, is_pagination, segment_shape
+from harvester.rules.classify import LinkClassifier, is_pagination, is_pagination_split, segment_shape
 from harvester.rules.urls import canonicalize
 from harvester.settings import Settings, SiteProfile
 
@@ -167,6 +171,20 @@ def test_learning_generalizes_shapes_the_generic_rules_miss() -> None:
     assert classifier.classify("https://food.example/recipes/") is UrlKind.LISTING  # the section itself
     assert classifier.classify("https://food.example/about") is None
     assert classifier.classify("https://other.example/recipes/tagine") is None  # shapes are per host
+    assert classifier.classify("https://other.example/recipes/") is None  # and so are their sections
+
+
+def test_sections_are_per_host_and_per_depth_among_many_hosts() -> None:
+    """A profile of many hosts shares one classifier: each host's sections come from its own shapes only."""
+    classifier = LinkClassifier()
+    for n in range(30):
+        classifier.learn_details([f"https://h{n}.example/{'news' if n % 2 else 'shop'}/{dish}"
+                                  for dish in ("goulash", "risotto", "ramen", "paella", "moussaka", "bibimbap")])
+    assert classifier.classify("https://h3.example/news") is UrlKind.LISTING
+    assert classifier.classify("https://h4.example/shop") is UrlKind.LISTING
+    assert classifier.classify("https://h4.example/news") is None  # another host's section
+    assert classifier.classify("https://h99.example/news") is None  # a host nothing was learned of
+    assert classifier.classify("https://h3.example/news/goulash/more") is None  # deeper than any shape's head
 
 
 def test_learned_shapes_ignore_tracking_parameters_and_www() -> None:
@@ -406,3 +424,86 @@ def test_a_paginated_lists_repeated_ids_are_its_items_and_nothing_else_is():
     ]
     assert LinkClassifier().repeated_items([*others, *items]) == set(items)
     assert LinkClassifier().repeated_items(items[5:7]) == set()  # fewer than three
+
+
+_HREF_PARTS = ["/", "//", ".", "..", "?", "#", ";", "[", "]", ":", "@", "%2e", "a", "b", "h", "x=1", "&", " ", "\t",
+               "\n", "\\", "\x7f", "\x00", "é", "http://", "https://", "HTTP://", "http:", "mailto:", "//h:80"]
+_BASES = ["http://h", "https://u@h:8080/a/b?q=1#f", "HTTP://H/x/", "http://h/a/../b", "ftp://h/x", "http:///p",
+          "http://[::1]:8/x", "http://[bad/x", "https://h?q", "h/x", ""]
+
+
+@hypothesis_settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_HREF_PARTS), min_size=1, max_size=8).map("".join), st.sampled_from(_BASES))
+def test_the_link_join_fast_path_gives_what_urljoin_gives(href, base):
+    """``absolute_http`` joins plain hrefs by concatenation; for every href it must equal the general path."""
+    stripped = href.strip()
+    assert absolute_http(href, base) == (joined_http(stripped, base) if stripped else None)
+
+
+def test_next_anchors_are_read_by_their_whole_text_with_or_without_child_elements() -> None:
+    html = (b'<html><body><a href="/l/a">Next</a> <a href="/l/b"><span>Next</span> <b>page</b></a>'
+            b'<a href="/l/c"> next <!-- c --> &raquo; </a><a href="/l/d">Next<i>ly</i></a>'
+            b'<a href="/l/e">About</a></body></html>')
+    page = extract_links(html, base_url="https://x.example/")
+    assert page.next_pages == ["https://x.example/l/a", "https://x.example/l/b", "https://x.example/l/c"]
+
+
+_URL_PARTS = ["/", "page", "/page/", "2", "12", "1234", "?", "#", "&", "page=", "p=", "p/", "start=", "x", "www.",
+              "http://", "HTTP://", "@", ":", "\t", "\n", " ", "é", "-", "seite", "/p", "offset=3", "?page=2", "#p=2"]
+
+
+@hypothesis_settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(["http://h", "https://", "HTTPS://h", "", "h"]),
+       st.lists(st.sampled_from(_URL_PARTS), max_size=8).map("".join))
+def test_pagination_fast_split_gives_what_urlsplit_gives(start, rest):
+    url = start + rest
+    try:
+        expected = is_pagination_split(url)
+    except ValueError:
+        return  # urlsplit refuses it (brackets): no URL a page gives the classifier
+    assert is_pagination(url) == expected
+
+
+def test_a_remembered_kind_is_forgotten_when_anything_is_learned(monkeypatch) -> None:
+    """classify() remembers answers per URL; each must still be what the rules give after new learning."""
+    import harvester.rules.classify as classify_module
+
+    classifier = LinkClassifier()
+    unseen = "https://food.example/recipes/tagine"
+    assert classifier.classify(unseen) is None
+    classifier.learn_details(f"https://food.example/recipes/{dish}" for dish in ("goulash", "risotto", "ramen",
+                                                                                  "paella", "moussaka", "bibimbap"))
+    assert classifier.classify(unseen) is UrlKind.DETAIL
+    assert classifier.classify("https://food.example/best-of") is None
+    classifier.learn_listing("https://food.example/best-of")
+    assert classifier.classify("https://food.example/best-of") is UrlKind.LISTING
+    monkeypatch.setattr(classify_module, "MAX_REMEMBERED_KINDS", 3)
+    urls = [f"https://food.example/recipes/dish-{n}" for n in range(10)]
+    assert [classifier.classify(url) for url in urls] == [classifier.classify(url) for url in urls]
+    assert len(classifier._known) <= 3
+
+
+@pytest.mark.parametrize("path", sorted((DATA).glob("*.html")) + sorted((DATA.parent / "pages").glob("*.html")),
+                         ids=lambda p: p.name)
+def test_feeds_found_in_the_link_walk_are_feed_links_ins(path: Path) -> None:
+    """links_of finds feeds in its one walk of the page; they must be what feed_links_in finds in its own."""
+    from harvester.discovery._html import parse_html
+    from harvester.discovery.feeds import feed_links_in
+    from harvester.discovery.listings import links_of
+
+    root = parse_html(path.read_bytes())
+    base = "https://news.example.net/world/x"
+    page = links_of(root, base_url=base)
+    assert page.feeds == feed_links_in(root, page.base)
+
+
+def test_feed_links_of_every_kind_in_document_order() -> None:
+    html = (b'<html><head><link rel="alternate" type="application/rss+xml" href="/rss.xml">'
+            b'<link rel="alternate" type="application/json" href="/data.json">'
+            b'<link rel="alternate" type="application/json" href="/feed.json"><link rel="feed" href="/f">'
+            b'<link rel="stylesheet" href="/feed.css"></head><body><a href="/atom.xml">Atom</a>'
+            b'<a href="javascript:feed()">x</a><a href="mailto:feed@x.example">m</a><area href="/rss">'
+            b'<a href="/rss.xml">again</a><a href="/story">story</a></body></html>')
+    page = extract_links(html, base_url="https://x.example/")
+    assert page.feeds == ["https://x.example/rss.xml", "https://x.example/feed.json", "https://x.example/f",
+                          "https://x.example/atom.xml"]

@@ -498,6 +498,16 @@ def test_stats_counts_by_state_kind_and_host(store: FrontierStore) -> None:
     assert store.url_info("https://b.test/1")["gone_at"] == T0  # type: ignore[index]
 
 
+def test_state_counts_are_the_stats_by_state_leased_ones_included(store: FrontierStore) -> None:
+    """The progress line's cheap count is exactly ``stats().by_state``, a leased URL counted as leased."""
+    store.add_discovered([found(f"https://a.test/{i}") for i in range(4)] + [found("https://b.test/1")], now=T0)
+    (c,) = claim_all(store, "w", ["https://b.test"])
+    store.complete("w", done(c.id, state=UrlState.GONE, status=404))
+    leased = claim_all(store, "w", ["https://a.test"], per_host=2)
+    assert len(leased) == 2
+    assert store.state_counts() == store.stats().by_state == {"queued": 2, "leased": 2, "gone": 1}
+
+
 def test_iter_pages_streams_in_batches_and_decompresses(store: FrontierStore) -> None:
     store.add_discovered([found(f"https://a.test/{i}") for i in range(5)], now=T0)
     claimed = claim_all(store, "w", ["https://a.test"])

@@ -1,0 +1,58 @@
+"""The CLI's process: a fast exit that still runs exit handlers and flushes, or waits for what still runs; imports
+with the collector paused, then frozen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60)
+
+
+def test_exit_now_keeps_the_code_the_buffered_output_and_the_exit_handlers():
+    done = run("""
+        import atexit, sys
+        from harvester.cli_process import exit_now
+        atexit.register(lambda: print("handler ran"))
+        sys.stdout.write("buffered, no newline")
+        sys.stderr.write("on stderr")
+        exit_now(3)
+        print("never")
+    """)
+    assert done.returncode == 3
+    assert done.stdout == "buffered, no newlinehandler ran\n"
+    assert done.stderr == "on stderr"
+
+
+def test_exit_now_leaves_a_running_thread_to_the_ordinary_exit():
+    done = run("""
+        import threading, time
+        from harvester.cli_process import exit_now
+        threading.Thread(target=lambda: (time.sleep(0.3), print("thread finished", flush=True))).start()
+        exit_now(4)
+    """)
+    assert done.returncode == 4
+    assert done.stdout == "thread finished\n"
+
+
+def test_a_command_that_fails_still_exits_with_its_code_and_message(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "from harvester.cli import main; main()", "export", "-o",
+                           str(tmp_path / "out.jsonl"), "--db", f"sqlite:///{tmp_path / 'missing.db'}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "missing.db" in done.stderr
+
+
+def test_loading_pauses_the_collector_and_freezes_what_it_loaded():
+    done = run("""
+        import gc
+        from harvester.cli_process import loading
+        with loading():
+            paused = not gc.isenabled()
+            import json.decoder
+        print(paused, gc.isenabled(), gc.get_freeze_count() > 0)
+    """)
+    assert done.stdout.split() == ["True", "True", "True"]
