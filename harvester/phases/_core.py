@@ -344,7 +344,7 @@ async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
     on_progress: ProgressCallback | None, hook: ExtractorHook | None, handover: Handover | None = None,
 ) -> PhaseResult:
-    site = Site(settings, profile)
+    site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
     site.add_moved(await db(store.moved_hosts))
     written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
     if written:
