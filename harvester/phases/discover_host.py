@@ -25,7 +25,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, retire_owner, utcnow
+from harvester.runtime import db, retire_owner, trim_native_memory, utcnow
 
 if TYPE_CHECKING:
     from harvester.fetch.engine import PoliteClient
@@ -54,6 +54,7 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
             finally:
                 retire_owner(item.owner)
             finished(item)
+            trim_native_memory()  # at most every TRIM_EVERY_S: what the host's documents freed goes back
             for home in item.homes():
                 closer = client.retire(home)
                 if closer is not None:
