@@ -273,11 +273,15 @@ class PoliteClient(HostSlots):
                                  max_bytes=self.settings.robots.max_bytes, check_robots=False, robots_fetch=True)
 
     def retire(self, origin: str) -> asyncio.Task[None] | None:
-        """A host whose run ended keeps no sockets (its gate and diagnostics stay). The pool is detached now and
+        """A host whose run ended keeps no sockets and, when they are persisted, no robots.txt rules in memory
+        (reloaded from the store on its next request, and applied to its gate again); its gate and diagnostics
+        stay, so its limit, back-off and next allowed time hold whatever comes next. The pool is detached now and
         closed in the background, so the next host does not wait for the close."""
         host = self._hosts.get(origin)
         if host is None or host.gate.in_flight or host.waiters:
             return None
+        if self._robots.forget(origin):
+            host.robots_applied = None
         detached = self._fetcher.detach(origin)
         if detached is None:
             return None

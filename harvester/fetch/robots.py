@@ -207,6 +207,15 @@ class RobotsCache:
             return rules
         return None
 
+    def forget(self, origin: str) -> bool:
+        """Drop the origin's rules from memory, when they can be had again without a request: only with
+        persistence (every rules object here was saved or loaded, so ``rules`` reloads it while it is fresh) and
+        no load in flight. A crawl of thousands of hosts then keeps the rules of the hosts being served, not of
+        every host it ever asked (issue 22). True when something was dropped."""
+        if self._persistence is None or origin in self._pending:
+            return False
+        return self._rules.pop(origin, None) is not None
+
     async def rules(self, origin: str, *, fresh_since: datetime | None = None) -> RobotsRules:
         """The origin's rules; ``fresh_since``: a copy fetched before then is asked again (conditionally), as a
         scheduled run asks everything that announces change, whatever its cache lifetime says."""

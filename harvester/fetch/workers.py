@@ -17,7 +17,7 @@ from harvester.errors import Interrupted, LeaseLost, StoreError
 from harvester.fetch.engine import PoliteClient, refused
 from harvester.fetch.http import NO_VALIDATORS
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, Validators, http_origin
-from harvester.runtime import stop_requested, task_group
+from harvester.runtime import stop_requested, task_group, trim_native_memory
 
 logger = logging.getLogger(__name__)
 
@@ -266,6 +266,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             if closer is not None:
                 closing.add(closer)
                 closer.add_done_callback(closing.discard)
+            trim_native_memory()  # at most every TRIM_EVERY_S: what the host's pages freed goes back to the OS
 
 
 async def _progress(client: PoliteClient, on_progress: Callable[[dict[str, HostDiagnostics]], None]) -> None:

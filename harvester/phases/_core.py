@@ -22,7 +22,7 @@ from harvester.fetch.engine import PoliteClient
 from harvester.fetch.workers import run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
-from harvester.phases.discover_host import HostDiscovery
+from harvester.phases.discover_host import HostDiscovery, discover_hosts
 from harvester.phases.exclusive import one_extraction
 from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
 from harvester.phases.handover import Handover, Shared, held
@@ -288,27 +288,22 @@ async def discover(
     shared = ready.polite(site) if ready is not None else None
     async with _client(shared, store, settings, profile, site) as client:
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
-        discoveries = [
-            HostDiscovery(store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
-                          refresh=refresh, policies=policies)
-            for origin in origins
-        ]
 
-        async def run(item: HostDiscovery) -> None:
-            await item.run()  # its politeness state is saved when this returns: then extraction may take it
+        def make(origin: str) -> HostDiscovery:
+            return HostDiscovery(store, settings, site, client, origin, run_id=run_id,
+                                 run_started=started or utcnow(), refresh=refresh, policies=policies)
+
+        def finished(item: HostDiscovery) -> None:
+            result.counters.update(item.counters)
+            result.problems.extend(item.problems)
             if ready is not None:
                 ready.hand_over(item.homes())
 
         try:
-            await asyncio.gather(*(run(item) for item in discoveries))
+            await discover_hosts(client, origins, make, finished, at_once=settings.politeness.max_active_hosts)
         finally:
-            for item in discoveries:
-                retire_owner(item.owner)
             if shared is None:
                 await policies.aclose()
-        for item in discoveries:
-            result.counters.update(item.counters)
-            result.problems.extend(item.problems)
         for origin, diag in client.diagnostics().items():
             result.hosts[origin] = diag.as_dict()
     for origin, report in site.reports.items():
@@ -349,7 +344,7 @@ async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
     on_progress: ProgressCallback | None, hook: ExtractorHook | None, handover: Handover | None = None,
 ) -> PhaseResult:
-    site = Site(settings, profile)
+    site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
     site.add_moved(await db(store.moved_hosts))
     written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
     if written:

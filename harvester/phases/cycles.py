@@ -158,13 +158,26 @@ async def _close(settings: Settings, profile: SiteProfile, since: datetime, disc
     if isinstance(counters, dict):
         changes["deferred"] = int(counters.get("deferred_by_budget") or 0)
     found = getattr(discovered, "counters", discovered)
+    problems = _recorded_problems(discovered)
     with await db(FrontierStore.open, settings) as store:
         fetches = await db(store.fetch_counts_since, since, origins)
-        last = await db(store.last_run, "discover")
-    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
+        if problems is None:
+            last = await db(store.last_run, "discover")
+            problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
     return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=fetches, started_at=since,
                  silent=await silence(settings, profile, since), problems=problems,
                  found=int(found.get("urls_new") or 0) if isinstance(found, dict) else 0)
+
+
+def _recorded_problems(discovered: object) -> list[str] | None:
+    """The problems discovery's run recorded, from the result its step returned (the merged ``PhaseResult``, or its
+    ``as_dict``) when it carries them; None: read the run. Reading the run back loads every host's report and
+    diagnostics it recorded (20 MB of objects at 2,000 hosts, the run's peak: issue 22) for this one list."""
+    if isinstance(discovered, PhaseResult):
+        return list(discovered.as_dict()["problems"])
+    if isinstance(discovered, dict) and isinstance(discovered.get("problems"), list):
+        return list(discovered["problems"])
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,10 @@ picks up where it stopped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from harvester.phases.discover_base import _seed_due
 from harvester.phases.discover_listings import ListingCrawl
@@ -22,9 +25,47 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, utcnow
+from harvester.runtime import db, retire_owner, trim_native_memory, utcnow
+
+if TYPE_CHECKING:
+    from harvester.fetch.engine import PoliteClient
 
 logger = logging.getLogger(__name__)
+
+
+async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Callable[[str], HostDiscovery],
+                         finished: Callable[[HostDiscovery], None], *, at_once: int) -> None:
+    """Discover ``origins``, at most ``at_once`` hosts at a time (``politeness.max_active_hosts``, as extraction).
+
+    Memory stays flat however many hosts a site has: only the hosts being discovered hold a ``HostDiscovery`` (its
+    sets of what it read and found) and an open pool in ``client``. Each is made by ``make`` when its turn comes,
+    handed to ``finished`` once its discovery returned (its politeness state saved: the caller may hand it over to
+    extraction), then dropped, its pool closed in the background (``PoliteClient.retire``: recreated on demand, its
+    gate kept). The first failure propagates at once, as from ``asyncio.gather``.
+    """
+    pending = iter(origins)
+    closing: set[asyncio.Task[None]] = set()
+
+    async def worker() -> None:
+        for origin in pending:  # one shared iterator: each origin is taken by exactly one worker
+            item = make(origin)
+            try:
+                await item.run()
+            finally:
+                retire_owner(item.owner)
+            finished(item)
+            trim_native_memory()  # at most every TRIM_EVERY_S: what the host's documents freed goes back
+            for home in item.homes():
+                closer = client.retire(home)
+                if closer is not None:
+                    closing.add(closer)
+                    closer.add_done_callback(closing.discard)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(max(1, min(at_once, len(origins))))))
+    finally:
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
 
 
 class HostDiscovery(SitemapWalk, ListingCrawl):

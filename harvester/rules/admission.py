@@ -17,7 +17,7 @@ from harvester.records import DiscoveredUrl, Source, UrlKind, origin_of, provena
 from harvester.rules import scoring
 from harvester.rules.classify import ROOT_ITEM, LinkClassifier
 from harvester.rules.facets import FacetLearner
-from harvester.rules.report import DiscoveryReport
+from harvester.rules.report import DiscoveryReport, UnkeptReport
 from harvester.rules.scope import UrlFilter
 from harvester.rules.urls import CANONICAL_VERSION, canonicalizer_for
 from harvester.settings import Settings, SiteProfile
@@ -31,8 +31,12 @@ Allowed = Callable[[str], bool]
 class Site:
     """Per-site state shared by all hosts of one run: the filter's counters and the learned URL shapes."""
 
-    def __init__(self, settings: Settings, profile: SiteProfile) -> None:
+    def __init__(self, settings: Settings, profile: SiteProfile, *, keep_reports: bool = True) -> None:
+        """``keep_reports`` False: admissions count nothing per host (``UnkeptReport``), for a phase that never
+        reads ``reports`` (extraction admits every outlink of every page: a report per host it ever served, with a
+        key per URL, was kept for nothing)."""
         self.settings = settings
+        self._unkept = None if keep_reports else UnkeptReport(host="")
         self.profile = profile
         self.canonicalize = canonicalizer_for(settings.urls)
         self.fetch_form = self.canonicalize.fetch_form
@@ -62,6 +66,8 @@ class Site:
                 self.filter.add_host(target)
 
     def report(self, origin: str) -> DiscoveryReport:
+        if self._unkept is not None:
+            return self._unkept
         report = self.reports.get(origin)
         if report is None:
             report = self.reports[origin] = DiscoveryReport(host=origin)
@@ -114,13 +120,14 @@ class Site:
         """
         label = provenance(source, where)
         url = canonical if canonical is not None else self.canonicalize(raw, base)
-        report = self.report(report_to or (origin_of(url) if url else origin_of(base or raw)))
+        host = report_to or (origin_of(url) if url else origin_of(base or raw))
+        report = self.report(host)
         if url is None:
             report.add_entry(label, raw, "invalid")
             return None
         fetch = self._written(raw, base, url)
         verdict: str | None = self.filter.check(url, trusted=trusted)
-        if verdict is None and allowed is not None and origin_of(url) == report.host and not allowed(fetch or url):
+        if verdict is None and allowed is not None and origin_of(url) == host and not allowed(fetch or url):
             verdict = "disallowed"
         report.add_entry(
             label, url, verdict, lastmod=lastmod, fetched_at=fetched_at,

@@ -288,3 +288,31 @@ class DiscoveryReport:
             "sitemaps_over_limit": [s.url for s in self.sitemaps if s.over_limit],
             "problems": list(self.problems),
         }
+
+
+class UnkeptReport(DiscoveryReport):
+    """A report that keeps nothing: what ``Site(keep_reports=False)`` hands every admission, for a phase whose
+    reports nobody reads (memory per host and per URL admitted, for nothing, otherwise)."""
+
+    __slots__ = ()
+
+    def add_entry(self, source: Source | str, url: str, verdict: str | None, *, lastmod: datetime | None = None,
+                  fetched_at: datetime | None = None, has_lastmod_field: bool | None = None) -> None:
+        return None
+
+    def add_unfetched(self, source: Source | str, verdict: str) -> None:
+        return None
+
+    def add_entries(self, source: Source | str, urls: list[str], rejected: Counter[str], queued: int, *,
+                    lastmods: list[datetime | None], fetched_at: datetime | None) -> None:
+        return None
+
+    def add_sitemap(self, url: str, kind: str, *, entries: int = 0, over_limit: bool = False,
+                    problems: list[str] | None = None, not_modified: bool = False) -> None:
+        return None
+
+    def add_problem(self, message: str) -> None:
+        return None
+
+    def add_rejections(self, counts: dict[str, int], *, source: str = "link") -> None:
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -277,3 +278,39 @@ def test_x_robots_tag_names_the_same_token_as_robots_txt():
     assert extracted.page.robots == ("noindex",)
     named = Settings(robots=RobotsSettings(product_token="Mozilla"))
     assert extract_page(page, settings=named, user_agent=compatible).page.robots == ("nofollow",)
+
+
+# --- issue 22: a retired host keeps no rules in memory ---------------------------------------------------------
+
+
+async def test_a_retired_hosts_persisted_rules_are_dropped_reloaded_unfetched_and_still_pace_it(make_web):
+    delay = 0.05
+    web = make_web([HostSpec("a", pages=6, page_bytes=(800, 1200),
+                             robots=RobotsSpec(disallow=("/private/",), crawl_delay=delay))])
+    origin = web.origin("a")
+    urls = web.truth["a"].allowed_detail_urls()[:4]
+    async with PoliteClient(LOCAL, robots_store=MemoryRobots()) as client:
+        assert (await client.fetch(urls[0])).ok
+        closing = client.retire(origin)  # its turn ended: no pool, and its rules are not kept in memory
+        assert closing is not None
+        await closing
+        assert client._robots.peek(origin) is None
+        results = [await client.fetch(url) for url in urls[1:]]
+        refused = await client.fetch(web.url("a", "/private/x"))
+    assert all(r.ok for r in results)
+    assert refused.error_class is ErrorClass.ROBOTS_DISALLOWED  # the reloaded rules still judge
+    assert (await robots_requests(web, "a")) == 1  # reloaded from the store, never asked again
+    pages = sorted(r.start for r in (await log_of(web)) if r.host == "a" and r.path != "/robots.txt")
+    assert len(pages) == 4
+    assert min(b - a for a, b in itertools.pairwise(pages)) >= delay  # Crawl-delay holds across the retire
+
+
+async def test_without_persistence_a_retired_host_keeps_its_rules(make_web):
+    web = make_web([HostSpec("a", pages=3)])
+    origin = web.origin("a")
+    async with PoliteClient(LOCAL) as client:
+        await client.fetch(web.truth["a"].allowed_detail_urls()[0])
+        client.retire(origin)
+        assert client._robots.peek(origin) is not None  # dropping it would mean asking robots.txt again
+        await client.fetch(web.truth["a"].allowed_detail_urls()[1])
+    assert (await robots_requests(web, "a")) == 1

@@ -30,3 +30,10 @@ def test_malloc_arenas_are_capped_unless_the_user_chose(monkeypatch: pytest.Monk
     assert runtime.limit_malloc_arenas(runtime.MALLOC_ARENAS) is True
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
     assert runtime.limit_malloc_arenas(runtime.MALLOC_ARENAS) is False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_native_memory_is_trimmed_at_most_once_per_interval() -> None:
+    assert runtime.trim_native_memory(every_s=0.0) is True  # glibc: the pass runs
+    assert runtime.trim_native_memory(every_s=3600.0) is False  # just ran: a host ending now costs nothing
+    assert runtime.trim_native_memory(every_s=0.0) is True

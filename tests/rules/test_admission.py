@@ -146,3 +146,27 @@ def test_published_content_at_the_root_or_behind_p_is_detail(url: str) -> None:
                                allowed=None)
     assert [item.kind.value for item in got] == ["detail"]
     assert site.published_kind(url) is UrlKind.DETAIL
+
+
+def test_a_site_that_keeps_no_reports_admits_the_same_and_holds_nothing_per_host() -> None:
+    """Extraction admits every outlink of every page and never reads the reports: ``keep_reports=False`` must
+    decide exactly as a reporting site does, and keep no report (nor a key per URL) for any host (issue 22)."""
+    base = Settings.load()
+    profile = SiteProfile.build(seeds=(ORIGIN + "/",))
+    kept, unkept = Site(base, profile), Site(base, profile, keep_reports=False)
+    entries = [SitemapEntry(loc=ORIGIN + f"/a/story-{i}") for i in range(5)] + [
+        SitemapEntry(loc=ORIGIN + "/private/no"), SitemapEntry(loc="https://elsewhere.example/x")]
+    for site in (kept, unkept):
+        site.admit_published(entries, where=SITEMAP, origin=ORIGIN, now=NOW, fetched_at=NOW,
+                             allowed=_disallow_private)
+    links = [ORIGIN + "/a/story-9", ORIGIN + "/private/link", "https://elsewhere.example/y", "mailto:x@y"]
+    verdicts = [
+        [site.admit(link, base=ORIGIN + "/", source=Source.LINK, where=ORIGIN + "/", depth=1, now=NOW,
+                    allowed=_disallow_private) for link in links]
+        for site in (kept, unkept)
+    ]
+    assert verdicts[0] == verdicts[1]
+    assert [item is not None for item in verdicts[1]] == [True, False, False, False]
+    assert kept.reports and kept.report(ORIGIN).to_dict()["rejected"]
+    assert unkept.reports == {}
+    assert unkept.report(ORIGIN).to_dict()["urls_found_by_source"] == {}
