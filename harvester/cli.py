@@ -20,9 +20,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from harvester.cli_process import exit_now, loading, settle_prefect
+from harvester.cli_tables import MAX_PROBLEMS_SHOWN, console, print_counters, print_problems, print_status, status_of
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
@@ -30,7 +30,6 @@ from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
 app.add_typer(db_app, name="db")
-console = Console()
 err_console = Console(stderr=True)
 
 PREFECT_QUIET_DEFAULTS = {
@@ -180,79 +179,6 @@ def _run_with_progress(
     return result
 
 
-def _print_counters(title: str, counters: dict[str, Any]) -> None:
-    table = Table(title=title, show_header=True)
-    table.add_column("phase")
-    table.add_column("counter")
-    table.add_column("value", justify="right")
-    for phase, values in counters.items():
-        if isinstance(values, dict):
-            for key, value in sorted(values.items()):
-                if not isinstance(value, dict | list):
-                    table.add_row(phase, key, str(value))
-    console.print(table)
-
-
-MAX_PROBLEMS_SHOWN = 15
-
-
-def _print_problems(settings: Settings) -> None:
-    """The last discovery's problems (robots.txt unavailable, sitemaps refused, cut or out of scope ...): the
-    counters say how many, these say which and why. All of them are in the run's record and Prefect artifact."""
-    from harvester.frontier import FrontierStore
-
-    with db_sync(FrontierStore.open, settings) as store:
-        last = db_sync(store.last_run, "discover")
-    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
-    if not problems:
-        return
-    console.print(f"[bold]Discovery problems[/] (run {last['id'] if last else '?'}):")
-    for problem in problems[:MAX_PROBLEMS_SHOWN]:
-        console.print(f"  - {problem}", soft_wrap=True)
-    if len(problems) > MAX_PROBLEMS_SHOWN:
-        console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more in the run's record")
-
-
-def _status(settings: Settings) -> dict[str, Any]:
-    """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
-    from harvester.frontier import FrontierStore
-
-    with db_sync(FrontierStore.open, settings) as store:
-        stats = db_sync(store.stats).as_dict()
-        last = db_sync(store.last_run, "extract")
-    if last is not None:
-        counters = last.get("counters") or {}
-        stats["last_extract"] = {
-            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
-        }
-    return stats
-
-
-def _print_status(settings: Settings) -> dict[str, Any]:
-    stats = _status(settings)
-    table = Table(title=f"Frontier: {stats.get('total', 0)} URLs, {stats.get('pages', 0)} pages stored")
-    table.add_column("host")
-    states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("states") or {})})
-    for state in states:
-        table.add_column(state, justify="right")
-    for origin, host in sorted((stats.get("hosts") or {}).items()):
-        by_state = host.get("states") or {}
-        table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
-    console.print(table)
-    hosts = (stats.get("last_extract") or {}).get("hosts") or {}
-    if hosts:
-        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")
-        for column in ("host", "fetched", "304", "errors", "peak/limit", "rate/s", "parked"):
-            diag.add_column(column)
-        for origin, host in sorted(hosts.items()):
-            errors = ", ".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
-            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)), errors,
-                         f"{host.get('peak_in_flight', 0)}/{host.get('limit', 0)}", str(host.get("rate_per_s", 0)),
-                         host.get("parked_reason") or "")
-        console.print(diag)
-    return stats
-
-
 # --- commands ------------------------------------------------------------------------------------------------
 
 
@@ -269,9 +195,9 @@ def harvest(
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, extractor=extractor)
     result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
-    _print_counters("harvest", result)
-    _print_status(settings)
-    _print_problems(settings)
+    print_counters("harvest", result)
+    print_status(settings)
+    print_problems(settings)
     _print_changes(result.get("changes") or {})
 
 
@@ -287,9 +213,9 @@ def discover(
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget)
     result = _run("discover", settings, profile, refresh=refresh, config=config, per_host=per_host,
                   max_hosts=max_hosts)
-    _print_counters("discover", {"discover": result})
-    _print_status(settings)
-    _print_problems(settings)
+    print_counters("discover", {"discover": result})
+    print_status(settings)
+    print_problems(settings)
 
 
 @app.command()
@@ -303,8 +229,8 @@ def extract(
     profile = _profile(list(seeds or []), settings)
     result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
-    _print_counters("extract", {"extract": result})
-    _print_status(settings)
+    print_counters("extract", {"extract": result})
+    print_status(settings)
 
 
 @app.command()
@@ -319,7 +245,7 @@ def recrawl(
     profile = _profile(list(seeds or []), settings)
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
-    _print_counters("recrawl", result)
+    print_counters("recrawl", result)
     _print_changes(result.get("changes") or {})
 
 
@@ -342,9 +268,9 @@ def status(
     settings = _settings(db, config)
     if as_json:
 
-        print(json.dumps(_status(settings), indent=2, default=str))
+        print(json.dumps(status_of(settings), indent=2, default=str))
         return
-    _print_status(settings)
+    print_status(settings, most=None)
 
 
 @app.command()
@@ -477,8 +403,8 @@ def demo(
         console.print(f"[bold]test web[/] serving {len(web.seeds)} hosts on 127.0.0.1: " + ", ".join(web.seeds))
         profile = SiteProfile.build(seeds=tuple(web.seeds), name="demo")
         result = _run_with_progress(settings, "demo harvest", harvest_flow(profile, workers=2))
-        _print_counters("demo harvest", result)
-        _print_status(settings)
+        print_counters("demo harvest", result)
+        print_status(settings)
         console.print(f"harvested in {time.monotonic() - started:.1f} s")
         _where_to_look(settings)
         if keep:

@@ -82,17 +82,34 @@ def test_a_bad_format_is_refused_by_name(sqlite_url, tmp_path):
 
 
 def test_the_last_discoverys_problems_are_printed(sqlite_url, capsys):
-    from harvester import cli
+    from harvester import cli_tables
 
     settings = Settings.load(database_url=sqlite_url)
     with FrontierStore.open(settings, upgrade=True) as store:
         run = store.start_run("discover")
         problems = [f"http://h{i}.test: robots.txt unavailable (connect)" for i in range(20)]
         store.finish_run(run, status="completed", counters={"counters": {}, "problems": problems})
-    cli._print_problems(settings)
+    cli_tables.print_problems(settings)
     out = " ".join(capsys.readouterr().out.split())
     assert "http://h0.test: robots.txt unavailable (connect)" in out
-    assert f"and {20 - cli.MAX_PROBLEMS_SHOWN} more" in out
+    assert f"and {20 - cli_tables.MAX_PROBLEMS_SHOWN} more" in out
+
+
+def test_a_commands_host_tables_show_the_first_hosts_and_status_shows_all(sqlite_url, capsys):
+    from harvester import cli_tables
+    from harvester.records import DiscoveredUrl, UrlKind
+
+    settings = Settings.load(database_url=sqlite_url)
+    hosts = [f"http://h{i:02d}.test" for i in range(cli_tables.MAX_HOSTS_SHOWN + 5)]
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{h}/a", UrlKind.DETAIL, "seed") for h in hosts])
+    cli_tables.print_status(settings)
+    shown = capsys.readouterr().out
+    assert sum(h in shown for h in hosts) == cli_tables.MAX_HOSTS_SHOWN
+    assert "and 5 more hosts" in " ".join(shown.split())
+    cli_tables.print_status(settings, most=None)
+    everything = capsys.readouterr().out
+    assert all(h in everything for h in hosts), everything
 
 
 def test_export_from_a_mistyped_database_keeps_the_output_file(tmp_path):

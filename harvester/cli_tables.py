@@ -1,0 +1,102 @@
+"""What the command line prints after a command: counters, the frontier per host, the last run's diagnostics
+and problems. Tables for a person: a command shows the first hosts and says how to list the rest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harvester.runtime import db_sync
+from harvester.settings import Settings
+
+console = Console()
+
+
+def print_counters(title: str, counters: dict[str, Any]) -> None:
+    table = Table(title=title, show_header=True)
+    table.add_column("phase")
+    table.add_column("counter")
+    table.add_column("value", justify="right")
+    for phase, values in counters.items():
+        if isinstance(values, dict):
+            for key, value in sorted(values.items()):
+                if not isinstance(value, dict | list):
+                    table.add_row(phase, key, str(value))
+    console.print(table)
+
+
+MAX_PROBLEMS_SHOWN = 15
+
+
+def print_problems(settings: Settings) -> None:
+    """The last discovery's problems (robots.txt unavailable, sitemaps refused, cut or out of scope ...): the
+    counters say how many, these say which and why. All of them are in the run's record and Prefect artifact."""
+    from harvester.frontier import FrontierStore
+
+    with db_sync(FrontierStore.open, settings) as store:
+        last = db_sync(store.last_run, "discover")
+    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
+    if not problems:
+        return
+    console.print(f"[bold]Discovery problems[/] (run {last['id'] if last else '?'}):")
+    for problem in problems[:MAX_PROBLEMS_SHOWN]:
+        console.print(f"  - {problem}", soft_wrap=True)
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more in the run's record")
+
+
+def status_of(settings: Settings) -> dict[str, Any]:
+    """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
+    from harvester.frontier import FrontierStore
+
+    with db_sync(FrontierStore.open, settings) as store:
+        stats = db_sync(store.stats).as_dict()
+        last = db_sync(store.last_run, "extract")
+    if last is not None:
+        counters = last.get("counters") or {}
+        stats["last_extract"] = {
+            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
+        }
+    return stats
+
+
+MAX_HOSTS_SHOWN = 25
+"""Hosts a command's closing tables show (``harvester status`` shows all): a table of 2,000 rows was unreadable,
+and rendering it was the run's last and highest memory peak (issue 22)."""
+
+
+def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict[str, Any]:
+    stats = status_of(settings)
+    table = Table(title=f"Frontier: {stats.get('total', 0)} URLs, {stats.get('pages', 0)} pages stored")
+    table.add_column("host")
+    states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("states") or {})})
+    for state in states:
+        table.add_column(state, justify="right")
+    for origin, host in first_rows(sorted((stats.get("hosts") or {}).items()), most, table):
+        by_state = host.get("states") or {}
+        table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
+    console.print(table)
+    hosts = (stats.get("last_extract") or {}).get("hosts") or {}
+    if hosts:
+        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")
+        for column in ("host", "fetched", "304", "errors", "peak/limit", "rate/s", "parked"):
+            diag.add_column(column)
+        # Hosts with errors or parked first: they are why one reads this table.
+        ranked = sorted(hosts.items(), key=lambda kv: (not (kv[1].get("errors") or kv[1].get("parked_reason")), kv[0]))
+        for origin, host in first_rows(ranked, most, diag):
+            errors = ", ".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
+            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)), errors,
+                         f"{host.get('peak_in_flight', 0)}/{host.get('limit', 0)}", str(host.get("rate_per_s", 0)),
+                         host.get("parked_reason") or "")
+        console.print(diag)
+    return stats
+
+
+def first_rows(rows: list[tuple[str, Any]], most: int | None, table: Table) -> list[tuple[str, Any]]:
+    """The first ``most`` rows; the table's caption says how many more ``harvester status`` lists."""
+    if most is None or len(rows) <= most:
+        return rows
+    table.caption = f"... and {len(rows) - most} more hosts: `harvester status` lists them all"
+    return rows[:most]
