@@ -197,7 +197,7 @@ def harvest(
                   max_hosts=max_hosts)
     print_counters("harvest", result)
     print_status(settings)
-    print_problems(settings)
+    print_problems(settings, result.get("problems"))
     _print_changes(result.get("changes") or {})
 
 

@@ -39,7 +39,7 @@ def prefect_api_url() -> str | None:
 def _cycle_dict(cycle: Cycle[Any]) -> dict[str, Any]:
     """A library cycle in the shape the flows return (what the CLI prints)."""
     return {"discover": dict(cycle.discover.counters), "extract": dict(cycle.extract.counters),
-            "changes": cycle.changes}
+            "changes": cycle.changes, "problems": cycle.problems}
 
 
 async def run_locally(

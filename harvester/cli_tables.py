@@ -30,17 +30,21 @@ def print_counters(title: str, counters: dict[str, Any]) -> None:
 MAX_PROBLEMS_SHOWN = 15
 
 
-def print_problems(settings: Settings) -> None:
+def print_problems(settings: Settings, problems: list[str] | None = None) -> None:
     """The last discovery's problems (robots.txt unavailable, sitemaps refused, cut or out of scope ...): the
-    counters say how many, these say which and why. All of them are in the run's record and Prefect artifact."""
+    counters say how many, these say which and why. All of them are in the run's record and Prefect artifact.
+    ``problems``: the cycle's, when the command has them (reading the run back loads every host's report)."""
     from harvester.frontier import FrontierStore
 
-    with db_sync(FrontierStore.open, settings) as store:
-        last = db_sync(store.last_run, "discover")
-    problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
+    where = "this run"
+    if problems is None:
+        with db_sync(FrontierStore.open, settings) as store:
+            last = db_sync(store.last_run, "discover")
+        problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
+        where = f"run {last['id'] if last else '?'}"
     if not problems:
         return
-    console.print(f"[bold]Discovery problems[/] (run {last['id'] if last else '?'}):")
+    console.print(f"[bold]Discovery problems[/] ({where}):")
     for problem in problems[:MAX_PROBLEMS_SHOWN]:
         console.print(f"  - {problem}", soft_wrap=True)
     if len(problems) > MAX_PROBLEMS_SHOWN:
