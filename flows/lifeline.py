@@ -19,6 +19,8 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from rich.console import Console
+
 from harvester.runtime import request_stop
 
 POLL_S = 0.5
@@ -34,6 +36,25 @@ def started_by_runner() -> bool:
     return bool(os.environ.get("PREFECT__FLOW_RUN_ID"))
 
 
+def _outlive_the_readers() -> None:
+    """Let this process outlive whoever reads its stdout and stderr: the runner pipes them, and when the runner
+    dies the next console log line (Prefect's console handler is rich) met a broken pipe, on which rich raises
+    ``SystemExit``. Raised in whatever task was logging, it ended the event loop at once, before the stop could
+    drain: the host workers were cancelled mid-answer and their pages fetched again by the rerun. Now a broken
+    pipe sends both streams to /dev/null and the run goes on (its logs still reach the Prefect API)."""
+
+    def on_broken_pipe(console: Console) -> None:
+        console.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            for fd in (1, 2):
+                os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign, assignment]
+
+
 @asynccontextmanager
 async def parent_lifeline() -> AsyncIterator[None]:
     """For the body: stop the crawl if the process that started this one dies."""
@@ -42,6 +63,7 @@ async def parent_lifeline() -> AsyncIterator[None]:
         return
     parent = os.getppid()
     body = asyncio.current_task()
+    _outlive_the_readers()
 
     async def watch() -> None:
         # Polling: Linux's PR_SET_PDEATHSIG fires when the parent *thread* that forked us exits, not the process.
