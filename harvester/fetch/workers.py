@@ -262,11 +262,18 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             host = active.pop(task)
             task.result()  # a bug in done()/claim() surfaces here
             ended.add(host)
-            closer = client.retire(host)
-            if closer is not None:
-                closing.add(closer)
-                closer.add_done_callback(closing.discard)
-            trim_native_memory()  # at most every TRIM_EVERY_S: what the host's pages freed goes back to the OS
+            turn_ended(client, host, closing)
+
+
+def turn_ended(client: PoliteClient, origin: str, closing: set[asyncio.Task[None]]) -> None:
+    """A host's turn (discovery or extraction) is over: its pool closes in the background (``PoliteClient.retire``;
+    the close is kept in ``closing`` for the caller to await) and what its pages freed goes back to the OS
+    (``trim_native_memory``, at most every ``TRIM_EVERY_S``)."""
+    closer = client.retire(origin)
+    if closer is not None:
+        closing.add(closer)
+        closer.add_done_callback(closing.discard)
+    trim_native_memory()
 
 
 async def _progress(client: PoliteClient, on_progress: Callable[[dict[str, HostDiagnostics]], None]) -> None:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from harvester.fetch.workers import turn_ended
 from harvester.phases.discover_base import _seed_due
 from harvester.phases.discover_listings import ListingCrawl
 from harvester.phases.discover_sitemaps import SitemapWalk
@@ -25,7 +26,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, retire_owner, trim_native_memory, utcnow
+from harvester.runtime import db, retire_owner, utcnow
 
 if TYPE_CHECKING:
     from harvester.fetch.engine import PoliteClient
@@ -54,12 +55,8 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
             finally:
                 retire_owner(item.owner)
             finished(item)
-            trim_native_memory()  # at most every TRIM_EVERY_S: what the host's documents freed goes back
             for home in item.homes():
-                closer = client.retire(home)
-                if closer is not None:
-                    closing.add(closer)
-                    closer.add_done_callback(closing.discard)
+                turn_ended(client, home, closing)
 
     try:
         await asyncio.gather(*(worker() for _ in range(max(1, min(at_once, len(origins))))))
