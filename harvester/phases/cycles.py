@@ -104,10 +104,8 @@ async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, 
     host's discovery delays only that host), never on a host discovery is still reading. A discovery that fails
     fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled.
 
-    The frontier is opened (a new SQLite file created and migrated) once, first: two phases opening a new file
-    at the same moment would both try to migrate it, and one would find it locked."""
-    with await db(FrontierStore.open, settings):
-        pass
+    ``shared_politeness`` opens the frontier (a new SQLite file created and migrated) before either phase starts:
+    two phases opening a new file at the same moment would both try to migrate it, and one would find it locked."""
     with handover() as key:
         ready = held(key)
         assert ready is not None
