@@ -274,3 +274,34 @@ def _rfc3339(value: Any) -> datetime | None:
 
 def _text(value: Any) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def numbered_successors(previous: str, current: str, count: int) -> list[str]:
+    """The ``count`` pages after ``current`` when ``previous`` → ``current`` stepped exactly one number in the
+    URL (``?page=2`` → ``?page=3``, ``/page/20/`` → ``/page/40/``, ``?offset=20`` → ``?offset=40``); else none.
+
+    A paged feed names only its next page, so its pages are read one after another, each a round trip while the
+    host's other slots idle; a feed numbered this regularly can have its next pages asked beside the current one.
+    These are guesses, asked only to be used when a page read names them: one whose URL differs in anything but
+    that one number (a timestamp, a cursor, a zero padding that changes) gives none."""
+    before, after = _NUMBER.split(previous), _NUMBER.split(current)
+    old, new = _NUMBER.findall(previous), _NUMBER.findall(current)
+    if count <= 0 or before != after or len(old) != len(new):
+        return []
+    changed = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    if len(changed) != 1:
+        return []
+    at = changed[0]
+    step = int(new[at]) - int(old[at])
+    width = len(new[at]) if new[at].startswith("0") and len(new[at]) > 1 else 0
+    if step <= 0 or (width and len(old[at]) != width):
+        return []
+    guesses = []
+    for k in range(1, count + 1):
+        numbers = [*new]
+        numbers[at] = str(int(new[at]) + k * step).zfill(width)
+        guesses.append("".join(part + (numbers[i] if i < len(numbers) else "") for i, part in enumerate(after)))
+    return guesses

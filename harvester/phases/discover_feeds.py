@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
-from harvester.discovery.feeds import FeedDoc, parse_feed
+from harvester.discovery.feeds import FeedDoc, numbered_successors, parse_feed
 from harvester.phases.discover_base import FEED_TYPES, MAX_FEED_ENTRIES_REMEMBERED, DiscoveryBase
 from harvester.records import (
     DiscoveredUrl,
     DocumentState,
+    FetchResult,
     Source,
     Validators,
 )
@@ -44,6 +47,36 @@ class _FeedRead:
         if reference is not None and all(d is not None for d in self.dates):
             return all(d is not None and d > reference for d in self.dates)
         return self.fresh >= self.admitted
+
+
+MAX_FEED_PAGES_AHEAD = 4
+"""Pages of a numbered feed asked ahead of the one being read: at most this many, and never past the host's limit
+(each guess past the last page is a request for nothing)."""
+
+
+class _Ahead:
+    """Fetches of guessed feed pages under way: taken when a page names one, cancelled when the walk ends."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, asyncio.Task[FetchResult]] = {}
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._tasks
+
+    def ask(self, url: str, fetch: Coroutine[Any, Any, FetchResult]) -> None:
+        self._tasks[url] = asyncio.ensure_future(fetch)
+
+    def take(self, url: str) -> asyncio.Task[FetchResult] | None:
+        return self._tasks.pop(url, None)
+
+    def drop(self) -> int:
+        """Cancel what no page named (a guess past the last page, or off a chain that changed its numbering);
+        returns how many were asked for nothing."""
+        for task in self._tasks.values():
+            task.cancel()
+        unused = len(self._tasks)
+        self._tasks.clear()
+        return unused
 
 
 class FeedReading(DiscoveryBase):
@@ -85,17 +118,25 @@ class FeedReading(DiscoveryBase):
         reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
         budget = self.settings.discovery.max_feed_pages - 1
         page: _FeedRead | None = head
-        while page is not None and page.doc.next_page and budget > 0:
-            if rereading and not page.only_news(reference):
-                self.counters["feed_pages_not_needed"] += 1
-                break
-            target = page.doc.next_page
-            if target in self._feed_docs_seen or not self.site.in_scope(target):
-                break
-            budget -= 1
-            page = await self._feed_document(
-                target, "feed_page", await db(self.store.get_document, target), last_read
-            )
+        at, ahead = url, _Ahead()
+        try:
+            while page is not None and page.doc.next_page and budget > 0:
+                if rereading and not page.only_news(reference):
+                    self.counters["feed_pages_not_needed"] += 1
+                    break
+                target = page.doc.next_page
+                if target in self._feed_docs_seen or not self.site.in_scope(target):
+                    break
+                budget -= 1
+                if not rereading:  # a first read takes every page: the next ones may be asked beside this one
+                    self._ask_ahead(ahead, at, target, budget)
+                page = await self._feed_document(
+                    target, "feed_page", await db(self.store.get_document, target), last_read,
+                    asked=ahead.take(target),
+                )
+                at = target
+        finally:
+            self.counters["feed_pages_guessed_unused"] += ahead.drop()
         archive = head.doc.prev_archive
         while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
             if not self.site.in_scope(archive):
@@ -112,14 +153,30 @@ class FeedReading(DiscoveryBase):
         if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
             self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
 
+    def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
+        """Ask the pages after ``target`` beside it, when ``at`` → ``target`` stepped one number of the URL: as
+        many as the host's limit, within the page budget (``target`` itself is most often a guess already
+        answered, so the next ones fill the host's slots; any beyond them wait for a slot as every request
+        does). A paced host (Crawl-delay, request rate, a minimum delay) gains nothing from it: never guessed for."""
+        gate = self.client.gate(self.origin)
+        if gate.interval_s > 0 or gate.crawl_delay_s or gate.request_rate_s:
+            return
+        for guess in numbered_successors(at, target, min(gate.limit, budget, MAX_FEED_PAGES_AHEAD)):
+            if guess not in ahead and guess not in self._feed_docs_seen and self.site.in_scope(guess):
+                self.counters["feed_pages_guessed"] += 1
+                ahead.ask(guess, self.client.fetch(
+                    guess, accept=FEED_TYPES, max_bytes=self.settings.discovery.max_feed_bytes))
+
     async def _feed_document(
-        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None
+        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None,
+        *, asked: asyncio.Task[FetchResult] | None = None,
     ) -> _FeedRead | None:
         """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
-        ``last_read``: our previous read of the feed, to tell entries found since (None: all are new)."""
+        ``last_read``: our previous read of the feed, to tell entries found since (None: all are new);
+        ``asked``: its fetch, already under way (a guess the page before named, see ``_ask_ahead``)."""
         assert self.rules is not None
         self._feed_docs_seen.add(url)
-        result = await self.client.fetch(
+        result = await asked if asked is not None else await self.client.fetch(
             url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
             max_bytes=self.settings.discovery.max_feed_bytes,
         )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harvester.discovery.feeds import find_feed_links, parse_feed
+from harvester.discovery.feeds import find_feed_links, numbered_successors, parse_feed
 from harvester.errors import ContentRejected
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -163,3 +163,23 @@ def test_a_feed_linking_to_itself_or_nowhere_has_no_older_documents() -> None:
     assert (doc.next_page, doc.prev_archive) == (None, None)
     plain = (FEEDS / "wordpress_rss2.xml").read_bytes()  # control: a feed without history links
     assert parse_feed(plain, url="https://blog.example.org/feed/").next_page is None
+
+
+@pytest.mark.parametrize(("previous", "current", "expected"), [
+    ("https://h.example/feed?page=2", "https://h.example/feed?page=3",
+     ["https://h.example/feed?page=4", "https://h.example/feed?page=5"]),
+    ("https://h.example/blog/page/20/", "https://h.example/blog/page/40/",
+     ["https://h.example/blog/page/60/", "https://h.example/blog/page/80/"]),
+    ("https://h.example/2024/feed?paged=9", "https://h.example/2024/feed?paged=10",
+     ["https://h.example/2024/feed?paged=11", "https://h.example/2024/feed?paged=12"]),
+    ("https://h.example/feed?p=008", "https://h.example/feed?p=009",
+     ["https://h.example/feed?p=010", "https://h.example/feed?p=011"]),
+    ("https://h.example/feed", "https://h.example/feed?page=2", []),  # the head: no step to repeat yet
+    ("https://h.example/feed?page=2&t=100", "https://h.example/feed?page=3&t=161", []),  # two numbers moved
+    ("https://h.example/feed?page=3", "https://h.example/feed?page=2", []),  # backwards
+    ("https://h.example/feed?after=a1", "https://h.example/feed?after=b7", []),  # a cursor
+    ("https://h.example/feed?p=9", "https://h.example/feed?p=010", []),  # the padding changed
+])
+def test_numbered_successors_repeat_one_step_only(previous: str, current: str, expected: list[str]) -> None:
+    assert numbered_successors(previous, current, 2) == expected
+    assert numbered_successors(previous, current, 0) == []

@@ -8,7 +8,13 @@ everything is still found.
 
 from __future__ import annotations
 
-from harvester import aharvest
+import asyncio
+import hashlib
+from collections import Counter
+
+import pytest
+
+from harvester import aharvest, phases
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.record import RequestRecord, max_in_flight
@@ -40,3 +46,92 @@ async def test_feed_pages_are_read_beside_listing_pages_within_the_limit(make_we
         states = store.url_states()
     missing = [url for url in web.truth["chains"].allowed_detail_urls() if states.get(url, ("",))[0] != "done"]
     assert not missing, missing[:5]
+
+
+# --- a paged feed's next pages asked beside the one being read ------------------------------------------------
+
+PAGES = 12
+ITEMS = 3
+
+
+def paged_feed_site(next_of, *, crawl_delay: float | None = None):  # type: ignore[no-untyped-def]
+    """A site whose only route to its items is a feed of ``PAGES`` pages (``/feed.xml`` then what ``next_of(n)``
+    names for page n+1), answering after 30 ms; records every request as (path with query, start, end)."""
+    from aiohttp import web
+
+    asked: list[tuple[str, float, float]] = []
+    pages = {"/feed.xml": 1} | {next_of(n): n for n in range(2, PAGES + 1)}
+
+    async def handle(request: web.Request) -> web.Response:
+        start = asyncio.get_running_loop().time()
+        await asyncio.sleep(0.03)
+        where = request.path_qs
+        origin = f"http://{request.host}"
+        try:
+            if where == "/robots.txt":
+                delay = f"Crawl-delay: {crawl_delay}\n" if crawl_delay else ""
+                return web.Response(text=f"User-agent: *\n{delay}Allow: /\n")
+            if where in pages:
+                n = pages[where]
+                items = "".join(f"<item><title>{n}.{i}</title><link>{origin}/news/story-{n}-{i}</link></item>"
+                                for i in range(ITEMS))
+                more = (f'<atom:link rel="next" href="{origin}{next_of(n + 1)}"/>' if n < PAGES else "")
+                return web.Response(content_type="application/rss+xml", text=(
+                    '<?xml version="1.0"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>'
+                    f"<title>t</title>{more}{items}</channel></rss>"))
+            return web.Response(status=404)
+        finally:
+            asked.append((where, start, asyncio.get_running_loop().time()))
+
+    return handle, asked, pages
+
+
+def at_once(spans: list[tuple[str, float, float]]) -> int:
+    return max(sum(1 for _, s, e in spans if s <= start < e) for _, start, _ in spans)
+
+
+NUMBERED = {
+    "page": lambda n: f"/feed.xml?page={n}",
+    "skips a number": lambda n: f"/feed.xml?page={n if n < 6 else n + 3}",  # 5 → 9: the guesses 6, 7, 8 are wrong
+    "cursor": lambda n: f"/feed.xml?after={hashlib.sha1(str(n).encode()).hexdigest()[:8]}",
+}
+
+
+@pytest.mark.parametrize("shape", list(NUMBERED))
+async def test_a_numbered_feed_is_read_pages_at_a_time_within_the_limit(sqlite_url, serve, shape):
+    """A paged feed names only its next page, so it was read one round trip at a time. A feed whose pages step a
+    number is now asked a few pages ahead: several at once, never over the host's limit, every item found, each
+    page asked once, and no more than the limit's worth of guesses for nothing (past the last page, or where the
+    numbering skipped). A chain of opaque cursors gets no guess."""
+    handle, asked, pages = paged_feed_site(NUMBERED[shape])
+    origin = await serve(handle)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/feed.xml",), per_host_limit=LIMIT)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        states = store.url_states()
+    found = {url for url in states if "/news/" in url}
+    assert len(found) == PAGES * ITEMS, sorted(found)[:5]
+    feed = [span for span in asked if span[0].startswith("/feed.xml")]
+    counts = Counter(where for where, _, _ in feed)
+    assert all(counts[where] == 1 for where in pages), counts
+    wasted = [where for where in counts if where not in pages]
+    assert at_once(asked) <= LIMIT
+    if shape == "cursor":
+        assert not wasted and at_once(feed) == 1
+    else:
+        assert len(wasted) <= LIMIT * (2 if shape == "skips a number" else 1), wasted
+        assert at_once(feed) >= 3  # before: 1, each page waiting for the one before it
+
+
+async def test_a_paced_host_gets_no_guessed_feed_pages(sqlite_url, serve):
+    """Under a Crawl-delay requests go one at a time anyway: asking ahead would only add requests for nothing."""
+    handle, asked, pages = paged_feed_site(NUMBERED["page"], crawl_delay=0.05)
+    origin = await serve(handle)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/feed.xml",), per_host_limit=LIMIT)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        states = store.url_states()
+    assert sum(1 for url in states if "/news/" in url) == PAGES * ITEMS
+    assert sorted(where for where, _, _ in asked if where.startswith("/feed.xml")) == sorted(pages)
