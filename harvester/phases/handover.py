@@ -21,6 +21,7 @@ extraction then takes every host, as a lone extraction run does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import uuid
 from collections.abc import Iterable, Iterator
@@ -32,10 +33,6 @@ if TYPE_CHECKING:
     from harvester.fetch.engine import PoliteClient
     from harvester.phases.host_policy import PolicyKeeper
     from harvester.rules.admission import Site
-
-POLL_S = 0.1
-"""How often a waiting extraction looks for a newly handed-over host (a set lookup: costs nothing)."""
-
 
 @dataclass
 class Shared:
@@ -62,18 +59,27 @@ class Handover:
         self._ended = False
         self.version = 0
         """Grows with every change: a waiter compares it with what it saw."""
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def _changed(self) -> None:
+        """Wake every waiter, in its own loop (discovery may run in another thread). Called under the lock."""
+        self.version += 1
+        for loop, waiter in self._waiters:
+            with contextlib.suppress(RuntimeError):  # its loop has closed: nobody waits there any more
+                loop.call_soon_threadsafe(_wake, waiter)
+        self._waiters.clear()
 
     def hand_over(self, origins: Iterable[str]) -> None:
         """These hosts' discovery is done (their politeness state saved): extraction may take them."""
         with self._lock:
             self._ready.update(origins)
-            self.version += 1
+            self._changed()
 
     def end(self) -> None:
         """Discovery has ended, however it ended: every host is open to extraction."""
         with self._lock:
             self._ended = True
-            self.version += 1
+            self._changed()
 
     def polite(self, site: Site) -> Shared | None:
         """The shared client when the caller runs in its loop (``site`` joins its scope), else None."""
@@ -93,15 +99,28 @@ class Handover:
             return None if self._ended else frozenset(self._ready)
 
     async def changed(self, seen: int, timeout_s: float) -> bool:
-        """Wait until something changes after version ``seen`` (True) or ``timeout_s`` passes (False)."""
+        """Wait until something changes after version ``seen`` (True) or ``timeout_s`` passes (False). Woken
+        at the change, not at the next poll: a host handed over is a host whose requests could start now."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self.version == seen:
-            left = deadline - loop.time()
-            if left <= 0:
-                return False
-            await asyncio.sleep(min(POLL_S, left))
+        waiter: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self.version != seen:
+                return True
+            self._waiters.append((loop, waiter))
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            return self.version != seen
+        finally:
+            with self._lock:
+                if (loop, waiter) in self._waiters:
+                    self._waiters.remove((loop, waiter))
         return True
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 _HELD: dict[str, Handover] = {}
