@@ -119,6 +119,8 @@ class DiscoveryBase:
         """Listing pages read in this batch → what they may have stopped naming (written with their completion)."""
         self._feeds_found: list[str] = []
         """Feeds found on listing pages of this batch, written with their completion so a kill cannot lose them."""
+        self._sitemaps_asked: dict[str, asyncio.Task[tuple[DocumentState | None, FetchResult | None]]] = {}
+        """Sitemaps asked ahead of the walk (``SitemapWalk._ask_sitemap``): taken when it reaches them."""
         self._prefetched: dict[str, FetchResult] = {}
         """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 

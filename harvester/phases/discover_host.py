@@ -75,6 +75,8 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
         try:
             await self._run()
         finally:
+            for asked in self._sitemaps_asked.values():  # asked beside the seed, never walked (a failure between)
+                asked.cancel()
             if self._writer is not None:
                 await self._writer.aclose()
                 if self._writer.batches:
@@ -114,6 +116,8 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
             if not (profile.use_sitemaps if kind is UrlKind.SITEMAP else profile.use_feeds):
                 self._problem(f"{self.origin}: the seed {url} is a {kind.value}, which this profile does not read")
         seed_urls = [url for url in seed_urls if url not in published]
+        if profile.use_sitemaps and not self.site.moved.get(self.origin) and seed_urls:
+            self._ask_named_sitemaps()  # beside the seed's request, which the walk waits for
         if self.site.moved.get(self.origin):
             self._moved = self.site.moved[self.origin]
         elif seed_urls:

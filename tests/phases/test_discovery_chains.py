@@ -135,3 +135,50 @@ async def test_a_paced_host_gets_no_guessed_feed_pages(sqlite_url, serve):
         states = store.url_states()
     assert sum(1 for url in states if "/news/" in url) == PAGES * ITEMS
     assert sorted(where for where, _, _ in asked if where.startswith("/feed.xml")) == sorted(pages)
+
+
+async def test_sitemaps_are_asked_while_the_one_before_is_read(sqlite_url, serve):
+    """The sitemaps robots.txt names are asked beside the seed's own request, and each file of an index is asked
+    while the one before it is parsed and written: one round trip less per file, each still asked once."""
+    from aiohttp import web
+
+    asked: list[tuple[str, float, float]] = []
+    files = 6
+
+    async def handle(request: web.Request) -> web.Response:
+        start = asyncio.get_running_loop().time()
+        await asyncio.sleep(0.03)
+        origin, where = f"http://{request.host}", request.path_qs
+        try:
+            if where == "/robots.txt":
+                return web.Response(text=f"User-agent: *\nAllow: /\nSitemap: {origin}/index.xml\n")
+            if where == "/index.xml":
+                maps = "".join(f"<sitemap><loc>{origin}/map-{n}.xml</loc></sitemap>" for n in range(files))
+                return web.Response(content_type="application/xml", text=(
+                    f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{maps}</sitemapindex>'))
+            if where.startswith("/map-"):
+                n = where.removeprefix("/map-").removesuffix(".xml")
+                locs = "".join(f"<url><loc>{origin}/story-{n}-{i}</loc></url>" for i in range(5))
+                return web.Response(content_type="application/xml", text=(
+                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+            if where == "/":
+                return web.Response(content_type="text/html", text="<html><body>home</body></html>")
+            return web.Response(status=404)
+        finally:
+            asked.append((where, start, asyncio.get_running_loop().time()))
+
+    origin = await serve(handle)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=(origin + "/",), per_host_limit=LIMIT)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        states = store.url_states()
+    assert sum(1 for url in states if "/story-" in url) == files * 5
+    counts = Counter(where for where, _, _ in asked)
+    assert counts["/index.xml"] == 1 and all(counts[f"/map-{n}.xml"] == 1 for n in range(files)), counts
+    seed = next(span for span in asked if span[0] == "/")
+    index = next(span for span in asked if span[0] == "/index.xml")
+    assert index[1] < seed[2]  # asked before the seed answered (before: after it)
+    maps = [span for span in asked if span[0].startswith("/map-")]
+    assert at_once(maps) >= 2  # before: 1
+    assert at_once(asked) <= LIMIT
