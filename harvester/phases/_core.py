@@ -311,6 +311,7 @@ async def discover(
     while site.reports:
         origin = next(iter(site.reports))
         result.reports[origin] = site.reports.pop(origin).to_dict()
+    site.forget_learned()
     return result
 
 
