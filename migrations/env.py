@@ -9,9 +9,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from harvester.frontier.models import metadata
+from harvester.frontier.models import add_postgresql_predicates, metadata
 
 config = context.config
+add_postgresql_predicates()  # what autogenerate compares and renders names PostgreSQL's partial indexes too
 
 
 def run_migrations_online() -> None:

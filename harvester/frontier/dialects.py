@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 from harvester.errors import StoreError
-from harvester.frontier.models import from_epoch_us, to_epoch_us
+from harvester.frontier.models import add_postgresql_predicates, from_epoch_us, to_epoch_us
 from harvester.frontier.rows import Merged
 from harvester.settings import Settings
 
@@ -103,6 +103,7 @@ def make_engine(settings: Settings) -> Engine:
 
         return engine
     if backend == "postgresql":
+        add_postgresql_predicates()
         # The frontier's statements are short and indexed: JIT compilation (which kicks in on a mis-estimated
         # plan) cost 600 ms on a claim that runs in 20 ms.
         return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10,

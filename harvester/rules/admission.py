@@ -41,11 +41,7 @@ class Site:
         self.canonicalize = canonicalizer_for(settings.urls)
         self.fetch_form = self.canonicalize.fetch_form
         self.filter = UrlFilter(settings, profile)
-        self.classifier = LinkClassifier(profile)
-        self.facets = FacetLearner(
-            settings.urls.facet_params, settings.urls.listing_presentation_params,
-            useless_after=settings.discovery.facet_useless_after,
-        )
+        self.classifier, self.facets = self._learners()
         self.reports: dict[str, DiscoveryReport] = {}
         self.truthfulness: dict[str, float | None] = {}
         origins: dict[str, None] = {}
@@ -57,6 +53,20 @@ class Site:
         self.moved: dict[str, str] = {}
         """Seed origin -> the origin its homepage redirects to (in scope like a seed host; persisted by the store
         as ``hosts.moved_to`` and loaded by every phase)."""
+
+    def _learners(self) -> tuple[LinkClassifier, FacetLearner]:
+        urls = self.settings.urls
+        return LinkClassifier(self.profile), FacetLearner(
+            urls.facet_params, urls.listing_presentation_params,
+            useless_after=self.settings.discovery.facet_useless_after,
+        )
+
+    def forget_learned(self) -> None:
+        """The phase that admitted through this site has ended; only its scope is still asked (a cycle's shared
+        client checks redirect hops against every phase's site until the cycle ends). What admissions learned (URL
+        shapes per host, facet statistics) goes: discovery's, kept through all of extraction, was a few KB per
+        host (issue 22: memory with the number of hosts)."""
+        self.classifier, self.facets = self._learners()
 
     def add_moved(self, moved: dict[str, str]) -> None:
         """Seed hosts that moved (``FrontierStore.moved_hosts``): their new origins join the scope."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from harvester.records import UrlKind
@@ -202,7 +202,11 @@ class _Templates:
 
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
-        self._groups: dict[tuple[str, int], list[tuple[list[str], str]]] = {}
+        # Each group's examples as an ordered set: extraction teaches the newest detail URLs of the frontier again
+        # whenever discovery hands hosts over (``phases._core._rescope``), and kept as a list every sample was
+        # appended again, up to ``max_examples`` per group: at 2,000 hosts the examples grew all through the run
+        # (issue 22), and repeats weighed a section's words as if they were more URLs.
+        self._groups: dict[tuple[str, int], dict[tuple[tuple[str, ...], str], None]] = {}
         self._variable: dict[tuple[str, int], list[bool]] = {}
         self._keys: dict[tuple[str, int], set[tuple[str, ...]]] = {}
         self._prefixes: dict[tuple[str, int], set[tuple[str, ...]]] = {}
@@ -214,13 +218,14 @@ class _Templates:
         return host in self._hosts
 
     def add(self, url: str) -> bool:
-        """Learn ``url``'s shape; False when its group is full (nothing learned, nothing changed)."""
+        """Learn ``url``'s shape; False when it was learned before or its group is full (nothing changed)."""
         host, segments, query = _path_parts(url)
         group = (host, len(segments))
         self._hosts.setdefault(host, set()).add(group)
-        examples = self._groups.setdefault(group, [])
-        if len(examples) < self._max_examples:
-            examples.append((segments, query))
+        examples = self._groups.setdefault(group, {})
+        example = (tuple(segments), query)
+        if example not in examples and len(examples) < self._max_examples:
+            examples[example] = None
             self._dirty.add(group)
             return True
         return False
@@ -247,7 +252,7 @@ class _Templates:
             self._rebuild(group)
 
     @staticmethod
-    def _key(segments: list[str], query: str, variable: list[bool]) -> tuple[str, ...]:
+    def _key(segments: Sequence[str], query: str, variable: list[bool]) -> tuple[str, ...]:
         return (*(segment_shape(seg) if var else seg for seg, var in zip(segments, variable, strict=True)), query)
 
     def matches(self, url: str | _Parts) -> bool:

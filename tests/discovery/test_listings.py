@@ -507,3 +507,19 @@ def test_feed_links_of_every_kind_in_document_order() -> None:
     page = extract_links(html, base_url="https://x.example/")
     assert page.feeds == ["https://x.example/rss.xml", "https://x.example/feed.json", "https://x.example/f",
                           "https://x.example/atom.xml"]
+
+
+def test_teaching_the_same_details_again_learns_nothing_and_classifies_the_same() -> None:
+    """Extraction teaches the frontier's newest details again each time discovery hands hosts over: the repeats
+    grew the examples through the whole run (issue 22: memory with the number of hosts) and weighed a section's
+    words as if they were more URLs. A URL is now one example, however often it is taught."""
+    words = ("news", "sport", "culture", "travel", "food", "cars")
+    details = [f"https://h.test/{words[i % 6]}/story-{i}" for i in range(30)]
+    links = ["https://h.test/news/", "https://h.test/news/another-story-99", "https://h.test/about/team",
+             "https://h.test/food/x", "https://h.test/weather/today"]
+    once, again = LinkClassifier(), LinkClassifier()
+    once.learn_details(details)
+    for _ in range(20):
+        again.learn_details(details)
+    assert again.learned == once.learned == 30
+    assert [again.classify(link) for link in links] == [once.classify(link) for link in links]

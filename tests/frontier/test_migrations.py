@@ -145,3 +145,32 @@ def test_opening_an_up_to_date_database_imports_no_alembic(tmp_path) -> None:  #
     with FrontierStore.open(Settings.load(database_url=db), upgrade=True):
         pass
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def test_a_sqlite_run_never_loads_the_postgresql_dialect(tmp_path: Path) -> None:
+    """Naming ``postgresql_where`` in the models loaded SQLAlchemy's whole PostgreSQL dialect at import (~25 ms of a
+    CLI run's fixed cost, issue 22); the predicates are added where PostgreSQL is used."""
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    FrontierStore.open(Settings.load(database_url=url)).close()  # created and migrated (the scripts name both)
+    code = (
+        "import sys; from harvester.frontier import FrontierStore; from harvester.settings import Settings\n"
+        f"FrontierStore.open(Settings.load(database_url={url!r})).close()\n"
+        "import harvester.cli, harvester.cli_runs\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('sqlalchemy.dialects.postgresql', 'psycopg'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_postgresql_engine_gives_every_partial_index_its_predicate() -> None:
+    from harvester.frontier.dialects import make_engine
+
+    make_engine(Settings.load(database_url="postgresql://nobody@127.0.0.1:9/none")).dispose()  # connects to nothing
+    partial = [index for table in metadata.tables.values() for index in table.indexes
+               if index.dialect_options["sqlite"]["where"] is not None]
+    assert len(partial) == 3
+    for index in partial:
+        assert index.dialect_options["postgresql"]["where"] is index.dialect_options["sqlite"]["where"]

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sys
 
+import alembic.command  # noqa: F401 -- what each child's migration loads (alembic, SQLAlchemy's PostgreSQL
+import sqlalchemy.dialects.postgresql  # noqa: F401 -- dialect its scripts name): paid once here, not per killed child
+
 from harvester import FrontierStore, aharvest
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.forkserver import serve

@@ -170,3 +170,16 @@ def test_a_site_that_keeps_no_reports_admits_the_same_and_holds_nothing_per_host
     assert kept.reports and kept.report(ORIGIN).to_dict()["rejected"]
     assert unkept.reports == {}
     assert unkept.report(ORIGIN).to_dict()["urls_found_by_source"] == {}
+
+
+def test_a_site_that_forgets_what_it_learned_keeps_its_scope() -> None:
+    """Discovery's site stays in the cycle's shared client for scope checks until the cycle ends; what its
+    admissions learned (URL shapes per host) goes when discovery ends (issue 22), its scope stays."""
+    site = Site(Settings.load(), SiteProfile.build(seeds=(ORIGIN + "/",)))
+    site.classifier.learn_details([ORIGIN + f"/a/story-{i}" for i in range(5)])  # what discovery teaches it
+    assert site.classifier.learned == 5
+    scope = [site.in_scope(url) for url in (ORIGIN + "/a/story-9", "https://elsewhere.example/y")]
+    site.forget_learned()
+    assert site.classifier.learned == 0
+    assert [site.in_scope(url) for url in (ORIGIN + "/a/story-9", "https://elsewhere.example/y")] == scope
+    assert scope == [True, False]
