@@ -4,6 +4,7 @@ hook's argument) and the hook's type."""
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -47,12 +48,38 @@ def html_parser() -> lxml.html.HTMLParser:
     )
 
 
-def parse_html_text(text: str) -> lxml.html.HtmlElement | None:
+_PLAIN_CLASSES = lxml.etree.ElementDefaultClassLookup(
+    element=lxml.html.HtmlElement, comment=lxml.html.HtmlComment, pi=lxml.html.HtmlProcessingInstruction,
+    entity=lxml.html.HtmlEntity)
+_PARSERS = threading.local()
+
+
+def extraction_parser() -> lxml.etree.HTMLParser:
+    """``html_parser``'s parse, every element an ``HtmlElement``: for extraction's own walks, never for a hook.
+
+    lxml.html's parser picks each element's class (forms, inputs...) by calling a Python method for every
+    element proxy made: that lookup was a seventh of the extraction. Extraction uses no form API, so a C
+    lookup does; the hook's ``Page.tree`` keeps lxml.html's classes. One parser per thread (reused: a parser
+    serves one parse at a time), not one per page."""
+    parser: lxml.etree.HTMLParser | None = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = lxml.etree.HTMLParser(
+            encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True, huge_tree=False,
+            default_doctype=False,
+        )
+        parser.set_element_class_lookup(_PLAIN_CLASSES)
+        _PARSERS.parser = parser
+    return parser
+
+
+def parse_html_text(text: str, *, for_extraction: bool = False) -> lxml.html.HtmlElement | None:
+    """The document's root (None if empty or unparseable); ``for_extraction``: with ``extraction_parser``."""
     data = text.encode("utf-8", errors="replace")[:MAX_PARSE_BYTES]
     if not data.strip():
         return None
     try:
-        root = lxml.html.document_fromstring(data, parser=html_parser())
+        root = lxml.html.document_fromstring(
+            data, parser=extraction_parser() if for_extraction else html_parser())
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
         return None
     return root if isinstance(root, lxml.html.HtmlElement) else None

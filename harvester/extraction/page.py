@@ -87,7 +87,7 @@ def extract_page(
         record = fields.headers_only(result, token, hashlib.sha256(body).hexdigest())
         return with_hook(Extracted(page=record), result, hook, text="", encoding="", main_text="")
     text, encoding = decode_html(body, content_type)
-    tree = parse_html_text(text)
+    tree = parse_html_text(text, for_extraction=True)
     if tree is None:
         record = fields.headers_only(result, token, hashlib.sha256(b"").hexdigest())
         return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,

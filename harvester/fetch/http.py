@@ -33,7 +33,7 @@ from harvester.fetch.answers import (
     parse_retry_after,
 )
 from harvester.fetch.resolver import seed_addresses
-from harvester.fetch.transport import make_transport
+from harvester.fetch.transport import RequestUrls, make_transport
 from harvester.records import ErrorClass, FetchResult, Validators, origin_of
 from harvester.settings import HttpSettings, parse_networks
 
@@ -82,11 +82,13 @@ class HostClient:
         self._addresses = addresses
         self._transport = make_transport(settings.transport, connections, addresses=addresses,
                                          tls=not origin.startswith("http://"))
-        self._headers = {
-            "user-agent": user_agent,
-            "accept-encoding": ACCEPT_ENCODING,
-            "accept": "*/*",
-        }
+        self._plain = {"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING, "accept": "*/*"}
+        # One Headers object for every unconditional GET: httpx.Request copies a Headers' list instead of
+        # normalizing every name and value again.
+        self._headers = httpx.Headers(self._plain)
+        self._urls = RequestUrls(origin)
+        self._literal: tuple[str | None] | None = None
+        """(the origin's host if an IP literal, else None), once a request has been made; None before."""
         self._timeout = {
             "connect": settings.connect_timeout_s,
             "read": settings.timeout_s,
@@ -96,25 +98,37 @@ class HostClient:
         self.closed = False
 
     async def send(self, url: str, validators: Validators) -> httpx.Response:
-        headers = self._headers
+        headers: httpx.Headers | dict[str, str] = self._headers
         if validators:
-            headers = dict(headers)
+            headers = dict(self._plain)
             if validators.etag:
                 headers["if-none-match"] = validators.etag
             if validators.last_modified:
                 headers["if-modified-since"] = validators.last_modified
-        request = httpx.Request("GET", url, headers=headers, extensions={"timeout": self._timeout})
+        request = httpx.Request("GET", self._urls(url), headers=headers, extensions={"timeout": self._timeout})
         # aiohttp connects to an IP-literal host without asking its resolver: judge the literal here, parsed and
         # recognised exactly as aiohttp will (yarl, its own test); a literal needs no resolution, so the address
-        # checked is the address connected. httpcore's backend sees every host and checks it again.
-        host = yarl.URL(str(request.url)).raw_host
-        if host is not None and is_ip_address(host):
+        # checked is the address connected. httpcore's backend sees every host and checks it again. Every URL
+        # of this client's origin has the origin's host: it is parsed once (others, if any, each time).
+        if url.startswith(self._urls.prefix):
+            if self._literal is None:
+                self._literal = (_literal_host(request.url),)
+            host = self._literal[0]
+        else:
+            host = _literal_host(request.url)
+        if host is not None:
             self._addresses.check_literal(host)
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:
         self.closed = True
         await self._transport.aclose()
+
+
+def _literal_host(url: httpx.URL) -> str | None:
+    """The URL's host as aiohttp reads it (yarl), if an IP literal."""
+    host = yarl.URL(str(url)).raw_host
+    return host if host is not None and is_ip_address(host) else None
 
 
 @dataclass(slots=True)

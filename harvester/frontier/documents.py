@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, case, insert, literal, or_, select, update
+from sqlalchemy import Connection, Table, bindparam, case, insert, literal, or_, select, update
 
 from harvester.frontier.base import (
     StoreBase,
@@ -39,6 +39,16 @@ def _document_state(doc: Any) -> DocumentState:
     )
 
 
+_DOCUMENTS = cast("Table", Document.__table__)
+_SAVED = ("kind", "status", "etag", "last_modified", "content_hash", "fetched_at", "next_fetch_at", "url_count",
+          "error", "children", "read_at")
+_SAVED_VALUES = {name: bindparam(f"v_{name}", type_=_DOCUMENTS.c[name].type) for name in _SAVED}
+_UPDATE_DOCUMENT = update(_DOCUMENTS).where(_DOCUMENTS.c.url == bindparam("doc_url")).values(_SAVED_VALUES)
+_INSERT_DOCUMENT = insert(_DOCUMENTS).values(url=bindparam("doc_url"), **_SAVED_VALUES)
+"""``save_document``'s statements, built once (Core, bound by name): building and keying them per save (the
+ORM's DML path) cost more than running them."""
+
+
 class DocumentsMixin(StoreBase):
     """Documents and the URLs they stopped naming (re-checked in the transaction that saves the new reading)."""
 
@@ -62,18 +72,17 @@ class DocumentsMixin(StoreBase):
         was just read in full), the URLs it named at its previous full read and no longer names are made due
         now, in the same transaction: a rerun after a kill finds either both or neither. Returns how many."""
         values = {
-            "kind": doc.kind, "status": doc.status, "etag": doc.etag, "last_modified": doc.last_modified,
-            "content_hash": doc.content_hash, "fetched_at": aware(doc.fetched_at),
-            "next_fetch_at": aware(doc.next_fetch_at), "url_count": doc.url_count, "error": doc.error,
-            "children": list(doc.children) or None, "read_at": aware(doc.read_at),
+            "v_kind": doc.kind, "v_status": doc.status, "v_etag": doc.etag, "v_last_modified": doc.last_modified,
+            "v_content_hash": doc.content_hash, "v_fetched_at": aware(doc.fetched_at),
+            "v_next_fetch_at": aware(doc.next_fetch_at), "v_url_count": doc.url_count, "v_error": doc.error,
+            "v_children": list(doc.children) or None, "v_read_at": aware(doc.read_at), "doc_url": doc.url,
         }
         rechecked = 0
         with self._tx() as tx:
             if vanished is not None:
                 rechecked = self._recheck_vanished(tx.conn, vanished)
-            changed = tx.conn.execute(update(Document).where(Document.url == doc.url).values(**values)).rowcount
-            if not changed:
-                tx.conn.execute(insert(Document).values(url=doc.url, **values))
+            if not tx.conn.execute(_UPDATE_DOCUMENT, values).rowcount:
+                tx.conn.execute(_INSERT_DOCUMENT, values)
         return rechecked
 
     def _note_documents(self, conn: Connection, urls: Sequence[str], *, kind: str) -> None:

