@@ -295,6 +295,8 @@ def numbered_successors(previous: str, current: str, count: int) -> list[str]:
     if len(changed) != 1:
         return []
     at = changed[0]
+    if len(new[at]) > 18 or len(old[at]) > 18:  # no page number; and int() refuses 4,300 digits and more
+        return []
     step = int(new[at]) - int(old[at])
     width = len(new[at]) if new[at].startswith("0") and len(new[at]) > 1 else 0
     if step <= 0 or (width and len(old[at]) != width):

@@ -91,6 +91,15 @@ class RequestUrls:
         reference = getattr(base, "_uri_reference", None)
         if reference is not None and hasattr(reference, "_replace") and reference.path == "/":
             self._base = reference
+            # Another httpx release may keep more in a URL than its reference: the fast path is proven on one
+            # URL first, and a difference (or any error) leaves every URL to httpx's own parse.
+            probe = self.prefix + "as-is/probe?q=1"
+            try:
+                fast = self(probe)
+                if fast != httpx.URL(probe) or str(fast) != probe or fast.raw_path != b"/as-is/probe?q=1":
+                    self._base = None
+            except Exception:  # any surprise from httpx's internals means: do not use them
+                self._base = None
 
     def __call__(self, url: str) -> httpx.URL:
         base = self._base

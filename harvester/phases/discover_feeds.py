@@ -18,6 +18,7 @@ from harvester.records import (
     FetchResult,
     Source,
     Validators,
+    origin_of,
 )
 from harvester.rules import revisit
 from harvester.runtime import aware, db, utcnow
@@ -63,20 +64,28 @@ class _Ahead:
     def __contains__(self, url: str) -> bool:
         return url in self._tasks
 
+    def __bool__(self) -> bool:
+        return bool(self._tasks)
+
     def ask(self, url: str, fetch: Coroutine[Any, Any, FetchResult]) -> None:
         self._tasks[url] = asyncio.ensure_future(fetch)
+
+    @staticmethod
+    def start(fetch: Coroutine[Any, Any, FetchResult]) -> asyncio.Task[FetchResult]:
+        return asyncio.ensure_future(fetch)
 
     def take(self, url: str) -> asyncio.Task[FetchResult] | None:
         return self._tasks.pop(url, None)
 
-    def drop(self) -> int:
-        """Cancel what no page named (a guess past the last page, or off a chain that changed its numbering);
-        returns how many were asked for nothing."""
-        for task in self._tasks.values():
-            task.cancel()
-        unused = len(self._tasks)
+    async def drop(self) -> int:
+        """Cancel what no page named (a guess past the last page, or off a chain that changed its numbering) and
+        wait for it to end, so none outlives the walk; returns how many were asked for nothing."""
+        tasks = list(self._tasks.values())
         self._tasks.clear()
-        return unused
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
 
 
 class FeedReading(DiscoveryBase):
@@ -119,6 +128,7 @@ class FeedReading(DiscoveryBase):
         budget = self.settings.discovery.max_feed_pages - 1
         page: _FeedRead | None = head
         at, ahead = url, _Ahead()
+        guessing = not rereading  # a first read takes every page: the next ones may be asked beside this one
         try:
             while page is not None and page.doc.next_page and budget > 0:
                 if rereading and not page.only_news(reference):
@@ -128,15 +138,21 @@ class FeedReading(DiscoveryBase):
                 if target in self._feed_docs_seen or not self.site.in_scope(target):
                     break
                 budget -= 1
-                if not rereading:  # a first read takes every page: the next ones may be asked beside this one
+                page_known = await db(self.store.get_document, target)
+                asked = ahead.take(target)
+                if guessing and asked is None and ahead:
+                    # The page named one we did not guess: this feed is not numbered by a constant step. No more
+                    # guesses, so an irregular chain costs at most one limit's worth of them; those asked stay
+                    # (a later page may still name one) until the walk ends.
+                    guessing = False
+                if guessing:
+                    if asked is None:  # its own request first: the guesses queue behind it for the host's slots
+                        asked = ahead.start(self._fetch_feed(target, page_known))
                     self._ask_ahead(ahead, at, target, budget)
-                page = await self._feed_document(
-                    target, "feed_page", await db(self.store.get_document, target), last_read,
-                    asked=ahead.take(target),
-                )
+                page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked)
                 at = target
         finally:
-            self.counters["feed_pages_guessed_unused"] += ahead.drop()
+            self._unused_guesses(await ahead.drop())
         archive = head.doc.prev_archive
         while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
             if not self.site.in_scope(archive):
@@ -153,19 +169,26 @@ class FeedReading(DiscoveryBase):
         if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
             self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
 
+    def _unused_guesses(self, count: int) -> None:
+        if count:
+            self.counters["feed_pages_guessed_unused"] += count
+
+    def _fetch_feed(self, url: str, known: DocumentState | None) -> Coroutine[Any, Any, FetchResult]:
+        return self.client.fetch(url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+                                 max_bytes=self.settings.discovery.max_feed_bytes)
+
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
         """Ask the pages after ``target`` beside it, when ``at`` → ``target`` stepped one number of the URL: as
         many as the host's limit, within the page budget (``target`` itself is most often a guess already
         answered, so the next ones fill the host's slots; any beyond them wait for a slot as every request
         does). A paced host (Crawl-delay, request rate, a minimum delay) gains nothing from it: never guessed for."""
-        gate = self.client.gate(self.origin)
+        gate = self.client.gate(origin_of(target))  # the feed's own host: it may be another one in scope
         if gate.interval_s > 0 or gate.crawl_delay_s or gate.request_rate_s:
             return
         for guess in numbered_successors(at, target, min(gate.limit, budget, MAX_FEED_PAGES_AHEAD)):
             if guess not in ahead and guess not in self._feed_docs_seen and self.site.in_scope(guess):
                 self.counters["feed_pages_guessed"] += 1
-                ahead.ask(guess, self.client.fetch(
-                    guess, accept=FEED_TYPES, max_bytes=self.settings.discovery.max_feed_bytes))
+                ahead.ask(guess, self._fetch_feed(guess, None))
 
     async def _feed_document(
         self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None,
@@ -176,10 +199,7 @@ class FeedReading(DiscoveryBase):
         ``asked``: its fetch, already under way (a guess the page before named, see ``_ask_ahead``)."""
         assert self.rules is not None
         self._feed_docs_seen.add(url)
-        result = await asked if asked is not None else await self.client.fetch(
-            url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
-            max_bytes=self.settings.discovery.max_feed_bytes,
-        )
+        result = await (asked if asked is not None else self._fetch_feed(url, known))
         now = utcnow()
         if result.not_modified and known is not None:
             self.counters["feeds_not_modified"] += 1

@@ -33,9 +33,9 @@ from harvester.runtime import aware, db, utcnow
 logger = logging.getLogger(__name__)
 
 
-SITEMAPS_AHEAD = 2
-"""Sitemaps robots.txt names asked while the seed's answer is awaited: an index, or the first files of a site
-without one (each an answer held in memory until the walk reads it)."""
+SITEMAPS_AHEAD = 1
+"""Sitemaps robots.txt names asked while the seed's answer is awaited (most often the index). With the one file
+the walk asks ahead, a host holds at most two sitemap answers at once: the one being read and the next."""
 
 
 class SitemapWalk(DiscoveryBase):
@@ -58,9 +58,15 @@ class SitemapWalk(DiscoveryBase):
         try:
             await self._walk_named_sitemaps()
         finally:
-            for task in self._sitemaps_asked.values():
-                task.cancel()
-            self._sitemaps_asked.clear()
+            await self._drop_asked_sitemaps()
+
+    async def _drop_asked_sitemaps(self) -> None:
+        """Cancel what was asked and never walked to, and wait for it: no task outlives the host."""
+        tasks = list(self._sitemaps_asked.values())
+        self._sitemaps_asked.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _walk_named_sitemaps(self) -> None:
         assert self.rules is not None
@@ -138,6 +144,11 @@ class SitemapWalk(DiscoveryBase):
         file's lastmod in its parent index."""
         asked = self._sitemaps_asked.pop(url, None)
         known, result = await (asked if asked is not None else self._sitemap_answer(url, probing, dated))
+        if asked is not None and self._moved is not None and result is not None and (
+                result.error_class is ErrorClass.OUT_OF_SCOPE):
+            # Asked before the seed showed the site moved: its redirect to the new home was out of the scope
+            # then and is in it now.
+            known, result = await self._sitemap_answer(url, probing, dated)
         if result is None:
             # Not asked: not due, or unchanged per its index. Never read (only failures so far): still unreadable
             # until it is due again, so the probes go on.

@@ -108,7 +108,8 @@ class Handover:
                 return True
             self._waiters.append((loop, waiter))
         try:
-            await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):  # unlike wait_for in 3.11, never swallows a cancellation
+                await waiter
         except TimeoutError:
             return self.version != seen
         finally:

@@ -906,3 +906,36 @@ async def test_completions_written_after_a_failed_attempt_keep_their_canonical_t
         assert states[clean][0] == "done"
         assert states[variant][0] == "duplicate"
         assert store.url_info(variant)["duplicate_of"] == ids[clean]
+
+
+async def test_a_moved_sites_old_robots_txt_sitemap_is_followed_to_the_new_home(sqlite_url, serve):
+    """The old host still answers its own robots.txt, naming its sitemap, which 301s to the new home like every
+    other path. That sitemap is asked beside the seed (before the move is known, when the new home is still out
+    of the scope); once the seed shows the move it is asked again and followed: its stories are found."""
+    new: list[str] = []
+
+    async def old_site(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: http://{request.host}/maps/a.xml\n")
+        raise web.HTTPMovedPermanently(location=new[0] + request.path_qs)
+
+    async def new_site(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow:\n")
+        if request.path == "/maps/a.xml":
+            locs = "".join(f"<url><loc>{new[0]}/news/story-{n}-about-things</loc></url>" for n in range(4))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>'))
+        if request.path == "/":
+            return web.Response(content_type="text/html", text="<html><body>home</body></html>")
+        return web.Response(status=404)
+
+    old = await serve(old_site)
+    new.append(await serve(new_site))
+    settings = settings_for(sqlite_url)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False, use_listings=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        states = store.url_states()
+    stories = {f"{new[0]}/news/story-{n}-about-things" for n in range(4)}
+    assert stories <= set(states), sorted(states)
