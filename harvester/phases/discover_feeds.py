@@ -77,13 +77,16 @@ class _Ahead:
     def take(self, url: str) -> asyncio.Task[FetchResult] | None:
         return self._tasks.pop(url, None)
 
-    async def drop(self) -> int:
-        """Cancel what no page named (a guess past the last page, or off a chain that changed its numbering) and
-        wait for it to end, so none outlives the walk; returns how many were asked for nothing."""
+    async def drop(self, *, cancel: bool) -> int:
+        """End what no page named (a guess past the last page, or off a chain that changed its numbering), so none
+        outlives the walk; returns how many were asked for nothing. A walk that ended normally lets them finish:
+        a request cancelled in flight frees its slot at once while the server may still be answering it, so the
+        host would see one more than its limit. A walk that failed or is being stopped cancels them."""
         tasks = list(self._tasks.values())
         self._tasks.clear()
-        for task in tasks:
-            task.cancel()
+        if cancel:
+            for task in tasks:
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         return len(tasks)
 
@@ -151,8 +154,10 @@ class FeedReading(DiscoveryBase):
                     self._ask_ahead(ahead, at, target, budget)
                 page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked)
                 at = target
-        finally:
-            self._unused_guesses(await ahead.drop())
+        except BaseException:
+            self._unused_guesses(await ahead.drop(cancel=True))
+            raise
+        self._unused_guesses(await ahead.drop(cancel=False))
         archive = head.doc.prev_archive
         while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
             if not self.site.in_scope(archive):

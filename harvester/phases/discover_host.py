@@ -75,7 +75,7 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
         try:
             await self._run()
         finally:
-            await self._drop_asked_sitemaps()  # asked beside the seed, never walked (a failure between)
+            await self._drop_asked_sitemaps(cancel=True)  # asked beside the seed, never walked (a failure between)
             if self._writer is not None:
                 await self._writer.aclose()
                 if self._writer.batches:

@@ -57,15 +57,20 @@ class SitemapWalk(DiscoveryBase):
     async def _sitemaps(self) -> None:
         try:
             await self._walk_named_sitemaps()
-        finally:
-            await self._drop_asked_sitemaps()
+        except BaseException:
+            await self._drop_asked_sitemaps(cancel=True)
+            raise
+        await self._drop_asked_sitemaps(cancel=False)
 
-    async def _drop_asked_sitemaps(self) -> None:
-        """Cancel what was asked and never walked to, and wait for it: no task outlives the host."""
+    async def _drop_asked_sitemaps(self, *, cancel: bool) -> None:
+        """End what was asked and never walked to: no task outlives the host. Cancelled only when the walk failed
+        or is being stopped: a request cancelled in flight frees its slot while the server may still be
+        answering it (``_Ahead.drop``)."""
         tasks = list(self._sitemaps_asked.values())
         self._sitemaps_asked.clear()
-        for task in tasks:
-            task.cancel()
+        if cancel:
+            for task in tasks:
+                task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _walk_named_sitemaps(self) -> None:
