@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 from harvester.errors import DatabaseUnavailable, Interrupted, WriteConflict
 
@@ -93,6 +93,15 @@ async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
 
 
 CLOCK = Clock()
+
+
+async def settle(tasks: list[asyncio.Task[Any]], *, cancel: bool) -> None:
+    """Wait for ``tasks`` to end (cancelled first when ``cancel``), their errors retrieved and dropped: for work
+    asked ahead that nothing took, which must not outlive the step that asked it."""
+    if cancel:
+        for task in tasks:
+            task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def utcnow() -> datetime:

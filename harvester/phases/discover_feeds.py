@@ -21,7 +21,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import aware, db, utcnow
+from harvester.runtime import aware, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +82,9 @@ class _Ahead:
         outlives the walk; returns how many were asked for nothing. A walk that ended normally lets them finish:
         a request cancelled in flight frees its slot at once while the server may still be answering it, so the
         host would see one more than its limit. A walk that failed or is being stopped cancels them."""
-        tasks = list(self._tasks.values())
+        tasks: list[asyncio.Task[Any]] = list(self._tasks.values())
         self._tasks.clear()
-        if cancel:
-            for task in tasks:
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await settle(tasks, cancel=cancel)
         return len(tasks)
 
 

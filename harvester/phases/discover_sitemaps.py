@@ -28,7 +28,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.rules import revisit
-from harvester.runtime import aware, db, utcnow
+from harvester.runtime import aware, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -66,12 +66,9 @@ class SitemapWalk(DiscoveryBase):
         """End what was asked and never walked to: no task outlives the host. Cancelled only when the walk failed
         or is being stopped: a request cancelled in flight frees its slot while the server may still be
         answering it (``_Ahead.drop``)."""
-        tasks = list(self._sitemaps_asked.values())
+        tasks: list[asyncio.Task[Any]] = list(self._sitemaps_asked.values())
         self._sitemaps_asked.clear()
-        if cancel:
-            for task in tasks:
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await settle(tasks, cancel=cancel)
 
     async def _walk_named_sitemaps(self) -> None:
         assert self.rules is not None

@@ -86,6 +86,14 @@ def paged_feed_site(next_of, *, crawl_delay: float | None = None):  # type: igno
     return handle, asked, pages
 
 
+async def discover_from(db_url: str, seed: str) -> dict[str, tuple[str, str | None]]:
+    """Discovery alone from ``seed`` into a new SQLite frontier at the test's limit; the URLs' states after it."""
+    settings = Settings.load(database_url=db_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=(seed,), per_host_limit=LIMIT))
+        return store.url_states()
+
+
 def at_once(spans: list[tuple[str, float, float]]) -> int:
     return max(sum(1 for _, s, e in spans if s <= start < e) for _, start, _ in spans)
 
@@ -107,11 +115,7 @@ async def test_a_numbered_feed_is_read_pages_at_a_time_within_the_limit(sqlite_u
     first miss, then none."""
     handle, asked, pages = paged_feed_site(NUMBERED[shape])
     origin = await serve(handle)
-    settings = Settings.load(database_url=sqlite_url)
-    profile = SiteProfile.build(seeds=(origin + "/feed.xml",), per_host_limit=LIMIT)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-        states = store.url_states()
+    states = await discover_from(sqlite_url, origin + "/feed.xml")
     found = {url for url in states if "/news/" in url}
     assert len(found) == PAGES * ITEMS, sorted(found)[:5]
     feed = [span for span in asked if span[0].startswith("/feed.xml")]
@@ -132,11 +136,7 @@ async def test_a_paced_host_gets_no_guessed_feed_pages(sqlite_url, serve):
     """Under a Crawl-delay requests go one at a time anyway: asking ahead would only add requests for nothing."""
     handle, asked, pages = paged_feed_site(NUMBERED["page"], crawl_delay=0.05)
     origin = await serve(handle)
-    settings = Settings.load(database_url=sqlite_url)
-    profile = SiteProfile.build(seeds=(origin + "/feed.xml",), per_host_limit=LIMIT)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-        states = store.url_states()
+    states = await discover_from(sqlite_url, origin + "/feed.xml")
     assert sum(1 for url in states if "/news/" in url) == PAGES * ITEMS
     assert sorted(where for where, _, _ in asked if where.startswith("/feed.xml")) == sorted(pages)
 
@@ -172,11 +172,7 @@ async def test_sitemaps_are_asked_while_the_one_before_is_read(sqlite_url, serve
             asked.append((where, start, asyncio.get_running_loop().time()))
 
     origin = await serve(handle)
-    settings = Settings.load(database_url=sqlite_url)
-    profile = SiteProfile.build(seeds=(origin + "/",), per_host_limit=LIMIT)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-        states = store.url_states()
+    states = await discover_from(sqlite_url, origin + "/")
     assert sum(1 for url in states if "/story-" in url) == files * 5
     counts = Counter(where for where, _, _ in asked)
     assert counts["/index.xml"] == 1 and all(counts[f"/map-{n}.xml"] == 1 for n in range(files)), counts
