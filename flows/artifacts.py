@@ -6,7 +6,6 @@ Presentation only: the counters come from ``harvester.phases.PhaseResult`` and `
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +16,7 @@ from prefect.events import emit_event
 from flows.events import cycle_event
 from harvester.phases import PhaseResult
 from harvester.phases.cycles import Cycle
+from harvester.records import CYCLE_COUNTS
 from harvester.runtime import utcnow
 
 HOST_COLUMNS = (
@@ -91,35 +91,33 @@ MAX_EXAMPLES = 20
 
 
 def cycle_totals(cycle: Cycle[Any]) -> dict[str, int]:
-    """The cycle's page fetches summed over its hosts, by outcome and failure class."""
-    totals: Counter[str] = Counter()
-    for counts in cycle.fetches.values():
-        totals.update(counts)
-    return dict(totals)
+    """The cycle's request counts, with failures as ``error:<class>``: read from its counts, never re-summed."""
+    changes = cycle.changes
+    totals = {"fetched": changes["fetched"], "not_modified": changes["not_modified"], "failed": changes["failed"]}
+    totals.update({f"error:{name}": n for name, n in (changes.get("failures") or {}).items()})
+    return totals
 
 
 def cycle_line(kind: str, site: str, cycle: Cycle[Any]) -> str:
     """One log line that tells the cycle: what changed, what it cost, what failed."""
-    changes, totals = cycle.changes, cycle_totals(cycle)
-    failures = _failures(totals)
+    changes = cycle.changes
+    failures = _failures(cycle_totals(cycle))
     return (
-        f"{kind} of {site}: {changes['new']} new, {changes['changed']} changed, {changes['gone']} gone, "
-        f"{changes['deferred']} deferred by the page budget; {totals.get('fetched', 0)} fetched, "
-        f"{totals.get('not_modified', 0)} not modified, {totals.get('failed', 0)} failed"
+        f"{kind} of {site}: {changes['new']} new, {changes['changed']} changed, {changes['restyled']} restyled, "
+        f"{changes['gone']} gone, {changes['missing']} missing, {changes['deferred']} deferred; "
+        f"{changes['fetched']} fetched, {changes['not_modified']} not modified, {changes['failed']} failed"
         + (f" ({failures})" if failures else "")
     )
 
 
 def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
-    """The parent run's page: the subflows' work summed (changes, fetches by host and outcome), with examples."""
+    """The parent run's page: the cycle's counts (all its attempts), requests by host, and examples."""
     changes: dict[str, Any] = dict(cycle.changes)
-    totals = cycle_totals(cycle)
     lines = [f"# {kind.capitalize()} of {site}", ""]
     if cycle.silent:
         lines += [f"**Failed: {cycle.silent}**", ""]
     lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
-    lines += [f"| {name} | {changes[name]} |" for name in ("new", "changed", "gone", "deferred")]
-    lines += [f"| {name.replace('_', ' ')} | {totals.get(name, 0)} |" for name in ("fetched", "not_modified", "failed")]
+    lines += [f"| {name.replace('_', ' ')} | {changes[name]} |" for name in CYCLE_COUNTS]
     if cycle.fetches:
         lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures |",
                   "|---|---|---|---|---|---|"]
@@ -129,7 +127,7 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     if cycle.problems:
         lines += ["", f"## Discovery problems ({len(cycle.problems)})", ""]
         lines += [f"- {problem}" for problem in cycle.problems[:MAX_EXAMPLES]]
-    for name in ("new", "changed", "gone"):
+    for name in ("new", "changed", "restyled", "gone"):
         urls = changes[f"{name}_urls"][:MAX_EXAMPLES]
         if urls:
             part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harvester.phases.cycles import Cycle
+from harvester.records import CYCLE_COUNTS
 
 EVENT_CHANGED = "harvester.site.changed"
 """A cycle found new, changed or gone pages: what a downstream automation waits for."""
@@ -23,7 +24,9 @@ def cycle_event(
     kind: str, site: str, cycle: Cycle[Any], *, totals: dict[str, int], duration_s: float
 ) -> dict[str, Any]:
     """The one event a cycle emits (never one per page): its name says the outcome, so an automation can trigger
-    on it without reading the payload; the payload carries the counts, failures by class and the duration."""
+    on it without reading the payload; the payload carries the cycle's counts (``FrontierStore.cycle_counts``, the
+    numbers the CLI, ``status`` and the artifacts show), failures by class and the duration. A cycle that only
+    restyled pages (bytes changed outside their main text) is ``unchanged``; the payload still counts them."""
     changes = cycle.changes
     if cycle.silent is not None:
         name = EVENT_FAILED
@@ -36,9 +39,8 @@ def cycle_event(
         "resource": {"prefect.resource.id": f"harvester.site.{site}", "prefect.resource.name": site,
                      "harvester.kind": kind},
         "payload": {
-            "site": site, "kind": kind, "new": changes["new"], "changed": changes["changed"],
-            "gone": changes["gone"], "deferred": changes["deferred"], "fetched": totals.get("fetched", 0),
-            "not_modified": totals.get("not_modified", 0), "failed": totals.get("failed", 0),
+            "site": site, "kind": kind, "cycle": changes.get("cycle"),
+            **{name: changes[name] for name in CYCLE_COUNTS},  # type: ignore[literal-required]
             "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
             "duration_s": round(duration_s, 3), "reason": cycle.silent,
         },

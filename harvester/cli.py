@@ -22,7 +22,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harvester.cli_process import exit_now, loading, settle_prefect
-from harvester.cli_tables import MAX_PROBLEMS_SHOWN, console, print_counters, print_problems, print_status, status_of
+from harvester.cli_tables import (
+    console,
+    print_changes,
+    print_counters,
+    print_problems,
+    print_status,
+    status_of,
+)
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
@@ -198,7 +205,7 @@ def harvest(
     print_counters("harvest", result)
     print_status(settings)
     print_problems(settings, result.get("problems"))
-    _print_changes(result.get("changes") or {})
+    print_changes(result.get("changes") or {})
 
 
 @app.command()
@@ -246,17 +253,7 @@ def recrawl(
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
     print_counters("recrawl", result)
-    _print_changes(result.get("changes") or {})
-
-
-def _print_changes(changes: dict[str, Any]) -> None:
-    """What a cycle changed (``FrontierStore.changes_since``): new, changed and gone, with examples of each, and
-    what the page budget deferred to the next run."""
-    console.print(f"new: {changes.get('new', 0)}   changed: {changes.get('changed', 0)}   "
-                  f"gone: {changes.get('gone', 0)}   deferred by the page budget: {changes.get('deferred', 0)}")
-    for label in ("new", "changed", "gone"):
-        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
-            console.print(f"  {label}: {url}", soft_wrap=True)
+    print_changes(result.get("changes") or {})
 
 
 @app.command()

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from harvester.records import CYCLE_COUNTS
 from harvester.runtime import db_sync
 from harvester.settings import Settings
 
@@ -51,18 +52,39 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
         console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more in the run's record")
 
 
+def print_changes(changes: dict[str, Any]) -> None:
+    """A cycle's counts (``FrontierStore.cycle_counts``, the numbers ``status``, the artifacts and the event
+    carry), with examples of what changed."""
+    console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in CYCLE_COUNTS))
+    for label in ("new", "changed", "restyled", "gone"):
+        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
+            console.print(f"  {label}: {url}", soft_wrap=True)
+
+
 def status_of(settings: Settings) -> dict[str, Any]:
-    """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
+    """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
+    attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of the last
+    extraction run, its fetched and 304 counts being the requests that run sent (read from the frontier: the
+    polite client also counts discovery's requests when both phases share it)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings) as store:
         stats = db_sync(store.stats).as_dict()
         last = db_sync(store.last_run, "extract")
+        sent = db_sync(store.run_fetch_counts, last["id"]) if last is not None else {}
+        cycle = db_sync(store.last_cycle)
+        if cycle is not None:
+            counts = dict(db_sync(store.cycle_counts, cycle["id"]))
+            stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
+                                   "started_at": str(cycle["started_at"]), **counts}
     if last is not None:
         counters = last.get("counters") or {}
-        stats["last_extract"] = {
-            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
-        }
+        hosts = {origin: dict(host) for origin, host in (counters.get("hosts") or {}).items()}
+        for origin in set(hosts) | set(sent):
+            requests = sent.get(origin) or {}
+            hosts.setdefault(origin, {}).update(fetched=requests.get("fetched", 0),
+                                                not_modified=requests.get("not_modified", 0))
+        stats["last_extract"] = {"run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": hosts}
     return stats
 
 
@@ -82,6 +104,10 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
         by_state = host.get("states") or {}
         table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
+    cycle = stats.get("last_cycle")
+    if cycle:
+        console.print(f"[bold]Last cycle[/] ({cycle['kind']} {cycle['id']}, {cycle['status']}, all its attempts):")
+        print_changes(cycle)
     hosts = (stats.get("last_extract") or {}).get("hosts") or {}
     if hosts:
         diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")

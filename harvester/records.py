@@ -68,6 +68,20 @@ class ErrorClass(StrEnum):
     TRAP = "trap"
     PARKED = "parked"  # the host is parked (failures, huge Crawl-delay or Retry-After): no request was sent
     ADDRESS_REFUSED = "address_refused"  # the address policy refused every address of the host: nothing was sent
+    UNASKED_304 = "unasked_304"  # a 304 to a request that sent no validator: it names no copy, so nothing arrived
+
+
+class ChangeKind(StrEnum):
+    """What one answer meant for its URL's stored versions (``fetches.change``; ``pages.change`` for the first
+    three). A new version is decided by the payload digest (sha256 of the body as served): main text decides
+    only between ``changed`` and ``restyled``."""
+
+    NEW = "new"  # the URL's first stored version
+    CHANGED = "changed"  # a new payload whose main text (content hash) differs from the version before
+    RESTYLED = "restyled"  # a new payload, same main text: bytes changed outside it (layout, scripts, ads)
+    SAME = "same"  # a 200 whose payload is the stored version's, byte for byte: nothing new stored
+    GONE = "gone"  # 404/410 after a stored version
+    MISSING = "missing"  # 404/410 of a URL never stored: a broken link, not a deletion
 
 
 def origin_of(url: str) -> str:
@@ -444,6 +458,12 @@ class StoredPage:
     url_state: str | None = None
     """The URL's state now (``done``, ``gone``, ``duplicate`` ...): an older version of a page, or the page of a
     URL since found gone, says so here."""
+    payload_digest: str | None = None
+    """sha256 of ``body`` (hex): equal digests are equal payloads, stored once."""
+    change: str | None = None
+    """How this version differs from the one before (``ChangeKind``: new, changed, restyled); None before 0008."""
+    kind: str | None = None
+    """The URL's kind: ``detail`` or ``listing`` (listing pages' versions are kept too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,22 +480,43 @@ class StoredFetch:
     error_class: str | None
     run_id: int | None
     page: StoredPage | None = None
+    change: str | None = None
+    """``ChangeKind`` of this answer: ``same`` is a 200 whose payload repeats ``page`` (stored once, earlier)."""
 
 
 class Changes(TypedDict):
-    """What a cycle changed (``FrontierStore.changes_since``): counts, and examples of each, oldest first. A dict,
-    so it travels as a flow result, an artifact and an event payload unchanged.
+    """The counts of one crawl cycle, read from the frontier by ``FrontierStore.cycle_counts`` over the whole
+    cycle (first attempt's start to last attempt's end): the one source of the CLI summary, ``harvester status``,
+    the artifacts and the event payload. A dict, so it travels as a flow result, an artifact and an event payload
+    unchanged. docs/operations.md ("What the counts mean") defines each; in short, over detail pages:
 
-    ``new``: detail URLs first seen; ``changed``: known pages whose content changed; ``gone``: URLs found gone;
-    ``deferred``: due URLs the page budget left to the next run."""
+    ``new``: first stored version in this cycle; ``changed``: a new payload whose main text differs from the
+    version before; ``restyled``: a new payload, same main text; ``gone``: 404/410 after a stored version (never
+    also changed); ``missing``: 404/410 never stored (a broken link). Over requests (every kind of page):
+    ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
+    ``failures`` by class. ``deferred``: detail URLs left due when the cycle closed (the page budget's)."""
 
+    cycle: int | None
     new: int
     changed: int
+    restyled: int
     gone: int
+    missing: int
     deferred: int
+    fetched: int
+    not_modified: int
+    failed: int
+    failures: dict[str, int]
     new_urls: list[str]
     changed_urls: list[str]
+    restyled_urls: list[str]
     gone_urls: list[str]
+    hosts: dict[str, dict[str, int]]
+    """Per host: fetched, not_modified, gone, failed (requests) and failures as ``error:<class>``."""
+
+
+CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "deferred", "fetched", "not_modified", "failed")
+"""The counts of ``Changes`` in the order every summary shows them (CLI, status, artifacts, event payload)."""
 
 
 class RunRow(TypedDict):
@@ -489,3 +530,4 @@ class RunRow(TypedDict):
     profile: dict[str, Any] | None
     counters: dict[str, Any] | None
     owner: str | None
+    cycle_id: int | None

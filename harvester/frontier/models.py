@@ -258,8 +258,22 @@ class Document(Base):
     now vanished from it."""
 
 
+class Body(Base):
+    """One payload as the site served it, stored once whatever URLs and versions serve it (``digest``: sha256 of
+    the bytes, hex), zlib-compressed. Rows are never updated; a page version points here."""
+
+    __tablename__ = "bodies"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    size: Mapped[int] = mapped_column(Integer)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 class Page(Base):
-    """One stored body (a 200 with new content): compressed, with what extraction kept."""
+    """One stored version of a URL: a payload it served that differs from its previous version's (the payload
+    digest decides, not the main text), with what extraction kept. ``change`` says how it differs from the
+    version before: ``new`` (none before), ``changed`` (main text differs), ``restyled`` (bytes only)."""
 
     __tablename__ = "pages"
 
@@ -281,12 +295,31 @@ class Page(Base):
     robots: Mapped[str | None] = mapped_column(String(40))
     """The robots directives that applied to us, comma-separated (``noindex,nofollow``); '' for none; NULL for a
     page stored before they were recorded."""
-    body: Mapped[bytes] = mapped_column(LargeBinary)
+    body_id: Mapped[int] = mapped_column(ForeignKey("bodies.id"))
     body_size: Mapped[int] = mapped_column(Integer)
+    change: Mapped[str | None] = mapped_column(String(10))
+    """``new``, ``changed`` or ``restyled`` (records.ChangeKind); NULL for a version stored before 0008."""
+
+
+class Cycle(Base):
+    """One crawl cycle (a harvest or a re-crawl) from its first attempt's start to its last attempt's end: a
+    resumed or retried cycle keeps its row, so what it reports (``FrontierStore.cycle_counts``) is the whole
+    cycle's. ``deferred`` is what it left due when it closed (the budget's, a parked host's)."""
+
+    __tablename__ = "cycles"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(20))
+    profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    deferred: Mapped[int | None] = mapped_column(Integer)
 
 
 class Run(Base):
-    """One phase run with its profile and counters (the source of artifacts and ``harvester status``)."""
+    """One phase run with its profile and counters (the source of artifacts and ``harvester status``), in the
+    cycle that was open for its profile when it started (None: a phase run on its own)."""
 
     __tablename__ = "runs"
 
@@ -298,10 +331,12 @@ class Run(Base):
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     owner: Mapped[str | None] = mapped_column(String(200))
+    cycle_id: Mapped[int | None] = mapped_column(ForeignKey("cycles.id"))
 
 
 class Fetch(Base):
-    """One completed fetch (200, 304, 404, failure): WARC export and per-run counters come from here."""
+    """One completed URL (200, 304, 404, failure, or completed without a request: ``outcome`` ``unsent``): the
+    WARC export and every count of a run or a cycle come from here."""
 
     __tablename__ = "fetches"
 
@@ -314,6 +349,11 @@ class Fetch(Base):
     bytes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     error_class: Mapped[str | None] = mapped_column(String(30))
     page_id: Mapped[int | None] = mapped_column(ForeignKey("pages.id"))
+    """The version this answer served: a new one, or the stored one it repeated byte for byte."""
+    change: Mapped[str | None] = mapped_column(String(10))
+    """What this answer meant for the URL's stored versions (records.ChangeKind): ``new``, ``changed``,
+    ``restyled``, ``same`` (a 200 repeating the stored payload), ``gone`` (404/410 after a stored version) or
+    ``missing`` (404/410, never stored); NULL otherwise."""
 
 
 metadata = Base.metadata

@@ -3,7 +3,9 @@
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
+import hashlib
 import logging
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
@@ -22,12 +24,23 @@ from harvester.frontier.models import (
     Page,
     Url,
 )
-from harvester.frontier.rows import UrlOutcome, check_completion, fold, merge, outcome, page_row, url_outcome
+from harvester.frontier.rows import (
+    UrlOutcome,
+    check_completion,
+    fold,
+    merge,
+    outcome,
+    page_row,
+    url_outcome,
+    version_change,
+)
 from harvester.records import (
     AddResult,
+    ChangeKind,
     CompleteResult,
     Completion,
     DiscoveredUrl,
+    PageRecord,
     UrlState,
     Vanished,
 )
@@ -123,8 +136,8 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
             mine = [(c, links) for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
-            page_ids = self._insert_pages(conn, [c for c, _ in mine])
-            self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, run_id)
+            page_ids, changes, stored = self._store_versions(conn, [c for c, _ in mine])
+            self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id)
             links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
             added = AddResult(0, 0, 0)
             if links:
@@ -138,7 +151,7 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
                 self._note_documents(conn, feeds, kind="feed")
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
-        return CompleteResult(len(mine), len(lost_ids), len(page_ids), added, lost_ids, demoted)
+        return CompleteResult(len(mine), len(lost_ids), stored, added, lost_ids, demoted)
 
     def _take_leases(self, conn: Connection, owner: str, ids: list[int]) -> dict[int, _Held]:
         """The leases ``owner`` still holds among ``ids``, with what the outcome rules need of each URL; those
@@ -158,19 +171,73 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             conn.exec_driver_sql(f"DELETE FROM leases WHERE {where_held}", tuple(held_params))
         return held
 
-    def _insert_pages(self, conn: Connection, completions: Sequence[Completion]) -> dict[int, int]:
-        """url id -> page id of the pages these completions carry (compressed at the configured level)."""
-        pages = [(c.url_id, c.fetched_at, c.page) for c in completions if c.page is not None]
-        if not pages:
-            return {}
-        level = self.settings.store.compress_level
-        inserted = conn.execute(
-            _INSERT_PAGES, [page_row(url_id, fetched_at, page, level) for url_id, fetched_at, page in pages],
-        ).all()
-        return {url_id: row[0] for (url_id, _, _), row in zip(pages, inserted, strict=True)}
+    def _store_versions(
+        self, conn: Connection, completions: Sequence[Completion]
+    ) -> tuple[dict[int, int], dict[int, ChangeKind], int]:
+        """Each 2xx payload against its URL's latest stored version: a new payload (by digest) is a new version
+        (``pages`` row, its bytes in ``bodies`` once per digest), a repeated one points at the stored version;
+        404/410 are ``gone`` after a stored version and ``missing`` without one. Returns url id -> page id the
+        answer served, url id -> its ``ChangeKind``, and how many versions were added."""
+        answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE]
+        if not answered:
+            return {}, {}, 0
+        latest = self._latest_versions(conn, [c.url_id for c in answered])
+        page_ids: dict[int, int] = {}
+        changes: dict[int, ChangeKind] = {}
+        fresh: list[tuple[Completion, PageRecord, str, ChangeKind]] = []
+        for c in answered:
+            before = latest.get(c.url_id)
+            if c.page is None:
+                changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
+                continue
+            digest = hashlib.sha256(c.page.body).hexdigest()
+            change = version_change(None if before is None else before[1:], digest, c.page.content_hash)
+            changes[c.url_id] = change
+            if change is ChangeKind.SAME and before is not None:
+                page_ids[c.url_id] = before[0]
+            else:
+                fresh.append((c, c.page, digest, change))
+        if fresh:
+            body_ids = self._store_bodies(conn, {digest: page.body for _, page, digest, _ in fresh})
+            inserted = conn.execute(_INSERT_PAGES, [
+                page_row(c.url_id, c.fetched_at, page, body_ids[digest], change.value)
+                for c, page, digest, change in fresh
+            ]).all()
+            page_ids.update({c.url_id: row[0] for (c, _, _, _), row in zip(fresh, inserted, strict=True)})
+        return page_ids, changes, len(fresh)
+
+    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, tuple[int, str, str]]:
+        """url id -> (page id, payload digest, content hash) of its newest stored version (ix_pages_url_id)."""
+        where, params = self._d.any_of("url_id", list(url_ids))
+        return {
+            int(url_id): (int(page_id), str(digest), str(content_hash))
+            for url_id, page_id, digest, content_hash in conn.exec_driver_sql(
+                "SELECT p.url_id, p.id, b.digest, p.content_hash FROM pages p JOIN bodies b ON b.id = p.body_id"
+                f" WHERE p.id IN (SELECT max(id) FROM pages WHERE {where} GROUP BY url_id)", tuple(params))
+        }
+
+    def _store_bodies(self, conn: Connection, bodies: Mapping[str, bytes]) -> dict[str, int]:
+        """digest -> ``bodies`` id, each payload written once (compressed at the configured level) whoever wrote it
+        first: a body another URL or another worker stored is shared, not copied."""
+        d = self._d
+        digests = list(bodies)
+        where, params = d.any_of("digest", digests)
+        select_sql = f"SELECT digest, id FROM bodies WHERE {where}"
+        ids = {str(k): int(v) for k, v in conn.exec_driver_sql(select_sql, tuple(params))}
+        missing = [digest for digest in digests if digest not in ids]
+        if missing:
+            level = self.settings.store.compress_level
+            conn.exec_driver_sql(
+                d.insert_ignore("bodies", ("digest", "size", "body"), ("digest",)),
+                [(digest, len(bodies[digest]), zlib.compress(bodies[digest], level)) for digest in missing],
+            )
+            where, params = d.any_of("digest", missing)
+            ids.update({str(k): int(v) for k, v in conn.exec_driver_sql(
+                f"SELECT digest, id FROM bodies WHERE {where}", tuple(params))})
+        return ids
 
     def _write_outcomes(self, conn: Connection, completions: Sequence[Completion], held: dict[int, _Held],
-                        page_ids: dict[int, int], run_id: int | None) -> None:
+                        page_ids: dict[int, int], changes: Mapping[int, ChangeKind], run_id: int | None) -> None:
         """Each URL's new state (``rows.url_outcome``), its line in the fetch log, and retries back in the queue."""
         d = self._d
         max_attempts = self.settings.politeness.max_attempts
@@ -181,11 +248,12 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             if o.state == "queued":  # a retry: back in the queue, due after its back-off
                 retries.append((h.host_id, h.kind, -h.score, c.url_id, d.ts(o.next_fetch_at)))
             updates.append(_update_params(o, c.url_id, d.ts))
+            change = changes.get(c.url_id)
             fetch_rows.append({
                 "url_id": c.url_id, "run_id": run_id, "fetched_at": c.fetched_at, "status": c.status,
                 "outcome": outcome(c), "bytes": c.bytes_read,
                 "error_class": c.error_class.value if c.error_class else None,
-                "page_id": page_ids.get(c.url_id),
+                "page_id": page_ids.get(c.url_id), "change": change.value if change is not None else None,
             })
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)

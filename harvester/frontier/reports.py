@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, exists, func, or_, select
+from sqlalchemy import Select, exists, or_, select
 from sqlalchemy.orm import aliased
 
 from harvester.frontier.base import (
@@ -17,6 +17,7 @@ from harvester.frontier.base import (
     StoreBase,
 )
 from harvester.frontier.models import (
+    Body,
     Document,
     Fetch,
     Host,
@@ -26,7 +27,6 @@ from harvester.frontier.models import (
 )
 from harvester.frontier.rows import stored_page
 from harvester.records import (
-    Changes,
     StoredFetch,
     StoredPage,
     StoreStats,
@@ -43,50 +43,14 @@ _NOT_CURRENT = tuple(s.value for s in (UrlState.GONE, UrlState.DUPLICATE, UrlSta
 
 def _pages_query() -> Select[Any]:
     return (
-        select(Page.__table__, FULL_URL, Url.state.label("url_state"))
-        .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id)
+        select(Page.__table__, FULL_URL, Url.state.label("url_state"), Url.kind.label("url_kind"),
+               Body.digest, Body.body.label("stored_body"))
+        .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id).join(Body, Body.id == Page.body_id)
     )
 
 
 class ReportsMixin(StoreBase):
     """What the CLI, the flows' artifacts, the exports and the tests read."""
-
-    def changes_since(
-        self, since: datetime, *, origins: Sequence[str] | None = None, examples: int = 50
-    ) -> Changes:
-        """Detail URLs first seen, pages whose content changed, and URLs found gone, at or after ``since``, on
-        ``origins`` (None: every host): what a cycle reports. ``deferred`` is the budget's, which the frontier does
-        not keep; the cycle fills it in from its extraction."""
-        since = aware(since) or since
-        with self._tx(write=False) as tx:
-            joined = select(FULL_URL).select_from(Url).join(Host, Host.id == Url.host_id)
-            if origins is not None:
-                joined = joined.where(Host.origin.in_(list(origins)))
-            detail = Url.kind == UrlKind.DETAIL.value
-            found = {
-                "new": joined.where(Url.first_seen >= since, detail),
-                "changed": joined.where(Url.changed_at >= since, Url.first_seen < since, detail),
-                "gone": joined.where(Url.gone_at >= since),
-            }
-            counts = {key: int(tx.conn.execute(select(func.count()).select_from(q.subquery())).scalar_one())
-                      for key, q in found.items()}
-            urls = {key: list(tx.conn.execute(q.order_by(Url.id).limit(examples)).scalars())
-                    for key, q in found.items()}
-        return {
-            "new": counts["new"], "changed": counts["changed"], "gone": counts["gone"], "deferred": 0,
-            "new_urls": urls["new"], "changed_urls": urls["changed"], "gone_urls": urls["gone"],
-        }
-
-    def fetch_counts_since(self, since: datetime, origins: Sequence[str]) -> dict[str, dict[str, int]]:
-        """Per host of ``origins``, page fetches at or after ``since`` (the start of a cycle, whose phases are
-        separate runs): fetched, not_modified, gone, failed, and failures by ``error:<class>``."""
-        query = (
-            select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
-            .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
-            .where(Fetch.fetched_at >= aware(since), Host.origin.in_(list(origins)))
-            .group_by(Host.origin, Fetch.outcome, Fetch.error_class)
-        )
-        return self._fetch_counts(query)
 
     def answered_since(self, since: datetime, origins: Sequence[str]) -> tuple[set[str], set[str]]:
         """(hosts of ``origins`` that answered anything at or after ``since``, hosts asked anything then): their
@@ -185,33 +149,15 @@ class ReportsMixin(StoreBase):
             hosts={entry.pop("origin"): entry for entry in info.values()}, pages=pages, fetches=fetches,
         )
 
-    def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
-        """Per host for one run: fetched, not_modified, gone, failed, and failures by ``error:<class>``."""
-        query = (
-            select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
-            .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
-            .where(Fetch.run_id == run_id).group_by(Host.origin, Fetch.outcome, Fetch.error_class)
-        )
-        return self._fetch_counts(query)
-
-    def _fetch_counts(self, query: Select[str, str, str | None, int]) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        with self._tx(write=False) as tx:
-            for origin, outcome, error_class, n in tx.conn.execute(query):
-                counts = out.setdefault(origin, {"fetched": 0, "not_modified": 0, "gone": 0, "failed": 0})
-                counts[outcome] = counts.get(outcome, 0) + int(n)
-                if error_class:
-                    key = f"error:{error_class}"
-                    counts[key] = counts.get(key, 0) + int(n)
-        return out
-
     def iter_pages(
-        self, *, since: datetime | None = None, latest: bool = False, batch: int = 500
+        self, *, since: datetime | None = None, latest: bool = False, batch: int = 500,
+        kinds: Sequence[str] | None = (UrlKind.DETAIL.value,),
     ) -> Iterator[StoredPage]:
-        """Stored pages in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
+        """Stored versions in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
         bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
         each URL, and none of a URL that is gone, a duplicate, disallowed, skipped or moved since (a snapshot of the
-        site as last seen)."""
+        site as last seen). ``kinds``: of URLs of these kinds (detail pages by default; None: listing pages'
+        versions too)."""
         last_id = 0
         newer = aliased(Page)
         while True:
@@ -221,6 +167,8 @@ class ReportsMixin(StoreBase):
             )
             if since is not None:
                 query = query.where(Page.fetched_at >= since)
+            if kinds is not None:
+                query = query.where(Url.kind.in_(list(kinds)))
             if latest:
                 query = query.where(
                     Url.state.not_in(_NOT_CURRENT),
@@ -262,7 +210,7 @@ class ReportsMixin(StoreBase):
                 yield StoredFetch(
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
                     outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
-                    page=pages.get(r.page_id) if r.page_id is not None else None,
+                    page=pages.get(r.page_id) if r.page_id is not None else None, change=r.change,
                 )
             last_id = rows[-1].id
 

@@ -16,7 +16,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from harvester.errors import InvalidRecord
-from harvester.records import Completion, DiscoveredUrl, PageRecord, StoredPage, UrlKind, UrlState
+from harvester.records import (
+    ChangeKind,
+    Completion,
+    DiscoveredUrl,
+    ErrorClass,
+    PageRecord,
+    StoredPage,
+    UrlKind,
+    UrlState,
+)
 from harvester.runtime import aware
 
 MAX_URL_LENGTH = 2048
@@ -158,9 +167,24 @@ def check_completion(c: Completion) -> None:
         raise InvalidRecord(f"completion of URL id {c.url_id}: final_url is longer than {MAX_URL_LENGTH}")
 
 
+_NOT_SENT = frozenset({ErrorClass.PARKED, ErrorClass.ROBOTS_DISALLOWED, ErrorClass.ADDRESS_REFUSED})
+"""Failures decided before any request left: nothing was asked of the site."""
+
+
+def sent(c: Completion) -> bool:
+    """Whether a request went out for ``c``: an answer, bytes, or a failure met on the way (a completion without
+    a request, such as a page skipped on its truthful lastmod or a filter variant not needed, has none)."""
+    if c.status is not None or c.bytes_read:
+        return True
+    return c.error_class is not None and c.error_class not in _NOT_SENT
+
+
 def outcome(c: Completion) -> str:
-    """How a fetch is counted per run: fetched / not_modified / gone / failed, else the state's name."""
-    if c.status == 304:
+    """How a fetch is counted: fetched (a 2xx) / not_modified / gone / failed, ``unsent`` when no request went
+    out, else the state's name."""
+    if not sent(c):
+        return "unsent"
+    if c.status == 304 and c.error_class is None:
         return "not_modified"
     if c.state == UrlState.DONE:
         return "fetched"
@@ -222,25 +246,36 @@ def url_outcome(
     )
 
 
-def page_row(url_id: int, fetched_at: datetime, page: PageRecord, level: int) -> dict[str, Any]:
+def page_row(url_id: int, fetched_at: datetime, page: PageRecord, body_id: int, change: str) -> dict[str, Any]:
+    """A ``pages`` row: one version, its payload in ``bodies`` (``body_id``)."""
     return {
         "url_id": url_id, "fetched_at": aware(fetched_at), "status": page.status, "final_url": page.final_url,
         "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
         "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
         "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
-        "fields": dict(page.fields), "robots": ",".join(page.robots), "body": zlib.compress(page.body, level),
-        "body_size": len(page.body),
+        "fields": dict(page.fields), "robots": ",".join(page.robots), "body_id": body_id,
+        "body_size": len(page.body), "change": change,
     }
 
 
+def version_change(before: tuple[str, str] | None, digest: str, content_hash: str) -> ChangeKind:
+    """What a 2xx payload is to its URL's latest stored version ``before`` (digest, content hash): the payload
+    digest decides whether it is a new version at all; the main text only whether it is changed or restyled."""
+    if before is None:
+        return ChangeKind.NEW
+    if before[0] == digest:
+        return ChangeKind.SAME
+    return ChangeKind.CHANGED if before[1] != content_hash else ChangeKind.RESTYLED
+
+
 def stored_page(row: Any) -> StoredPage:
-    """A pages row (joined with its URL as ``url``) back as a record, body decompressed."""
+    """A pages row (joined with its URL as ``url``, its body as ``stored_body``) back as a record, decompressed."""
     return StoredPage(
         page_id=row.id, url_id=row.url_id, url=row.url, final_url=row.final_url, fetched_at=row.fetched_at,
         status=row.status, content_type=row.content_type, etag=row.etag, last_modified=row.last_modified,
-        content_hash=row.content_hash, body=zlib.decompress(row.body), canonical_url=row.canonical_url,
+        content_hash=row.content_hash, body=zlib.decompress(row.stored_body), canonical_url=row.canonical_url,
         title=row.title, description=row.description, language=row.language, jsonld=list(row.jsonld or []),
         fields=dict(row.fields or {}),
         robots=None if row.robots is None else tuple(part for part in row.robots.split(",") if part),
-        url_state=row.url_state,
+        url_state=row.url_state, payload_digest=row.digest, change=row.change, kind=row.url_kind,
     )

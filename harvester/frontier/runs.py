@@ -10,9 +10,7 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from harvester.errors import InvalidRecord
-from harvester.frontier.base import (
-    StoreBase,
-)
+from harvester.frontier.cycles import CyclesMixin
 from harvester.frontier.models import (
     Run,
 )
@@ -22,28 +20,32 @@ from harvester.runtime import aware, utcnow
 logger = logging.getLogger(__name__)
 
 
-class RunsMixin(StoreBase):
+class RunsMixin(CyclesMixin):
     """One row per phase run."""
 
     def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
+        """A new run of ``phase``, in the cycle open for ``profile`` (``CyclesMixin.open_cycle``) if any."""
         with self._tx() as tx:
             row = tx.conn.execute(
                 insert(Run).values(phase=phase, started_at=utcnow(), status="running", profile=profile,
-                                   owner=owner).returning(Run.id)
+                                   owner=owner, cycle_id=self.open_cycle(tx.conn, profile)).returning(Run.id)
             ).one()
         return int(row[0])
 
     def resume_or_start_run(
         self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None
     ) -> int:
-        """The newest unfinished run of ``phase`` with the same profile (a crashed one, resumed), or a new run."""
+        """The newest unfinished run of ``phase`` with the same profile in the same cycle (a crashed one,
+        resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
+        fetches are that cycle's."""
         with self._tx(write=False) as tx:
+            cycle = self.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
-                select(Run.id, Run.profile).where(Run.phase == phase, Run.status == "running")
+                select(Run.id, Run.profile, Run.cycle_id).where(Run.phase == phase, Run.status == "running")
                 .order_by(Run.id.desc()).limit(20)
             ).all()
-        for run_id, stored in rows:
-            if stored == profile:
+        for run_id, stored, cycle_id in rows:
+            if stored == profile and cycle_id == cycle:
                 return int(run_id)
         return self.start_run(phase, profile=profile, owner=owner)
 
@@ -89,5 +91,5 @@ def _run_row(run: Any) -> RunRow:
     return RunRow(
         id=int(run["id"]), phase=run["phase"], started_at=aware(run["started_at"]),
         finished_at=aware(run["finished_at"]), status=run["status"], profile=run["profile"],
-        counters=run["counters"], owner=run["owner"],
+        counters=run["counters"], owner=run["owner"], cycle_id=run["cycle_id"],
     )

@@ -12,8 +12,9 @@ from harvester.phases._core import (
     PhaseResult,
     Progress,
     StoreRobots,
+    begin_cycle,
     begin_run,
-    changes_since,
+    close_cycle,
     discover,
     extract,
     finish_run,
@@ -24,6 +25,6 @@ from harvester.phases._core import (
 )
 
 __all__ = [
-    "PhaseResult", "Progress", "StoreRobots", "begin_run", "changes_since", "discover", "extract", "finish_run",
-    "mark_due", "polite_client", "recover_leases", "site_hosts",
+    "PhaseResult", "Progress", "StoreRobots", "begin_cycle", "begin_run", "close_cycle", "discover", "extract",
+    "finish_run", "mark_due", "polite_client", "recover_leases", "site_hosts",
 ]

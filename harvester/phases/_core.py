@@ -228,10 +228,20 @@ async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
     return now
 
 
-async def changes_since(settings: Settings, since: datetime, origins: Sequence[str] | None = None) -> Changes:
-    """URLs of ``origins`` (None: all) that appeared, changed or vanished since ``since``: what a cycle reports."""
+async def begin_cycle(settings: Settings, kind: str, profile: SiteProfile) -> tuple[int, datetime, bool]:
+    """(cycle id, its start, resumed): the unfinished cycle of ``kind`` and profile an earlier attempt left (killed,
+    failed, retried), else a new one. Every phase run started meanwhile belongs to it."""
     with await db(FrontierStore.open, settings) as store:
-        return await db(store.changes_since, since, origins=origins)
+        cycle_id, resumed = await db(store.begin_cycle, kind, profile=profile.model_dump(mode="json"))
+        started = await db(store.cycle_started_at, cycle_id)
+    return cycle_id, started or utcnow(), resumed
+
+
+async def close_cycle(settings: Settings, cycle_id: int, origins: Sequence[str], *, failed: bool) -> Changes:
+    """Close the cycle and read its counts (``FrontierStore.cycle_counts``: the one source of what it reports)."""
+    with await db(FrontierStore.open, settings) as store:
+        await db(store.finish_cycle, cycle_id, origins=origins, status="failed" if failed else "completed")
+        return await db(store.cycle_counts, cycle_id)
 
 
 async def silence(settings: Settings, profile: SiteProfile, since: datetime) -> str | None:

@@ -27,8 +27,9 @@ from harvester.frontier import FrontierStore
 from harvester.phases._core import (
     PhaseResult,
     ProgressCallback,
+    begin_cycle,
     begin_run,
-    changes_since,
+    close_cycle,
     discover,
     extract,
     finish_run,
@@ -39,7 +40,7 @@ from harvester.phases._core import (
 )
 from harvester.phases.handover import Handover, handover, held
 from harvester.records import Changes
-from harvester.runtime import db, stop_requested, utcnow
+from harvester.runtime import db, stop_requested
 from harvester.settings import Settings, SiteProfile
 
 R = TypeVar("R")
@@ -64,9 +65,10 @@ class Steps(Protocol[R_co]):
 @dataclass(frozen=True, slots=True)
 class Cycle(Generic[R]):
     """What one cycle's phases returned, and what the cycle changed on the profile's hosts: ``changes`` is
-    ``FrontierStore.changes_since``'s report (new, changed, gone, deferred by the budget, with examples) and
-    ``fetches`` the page fetches per host by outcome. ``silent`` says why the cycle counts as having fetched
-    nothing (``NothingFetched``), None when some seed host answered."""
+    ``FrontierStore.cycle_counts`` over the whole cycle, every attempt of it (new, changed, restyled, gone,
+    missing, deferred, fetched, not modified, failed, with examples) and ``fetches`` its per-host part (requests
+    per host by outcome). ``silent`` says why the cycle counts as having fetched nothing (``NothingFetched``),
+    None when some seed host answered."""
 
     discover: R
     extract: R
@@ -81,22 +83,25 @@ class Cycle(Generic[R]):
 
 
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
-    """A full harvest: discovery, then extraction of what it found (a rerun resumes from the frontier)."""
-    since = utcnow()
+    """A full harvest: discovery, then extraction of what it found (a rerun resumes the cycle from the frontier,
+    and reports all of it)."""
+    cycle_id, since, _ = await begin_cycle(settings, "harvest", profile)
     discovered, extracted = await _pipelined(steps, settings, profile, refresh=False)
-    return await _close(settings, profile, since, discovered, extracted)
+    return await _close(settings, profile, cycle_id, since, discovered, extracted)
 
 
 async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> Cycle[R]:
     """The re-crawl: conditional rediscovery, extraction of what is due, and what appeared or vanished meanwhile.
 
     ``refresh`` first makes every known URL and document of the profile due now (still asked conditionally):
-    a re-crawl off schedule. The changes are counted from before the first step, so URLs found by this
-    re-crawl's discovery count as new and those its extraction found gone as gone.
+    a re-crawl off schedule; not again when an earlier attempt of this cycle is resumed (what it fetched stays
+    fetched). The counts are the whole cycle's, every attempt of it (``FrontierStore.cycle_counts``).
     """
-    since: datetime = await mark_due(settings, profile) if refresh else utcnow()
+    cycle_id, since, resumed = await begin_cycle(settings, "recrawl", profile)
+    if refresh and not resumed:
+        await mark_due(settings, profile)
     discovered, extracted = await _pipelined(steps, settings, profile, refresh=refresh)
-    return await _close(settings, profile, since, discovered, extracted)
+    return await _close(settings, profile, cycle_id, since, discovered, extracted)
 
 
 async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> tuple[R, R]:
@@ -148,22 +153,20 @@ def _failure(task: asyncio.Task[Any]) -> BaseException | None:
     return None if not task.done() or task.cancelled() else task.exception()
 
 
-async def _close(settings: Settings, profile: SiteProfile, since: datetime, discovered: R, extracted: R) -> Cycle[R]:
-    """The cycle's report, read from the frontier (so it is the same whoever ran the phases, and after a resume)."""
-    origins = site_hosts(settings, profile)
-    changes = await changes_since(settings, since, origins)
-    counters = getattr(extracted, "counters", extracted)
-    if isinstance(counters, dict):
-        changes["deferred"] = int(counters.get("deferred_by_budget") or 0)
+async def _close(settings: Settings, profile: SiteProfile, cycle_id: int, since: datetime, discovered: R,
+                 extracted: R) -> Cycle[R]:
+    """Close the cycle and read its report from the frontier (so it is the same whoever ran the phases, and
+    covers every attempt of a resumed cycle)."""
+    silent = await silence(settings, profile, since)
+    changes = await close_cycle(settings, cycle_id, site_hosts(settings, profile), failed=silent is not None)
     found = getattr(discovered, "counters", discovered)
     problems = _recorded_problems(discovered)
-    with await db(FrontierStore.open, settings) as store:
-        fetches = await db(store.fetch_counts_since, since, origins)
-        if problems is None:
+    if problems is None:
+        with await db(FrontierStore.open, settings) as store:
             last = await db(store.last_run, "discover")
-            problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
-    return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=fetches, started_at=since,
-                 silent=await silence(settings, profile, since), problems=problems,
+        problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
+    return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=changes["hosts"],
+                 started_at=since, silent=silent, problems=problems,
                  found=int(found.get("urls_new") or 0) if isinstance(found, dict) else 0)
 
 

@@ -18,6 +18,7 @@ from harvester.records import (
     Completion,
     DiscoveredUrl,
     FetchResult,
+    PageRecord,
     Source,
     UrlKind,
     UrlState,
@@ -209,7 +210,7 @@ class ListingCrawl(FeedReading):
             next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
             bytes_read=result.bytes_read,
         )
-        if result.not_modified:
+        if result.not_modified and (claimed.etag or claimed.last_modified):  # else a failure (UNASKED_304)
             return base, [], False
         if not result.ok or result.body is None:
             return self._listing_failure(claimed, result, base), [], None
@@ -219,7 +220,13 @@ class ListingCrawl(FeedReading):
         )
         for feed in page.feeds:
             self._queue_feed(feed)
-        completion = replace(base, content_hash=hashlib.sha256(result.body).hexdigest(), changed=True)
+        digest = hashlib.sha256(result.body).hexdigest()
+        # The page's bytes are kept as a version like any page's (the store dedups by digest): a list is content.
+        kept = PageRecord(final_url=result.final_url, status=result.status or 200, content_type=result.content_type,
+                          content_hash=digest, body=result.body, etag=result.etag, last_modified=result.last_modified,
+                          robots=tuple(name for name, on in (("noindex", page.robots_noindex),
+                                                             ("nofollow", page.robots_nofollow)) if on))
+        completion = replace(base, content_hash=digest, changed=True, page=kept)
         if page.robots_nofollow:
             return completion, [], False
         outlinks = self._listing_outlinks(claimed, page, now)
@@ -316,6 +323,8 @@ class ListingCrawl(FeedReading):
         return replace(
             base, state=outcome.state, error_class=outcome.error_class, error=outcome.error,
             next_fetch_at=outcome.next_fetch_at or base.next_fetch_at,
+            # A failure says nothing of our copy: the server's validators (a 304 nobody asked for) are not kept.
+            etag=claimed.etag, last_modified=claimed.last_modified,
         )
 
     # -- feeds --------------------------------------------------------------------------------------------------

@@ -412,15 +412,17 @@ class ExtractWork:
             claimed, result, new_hash, settings=self.settings, now=now, hook_error=hook_error
         )
         self.counters[outcome.counter] += 1
+        failed = outcome.error_class is not None
         page = extracted.page if extracted is not None and outcome.store_page else None
         # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's.
         status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.target else None,
-            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again.
-            etag=None if hook_error else result.etag or (claimed.etag if result.not_modified else None),
-            last_modified=None if hook_error else (
+            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again; a failure
+            # (a 304 nobody asked for among them) says nothing of our copy: the store keeps the validators it has.
+            etag=None if hook_error or failed else result.etag or (claimed.etag if result.not_modified else None),
+            last_modified=None if hook_error or failed else (
                 result.last_modified or (claimed.last_modified if result.not_modified else None)
             ),
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import email.utils
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlState
@@ -42,6 +42,7 @@ MAX_SKIP_AGE_S = 30 * DAY_S
 
 RETRYABLE = frozenset({
     ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.PROTOCOL, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429,
+    ErrorClass.UNASKED_304,
 })
 """Failures that may go away by themselves; the rest (4xx, too large, wrong type, hook) would fail the same way."""
 
@@ -244,7 +245,9 @@ def classify_outcome(
 ) -> Outcome:
     """The URL's next state after ``result``. The rules, in order:
 
-    - 304 → DONE, unchanged, no body stored, interval grows.
+    - 304 to a conditional request → DONE, unchanged, no body stored, interval grows. A 304 to a request that
+      sent no validator names no copy of ours (RFC 9110 §15.4.5: it answers a conditional GET): nothing arrived,
+      so it is a failure of that fetch (``UNASKED_304``, retried after a back-off), never a stored state.
     - 404 / 410 → GONE (the store keeps the row and stamps ``gone_at``); not scheduled again.
     - robots refused → DISALLOWED; a redirect out of scope or into a trap → SKIPPED.
     - a failure → FAILED with ``next_fetch_at`` set; the store counts the attempt and queues the URL again at
@@ -259,11 +262,16 @@ def classify_outcome(
     - 2xx reached through permanent redirects only (301/308) → DONE, ``moved_to`` the final URL (the caller
       enqueues it), nothing stored here, revisited rarely (``max_s``).
     - 2xx whose main content is held by another URL (``duplicate_of``) → DUPLICATE, links not expanded.
-    - 2xx with the known content hash → DONE, unchanged; with a new hash → DONE, changed, page stored, links
-      expanded, interval shrinks.
+    - 2xx with the known content hash → DONE, unchanged; with a new hash → DONE, changed, links expanded,
+      interval shrinks. Either way the payload goes to the store (``store_page``), which keeps it as a new version
+      when its digest differs from the stored one's: the main text decides the revisit, never what is kept.
     """
     status = result.status
     if status == 304:
+        if not (claimed.etag or claimed.last_modified):
+            unasked = replace(result, error_class=ErrorClass.UNASKED_304,
+                              error="304 Not Modified to a request that sent no validator")
+            return _failure(claimed, unasked, settings, now)
         return _done(claimed, settings, now, changed=False, counter="not_modified", content_hash=claimed.content_hash)
     if status in (404, 410):
         return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="gone")
@@ -283,7 +291,7 @@ def classify_outcome(
     changed = new_hash is not None and new_hash != claimed.content_hash
     if not changed:
         return _done(claimed, settings, now, changed=False, counter="unchanged",
-                     content_hash=new_hash or claimed.content_hash)
+                     content_hash=new_hash or claimed.content_hash, store_page=True)
     return _done(claimed, settings, now, changed=True, counter="changed", content_hash=new_hash, store_page=True,
                  expand_links=True)
 

@@ -80,7 +80,7 @@ class ServedSite(FacetRendering):
         self.listings: dict[str, list[Resource]] = {}
         self.feeds: dict[str, dict[str, Resource]] = {}
         self._carried: dict[str, tuple[str | None, float | None]] = {}
-        self._details: dict[int, tuple[int, Resource]] = {}
+        self._details: dict[int, tuple[tuple[int, int], Resource]] = {}
         self._counter = 0
         self.not_found = make_resource(404, HTML, "<!DOCTYPE html><html><body><h1>Not found</h1></body></html>")
         self.gone = make_resource(410, HTML, "<!DOCTYPE html><html><body><h1>Gone</h1></body></html>")
@@ -174,8 +174,8 @@ class ServedSite(FacetRendering):
         self._build_facets()
         self._build_home()
 
-    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> None:
-        self.model.advance(changed=changed, new=new, gone=gone, moved=moved)
+    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0) -> None:
+        self.model.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled)
         self.rebuild()
 
     def moved(self, new_path: str) -> Reply:
@@ -398,10 +398,10 @@ class ServedSite(FacetRendering):
 
     def detail(self, page: PageModel) -> Resource:
         cached = self._details.get(page.id)
-        if cached is not None and cached[0] == page.version:
+        if cached is not None and cached[0] == (page.version, page.style):
             return cached[1]
         res = self._render_detail(page)
-        self._details[page.id] = (page.version, res)
+        self._details[page.id] = ((page.version, page.style), res)
         return res
 
     def _render_detail(self, page: PageModel) -> Resource:
@@ -445,7 +445,10 @@ class ServedSite(FacetRendering):
             f'<p class="byline">By Author {page.id % 17} · <time datetime="{w3c_date(page.published_ts)}">'
             f"{time.strftime('%d %B %Y', time.gmtime(page.published_ts))}</time></p>\n"
         )
-        bottom = f'</article>\n<aside class="related"><h2>Related</h2><ul>{related}</ul></aside>\n</main>\n{foot}'
+        # A restyle (``PageModel.style``) changes bytes outside the article only: a new payload, the same main text.
+        promo = f'<div class="promo" data-edition="{page.style}">Edition {page.style}</div>\n' if page.style else ""
+        bottom = (f'</article>\n<aside class="related"><h2>Related</h2><ul>{related}</ul></aside>\n</main>\n'
+                  f"{promo}{foot}")
         paragraphs = []
         budget = page.size - len(top) - len(bottom)
         while budget > 0:
@@ -454,7 +457,7 @@ class ServedSite(FacetRendering):
             budget -= len(p) + 8
         html = top + "\n".join(paragraphs) + "\n" + bottom
         # Weak: the ad block differs per request; the validator tracks the main content (page version).
-        etag = f'W/"p{page.id}v{page.version}"'
+        etag = f'W/"p{page.id}v{page.version}' + (f's{page.style}"' if page.style else '"')
         return make_resource(200, HTML, html, etag=etag, lm_ts=page.modified_ts)
 
     # ----------------------------------------------------------------- traps

@@ -17,7 +17,7 @@ from harvester.frontier import FrontierStore
 from harvester.testing.sites import BASE_EPOCH, DAY_S
 from harvester.testing.web import TestWeb
 
-_VERSION = re.compile(r'W/"p(\d+)v(\d+)"')
+_VERSION = re.compile(r'W/"p(\d+)v(\d+)(?:s\d+)?"')
 
 
 def run_at(day: int, *, hour: float = 7.0, shift_s: float = 0.0) -> datetime:

@@ -161,6 +161,8 @@ class PageModel:
     modified_ts: int
     created_day: int
     version: int = 0
+    style: int = 0
+    """Bumps when the page is restyled: its bytes change outside the main text (its version stays)."""
     gone_day: int | None = None
     size: int = 10_000
 
@@ -194,6 +196,7 @@ class HostChange:
     new: tuple[str, ...] = ()
     gone: tuple[str, ...] = ()
     moved: tuple[tuple[str, str], ...] = ()
+    restyled: tuple[str, ...] = ()
 
 
 class SiteModel:
@@ -282,10 +285,14 @@ class SiteModel:
     def live_pages(self) -> list[PageModel]:
         return [p for p in self.pages if p.live]
 
-    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0) -> HostChange:
-        """Move to the next day: ``changed``/``gone``/``moved`` are fractions of the live pages (disjoint sets),
-        ``new`` adds ``round(new * live)`` pages. A moved page keeps its content under a new address and its
-        old address answers 301. Deterministic from (seed, host, day)."""
+    def advance(
+        self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
+    ) -> HostChange:
+        """Move to the next day: ``changed``/``gone``/``moved``/``restyled`` are fractions of the live pages
+        (disjoint sets), ``new`` adds ``round(new * live)`` pages. A moved page keeps its content under a new
+        address and its old address answers 301; a restyled one keeps its main text and changes its bytes around
+        it. Deterministic from (seed, host, day); ``restyled`` 0 draws nothing more, so older days stay as they
+        were."""
         self.day += 1
         day = self.day
         rng = self._rng("day", day)
@@ -298,6 +305,13 @@ class SiteModel:
         picked = rng.sample(live, k_changed + k_gone + k_moved)
         changed_pages, gone_pages = picked[:k_changed], picked[k_changed : k_changed + k_gone]
         moved_pages = picked[k_changed + k_gone :]
+        restyled_pages: list[PageModel] = []
+        if restyled > 0:
+            taken = {p.id for p in picked}
+            rest = [p for p in live if p.id not in taken]
+            restyled_pages = self._rng("restyle", day).sample(rest, min(len(rest), round(restyled * n_live)))
+            for p in restyled_pages:
+                p.style += 1
         if spec_rates := self.spec.change_rates:
             others = {p.id for p in gone_pages} | {p.id for p in moved_pages}
             changed_pages = [p for p in live if p.id not in others and rng.random() < self.change_rate(p, spec_rates)]
@@ -335,6 +349,7 @@ class SiteModel:
             new=tuple(p.path for p in new_pages),
             gone=tuple(p.path for p in gone_pages),
             moved=tuple(moves),
+            restyled=tuple(p.path for p in restyled_pages),
         )
         return self.last_change
 

@@ -31,8 +31,10 @@ class DayChange:
     gone: dict[str, tuple[str, ...]] = field(default_factory=dict)
     moved: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     """(old URL, new URL) pairs per host name."""
+    restyled: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Pages whose bytes changed outside their main text."""
 
-    def all(self, kind: Literal["changed", "new", "gone"]) -> set[str]:
+    def all(self, kind: Literal["changed", "new", "gone", "restyled"]) -> set[str]:
         return {u for urls in getattr(self, kind).values() for u in urls}
 
 

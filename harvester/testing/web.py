@@ -141,15 +141,18 @@ class TestWeb:
         return self._r().cpu_s()
 
     def advance_day(
-        self, *, changed: float = 0.05, new: float = 0.02, gone: float = 0.01, moved: float = 0.0
+        self, *, changed: float = 0.05, new: float = 0.02, gone: float = 0.01, moved: float = 0.0,
+        restyled: float = 0.0,
     ) -> DayChange:
         """Next day on every host: ``changed``, ``gone`` and ``moved`` are fractions of the live pages, ``new``
         adds that fraction. Deterministic from the seed; sitemaps and feeds change only where their content did.
-        A moved page answers 301 at its old address and is published under its new one."""
-        for name, value in (("changed", changed), ("new", new), ("gone", gone), ("moved", moved)):
+        A moved page answers 301 at its old address and is published under its new one; a ``restyled`` page serves
+        new bytes around the same main text (a new ETag, the same version)."""
+        for name, value in (("changed", changed), ("new", new), ("gone", gone), ("moved", moved),
+                            ("restyled", restyled)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], not {value}")
-        changes = self._r().advance(changed, new, gone, moved)
+        changes = self._r().advance(changed, new, gone, moved, restyled)
         self.day += 1
         o = self._origins
         return DayChange(
@@ -158,4 +161,5 @@ class TestWeb:
             new={n: tuple(o[n] + p for p in c.new) for n, c in changes.items()},
             gone={n: tuple(o[n] + p for p in c.gone) for n, c in changes.items()},
             moved={n: tuple((o[n] + a, o[n] + b) for a, b in c.moved) for n, c in changes.items()},
+            restyled={n: tuple(o[n] + p for p in c.restyled) for n, c in changes.items()},
         )

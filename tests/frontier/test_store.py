@@ -539,7 +539,9 @@ def test_revisits_compete_with_new_urls_by_score(store: FrontierStore) -> None:
 
 
 def test_run_fetch_counts_by_outcome_and_error_class(store: FrontierStore) -> None:
-    store.add_discovered([found(f"https://a.test/{i}") for i in range(4)], now=T0)
+    """``fetched`` is requests sent, whatever they answered; a completion without a request (a page skipped on
+    its truthful lastmod, a host parked) is none."""
+    store.add_discovered([found(f"https://a.test/{i}") for i in range(6)], now=T0)
     c = claim_all(store, "w", ["https://a.test"])
     run_id = store.start_run("extract")
     store.complete_many("w", [
@@ -548,9 +550,11 @@ def test_run_fetch_counts_by_outcome_and_error_class(store: FrontierStore) -> No
         (done(c[2].id, state=UrlState.GONE, status=410), []),
         (done(c[3].id, state=UrlState.FAILED, status=None, error_class=ErrorClass.TIMEOUT, error="slow",
               next_fetch_at=T0 + timedelta(minutes=5)), []),
+        (done(c[4].id, status=None), []),  # skipped on its lastmod: no request
+        (done(c[5].id, state=UrlState.QUEUED, status=None, error_class=ErrorClass.PARKED, error="parked"), []),
     ], run_id=run_id)
     assert store.run_fetch_counts(run_id) == {
-        "https://a.test": {"fetched": 1, "not_modified": 1, "gone": 1, "failed": 1, "error:timeout": 1}
+        "https://a.test": {"fetched": 4, "not_modified": 1, "gone": 1, "failed": 1, "error:timeout": 1}
     }
     assert store.run_fetch_counts(run_id + 1) == {}
 

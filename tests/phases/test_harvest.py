@@ -133,11 +133,10 @@ async def test_recrawl_after_a_day_costs_conditional_requests(make_web, sqlite_u
         await aharvest(settings, profile)
         day = web.advance_day(changed=0.05, new=0.02, gone=0.01)
         web.clear_records()
-        since = await phases.mark_due(settings, profile)
+        await phases.mark_due(settings, profile)
         found = await phases.discover(store, settings, profile, refresh=True)
         await phases.extract(store, settings, profile)
         states = store.url_states()
-        changes = store.changes_since(since)
     records = web.records()
     by_path = {}
     for r in records:
@@ -154,7 +153,6 @@ async def test_recrawl_after_a_day_costs_conditional_requests(make_web, sqlite_u
     for url in gone:
         if url in states:
             assert states[url][0] == "gone", url
-    assert changes["gone"] >= len([u for u in gone if u in states])
     # Unchanged known pages: asked conditionally and answered 304.
     unchanged = [
         u for n in ("a", "b") for u in web.truth[n].allowed_detail_urls() if u not in set(changed) | set(new)

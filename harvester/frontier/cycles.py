@@ -1,0 +1,206 @@
+"""Crawl cycles and their counts: one cycle from its first attempt's start to its last attempt's end, and the one
+function every report reads (``cycle_counts``: the CLI summary, ``harvester status``, artifacts, events).
+
+Counts are read back from what each answer was labelled when it was written (``fetches.change`` and
+``fetches.outcome``, joined to the cycle through its runs), never from timestamps: a resumed attempt's fetches
+belong to the cycle like the first attempt's, and a URL found but never fetched is in none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, case, func, insert, select, update
+
+from harvester.errors import InvalidRecord
+from harvester.frontier.base import FULL_URL, StoreBase
+from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
+from harvester.records import ChangeKind, Changes, UrlKind, UrlState
+from harvester.runtime import aware, utcnow
+
+logger = logging.getLogger(__name__)
+
+_RANK = {ChangeKind.GONE: 6, ChangeKind.NEW: 5, ChangeKind.CHANGED: 4, ChangeKind.RESTYLED: 3,
+         ChangeKind.MISSING: 2, ChangeKind.SAME: 1}
+"""A URL answered twice in one cycle (a failure retried, a resumed attempt) counts once, under its strongest
+label: gone over everything (never also changed), a first version over a later change in the same cycle."""
+
+_COUNTED = (ChangeKind.NEW, ChangeKind.CHANGED, ChangeKind.RESTYLED, ChangeKind.GONE, ChangeKind.MISSING)
+
+
+class CyclesMixin(StoreBase):
+    """Cycles (``cycles``) and the counts of one."""
+
+    def begin_cycle(self, kind: str, *, profile: dict[str, Any] | None) -> tuple[int, bool]:
+        """(cycle id, resumed): the newest unfinished cycle of ``kind`` with this profile (a killed or failed
+        attempt, resumed: its counts go on), else a new one. An unfinished cycle of the profile of another kind is
+        closed as ``abandoned`` first: a re-crawl after a killed harvest is a cycle of its own."""
+        now = utcnow()
+        with self._tx() as tx:
+            rows = tx.conn.execute(
+                select(Cycle.id, Cycle.kind, Cycle.profile).where(Cycle.status == "running")
+                .order_by(Cycle.id.desc()).limit(50)
+            ).all()
+            for cycle_id, stored_kind, stored in rows:
+                if stored != profile:
+                    continue
+                if stored_kind == kind:
+                    return int(cycle_id), True
+                tx.conn.execute(update(Cycle).where(Cycle.id == cycle_id)
+                                .values(status="abandoned", finished_at=now))
+            row = tx.conn.execute(
+                insert(Cycle).values(kind=kind, started_at=now, status="running", profile=profile)
+                .returning(Cycle.id)
+            ).one()
+        return int(row[0]), False
+
+    def open_cycle(self, conn: Connection, profile: dict[str, Any] | None) -> int | None:
+        """The unfinished cycle of ``profile`` a phase run starting now belongs to (None: a phase on its own)."""
+        for cycle_id, stored in conn.execute(
+            select(Cycle.id, Cycle.profile).where(Cycle.status == "running").order_by(Cycle.id.desc()).limit(50)
+        ):
+            if stored == profile:
+                return int(cycle_id)
+        return None
+
+    def finish_cycle(self, cycle_id: int, *, origins: Sequence[str] = (), status: str = "completed") -> None:
+        """Close the cycle, keeping what it left due as its ``deferred`` (due-ness moves on): on ``origins`` (the
+        profile's seed hosts) and every host the cycle fetched from (those they moved to)."""
+        with self._tx() as tx:
+            deferred = _due_details(tx.conn, _cycle_hosts(tx.conn, cycle_id, origins), utcnow())
+            changed = tx.conn.execute(
+                update(Cycle).where(Cycle.id == cycle_id)
+                .values(finished_at=utcnow(), status=status, deferred=deferred)
+            ).rowcount
+        if not changed:
+            raise InvalidRecord(f"cycle {cycle_id} does not exist")
+
+    def cycle_started_at(self, cycle_id: int) -> datetime | None:
+        with self._tx(write=False) as tx:
+            value = tx.conn.execute(select(Cycle.started_at).where(Cycle.id == cycle_id)).scalar_one_or_none()
+        return aware(value) if isinstance(value, datetime) else None
+
+    def last_cycle(self) -> dict[str, Any] | None:
+        """The newest cycle (id, kind, started_at, finished_at, status), finished or not: what ``status`` reports."""
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(
+                select(Cycle.id, Cycle.kind, Cycle.started_at, Cycle.finished_at, Cycle.status, Cycle.profile)
+                .order_by(Cycle.id.desc()).limit(1)
+            ).mappings().first()
+        return None if row is None else dict(row)
+
+    def cycle_counts(
+        self, cycle_id: int, *, origins: Sequence[str] | None = None, examples: int = 50
+    ) -> Changes:
+        """Every count of one cycle over all its attempts (docs/operations.md, "What the counts mean"), on
+        ``origins`` (None: every host). The only source of the numbers a cycle reports, wherever they are shown.
+
+        Page changes are counted per detail URL under its strongest label (``_RANK``); requests (``fetched``,
+        ``not_modified``, ``failed``, per host) over every page fetch of the cycle's runs, listing pages too, and
+        never a completion that sent no request (``outcome`` ``unsent``)."""
+        with self._tx(write=False) as tx:
+            conn = tx.conn
+            cycle = conn.execute(select(Cycle.deferred, Cycle.profile, Cycle.finished_at)
+                                 .where(Cycle.id == cycle_id)).first()
+            if cycle is None:
+                raise InvalidRecord(f"cycle {cycle_id} does not exist")
+            runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
+            mine = [Fetch.run_id.in_(runs)]
+            if origins is not None:
+                mine.append(Host.origin.in_(list(origins)))
+            hosts, totals = _requests(conn, mine)
+            rank = case(*((Fetch.change == kind.value, value) for kind, value in _RANK.items()), else_=0)
+            per_url = (
+                select(Fetch.url_id.label("url_id"), func.max(rank).label("rank"))
+                .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+                .where(*mine, Url.kind == UrlKind.DETAIL.value, Fetch.change.is_not(None))
+                .group_by(Fetch.url_id).subquery()
+            )
+            by_rank = {int(r): int(n) for r, n in conn.execute(
+                select(per_url.c.rank, func.count()).group_by(per_url.c.rank))}
+            urls: dict[ChangeKind, list[str]] = {}
+            for kind in _COUNTED:
+                urls[kind] = list(conn.execute(
+                    select(FULL_URL).select_from(per_url).join(Url, Url.id == per_url.c.url_id)
+                    .join(Host, Host.id == Url.host_id).where(per_url.c.rank == _RANK[kind])
+                    .order_by(Url.id).limit(examples)
+                ).scalars()) if by_rank.get(_RANK[kind]) else []
+            deferred = cycle.deferred
+            if deferred is None:  # still running: what is due now
+                hosts_now = origins if origins is not None else _cycle_hosts(conn, cycle_id, ())
+                deferred = _due_details(conn, hosts_now, utcnow())
+        counts = {kind: by_rank.get(_RANK[kind], 0) for kind in _COUNTED}
+        return {
+            "cycle": cycle_id, "new": counts[ChangeKind.NEW], "changed": counts[ChangeKind.CHANGED],
+            "restyled": counts[ChangeKind.RESTYLED], "gone": counts[ChangeKind.GONE],
+            "missing": counts[ChangeKind.MISSING], "deferred": int(deferred),
+            "fetched": totals.get("fetched", 0), "not_modified": totals.get("not_modified", 0),
+            "failed": totals.get("failed", 0),
+            "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
+            "new_urls": urls[ChangeKind.NEW], "changed_urls": urls[ChangeKind.CHANGED],
+            "restyled_urls": urls[ChangeKind.RESTYLED], "gone_urls": urls[ChangeKind.GONE], "hosts": hosts,
+        }
+
+    def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
+        """Per host for one phase run: requests it sent (``fetched``), 304s, gone, failed and failures by
+        ``error:<class>``; what ``status`` shows per host for the last extraction (its own requests only)."""
+        with self._tx(write=False) as tx:
+            hosts, _ = _requests(tx.conn, [Fetch.run_id == run_id])
+        return hosts
+
+
+def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Per host and in total: requests sent (``fetched``), 304s to conditional requests, 404/410 (``gone``),
+    failed requests and failures by ``error:<class>``, over the fetch rows ``where`` selects."""
+    hosts: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    query = (
+        select(Host.origin, Fetch.outcome, Fetch.error_class, func.count())
+        .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+        .where(*where, Fetch.outcome != "unsent").group_by(Host.origin, Fetch.outcome, Fetch.error_class)
+    )
+    for origin, outcome, error_class, n in conn.execute(query):
+        counts = hosts.setdefault(origin, {"fetched": 0, "not_modified": 0, "gone": 0, "failed": 0})
+        keys = ["fetched"]
+        if outcome in ("not_modified", "gone", "failed"):
+            keys.append(outcome)
+        if error_class:
+            keys.append(f"error:{error_class}")
+        for key in keys:
+            counts[key] = counts.get(key, 0) + int(n)
+            totals[key] = totals.get(key, 0) + int(n)
+    return hosts, totals
+
+
+def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> list[str]:
+    """``origins`` and every host a run of the cycle fetched from."""
+    runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
+    fetched = conn.execute(
+        select(Host.origin).distinct().select_from(Fetch).join(Url, Url.id == Fetch.url_id)
+        .join(Host, Host.id == Url.host_id).where(Fetch.run_id.in_(runs))
+    ).scalars()
+    return sorted({*origins, *(str(origin) for origin in fetched)})
+
+
+def _due_details(conn: Connection, origins: Sequence[str], now: datetime) -> int:
+    """Detail URLs of ``origins`` an extraction would fetch at ``now`` (queued and due, or revisits due): what a
+    cycle closing then leaves to the next one."""
+    if not origins:
+        return 0
+    host_ids = list(conn.execute(select(Host.id).where(Host.origin.in_(list(origins)))).scalars())
+    if not host_ids:
+        return 0
+    queued = conn.execute(
+        select(func.count()).select_from(QueueEntry).where(
+            QueueEntry.host_id.in_(host_ids), QueueEntry.kind == UrlKind.DETAIL.value,
+            QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
+    ).scalar_one()
+    revisits = conn.execute(
+        select(func.count()).select_from(Url).where(
+            Url.host_id.in_(host_ids), Url.kind == UrlKind.DETAIL.value, Url.state == UrlState.DONE.value,
+            Url.next_fetch_at <= now)
+    ).scalar_one()
+    return int(queued) + int(revisits)
