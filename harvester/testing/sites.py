@@ -309,6 +309,8 @@ class SiteModel:
         if restyled > 0:
             taken = {p.id for p in picked}
             rest = [p for p in live if p.id not in taken]
+            # The page's dates stay (its JSON-LD dateModified is part of what its content hash reads): only its
+            # ETag says it is served differently, so only a request finds out.
             restyled_pages = self._rng("restyle", day).sample(rest, min(len(rest), round(restyled * n_live)))
             for p in restyled_pages:
                 p.style += 1
