@@ -4,7 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint bench install
+PYWB_VENV ?= .venv-pywb
+
+.PHONY: demo test lint bench install pywb
 
 # compileall: an editable install leaves our own modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set
 # every CLI run compiled ~75 of them again (~0.2 s of its fixed cost). Written once here, read by every run.
@@ -17,6 +19,15 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# pywb replays the WARC export in tests/test_export_replay.py. It pins redis==2.10.6 and Prefect needs redis>=6, so it
+# lives in an environment of its own; the tests run it there (HARVESTER_PYWB_PYTHON names another one).
+$(PYWB_VENV)/.installed:
+	test -x $(PYWB_VENV)/bin/python || python3 -m venv $(PYWB_VENV)
+	$(PYWB_VENV)/bin/python -m pip install -q 'pywb>=2.8'
+	touch $@
+
+pywb: $(PYWB_VENV)/.installed
+
 demo: $(VENV)/.installed
 	$(VENV)/bin/harvester demo
 
@@ -25,8 +36,8 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-test: lint
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+test: lint pywb
+	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -277,20 +277,32 @@ def export(
     since: Annotated[datetime | None, typer.Option(help="Only fetches at or after this time (UTC).")] = None,
     latest: Annotated[bool, typer.Option(help="JSONL: only the newest version of each page, none of a page "
                                               "since gone, moved or found a duplicate (a snapshot).")] = False,
+    text: Annotated[bool, typer.Option("--text", help="JSONL: add each page's main text and article metadata "
+                                                      "(a `main` object, by trafilatura: the `text` extra).")] = False,
     db: DbOpt = None, config: ConfigOpt = None,
 ) -> None:
-    """Stream the harvest out as JSONL (one record per stored version of a page, with the URL's state now; or
-    --latest, the current version of each live page) or WARC 1.1 (responses, revisits, requests)."""
+    """Stream the harvest out. JSONL: one record per stored version of a page, with the URL's state now (or
+    --latest, the current version of each live page; --text adds its main text). WARC 1.1: a response (and its
+    request) per stored page version, revisits for 304s and repeated payloads; fetches whose bytes were not
+    stored, error statuses and discovery documents (robots.txt, sitemaps, feeds) are not recorded.
+    Every field: docs/export.md."""
     from harvester import export as exporter
+    from harvester.errors import ConfigError
     from harvester.frontier import FrontierStore
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
     if latest and fmt != "jsonl":
-        raise typer.BadParameter("--latest is a JSONL snapshot; a WARC file records every exchange")
+        raise typer.BadParameter("--latest is a JSONL snapshot; a WARC file holds every stored exchange")
+    if text and fmt != "jsonl":
+        raise typer.BadParameter("--text adds fields to JSONL; a WARC file holds the pages' bytes as fetched")
     if not output.parent.is_dir():
         raise typer.BadParameter(f"-o {str(output)!r}: the directory {str(output.parent)!r} does not exist; create it "
                                  "or write elsewhere")
+    try:
+        main = exporter.MainText() if text else None
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from None
     settings = _settings(db, config)
     since_utc = since.astimezone() if since and since.tzinfo is None else since
     # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
@@ -302,16 +314,21 @@ def export(
             raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
         with out:
             if fmt == "jsonl":
-                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest), out)
+                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest), out, main=main)
                 console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
                 return
             counts = exporter.WarcCounts()
             exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent,
-                                 counts=counts)
+                                 filename=output.name, counts=counts)
     records = counts.responses + counts.revisits + counts.requests
+    left_out = ", ".join(f"{n} {what}" for n, what in (
+        (counts.no_exchange, "without an HTTP answer"), (counts.not_stored, "whose body was not stored"),
+        (counts.error_status, "answered with an error status or redirect"),
+        (counts.unreferenced, "304s whose earlier response is not in this export"),
+    ) if n)
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
-                  + (f" ({counts.skipped} fetches with no HTTP exchange skipped)" if counts.skipped else ""))
+                  + (f"; left out fetches: {left_out}" if left_out else ""))
 
 
 @db_app.command("upgrade")

@@ -9,7 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from harvester.export import JSONL_FIELDS, WarcCounts, export_jsonl, export_warc, sha1_digest
+from harvester.export import (
+    JSONL_FIELDS,
+    REVISIT_NOT_MODIFIED,
+    WarcCounts,
+    export_jsonl,
+    export_warc,
+    sha1_digest,
+)
 from harvester.extraction import extract_page
 from harvester.frontier import FrontierStore
 from harvester.records import ClaimedUrl, Completion, DiscoveredUrl, ErrorClass, FetchResult, UrlKind, UrlState
@@ -120,34 +127,37 @@ def test_jsonl_to_a_text_stream_and_since(harvested):
     assert json.loads(out.getvalue())["etag"] == '"b2"'
 
 
-def test_warc_has_one_response_or_revisit_per_fetch_with_bodies_intact(harvested):
+def test_warc_has_one_record_per_stored_exchange_with_bodies_intact(harvested):
     store, urls = harvested
     fetches = list(store.iter_fetches())
     assert len(fetches) == 6
     out = io.BytesIO()
     counts = WarcCounts()
-    archived = export_warc(store.iter_fetches(), out, user_agent=UA, counts=counts)
+    archived = export_warc(store.iter_fetches(), out, user_agent=UA, filename="day2.warc.gz", counts=counts)
     records = read_warc(out.getvalue())
     assert out.getvalue()[:2] == b"\x1f\x8b"  # gzip members
     assert records[0][0] == "warcinfo"
-    assert all(headers["WARC-Type"] and record_type for record_type, headers, _, _ in records)
+    assert records[0][1]["WARC-Filename"] == "day2.warc.gz"
     assert {h.get("WARC-Type") for _, h, _, _ in records} == {"warcinfo", "response", "revisit", "request"}
     answers = [r for r in records if r[0] in ("response", "revisit")]
     requests = [r for r in records if r[0] == "request"]
-    # one answer per fetch that had an HTTP exchange (the timeout has none and is skipped, counted)
-    assert archived == len(answers) == len(requests) == 5
-    assert counts.skipped == 1
-    assert [(r[0], r[1]["WARC-Target-URI"], r[2].get_statuscode()) for r in answers] == [
-        ("response", urls[0], "200"), ("response", urls[1], "200"), ("response", urls[2], "404"),
-        ("revisit", urls[0], "304"), ("response", urls[1], "200")]
+    # One answer per fetch with stored bytes, or a 304 of one; the 404 (its body was not kept) and the timeout (no
+    # answer at all) are left out and counted, not written as empty or invented records.
+    assert archived == len(answers) == len(requests) == 4
+    assert (counts.error_status, counts.no_exchange, counts.left_out) == (1, 1, 2)
+    # A 304's revisit has an empty block (replay serves the earlier response); its profile says what it was.
+    assert [(r[0], r[1]["WARC-Target-URI"], r[2].get_statuscode() if r[2] else r[1]["WARC-Profile"])
+            for r in answers] == [("response", urls[0], "200"), ("response", urls[1], "200"),
+                                  ("revisit", urls[0], REVISIT_NOT_MODIFIED), ("response", urls[1], "200")]
     bodies = {page.page_id: page.body for page in store.iter_pages()}
     stored = [f.page.body for f in fetches if f.page is not None]
-    written = [r[3] for r in answers if r[0] == "response" and r[2].get_statuscode() == "200"]
+    written = [r[3] for r in answers if r[0] == "response"]
     assert written == stored
     assert sorted(written) == sorted(bodies.values())
-    for _, headers, _, body in answers:
-        if headers["WARC-Type"] == "response" and body:
+    for _, headers, http_headers, body in answers:
+        if headers["WARC-Type"] == "response":
             assert headers["WARC-Payload-Digest"] == sha1_digest(body)
+            assert http_headers.get_header("Content-Length") == str(len(body))
     # every WARC header block says 1.1
     raw = read_raw_versions(out.getvalue())
     assert raw == {"WARC/1.1"}
@@ -156,7 +166,7 @@ def test_warc_has_one_response_or_revisit_per_fetch_with_bodies_intact(harvested
 def test_warc_revisit_refers_to_the_earlier_response_and_request_is_conditional(harvested):
     store, urls = harvested
     out = io.BytesIO()
-    export_warc(store.iter_fetches(), out, user_agent=UA)
+    export_warc(store.iter_fetches(), out, user_agent=UA, filename="t.warc.gz")
     records = read_warc(out.getvalue())
     first = next(r for r in records if r[0] == "response" and r[1]["WARC-Target-URI"] == urls[0])
     revisit = next(r for r in records if r[0] == "revisit")
@@ -199,7 +209,7 @@ def test_warc_streams_from_a_generator_with_bounded_state():
                               outcome="not_modified", bytes=0, error_class=None, run_id=None, page=None)
 
     out = io.BytesIO()
-    assert export_warc(many(), out, user_agent=UA, refer_cache=10) == 600
+    assert export_warc(many(), out, user_agent=UA, filename="many.warc.gz", refer_cache=10) == 600
     revisits = [r for r in read_warc(out.getvalue()) if r[0] == "revisit"]
     assert len(revisits) == 300
     assert all(r[1]["WARC-Refers-To-Target-URI"] for r in revisits)

@@ -1,0 +1,68 @@
+"""JSONL export: one line per stored page version (docs/export.md describes every field), optionally with the
+page's main text and article metadata (``main``, by trafilatura)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from harvester.records import StoredPage
+from harvester.runtime import aware
+
+if TYPE_CHECKING:
+    from harvester.export.text import MainText
+
+JSONL_FIELDS = (
+    "url", "final_url", "status", "fetched_at", "content_type", "etag", "last_modified", "content_hash",
+    "canonical", "title", "description", "language", "jsonld", "fields", "robots", "state",
+)
+"""The keys of every JSONL line, in this order; ``main`` follows them when text is asked for."""
+
+
+def export_jsonl(pages: Iterable[StoredPage], out: IO[bytes] | IO[str], *, main: MainText | None = None) -> int:
+    """Write one JSON line per stored page; returns the number written. ``out`` may be binary or text.
+    ``main``: add each page's ``main`` object (its article text and metadata)."""
+    text = isinstance(out, io.TextIOBase)
+    count = 0
+    for page in pages:
+        record = page_record(page)
+        if main is not None:
+            record["main"] = main.of(page)
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+        if text:
+            cast("IO[str]", out).write(line)
+        else:
+            cast("IO[bytes]", out).write(line.encode("utf-8"))
+        count += 1
+    return count
+
+
+def page_record(page: StoredPage) -> dict[str, Any]:
+    """The JSONL object of one page (``JSONL_FIELDS``), times as ISO 8601 UTC."""
+    return {
+        "url": page.url,
+        "final_url": page.final_url,
+        "status": page.status,
+        "fetched_at": _iso(page.fetched_at),
+        "content_type": page.content_type,
+        "etag": page.etag,
+        "last_modified": page.last_modified,
+        "content_hash": page.content_hash,
+        "canonical": page.canonical_url,
+        "title": page.title,
+        "description": page.description,
+        "language": page.language,
+        "jsonld": page.jsonld,
+        "fields": page.fields,
+        # What the page's robots directives asked of us (["noindex"] ...): filter on it to honour noindex
+        # downstream. null for a page stored before they were recorded.
+        "robots": None if page.robots is None else list(page.robots),
+        "state": page.url_state,  # the URL's state now: "gone" marks a page the site has since removed
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return aware(moment).isoformat().replace("+00:00", "Z") if moment is not None else None

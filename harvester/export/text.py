@@ -1,0 +1,62 @@
+"""Main text and article metadata of a stored page, by trafilatura (the optional ``text`` extra), for export.
+
+The export's text is trafilatura's because it is the better extractor on public article data (bench/text_quality.py,
+docs/internals.md). Imported only when text is asked for; a missing extra is a ConfigError naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+from importlib import import_module
+from importlib.metadata import version
+from typing import Any
+
+from harvester.errors import ConfigError
+from harvester.records import StoredPage
+
+logger = logging.getLogger(__name__)
+
+MAIN_FIELDS = ("text", "headline", "author", "published", "sitename", "categories", "tags", "extractor")
+"""The keys of the JSONL ``main`` object (docs/export.md), in this order."""
+
+MISSING_EXTRA = ("--text needs trafilatura, from the optional 'text' extra: pip install 'harvester[text]' "
+                 "(or pip install 'trafilatura>=2' lxml_html_clean)")
+
+
+class MainText:
+    """trafilatura loaded once; ``of(page)`` is the page's ``main`` object. Raises ConfigError when it is missing."""
+
+    def __init__(self) -> None:
+        try:
+            module = import_module("trafilatura")
+        except ImportError as exc:
+            raise ConfigError(f"{MISSING_EXTRA} ({exc})") from None
+        self._extract = module.bare_extraction
+        self.version = f"trafilatura {version('trafilatura')}"
+
+    def text(self, html: bytes | str, url: str | None = None) -> str | None:
+        """The main text alone (what bench/text_quality.py scores)."""
+        text: str | None = self._fields(html, url)["text"]
+        return text
+
+    def of(self, page: StoredPage) -> dict[str, Any]:
+        """The article text and metadata of one page, nulls where trafilatura found none."""
+        return {**self._fields(page.body, page.final_url or page.url), "extractor": self.version}
+
+    def _fields(self, html: bytes | str, url: str | None) -> dict[str, Any]:
+        try:
+            # Comments are not the page's main text; tables are.
+            doc = self._extract(html, url=url, with_metadata=True, include_comments=False, include_tables=True)
+        except Exception as exc:  # one odd page must not end an export: logged, and its fields are null
+            logger.warning("main text of %s: trafilatura failed (%s)", url, exc,
+                           extra={"error_class": type(exc).__name__})
+            doc = None
+
+        def get(name: str) -> Any:
+            return getattr(doc, name, None) or None
+
+        return {
+            "text": get("text"), "headline": get("title"), "author": get("author"), "published": get("date"),
+            "sitename": get("sitename"), "categories": list(get("categories") or []),
+            "tags": list(get("tags") or []),
+        }

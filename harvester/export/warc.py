@@ -1,0 +1,260 @@
+"""The harvest as a WARC 1.1 file that replays: one response per stored payload, standard revisits, paired requests.
+
+Only exchanges whose bytes are stored are written; a fetch whose body was not kept, or whose answer carried no
+body worth keeping (an error status), is counted and left out, never written as a fake record. Streams: holds one
+record at a time plus a bounded cache of the responses already written. Never fetches and never speaks SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from base64 import b32encode
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from http import HTTPStatus
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from harvester._version import __version__
+from harvester.records import StoredFetch, StoredPage
+from harvester.runtime import aware
+
+logger = logging.getLogger(__name__)
+
+REVISIT_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+"""WARC 1.1 §6.7.2: the server answered 304 to a conditional request; the payload is the earlier response's."""
+
+REVISIT_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+"""WARC 1.1 §6.7.1: a 2xx whose payload digest equals an earlier response record's; that record holds the bytes."""
+
+DEFAULT_REFER_CACHE = 100_000
+"""Responses (per URL and per payload digest) remembered for revisit references while exporting."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A response record already in this file: what a revisit refers to and the validators sent next time."""
+
+    record_id: str
+    target: str
+    date: str
+    payload_digest: str
+    etag: str | None
+    last_modified: str | None
+
+
+@dataclass(slots=True)
+class WarcCounts:
+    """What ``export_warc`` wrote, by kind, and the fetches it left out, by reason.
+
+    ``no_exchange``: no HTTP answer (network failure, nothing sent). ``not_stored``: a 2xx whose body the store did
+    not keep (nothing truthful to write). ``error_status``: a 3xx/4xx/5xx (the store keeps its status, not its
+    bytes). ``unreferenced``: a 304 whose earlier response is neither in this file nor named by the store.
+    """
+
+    responses: int = 0
+    revisits: int = 0
+    requests: int = 0
+    no_exchange: int = 0
+    not_stored: int = 0
+    error_status: int = 0
+    unreferenced: int = 0
+
+    @property
+    def left_out(self) -> int:
+        return self.no_exchange + self.not_stored + self.error_status + self.unreferenced
+
+
+def export_warc(
+    fetches: Iterable[StoredFetch],
+    out: IO[bytes],
+    *,
+    user_agent: str,
+    filename: str,
+    refer_cache: int = DEFAULT_REFER_CACHE,
+    counts: WarcCounts | None = None,
+) -> int:
+    """Write a gzipped WARC 1.1 file named ``filename`` (warcinfo says so); returns the fetches archived.
+
+    Per fetch, in fetch order: a 2xx with a stored body is a ``response`` (the status line, the headers the store
+    keeps, the body as stored: decoded), or an ``identical-payload-digest`` revisit when an earlier response of the
+    same URL in this file has the same payload digest; a 304 is a ``server-not-modified`` revisit of the URL's
+    earlier response (in this file, or the version the store names). Each is followed by its ``request`` record
+    (WARC-Concurrent-To). Everything else is left out and counted in ``counts`` (see ``WarcCounts``).
+    """
+    writer = WARCWriter(out, gzip=True, warc_version="1.1")
+    writer.write_record(writer.create_warcinfo_record(filename, {
+        "software": f"harvester/{__version__} (warcio)",
+        "format": "WARC File Format 1.1",
+        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+        "http-header-user-agent": user_agent,
+        "description": "HTML pages the harvester stored, as fetched (bodies decoded); discovery documents "
+                       "(robots.txt, sitemaps, feeds) and fetches whose bytes were not kept are not recorded.",
+    }))
+    counts = counts if counts is not None else WarcCounts()
+    latest: OrderedDict[str, _Written] = OrderedDict()  # url -> its newest response here
+    by_digest: OrderedDict[tuple[str, str], _Written] = OrderedDict()  # (url, payload digest) -> first response
+    archived = 0
+    for fetch in fetches:
+        record = _answer(writer, fetch, latest, by_digest, counts, refer_cache)
+        if record is None:
+            continue
+        before = latest.get(fetch.url)
+        writer.write_record(record)
+        if record.rec_type == "response":
+            _remember(fetch, record, latest, by_digest, refer_cache)
+        writer.write_record(_request(writer, record, user_agent, before, fetch))
+        counts.requests += 1
+        archived += 1
+    logger.info("WARC export %s: %d responses, %d revisits, %d requests; left out %d fetches (%d without an HTTP "
+                "answer, %d bodies not stored, %d error statuses, %d 304s without an earlier response)", filename,
+                counts.responses, counts.revisits, counts.requests, counts.left_out, counts.no_exchange,
+                counts.not_stored, counts.error_status, counts.unreferenced)
+    return archived
+
+
+def _answer(
+    writer: WARCWriter, fetch: StoredFetch, latest: OrderedDict[str, _Written],
+    by_digest: OrderedDict[tuple[str, str], _Written], counts: WarcCounts, refer_cache: int,
+) -> Any:
+    """The response or revisit record of one fetch, or None (counted) when it has no truthful record."""
+    status, page = fetch.status, fetch.page
+    if status is None:
+        counts.no_exchange += 1
+        return None
+    date = _warc_date(fetch.fetched_at)
+    if status == 304:
+        earlier = latest.get(fetch.url) or (_stored(page) if page is not None else None)
+        if earlier is None:
+            counts.unreferenced += 1
+            return None
+        counts.revisits += 1
+        return _revisit(writer, fetch.url, date, earlier, REVISIT_NOT_MODIFIED, page)
+    if not 200 <= status < 300:
+        counts.error_status += 1
+        return None
+    if page is None:
+        counts.not_stored += 1
+        return None
+    target = page.final_url or fetch.url
+    digest = sha1_digest(page.body)
+    same = by_digest.get((target, digest))
+    if same is not None:
+        by_digest.move_to_end((target, digest))
+        counts.revisits += 1
+        return _revisit(writer, target, date, same, REVISIT_IDENTICAL, page, status=status)
+    counts.responses += 1
+    body = page.body
+    return writer.create_warc_record(
+        target, "response", payload=io.BytesIO(body), length=len(body),
+        http_headers=StatusAndHeaders(_status_line(status), _page_headers(page, len(body)), protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Date": date},
+    )
+
+
+def _revisit(
+    writer: WARCWriter, target: str, date: str, earlier: _Written, profile: str, page: StoredPage | None,
+    *, status: int = 304,
+) -> Any:
+    """WARC 1.1 §6.7: no payload; where it is (the earlier response: URI, date, record id, payload digest).
+
+    An identical payload keeps this answer's HTTP head (status and the headers the store keeps). A 304's block is
+    empty, as §6.7 allows: replay tools then serve the earlier response's head and payload for this date (pywb
+    replays a 304 head as a bodiless 304); the 304 is named by the profile, and the request record says what
+    made it conditional."""
+    http_headers = None
+    if status != 304 and page is not None:
+        http_headers = StatusAndHeaders(_status_line(status), _page_headers(page, None), protocol="HTTP/1.1")
+    warc_headers = {
+        "WARC-Date": date,
+        "WARC-Profile": profile,
+        "WARC-Refers-To-Target-URI": earlier.target,
+        "WARC-Refers-To-Date": earlier.date,
+        "WARC-Payload-Digest": earlier.payload_digest,
+    }
+    if earlier.record_id:
+        warc_headers["WARC-Refers-To"] = earlier.record_id
+    return writer.create_warc_record(target, "revisit", http_headers=http_headers, warc_headers_dict=warc_headers)
+
+
+def _request(writer: WARCWriter, answer: Any, user_agent: str, before: _Written | None, fetch: StoredFetch) -> Any:
+    """The GET that got ``answer``: the harvester's User-Agent and the validators it held for the URL then."""
+    target = answer.rec_headers.get_header("WARC-Target-URI")
+    parts = urlsplit(target)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", "gzip, deflate")]
+    if before is None and fetch.status == 304 and fetch.page is not None:
+        before = _stored(fetch.page)  # the version it was conditional on is the one the store names
+    if before is not None:
+        headers += [(n, v) for n, v in (("If-None-Match", before.etag), ("If-Modified-Since", before.last_modified))
+                    if v]
+    return writer.create_warc_record(
+        target, "request",
+        http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1", headers, protocol="", is_http_request=True),
+        warc_headers_dict={"WARC-Date": answer.rec_headers.get_header("WARC-Date"),
+                           "WARC-Concurrent-To": answer.rec_headers.get_header("WARC-Record-ID")},
+    )
+
+
+def _remember(
+    fetch: StoredFetch, record: Any, latest: OrderedDict[str, _Written],
+    by_digest: OrderedDict[tuple[str, str], _Written], limit: int,
+) -> None:
+    page = fetch.page
+    assert page is not None
+    headers = record.rec_headers
+    written = _Written(
+        record_id=headers.get_header("WARC-Record-ID"), target=headers.get_header("WARC-Target-URI"),
+        date=headers.get_header("WARC-Date"), payload_digest=headers.get_header("WARC-Payload-Digest"),
+        etag=page.etag, last_modified=page.last_modified,
+    )
+    for cache, key in ((latest, fetch.url), (by_digest, (written.target, written.payload_digest))):
+        cache[key] = written  # type: ignore[index]
+        cache.move_to_end(key)  # type: ignore[arg-type]
+        while len(cache) > max(limit, 1):
+            cache.popitem(last=False)
+
+
+def _stored(page: StoredPage) -> _Written:
+    """A response outside this file, as the store names it: found by its URL, date and payload digest."""
+    return _Written(record_id="", target=page.final_url or page.url, date=_warc_date(page.fetched_at),
+                    payload_digest=sha1_digest(page.body), etag=page.etag, last_modified=page.last_modified)
+
+
+def _page_headers(page: StoredPage, length: int | None) -> list[tuple[str, str]]:
+    """The headers the store keeps; the body is stored decoded, so no Content-Encoding and its own length."""
+    headers = [(n, v) for n, v in (("Content-Type", page.content_type), ("ETag", page.etag),
+                                   ("Last-Modified", page.last_modified)) if v]
+    if length is not None:
+        headers.append(("Content-Length", str(length)))
+    return headers
+
+
+def _status_line(status: int) -> str:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "Unknown"
+    return f"{status} {phrase}"
+
+
+def _warc_date(moment: datetime) -> str:
+    """WARC 1.1 §5.4: W3C-ISO8601 UTC, with fractions of a second when there are any."""
+    utc = aware(moment).replace(tzinfo=None)
+    return str(datetime_to_iso_date(utc, use_micros=utc.microsecond != 0))
+
+
+def sha1_digest(body: bytes) -> str:
+    """The digest form warcio writes (``sha1:`` + base32), for tests and consumers that compare payloads."""
+    return "sha1:" + b32encode(hashlib.sha1(body, usedforsecurity=False).digest()).decode("ascii")
+
+
+__all__ = ["REVISIT_IDENTICAL", "REVISIT_NOT_MODIFIED", "WarcCounts", "export_warc", "sha1_digest"]

@@ -1,0 +1,112 @@
+"""The WARC writer's record choices, fed the store's records directly: standard revisits only, never a record
+for bytes it does not have, references that name a record in the file or the stored version."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+from warcio.archiveiterator import ArchiveIterator
+
+from harvester.export import REVISIT_IDENTICAL, REVISIT_NOT_MODIFIED, WarcCounts, export_warc, sha1_digest
+from harvester.records import StoredFetch, StoredPage
+
+UA = "harvester-test/1.0 (+https://harvester.invalid/contact)"
+DAY = [datetime(2024, 6, 10, 8, 0, tzinfo=UTC) + timedelta(days=d) for d in range(4)]
+A = "http://127.0.0.1:1/p/a"
+B = "http://127.0.0.1:1/p/b"
+PDF = "http://127.0.0.1:1/doc.pdf"
+
+
+def page(url: str, day: int, body: bytes, etag: str) -> StoredPage:
+    return StoredPage(page_id=day * 10 + len(url), url_id=len(url), url=url, final_url=url, fetched_at=DAY[day],
+                      status=200, content_type="text/html; charset=utf-8", etag=etag, last_modified=None,
+                      content_hash="h", body=body)
+
+
+def fetch(url: str, day: int, status: int | None, stored: StoredPage | None = None, outcome: str = "fetched"):
+    return StoredFetch(fetch_id=day * 100 + len(url), url_id=len(url), url=url, fetched_at=DAY[day], status=status,
+                       outcome=outcome, bytes=0, error_class=None, run_id=None, page=stored)
+
+
+def write(fetches) -> tuple[list, WarcCounts]:
+    out, counts = io.BytesIO(), WarcCounts()
+    export_warc(fetches, out, user_agent=UA, filename="unit.warc.gz", counts=counts)
+    records = []
+    for r in ArchiveIterator(io.BytesIO(out.getvalue())):
+        head = r.http_headers.to_bytes() if r.http_headers else b""
+        records.append((r.rec_type, dict(r.rec_headers.headers), head + r.content_stream().read()))
+    return records, counts
+
+
+def answers(records) -> list:
+    return [r for r in records if r[0] in ("response", "revisit")]
+
+
+def test_the_same_payload_again_is_an_identical_payload_digest_revisit_of_the_first_response():
+    first, again, other = b"<p>one</p>", b"<p>one</p>", b"<p>two</p>"
+    records, counts = write([
+        fetch(A, 0, 200, page(A, 0, first, '"1"')),
+        fetch(A, 1, 200, page(A, 1, again, '"1b"')),  # same bytes, stored again: no second copy in the WARC
+        fetch(A, 2, 200, page(A, 2, other, '"2"')),
+        fetch(B, 2, 200, page(B, 2, first, '"1"')),  # another URL with the same bytes: its own response
+    ])
+    got = answers(records)
+    assert [(kind, h["WARC-Target-URI"]) for kind, h, _ in got] == [
+        ("response", A), ("revisit", A), ("response", A), ("response", B)]
+    revisit = got[1][1]
+    assert revisit["WARC-Profile"] == REVISIT_IDENTICAL
+    assert revisit["WARC-Refers-To"] == got[0][1]["WARC-Record-ID"]
+    assert revisit["WARC-Refers-To-Target-URI"] == A
+    assert revisit["WARC-Refers-To-Date"] == got[0][1]["WARC-Date"]
+    assert revisit["WARC-Payload-Digest"] == sha1_digest(first) == got[0][1]["WARC-Payload-Digest"]
+    assert got[1][2].startswith(b"HTTP/1.1 200 OK\r\n") and b'ETag: "1b"' in got[1][2]  # this answer's head
+    assert (counts.responses, counts.revisits, counts.requests) == (3, 1, 4)
+
+
+def test_a_304_refers_to_the_response_in_the_file_or_to_the_version_the_store_names():
+    day0 = page(A, 0, b"<p>one</p>", '"1"')
+    records, counts = write([
+        fetch(A, 0, 200, day0),
+        fetch(A, 1, 304, None, "not_modified"),
+        fetch(B, 1, 304, page(B, 0, b"<p>b</p>", '"b"'), "not_modified"),  # its response is in an earlier export
+        fetch(PDF, 1, 304, None, "not_modified"),  # nothing says what it confirmed: left out, counted
+    ])
+    got = answers(records)
+    assert [(kind, h["WARC-Target-URI"], h.get("WARC-Profile")) for kind, h, _ in got] == [
+        ("response", A, None), ("revisit", A, REVISIT_NOT_MODIFIED), ("revisit", B, REVISIT_NOT_MODIFIED)]
+    in_file, elsewhere = got[1][1], got[2][1]
+    assert in_file["WARC-Refers-To"] == got[0][1]["WARC-Record-ID"]
+    assert in_file["WARC-Refers-To-Date"] == "2024-06-10T08:00:00Z"
+    assert "WARC-Refers-To" not in elsewhere  # no record id to name outside this file
+    assert elsewhere["WARC-Refers-To-Target-URI"] == B
+    assert elsewhere["WARC-Refers-To-Date"] == "2024-06-10T08:00:00Z"
+    assert elsewhere["WARC-Payload-Digest"] == sha1_digest(b"<p>b</p>")
+    assert counts.unreferenced == 1
+    requests = {h["WARC-Concurrent-To"]: body for kind, h, body in records if kind == "request"}
+    assert b'If-None-Match: "1"' in requests[in_file["WARC-Record-ID"]]
+    assert b'If-None-Match: "b"' in requests[elsewhere["WARC-Record-ID"]]
+
+
+def test_fetches_without_stored_bytes_are_left_out_never_written_as_revisits():
+    """A refused document (a PDF answered 200, body not kept), an error status, a network failure: counted and
+    left out. Control: the same fetch with its bytes stored is a response."""
+    records, counts = write([
+        fetch(PDF, 0, 200, None, "refused"),
+        fetch(B, 0, 404, None, "gone"),
+        fetch(B, 0, 500, None, "failed"),
+        fetch(A, 0, None, None, "failed"),
+    ])
+    assert answers(records) == []
+    assert [kind for kind, _, _ in records] == ["warcinfo"]
+    assert (counts.not_stored, counts.error_status, counts.no_exchange, counts.left_out) == (1, 2, 1, 4)
+    control, _ = write([fetch(PDF, 0, 200, page(PDF, 0, b"%PDF-1.4", '"p"'))])
+    assert [kind for kind, _, _ in answers(control)] == ["response"]
+    assert not any(h.get("WARC-Profile", "").startswith("https://harvester") for _, h, _ in records + control)
+
+
+def test_warcinfo_names_the_file_it_is_in():
+    records, _ = write([])
+    assert records[0][0] == "warcinfo"
+    assert records[0][1]["WARC-Filename"] == "unit.warc.gz"
+    assert b"discovery documents" in records[0][2]  # and says what is not recorded
