@@ -4,13 +4,18 @@ protego ends a group at any record that follows a rule, so a ``Crawl-delay`` or 
 ``User-agent`` lines splits what RFC 9309 §2.1 (and §2.2.4: other records MUST NOT interfere) makes one group.
 This module reads the records and groups them per the RFC, picks the groups of our product token (or of ``*``),
 and hands protego one ``User-agent: *`` group holding only those rules; protego still matches paths (longest
-match, ``*``/``$``, percent-encoding) and parses Crawl-delay / Request-rate / Sitemap values. Pure; never fetches.
+match, ``*``/``$``, percent-encoding) and parses Crawl-delay / Request-rate / Sitemap values. A Crawl-delay or
+Request-rate line belongs to the user-agent lines written just above it, not to the whole merged group: the RFC
+does not define those records, and a site that writes ``User-agent: ourbot / Crawl-delay: 10`` then
+``User-agent: * / Crawl-delay: 1`` means 10 s for us (issue 31). Pure; never fetches.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from protego import Protego
 
 from harvester.settings import PRODUCT_TOKEN_PATTERN
 
@@ -48,10 +53,15 @@ class Record:
 
 @dataclass(slots=True)
 class Group:
-    """The lower-cased product tokens of one group (``*`` for the global one) and its records in order."""
+    """The lower-cased product tokens of one group (``*`` for the global one) and its records in order.
+
+    ``paced``: each Crawl-delay / Request-rate record with the agents it was written for: in the group's head
+    (among its user-agent lines), the user-agent lines just above it; after the group's first rule, every agent
+    of the group."""
 
     agents: list[str] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
+    paced: list[tuple[tuple[str, ...], Record]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +99,8 @@ def parse(body: str) -> ParsedRobots:
     records: list[Record] = []
     current: Group | None = None
     had_rule = False
+    heading: list[str] = []  # the user-agent lines a Crawl-delay in the group's head belongs to
+    heading_closed = False
     for number, raw in enumerate(_EOL.split(body), start=1):
         parsed = split_record(raw.split("#", 1)[0])
         if parsed is None:
@@ -99,13 +111,23 @@ def parse(body: str) -> ParsedRobots:
             if current is None or had_rule:
                 current, had_rule = Group(), False
                 groups.append(current)
-            current.agents.append(agent_token(record.value))
+                heading, heading_closed = [], False
+            elif heading_closed:
+                heading, heading_closed = [], False
+            token = agent_token(record.value)
+            current.agents.append(token)
+            heading.append(token)
         elif record.key in SITEMAP:
             if record.value:
                 sitemaps.append(record.value)
         elif current is not None:
             had_rule |= record.key in ALLOW or record.key in DISALLOW
             current.records.append(record)
+            if record.key in GROUP_MEMBERS:
+                current.paced.append((tuple(current.agents if had_rule else heading), record))
+                heading_closed = not had_rule
+            elif not had_rule:
+                heading_closed = True  # an unknown record too ends the lines a later Crawl-delay belongs to
     return ParsedRobots(tuple(groups), tuple(sitemaps), tuple(records))
 
 
@@ -119,27 +141,58 @@ def agent_token(value: str) -> str:
     return match.group(0).lower() if match else ""
 
 
-def select(parsed: ParsedRobots, token: str) -> list[Record]:
-    """The records our crawler obeys (RFC 9309 §2.2.1): every group naming ``token`` (case-insensitive), combined;
-    else every ``*`` group, combined; else none (no rules apply)."""
+def selected_agent(parsed: ParsedRobots, token: str) -> str | None:
+    """The agent whose groups our crawler obeys (RFC 9309 §2.2.1): ``token`` (lower-cased) when a group names it,
+    else ``*`` when a group names that, else None (no group applies: no rules)."""
     token = token.lower()
     for wanted in (token, "*"):
-        chosen = [record for group in parsed.groups if wanted in group.agents for record in group.records]
-        if chosen or any(wanted in group.agents for group in parsed.groups):
-            return chosen
-    return []
+        if any(wanted in group.agents for group in parsed.groups):
+            return wanted
+    return None
+
+
+def select(parsed: ParsedRobots, token: str) -> list[Record]:
+    """The records our crawler obeys: the rules of every group naming the selected agent (``selected_agent``),
+    combined (§2.2.1: groups merge only when they name the same agent), and the Crawl-delay / Request-rate
+    records written for that agent (``Group.paced``): another agent's never apply, even in a shared group."""
+    wanted = selected_agent(parsed, token)
+    if wanted is None:
+        return []
+    chosen: list[Record] = []
+    for group in parsed.groups:
+        if wanted not in group.agents:
+            continue
+        chosen.extend(record for record in group.records if record.key not in GROUP_MEMBERS)
+        chosen.extend(record for agents, record in group.paced if wanted in agents)
+    return chosen
 
 
 def render(records: list[Record], sitemaps: tuple[str, ...] = ()) -> str:
-    """The selected records as one ``User-agent: *`` group for protego, with the Sitemap lines after it."""
+    """The selected records as one ``User-agent: *`` group for protego, with the Sitemap lines after it. Of
+    several Crawl-delay (or Request-rate) values, only the slowest valid one is rendered (protego keeps the last):
+    merged groups that each set one leave the crawler the most polite pace, whatever their order."""
     lines = ["User-agent: *"]
     for record in records:
         if record.key in ALLOW or record.key in DISALLOW:
             lines.append(f"{'Allow' if record.key in ALLOW else 'Disallow'}: {_rule_value(record)}")
-        elif record.key in GROUP_MEMBERS:
-            lines.append(f"{GROUP_MEMBERS[record.key]}: {_safe(record.value)}")
+    for spelling in ("Crawl-delay", "Request-rate"):
+        values = [_safe(r.value) for r in records if GROUP_MEMBERS.get(r.key) == spelling]
+        slowest = max(values, key=lambda value: _interval_s(spelling, value), default=None)
+        if slowest is not None:
+            lines.append(f"{spelling}: {slowest}")
     lines.extend(f"Sitemap: {_safe(url)}" for url in sitemaps)
     return "\n".join(lines) + "\n"
+
+
+def _interval_s(spelling: str, value: str) -> float:
+    """Seconds between requests that one Crawl-delay / Request-rate value asks for, read as protego reads it;
+    -1 for a value protego ignores (so any valid one is slower)."""
+    parser = Protego.parse(f"User-agent: *\n{spelling}: {value}\n")
+    if spelling == "Crawl-delay":
+        delay = parser.crawl_delay("*")
+        return float(delay) if delay is not None else -1.0
+    rate = parser.request_rate("*")
+    return float(rate.seconds) / float(rate.requests) if rate is not None and rate.requests > 0 else -1.0
 
 
 def _rule_value(record: Record) -> str:

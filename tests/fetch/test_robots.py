@@ -314,3 +314,69 @@ async def test_without_persistence_a_retired_host_keeps_its_rules(make_web):
         assert client._robots.peek(origin) is not None  # dropping it would mean asking robots.txt again
         await client.fetch(web.truth["a"].allowed_detail_urls()[1])
     assert (await robots_requests(web, "a")) == 1
+
+
+# --- issue 31: the delay of exactly the group RFC 9309 selects ----------------------------------------------
+
+OWN_THEN_STAR = "User-agent: harvester\nCrawl-delay: 10\n\nUser-agent: *\nCrawl-delay: 1\nDisallow: /x\n"
+THREE_NAMED = ("User-agent: harvester\nCrawl-delay: 1\n\nUser-agent: otherbot\nCrawl-delay: 2\n\n"
+               "User-agent: thirdbot\nCrawl-delay: 0.2\n\nUser-agent: *\nDisallow: /x\n")
+
+
+async def paced_interval(make_web, body: str, user_agent: str = UA) -> tuple[float, float, list[str]]:
+    """The pace a real client decided for a host serving ``body`` once it read its robots.txt: the gate's
+    interval, how long the gate makes the next request wait (the robots.txt request counts, RFC 9309 users
+    expect the delay after it too), and the paths the server saw (nothing here is timed or waited for)."""
+    import time
+
+    web = make_web([HostSpec("a", pages=4, robots=RobotsSpec(body=body))])
+    async with PoliteClient(LOCAL, user_agent=user_agent) as client:
+        await client.robots(web.origin("a"))
+        gate = client.gate(web.origin("a"))
+        waits = gate.wait_s(time.monotonic())
+    assert waits is not None
+    return gate.interval_s, waits, [r.path for r in await log_of(web)]
+
+
+@pytest.mark.parametrize(("body", "agent", "delay"), [
+    (OWN_THEN_STAR, UA, 10.0),
+    (OWN_THEN_STAR, "otherbot/2.0", 1.0),  # control: the * group's own delay, not ours
+    (THREE_NAMED, UA, 1.0),
+    (THREE_NAMED, "otherbot/2.0", 2.0),
+    (THREE_NAMED, "thirdbot/2.0", 0.2),
+    (THREE_NAMED, "nobot/2.0", 0.0),  # the * group sets none
+])
+async def test_the_wait_between_requests_is_the_selected_groups_crawl_delay(make_web, body, agent, delay):
+    interval, waits, paths = await paced_interval(make_web, body, agent)
+    assert paths == ["/robots.txt"]
+    assert interval == max(delay, LOCAL.politeness.min_delay_s)
+    if delay >= 1:
+        assert waits > delay - 1  # the next request really waits for that group's delay
+    else:
+        assert waits < 1
+    rules = rules_for(body) if agent == UA else None
+    if rules is not None:
+        assert rules.allowed("http://h/x") is False  # the merged group's rules still apply (§2.1 grammar)
+
+
+def test_a_crawl_delay_belongs_to_the_user_agent_lines_above_it():
+    # In a group's head, a Crawl-delay is the agents' just above it; after the first rule, the whole group's.
+    body = ("User-agent: otherbot\nCrawl-delay: 7\nUser-agent: harvester\nUser-agent: thirdbot\nCrawl-delay: 3\n"
+            "Request-rate: 1/4s\nDisallow: /x\nCrawl-delay: 0.5\n")
+    assert rules_for(body).crawl_delay_s == 3.0  # the slowest of its own (3 and the group-wide 0.5)
+    assert rules_for(body).request_rate_s == 4.0
+    other = RobotsRules(rules_for(body).state, user_agent="otherbot", settings=RobotsSettings(), now_wall=NOW,
+                        now_mono=0)
+    assert other.crawl_delay_s == 7.0
+    assert other.request_rate_s is None
+    assert not other.allowed("http://h/x")  # control: one group, so one set of rules for all three
+
+
+def test_merged_groups_of_the_same_agent_take_the_slowest_delay_whatever_their_order():
+    first = ("User-agent: harvester\nCrawl-delay: 5\nAllow: /\n\nUser-agent: *\nDisallow: /\n\n"
+             "User-agent: harvester\n")
+    for body in (first + "Crawl-delay: 2\n", first.replace("5", "2") + "Crawl-delay: 5\n"):
+        rules = rules_for(body)
+        assert rules.crawl_delay_s == 5.0
+        assert rules.allowed("http://h/a")
+    assert rules_for(first + "Crawl-delay: soon\n").crawl_delay_s == 5.0  # an unreadable value is ignored
