@@ -464,6 +464,8 @@ def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass
     if state.answered:
         return ErrorClass.PROTOCOL  # the answer had begun: what failed was the answer
     for cause in (exc, exc.__cause__, exc.__context__):
+        if _cut_in_head(cause):
+            return ErrorClass.PROTOCOL
         if isinstance(cause, httpx.RemoteProtocolError) and "without sending a response" in str(cause):
             return ErrorClass.CONNECT  # closed before any answer: a dropped connection, not a broken answer
         if isinstance(cause, (httpx.RemoteProtocolError, aiohttp.ClientPayloadError,
@@ -472,9 +474,17 @@ def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass
     return ErrorClass.CONNECT
 
 
+def _cut_in_head(exc: BaseException | None) -> bool:
+    """aiohttp's disconnect after a status line but before the end of the head: it carries the head parsed so
+    far. The server answered (a broken answer, PROTOCOL), where a disconnect with nothing read is CONNECT."""
+    return isinstance(exc, aiohttp.ServerDisconnectedError) and not isinstance(exc.message, str)
+
+
 def _refine(exc: BaseException, default: ErrorClass) -> ErrorClass:
     """httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; keep real timeouts apart."""
     cause = exc.__cause__
+    if _cut_in_head(cause):
+        return ErrorClass.PROTOCOL
     if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
         cause, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)
     ):
