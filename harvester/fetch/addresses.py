@@ -81,36 +81,44 @@ def refusal_reason(address: Address) -> str | None:
 
 
 
+SeedOrigin = tuple[Address, int]
+"""An address and port a seed resolved to: the exemption covers that service, not every port of the machine."""
+
+
 @dataclass(slots=True)
 class AddressPolicy:
-    """The networks allowed beyond the global internet (profile and settings), and the seeds' own addresses.
+    """The networks allowed beyond the global internet (profile and settings), and the seeds' own origins.
 
-    ``seeds`` holds exact addresses, added once at the start of a run (``resolver.seed_addresses``), so an
-    intranet crawl or a loopback test web works with default settings while nothing else private is reached.
+    ``seeds`` holds exact (address, port) pairs, added once at the start of a run (``resolver.seed_addresses``),
+    so an intranet crawl or a loopback test web works with default settings while nothing else private is
+    reached: not even another port of the seed's machine, which a robots.txt ``Sitemap:`` line or a redirect
+    could name (a database's or an admin console's HTTP port). The allowed networks cover every port.
     """
 
     allow: tuple[Network, ...] = ()
-    seeds: set[Address] = field(default_factory=set)
+    seeds: set[SeedOrigin] = field(default_factory=set)
 
-    def refusal(self, address: Address) -> str | None:
-        """Why a connection to ``address`` is refused, or None when it may be made."""
+    def refusal(self, address: Address, port: int | None = None) -> str | None:
+        """Why a connection to ``address`` (at ``port``; None matches no seed) is refused, or None when allowed."""
         reason = refusal_reason(address)
         if reason is None:
             return None
         inner = embedded_ipv4(address)
         forms = (address,) if inner is None else (address, inner)
         for form in forms:
-            if form in self.seeds or any(form in network for network in self.allow):
+            if (form, port) in self.seeds or any(form in network for network in self.allow):
                 return None
+        if port is not None and any(form == seed for form in forms for seed, _ in self.seeds):
+            return f"{address} port {port} is {reason}, and no seed names that port"
         return f"{address} is {reason}"
 
-    def check_literal(self, host: str) -> None:
-        """Raise ``AddressRefused`` unless the IP-literal ``host`` may be connected to (a literal that does not
-        parse as an address is refused: the transport would connect to something this policy never judged)."""
+    def check_literal(self, host: str, port: int | None = None) -> None:
+        """Raise ``AddressRefused`` unless the IP-literal ``host`` may be connected to at ``port`` (a literal that
+        does not parse as an address is refused: the transport would connect to something never judged)."""
         address = parse_address(host)
         if address is None:
             raise AddressRefused(host, [f"{host!r} is not an IP address this policy can judge"])
-        reason = self.refusal(address)
+        reason = self.refusal(address, port)
         if reason is not None:
             raise AddressRefused(host, [reason])
 

@@ -87,8 +87,8 @@ class HostClient:
         # normalizing every name and value again.
         self._headers = httpx.Headers(self._plain)
         self._urls = RequestUrls(origin)
-        self._literal: tuple[str | None] | None = None
-        """(the origin's host if an IP literal, else None), once a request has been made; None before."""
+        self._literal: tuple[tuple[str, int | None] | None] | None = None
+        """(the origin's host and port if the host is an IP literal, else None), once a request has been made."""
         self._timeout = {
             "connect": settings.connect_timeout_s,
             "read": settings.timeout_s,
@@ -113,11 +113,11 @@ class HostClient:
         if url.startswith(self._urls.prefix):
             if self._literal is None:
                 self._literal = (_literal_host(request.url),)
-            host = self._literal[0]
+            literal = self._literal[0]
         else:
-            host = _literal_host(request.url)
-        if host is not None:
-            self._addresses.check_literal(host)
+            literal = _literal_host(request.url)
+        if literal is not None:
+            self._addresses.check_literal(*literal)
         return await self._transport.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -125,10 +125,11 @@ class HostClient:
         await self._transport.aclose()
 
 
-def _literal_host(url: httpx.URL) -> str | None:
-    """The URL's host as aiohttp reads it (yarl), if an IP literal."""
-    host = yarl.URL(str(url)).raw_host
-    return host if host is not None and is_ip_address(host) else None
+def _literal_host(url: httpx.URL) -> tuple[str, int | None] | None:
+    """The URL's host and port as aiohttp reads them (yarl), if the host is an IP literal."""
+    parsed = yarl.URL(str(url))
+    host = parsed.raw_host
+    return (host, parsed.port) if host is not None and is_ip_address(host) else None
 
 
 @dataclass(slots=True)
@@ -244,7 +245,8 @@ class Fetcher:
         if self._seeds:
             found = await seed_addresses(self._seeds, timeout_s=self.settings.connect_timeout_s)
             self.addresses.seeds.update(found)
-            logger.info("seed addresses allowed: %s", ", ".join(sorted(map(str, found))) or "none")
+            allowed = sorted(f"{address}:{port}" for address, port in found)
+            logger.info("seed origins allowed: %s", ", ".join(allowed) or "none")
 
     async def fetch(
         self,
@@ -464,6 +466,8 @@ def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass
     if state.answered:
         return ErrorClass.PROTOCOL  # the answer had begun: what failed was the answer
     for cause in (exc, exc.__cause__, exc.__context__):
+        if _cut_in_head(cause):
+            return ErrorClass.PROTOCOL
         if isinstance(cause, httpx.RemoteProtocolError) and "without sending a response" in str(cause):
             return ErrorClass.CONNECT  # closed before any answer: a dropped connection, not a broken answer
         if isinstance(cause, (httpx.RemoteProtocolError, aiohttp.ClientPayloadError,
@@ -472,9 +476,17 @@ def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass
     return ErrorClass.CONNECT
 
 
+def _cut_in_head(exc: BaseException | None) -> bool:
+    """aiohttp's disconnect after a status line but before the end of the head: it carries the head parsed so
+    far. The server answered (a broken answer, PROTOCOL), where a disconnect with nothing read is CONNECT."""
+    return isinstance(exc, aiohttp.ServerDisconnectedError) and not isinstance(exc.message, str)
+
+
 def _refine(exc: BaseException, default: ErrorClass) -> ErrorClass:
     """httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; keep real timeouts apart."""
     cause = exc.__cause__
+    if _cut_in_head(cause):
+        return ErrorClass.PROTOCOL
     if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
         cause, (aiohttp.ServerTimeoutError, asyncio.TimeoutError)
     ):

@@ -20,7 +20,7 @@ import httpcore
 from aiohttp.abc import ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from harvester.fetch.addresses import Address, AddressPolicy, AddressRefused, parse_address
+from harvester.fetch.addresses import AddressPolicy, AddressRefused, SeedOrigin, parse_address
 
 if TYPE_CHECKING:
     from httpcore import AsyncNetworkStream
@@ -40,14 +40,15 @@ class GuardedResolver(ThreadedResolver):
                       family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
         literal = parse_address(host)
         if literal is not None:
-            self.policy.check_literal(host)
+            self.policy.check_literal(host, port)
             return [_result(host, str(literal), port)]
         answers = await super().resolve(host, port, family)
         kept: list[ResolveResult] = []
         reasons: list[str] = []
         for answer in answers:
             address = parse_address(answer["host"])
-            reason = self.policy.refusal(address) if address is not None else f"{answer['host']!r} is not an address"
+            reason = (self.policy.refusal(address, port) if address is not None
+                      else f"{answer['host']!r} is not an address")
             if reason is None:
                 kept.append(answer)
             else:
@@ -98,19 +99,25 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[Address]:
-    """The exact addresses the seeds' hosts resolve to now (what the policy lets through beside its networks).
-    A seed that does not resolve adds nothing (its own fetch then fails as a connect error)."""
+DEFAULT_PORTS = (80, 443)
+
+
+async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[SeedOrigin]:
+    """The exact (address, port) origins the seeds' hosts resolve to now (what the policy lets through beside its
+    networks). A seed on its scheme's default port covers both default ports (``http://intranet/`` that moves to
+    ``https://intranet/`` is the same site); one with an explicit port covers that port only. A seed that does
+    not resolve adds nothing (its own fetch then fails as a connect error)."""
     hosts = {host for host in map(_host_and_port, seeds) if host is not None}
-    found: set[Address] = set()
+    found: set[SeedOrigin] = set()
     if not hosts:
         return found
     resolver = ThreadedResolver()
 
     async def one(host: str, port: int) -> None:
+        ports = DEFAULT_PORTS if port in DEFAULT_PORTS else (port,)
         literal = parse_address(host)
         if literal is not None:
-            found.add(literal)
+            found.update((literal, each) for each in ports)
             return
         try:
             async with asyncio.timeout(timeout_s):
@@ -122,7 +129,7 @@ async def seed_addresses(seeds: Iterable[str], *, timeout_s: float) -> set[Addre
         for answer in answers:
             address = parse_address(answer["host"])
             if address is not None:
-                found.add(address)
+                found.update((address, each) for each in ports)
 
     await asyncio.gather(*(one(host, port) for host, port in hosts))
     return found

@@ -47,7 +47,7 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
             # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
             connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
                                              ssl=verify, resolver=GuardedResolver(addresses))
-            return aiohttp.ClientSession(connector=connector)
+            return _no_silent_retry(aiohttp.ClientSession(connector=connector))
 
         # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
         return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
@@ -62,6 +62,16 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
         http1=True, http2=(kind == "http2"), network_backend=GuardedBackend(addresses),
     )
     return transport
+
+
+def _no_silent_retry(session: aiohttp.ClientSession) -> aiohttp.ClientSession:
+    """Turn off aiohttp's own second send of an idempotent request whose connection dropped before a complete
+    answer (``ClientSession._retry_connection``, aiohttp >= 3.10, which its own test client turns off the same
+    way): each attempt must reach the server once, under the politeness gate that counted it; a retry is the
+    engine's decision, after its back-off (tests/fetch/test_http.py counts the requests a cut answer gets)."""
+    if hasattr(session, "_retry_connection"):
+        session._retry_connection = False
+    return session
 
 
 # --- request URLs without a second full parse ---------------------------------------------------------------

@@ -38,6 +38,13 @@ SITEMAPS_AHEAD = 1
 the walk asks ahead, a host holds at most two sitemap answers at once: the one being read and the next."""
 
 
+CROSS_HOST_SITEMAPS = 10
+"""Sitemap files on other hosts (sitemaps.org cross-submission: robots.txt naming a file on a CDN or another
+domain, and that index's children there) read per host per run. Each is fetched under its own host's robots.txt
+and limit, and only its entries in this crawl's scope are kept; the bound keeps a hostile robots.txt (which once
+had up to ``max_sitemaps_per_host`` files fetched) from aiming more than a few requests at third parties."""
+
+
 class SitemapWalk(DiscoveryBase):
     """Sitemaps: named by robots.txt or seeds (or probed), indexes walked, entries admitted in batches."""
 
@@ -47,8 +54,12 @@ class SitemapWalk(DiscoveryBase):
         assert self.rules is not None
         for url in [*self._seed_sitemaps, *self.rules.sitemaps][:SITEMAPS_AHEAD]:
             canonical = self.site.canonicalize(url, self.origin + "/robots.txt")
-            if canonical is not None:
+            if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
+
+    def _cross_host_allowed(self, url: str) -> bool:
+        """Whether ``url`` is on this host (or where it moved) or, on another host, within the run's bound."""
+        return origin_of(url) in self.homes() or self.counters["sitemaps_cross_host"] < CROSS_HOST_SITEMAPS
 
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
         if url not in self._sitemaps_asked:
@@ -116,12 +127,20 @@ class SitemapWalk(DiscoveryBase):
             if len(seen) >= discovery.max_sitemaps_per_host:
                 self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
                 break
+            if not self._cross_host_allowed(canonical):
+                if not self.counters["sitemaps_cross_host_skipped"]:
+                    self._problem(f"{self.origin}: more than {CROSS_HOST_SITEMAPS} sitemaps on other hosts; "
+                                  "the rest are skipped in this run")
+                self.counters["sitemaps_cross_host_skipped"] += 1
+                continue
+            if origin_of(canonical) not in self.homes():
+                self.counters["sitemaps_cross_host"] += 1
             seen.add(canonical)
             if queue and len(seen) < discovery.max_sitemaps_per_host:
                 # The next file is asked while this one is parsed and written: one round trip less per file.
                 following, _, next_dated, next_probed = queue[0]
                 ahead = self.site.canonicalize(following)
-                if ahead is not None and ahead not in seen:
+                if ahead is not None and ahead not in seen and self._cross_host_allowed(ahead):
                     self._ask_sitemap(ahead, probing=next_probed, dated=next_dated)
             children = await self._sitemap(canonical, probed, dated)
             if children is None:

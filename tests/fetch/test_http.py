@@ -46,9 +46,10 @@ def web():
 
 @pytest.fixture(params=["aiohttp", "httpcore"])
 async def fetcher(request, web) -> AsyncIterator[Fetcher]:
-    # The test web's seeds put its address (127.0.0.1) past the address policy, as a harvest of it would.
+    # The loopback servers of these tests (the test web and one-off servers on other ports) are let past the
+    # address policy: what is tested here is the fetch, not the policy (tests/hardening/test_address_policy.py).
     f = Fetcher(HttpSettings(transport=request.param, timeout_s=5.0), user_agent="harvester/0.1 (+test)",
-                seeds=web.seeds)
+                seeds=web.seeds, allow_addresses=("127.0.0.1",))
     try:
         yield f
     finally:
@@ -386,3 +387,36 @@ async def test_a_broken_answer_is_a_protocol_error_and_no_answer_a_connect_error
 
     dropped = await fetch_from_raw(fetcher, hang_up, accept=("text/html",))
     assert dropped.error_class is ErrorClass.CONNECT, dropped.error
+
+
+@pytest.mark.parametrize("head", [
+    pytest.param(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Len", id="cut-in-the-head"),
+    pytest.param(b"", id="no-answer"),
+])
+async def test_a_dropped_answer_reaches_the_server_once_per_attempt(fetcher, head):
+    """A connection dropped before the answer's head is complete: the client library must not send the request a
+    second time on its own (aiohttp retries an idempotent request once, unseen by the politeness gate that counted
+    one): 3 attempts are 3 requests. A head cut after its status line is the server's broken answer (protocol), no
+    answer at all a dropped connection (connect); httpcore reports both alike, so only the count is asked of it."""
+    requests = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        await reader.readuntil(b"\r\n\r\n")
+        requests += 1
+        writer.write(head)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        results = [await fetcher.fetch(f"http://127.0.0.1:{port}/", accept=("text/html",)) for _ in range(3)]
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert requests == 3, [result.error for result in results]
+    assert not any(result.ok for result in results)
+    if fetcher.settings.transport == "aiohttp":
+        expected = ErrorClass.PROTOCOL if head else ErrorClass.CONNECT
+        assert {result.error_class for result in results} == {expected}, [result.error for result in results]

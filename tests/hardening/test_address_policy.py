@@ -65,13 +65,16 @@ def test_addresses_are_classified_by_what_they_reach(address: str, reason: str |
         assert found is not None and found.startswith(reason), found
 
 
-def test_an_allowed_network_or_a_seed_address_lets_a_refused_address_through():
-    policy = AddressPolicy(allow=parse_networks(["10.20.0.0/16", "fd00::/8"]), seeds={ip_address("127.0.0.1")})
-    assert policy.refusal(ip_address("10.20.3.4")) is None
+def test_an_allowed_network_or_a_seed_origin_lets_a_refused_address_through():
+    policy = AddressPolicy(allow=parse_networks(["10.20.0.0/16", "fd00::/8"]), seeds={(ip_address("127.0.0.1"), 8080)})
+    assert policy.refusal(ip_address("10.20.3.4"), 5432) is None  # a network allowed: every port
     assert policy.refusal(ip_address("fd00::7")) is None
-    assert policy.refusal(ip_address("127.0.0.1")) is None
-    assert policy.refusal(ip_address("::ffff:127.0.0.1")) is None  # the seed, written as IPv4-mapped IPv6
-    assert policy.refusal(ip_address("127.0.0.2")) == "127.0.0.2 is loopback"  # exact addresses, not a range
+    assert policy.refusal(ip_address("127.0.0.1"), 8080) is None
+    assert policy.refusal(ip_address("::ffff:127.0.0.1"), 8080) is None  # the seed, written as IPv4-mapped IPv6
+    assert policy.refusal(ip_address("127.0.0.1"), 6379) == (
+        "127.0.0.1 port 6379 is loopback, and no seed names that port")
+    assert policy.refusal(ip_address("127.0.0.1")) is not None  # no port known: no seed matches
+    assert policy.refusal(ip_address("127.0.0.2"), 8080) == "127.0.0.2 is loopback"  # exact addresses, not a range
     assert policy.refusal(ip_address("10.21.0.1")) == "10.21.0.1 is private"
     assert policy.refusal(ip_address("169.254.169.254")) == "169.254.169.254 is link-local"
 
@@ -297,3 +300,23 @@ async def test_a_redirect_hop_to_a_refused_address_sends_nothing_there(start, ca
     assert seed.paths == ["/old"] and two.paths == []
     logged = [r for r in caplog.records if getattr(r, "error_class", None) == "address_refused"]
     assert len(logged) == 1 and "127.0.0.2 is loopback" in logged[0].getMessage()
+
+
+async def test_the_seed_exemption_covers_the_seeds_port_not_every_port_of_its_address(start, sqlite_url, tmp_path):
+    """robots.txt, the sitemap, a link and a redirect of the seed on 127.0.0.1 name another service on the same
+    address (another port): nothing reaches it, where the exemption once covered the seed's whole machine. The
+    profile's allowance still lets it in (control)."""
+    other = await start("127.0.0.1", page)
+    seed = await start("127.0.0.1", seed_site([other.origin]))
+    settings = Settings.load(database_url=sqlite_url)
+
+    states = await harvest(settings, profile_for(seed, [other.origin]))
+    assert other.paths == []
+    assert states[f"{seed.origin}/links"] == ("done", None)  # control: the seed's own port is harvested
+    assert states[f"{other.origin}/from-link"] == ("skipped", ErrorClass.ADDRESS_REFUSED.value)
+    assert states[f"{seed.origin}/redirect/0"] == ("skipped", ErrorClass.ADDRESS_REFUSED.value)
+
+    allowed = settings.with_overrides(database_url=f"sqlite:///{tmp_path / 'allowed.db'}")
+    states = await harvest(allowed, profile_for(seed, [other.origin], allow_addresses=("127.0.0.1",)))
+    assert {"/robots.txt", "/sitemap.xml", "/from-link", "/from-redirect"} <= set(other.paths)
+    assert states[f"{other.origin}/from-link"] == ("done", None)

@@ -25,6 +25,11 @@ SPECS = [
 ]
 
 
+LOOPBACK = ("127.0.0.1",)
+"""A profile's allowance for a test whose site spans several loopback servers: the seed exemption covers the
+seed's own port only (tests/hardening/test_address_policy.py)."""
+
+
 def settings_for(db_url: str, **overrides: object) -> Settings:
     return Settings.load(database_url=db_url).with_overrides(**overrides)
 
@@ -333,7 +338,8 @@ async def test_a_sitemap_on_another_host_named_by_robots_txt_is_read(sqlite_url,
     for name, handler in (("site", site), ("cdn", cdn), ("third", third)):
         origins[name] = await serve(handler)
     settings = settings_for(sqlite_url)
-    profile = SiteProfile.build(seeds=(origins["site"] + "/",), use_listings=False, use_feeds=False)
+    profile = SiteProfile.build(seeds=(origins["site"] + "/",), use_listings=False, use_feeds=False,
+                                allow_addresses=LOOPBACK)
     with FrontierStore.open(settings, upgrade=True) as store:
         result = await phases.discover(store, settings, profile)
         states = store.url_states()
@@ -562,7 +568,7 @@ async def test_a_seed_that_moved_to_another_host_is_harvested_there(sqlite_url, 
     old = await serve(old_site)
     new.append(await serve(new_site))
     settings = settings_for(sqlite_url)
-    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False, allow_addresses=LOOPBACK)
     with FrontierStore.open(settings, upgrade=True) as store:
         discovered = await phases.discover(store, settings, profile)
         extracted = await phases.extract(store, settings, profile)
@@ -614,7 +620,7 @@ async def test_a_seed_that_moves_after_its_first_harvest_is_followed(sqlite_url,
     old = await serve(old_site)
     new = await serve(new_site)
     settings = settings_for(sqlite_url)
-    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False, allow_addresses=LOOPBACK)
     with FrontierStore.open(settings, upgrade=True) as store:
         first = await phases.discover(store, settings, profile)
         await phases.extract(store, settings, profile)
@@ -659,7 +665,7 @@ async def test_a_seed_that_redirects_only_for_now_does_not_widen_the_scope(sqlit
     other.append(await serve(wall))
     origin = await serve(site)
     settings = settings_for(sqlite_url)
-    profile = SiteProfile.build(seeds=(origin + "/",), use_feeds=False)
+    profile = SiteProfile.build(seeds=(origin + "/",), use_feeds=False, allow_addresses=LOOPBACK)
     with FrontierStore.open(settings, upgrade=True) as store:
         result = await phases.discover(store, settings, profile)
         assert store.moved_hosts() == {}
@@ -931,7 +937,7 @@ async def test_a_moved_sites_old_robots_txt_sitemap_is_followed_to_the_new_home(
     old = await serve(old_site)
     new.append(await serve(new_site))
     settings = settings_for(sqlite_url)
-    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False, use_listings=False)
+    profile = SiteProfile.build(seeds=(old + "/",), use_feeds=False, use_listings=False, allow_addresses=LOOPBACK)
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)
         states = store.url_states()

@@ -1,0 +1,59 @@
+"""Sitemaps robots.txt names on other hosts (sitemaps.org cross-submission): read politely, under that host's own
+robots.txt, a few per run, and only their entries in the crawl's scope kept.
+
+A hostile robots.txt once had up to ``max_sitemaps_per_host`` (2,000) files fetched from third parties per host
+per run. Two real loopback servers count what reaches them; the third party is let past the address policy by the
+profile (another port of 127.0.0.1 is refused otherwise: tests/hardening/test_address_policy.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from aiohttp import web
+
+from harvester import phases
+from harvester.frontier import FrontierStore
+from harvester.phases.discover_sitemaps import CROSS_HOST_SITEMAPS
+from harvester.settings import Settings, SiteProfile
+
+NAMED = 40
+
+
+async def test_sitemaps_on_another_host_are_few_polite_and_kept_in_scope(sqlite_url, serve):
+    third: Counter[str] = Counter()
+    origins: dict[str, str] = {}
+
+    async def third_party(request: web.Request) -> web.Response:
+        third[request.path] += 1
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nDisallow: /private/\n")
+        if request.path.endswith(".xml"):
+            n = request.path.rsplit("/", 1)[1].removesuffix(".xml")
+            locs = f"<url><loc>{origins['seed']}/item/{n}</loc></url><url><loc>{origins['third']}/own/{n}</loc></url>"
+            return web.Response(content_type="application/xml",
+                                text=f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+        return web.Response(status=404)
+
+    async def seed(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            lines = [f"Sitemap: {origins['third']}/private/secret.xml"]  # disallowed there: never fetched
+            lines += [f"Sitemap: {origins['third']}/maps/{n}.xml" for n in range(NAMED)]
+            return web.Response(text="User-agent: *\nAllow: /\n" + "\n".join(lines) + "\n")
+        return web.Response(content_type="text/html", text="<html><body>home</body></html>")
+
+    origins["third"] = await serve(third_party)
+    origins["seed"] = await serve(seed)
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        profile = SiteProfile.build(seeds=(origins["seed"] + "/",), allow_addresses=("127.0.0.1",))
+        await phases.discover(store, settings, profile)
+        states = store.url_states()
+
+    maps = sum(count for path, count in third.items() if path.startswith("/maps/"))
+    assert 0 < maps <= CROSS_HOST_SITEMAPS, third  # control: some were read (before: all 40)
+    assert all(count == 1 for count in third.values()), third
+    assert third["/robots.txt"] == 1 and third["/private/secret.xml"] == 0  # under the host's own robots.txt
+    items = [url for url in states if "/item/" in url]
+    assert len(items) == maps  # the entries in scope are kept ...
+    assert not [url for url in states if url.startswith(origins["third"])]  # ... the third party's own are not
