@@ -15,12 +15,12 @@ import time
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err, unreadable
 from harvester.cli_process import exit_now, loading, settle_prefect
 from harvester.cli_tables import (
     console,
@@ -30,14 +30,14 @@ from harvester.cli_tables import (
     print_status,
     status_of,
 )
-from harvester.errors import HarvesterError
-from harvester.runtime import db, db_sync, limit_malloc_arenas
-from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
+from harvester.cli_watch import ProgressLines, graceful_signals, stopped_exit
+from harvester.errors import HarvesterError, Interrupted
+from harvester.runtime import db, limit_malloc_arenas
+from harvester.settings import Settings, SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
 app.add_typer(db_app, name="db")
-err_console = Console(stderr=True)
 
 PREFECT_QUIET_DEFAULTS = {
     # This machine has no internet: no telemetry, no update checks.
@@ -97,9 +97,7 @@ def _prepare_prefect(settings: Settings) -> None:
 
 def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile:
     if not seeds:
-        from harvester.frontier import FrontierStore
-
-        with FrontierStore.open(settings) as store:
+        with open_frontier(settings, read_only=True) as store:
             last = store.last_profile()
         if last is None:
             raise typer.BadParameter("no SEED given and no earlier harvest in this database to take them from")
@@ -115,10 +113,10 @@ def _run(
     """``kind`` through the Prefect flows when a server is configured, else in this process (``cli_runs``)."""
     with loading():  # the fetch and storage stack
         from harvester.cli_runs import prefect_api_url, run_locally, run_with_prefect
-        from harvester.frontier import FrontierStore
 
-    with db_sync(FrontierStore.open, settings):  # a new SQLite file is migrated once, before the progress display
-        pass                                     # and the run open it from two threads at once
+    # A new SQLite file is migrated once, before the progress display and the run open it from two threads at once;
+    # an extraction or re-crawl never starts a frontier of its own.
+    ready_to_write(settings, kind, existing=kind in ("extract", "recrawl"))
     if prefect_api_url() is None:
         return _run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
                                                               refresh=refresh), settle=False)
@@ -149,6 +147,8 @@ def _run_with_progress(
     """Run a flow (or the library's cycle) while a rich display shows the frontier filling and emptying."""
     from harvester.frontier import FrontierStore
 
+    lines = None if console.is_terminal else ProgressLines(title, _say_out)
+
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
         with await db(FrontierStore.open, settings) as store:
             while True:
@@ -161,6 +161,8 @@ def _run_with_progress(
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
                 progress.update(task_id, total=max(total, 1), completed=finished,
                                 description=f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued")
+                if lines is not None and not finishing:
+                    lines.maybe(states)
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):
@@ -175,15 +177,32 @@ def _run_with_progress(
             task_id = progress.add_task(title, total=None)
             watcher = asyncio.create_task(watch(progress, task_id, done))
             try:
-                return await coro
+                with graceful_signals(say_err, signalled):
+                    return await coro
             finally:
                 done.set()
                 await watcher
 
-    result = asyncio.run(run())
+    signalled: list[int] = []
+    try:
+        result = asyncio.run(run())
+    except Interrupted as stopped:
+        _stopped(settings, title, stopped, signalled)
     if settle:
         settle_prefect()
     return result
+
+
+def _say_out(line: str) -> None:
+    console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _stopped(settings: Settings, title: str, stopped: Interrupted, signalled: list[int]) -> NoReturn:
+    """A run ended by the graceful stop: say what was kept and how to go on, exit with the signal's status."""
+    say_err(f"{title} stopped ({stopped}): answers in flight were written and leases given back; "
+             "run the same command again to resume where it stopped")
+    print_status(settings)
+    raise SystemExit(stopped_exit(signalled))
 
 
 # --- commands ------------------------------------------------------------------------------------------------
@@ -233,6 +252,7 @@ def extract(
 ) -> None:
     """Phase two only: fetch what is due in the frontier."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    open_frontier(settings, read_only=True).close()  # an extraction needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
@@ -249,6 +269,7 @@ def recrawl(
 ) -> None:
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
+    open_frontier(settings, read_only=True).close()  # a re-crawl needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
@@ -263,10 +284,12 @@ def status(
 ) -> None:
     """Counts per state and per host."""
     settings = _settings(db, config)
+    with open_frontier(settings, read_only=True) as store:  # never creates one: names the database it looked for
+        where = store.url_display
     if as_json:
-
         print(json.dumps(status_of(settings), indent=2, default=str))
         return
+    console.print(f"frontier: {where}", soft_wrap=True, markup=False, highlight=False)
     print_status(settings, most=None)
 
 
@@ -288,7 +311,6 @@ def export(
     Every field: docs/export.md."""
     from harvester import export as exporter
     from harvester.errors import ConfigError
-    from harvester.frontier import FrontierStore
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
@@ -305,21 +327,25 @@ def export(
         raise typer.BadParameter(str(exc)) from None
     settings = _settings(db, config)
     since_utc = since.astimezone() if since and since.tzinfo is None else since
+    from harvester.frontier.check import Damage
+
+    damage = Damage()  # rows a damaged file cannot give: the rest is exported, these are named
     # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
-    upgrade = None if settings.database_url == DEFAULT_DATABASE_URL else False
-    with FrontierStore.open(settings, upgrade=upgrade) as store:
+    with open_frontier(settings, read_only=True) as store:
         try:
             out = output.open("wb")
         except OSError as exc:
             raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
         with out:
             if fmt == "jsonl":
-                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest), out, main=main)
+                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest, damage=damage), out,
+                                              main=main)
                 console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
+                unreadable(damage, store.url_display)
                 return
             counts = exporter.WarcCounts()
-            exporter.export_warc(store.iter_fetches(since=since_utc), out, user_agent=settings.http.user_agent,
-                                 filename=output.name, counts=counts)
+            exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out,
+                                 user_agent=settings.http.user_agent, filename=output.name, counts=counts)
     records = counts.responses + counts.revisits + counts.requests
     left_out = ", ".join(f"{n} {what}" for n, what in (
         (counts.no_exchange, "without an HTTP answer"), (counts.not_stored, "whose body was not stored"),
@@ -329,6 +355,7 @@ def export(
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
                   + (f"; left out fetches: {left_out}" if left_out else ""))
+    unreadable(damage, settings.database_url)
 
 
 @db_app.command("upgrade")
@@ -339,6 +366,27 @@ def db_upgrade(db: DbOpt = None, config: ConfigOpt = None) -> None:
     settings = _settings(db, config)
     with FrontierStore.open(settings, upgrade=True) as store:
         console.print(f"{store.url_display}: schema at head")
+
+
+@db_app.command("check")
+def db_check(
+    db: DbOpt = None, config: ConfigOpt = None,
+    quick: Annotated[bool, typer.Option(help="SQLite's quick_check (what a run does when it starts): the pages' "
+                                             "structure, not every index against its table.")] = False,
+) -> None:
+    """Check the frontier for damage (SQLite: integrity_check), naming each damaged table or index; exit 1 if any."""
+    settings = _settings(db, config)
+    with open_frontier(settings, read_only=True) as store:
+        where = store.url_display
+        problems = store.integrity(full=not quick)
+    if not problems:
+        console.print(f"{where}: no damage found ({'quick' if quick else 'full'} check)", soft_wrap=True)
+        return
+    say_err(f"{where} is damaged: {len(problems)} problem(s) found ({'quick' if quick else 'full'} check):")
+    for problem in problems:
+        say_err(f"  - {problem}")
+    say_err(DAMAGE_ADVICE)
+    raise SystemExit(1)
 
 
 SitesOpt = Annotated[

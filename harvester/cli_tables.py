@@ -111,13 +111,14 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
     hosts = (stats.get("last_extract") or {}).get("hosts") or {}
     if hosts:
         diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")
-        for column in ("host", "fetched", "304", "errors", "peak/limit", "rate/s", "parked"):
+        for column in ("host", "fetched", "304", "gone", "errors", "peak/limit", "rate/s", "parked"):
             diag.add_column(column)
         # Hosts with errors or parked first: they are why one reads this table.
         ranked = sorted(hosts.items(), key=lambda kv: (not (kv[1].get("errors") or kv[1].get("parked_reason")), kv[0]))
         for origin, host in first_rows(ranked, most, diag):
             errors = ", ".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
-            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)), errors,
+            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)),
+                         str(host.get("gone", 0)), errors,
                          f"{host.get('peak_in_flight', 0)}/{host.get('limit', 0)}", str(host.get("rate_per_s", 0)),
                          host.get("parked_reason") or "")
         console.print(diag)

@@ -339,6 +339,8 @@ class HostDiagnostics:
     queue_depth: int = 0
     fetched: int = 0
     not_modified: int = 0
+    gone: int = 0
+    """Answers 404 or 410: the page is gone, an outcome the site meant, not an error of the fetch."""
     bytes: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     first_fetch_at: float | None = None
@@ -361,6 +363,7 @@ class HostDiagnostics:
             "queue_depth": self.queue_depth,
             "fetched": self.fetched,
             "not_modified": self.not_modified,
+            "gone": self.gone,
             "bytes": self.bytes,
             "errors": dict(self.errors),
             "rate_per_s": round(self.rate_per_s, 2),

@@ -52,6 +52,24 @@ def parse_networks(values: Iterable[str]) -> tuple[Network, ...]:
 DEFAULT_DATABASE_URL = "sqlite:///.harvester/harvester.db"
 """An embedded SQLite file under the working directory: nothing to install for a first harvest."""
 
+
+
+def database_url_of(value: str) -> str:
+    """A database as users type it: a URL (``postgresql://...``, ``sqlite:///x.db``) as it is, anything without
+    ``://`` as the path of a SQLite file (``crawl.db``, ``~/crawls/a.db``), so ``--db crawl.db`` works as
+    ``--db sqlite:///crawl.db`` does."""
+    text = value.strip()
+    if "://" in text:
+        return text
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{text!r} is a directory; name a SQLite file in it ({str(path / 'harvester.db')!r}) or "
+                         "give a database URL (postgresql://user@host/db)")
+    if any(ch in str(path) for ch in "?#"):
+        raise ValueError(f"{text!r}: a SQLite file name with '?' or '#' cannot be given as a path; rename the file")
+    return f"sqlite:///{path}"
+
+
 DEFAULT_USER_AGENT = "harvester/0.1 (+https://harvester.invalid/contact; set HARVESTER_HTTP__USER_AGENT)"
 """Identifies the crawler and where its operator can be reached. Operators should set their own contact."""
 
@@ -278,7 +296,10 @@ class Settings(BaseSettings):
         env_prefix="HARVESTER_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    database_url: str = Field(DEFAULT_DATABASE_URL, min_length=1, description="SQLAlchemy URL of the frontier.")
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL, min_length=1,
+        description="SQLAlchemy URL of the frontier, or the path of a SQLite file (``crawl.db``).",
+    )
     http: HttpSettings = HttpSettings()
     politeness: PolitenessSettings = PolitenessSettings()
     robots: RobotsSettings = RobotsSettings()
@@ -290,6 +311,11 @@ class Settings(BaseSettings):
         100_000, ge=1,
         description="Pages answered per host per extraction run; the rest stay queued for the next run (deferred).",
     )
+
+    @field_validator("database_url")
+    @classmethod
+    def _url_or_path(cls, value: str) -> str:
+        return database_url_of(value)
 
     @classmethod
     def settings_customise_sources(

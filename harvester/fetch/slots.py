@@ -148,7 +148,9 @@ class HostSlots:
         diag.bytes += result.bytes_read
         if result.status == 304:
             diag.not_modified += 1
-        if result.error_class is not None:
+        if result.gone:
+            diag.gone += 1
+        elif result.error_class is not None:
             key = result.error_class.value
             diag.errors[key] = diag.errors.get(key, 0) + 1
         if diag.first_fetch_at is None:

@@ -8,6 +8,7 @@ mixin over this base in its own module; ``store.FrontierStore`` joins them. Only
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -70,6 +71,66 @@ def _unreachable(exc: DBAPIError) -> bool:
 
 
 
+CREATE_HINT = "a harvest creates it (`harvester harvest SEED --db DATABASE`), or `harvester db upgrade --db DATABASE`"
+
+
+def _where(settings: Settings) -> str:
+    """Which setting named the database, for a message about one that is not there."""
+    if settings.database_url == DEFAULT_DATABASE_URL:
+        return "the default, ./.harvester/harvester.db; name another with --db or HARVESTER_DATABASE_URL"
+    return "--db or HARVESTER_DATABASE_URL"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None: another database, or SQLite in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return None
+    return Path(parsed.database)
+
+
+def read_only_mode(path: Path) -> str | None:
+    """How to open a SQLite file read-only, or None to open it as usual (a reader of a writable file too: a
+    read-only connection would leave its ``-wal`` and ``-shm`` files behind).
+
+    "ro" (``?mode=ro``): the file cannot be written; SQLite still shares the WAL index (``-shm``) beside it with
+    any writer. "immutable" (``?immutable=1``): its directory cannot be written either
+    (a read-only mount), so no ``-shm`` can be made, and nobody can be writing it."""
+    if not path.is_file():
+        return None
+    directory = path.parent if str(path.parent) else Path(".")
+    if not os.access(directory, os.W_OK):
+        return "immutable"
+    if not os.access(path, os.W_OK):
+        return "ro"
+    return None
+
+
+REFUSALS = (
+    ("does not exist", "create that database (CREATE DATABASE, or createdb), then `harvester db upgrade --db URL`; "
+                       "or correct its name in the URL"),
+    ("password authentication failed", "correct the user name or password in the URL (postgresql://USER:PASSWORD@"
+                                       "HOST:PORT/DATABASE)"),
+    ("no pg_hba.conf entry", "allow this client in the server's pg_hba.conf, or connect as a user it allows"),
+    ("authentication failed", "correct the credentials in the URL (postgresql://USER:PASSWORD@HOST:PORT/DATABASE)"),
+)
+"""A server that answered and refused for good: waiting for it would change nothing (PostgreSQL's FATAL at
+connect carries no SQLSTATE through psycopg, so the message says which)."""
+
+
+def refusal_fix(exc: DBAPIError) -> str | None:
+    """What to do about a database that cannot exist as asked (no such database or role, bad password), or None
+    when the error is another one."""
+    text = str(exc.orig)
+    if "FATAL" not in text:
+        return None
+    for needle, fix in REFUSALS:
+        if needle in text:
+            reason = text.rsplit("FATAL:", 1)[-1].strip()
+            return f"{reason}: {fix}"
+    return None
+
+
 @dataclass(slots=True)
 class Transaction:
     """An open transaction plus the ids it created, published to the caches only after commit."""
@@ -93,36 +154,52 @@ class StoreBase:
         self._canonical_version = CANONICAL_VERSION
         self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
+        self.read_only = False
+        """Opened read-only (``open``): a SQLite file this process cannot write."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: Settings, *, upgrade: bool | None = None) -> Self:
+    def open(cls, settings: Settings, *, upgrade: bool | None = None, read_only: bool = False) -> Self:
         """Open the frontier at ``settings.database_url``.
 
         ``upgrade`` None upgrades the embedded default SQLite file (creating its directory) and sets up any new,
         empty SQLite file (nothing in it to migrate with care); any other database behind the head revision
         raises ``SchemaOutOfDate``. True migrates to head; False never does.
+
+        ``read_only`` (status, export): never create, migrate or write; a database that does not exist is an
+        error naming it and how to make one. A SQLite file this process cannot write (permissions, a read-only
+        mount: an archived crawl) is opened read-only whoever asks: setting up its journal would fail first.
         """
         url = settings.database_url
         is_default = url == DEFAULT_DATABASE_URL
-        if is_default:
-            database = make_url(url).database
-            if database:
-                Path(database).parent.mkdir(parents=True, exist_ok=True)
-        store = cls(settings, make_engine(settings))
+        path = sqlite_file(url)
+        mode = None
+        if path is not None:
+            if read_only and not path.is_file():
+                raise StoreError(f"no frontier at {path.resolve()} (from {_where(settings)}): nothing to read; "
+                                 f"{CREATE_HINT}")
+            mode = read_only_mode(path)
+        if is_default and mode is None and path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        store = cls(settings, make_engine(settings, read_only=mode))
+        if mode is not None or read_only:
+            upgrade = False
         try:
             if upgrade or (upgrade is None and (is_default or (store._d.is_sqlite and store._empty()))):
                 store.upgrade()
             else:
-                store._check_revision()
+                store._check_revision(read_only=read_only)
         except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down
             store.close()
+            if (fix := refusal_fix(exc)) is not None:
+                raise StoreError(f"cannot open the frontier at {store.url_display}: {fix}") from exc
             error = DatabaseUnavailable if not store._d.is_sqlite and _unreachable(exc) else StoreError
             raise error(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
         except BaseException:
             store.close()
             raise
+        store.read_only = mode is not None
         return store
 
     def __enter__(self) -> Self:
@@ -147,10 +224,13 @@ class StoreBase:
         with self._engine.connect() as conn:
             return not inspect(conn).get_table_names()
 
-    def _check_revision(self) -> None:
+    def _check_revision(self, *, read_only: bool = False) -> None:
         with self._engine.connect() as conn:
             current = migrate.current_revision(conn)
         head = migrate.head_revision()
+        if current is None and read_only:
+            raise SchemaOutOfDate(f"no frontier in {self.url_display} (no harvester tables): nothing to read; "
+                                  f"{CREATE_HINT}")
         if current != head:
             raise SchemaOutOfDate(
                 f"database {self.url_display} is at schema revision {current or 'none (empty)'}, this harvester"
@@ -160,7 +240,8 @@ class StoreBase:
     @property
     def url_display(self) -> str:
         """The database URL with any password masked: safe to log and print."""
-        return self._engine.url.render_as_string(hide_password=True)
+        url = self._engine.url if self._engine.url.database else make_url(self.settings.database_url)  # read-only
+        return url.render_as_string(hide_password=True)
 
     @property
     def dialect(self) -> str:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
@@ -60,17 +62,30 @@ PROMOTE_BATCH = 2_000
 claim that first meets a day's worth of revisits; later claims move the rest."""
 
 
-def make_engine(settings: Settings) -> Engine:
-    """The one Engine of a store: SQLite with WAL and pragmas set on every connection, or psycopg 3."""
+WAL_PRAGMAS = ("journal_mode=WAL", "wal_autocheckpoint=16384", "journal_size_limit=67108864")
+"""What sets up (and so writes) the journal: not asked of a file opened read-only."""
+
+
+def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
+    """The one Engine of a store: SQLite with WAL and pragmas set on every connection, or psycopg 3.
+
+    ``read_only`` ("ro" or "immutable", ``base.read_only_mode``) opens a SQLite file through a URI filename with
+    that flag, sets no journal and begins every transaction as a reader."""
     url = make_url(settings.database_url)
     backend = url.get_backend_name()
     if backend == "postgresql" and url.get_driver_name() != "psycopg":
         url = url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         busy_ms = int(settings.store.sqlite_busy_timeout_s * 1000)
-        engine = create_engine(
-            url, connect_args={"timeout": settings.store.sqlite_busy_timeout_s, "check_same_thread": False}
-        )
+        timeout = settings.store.sqlite_busy_timeout_s
+        connect_args = {"timeout": timeout, "check_same_thread": False}
+        if read_only is not None and url.database:
+            flag = "immutable=1" if read_only == "immutable" else "mode=ro"
+            target = f"file:{quote(str(Path(url.database).resolve()))}?{flag}"
+            engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(
+                target, uri=True, timeout=timeout, check_same_thread=False))
+        else:
+            engine = create_engine(url, connect_args=connect_args)
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -78,12 +93,11 @@ def make_engine(settings: Settings) -> Engine:
             dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
             for pragma in (
-                "journal_mode=WAL",
+                *(() if read_only else WAL_PRAGMAS[:1]),
                 "synchronous=NORMAL",
                 # Checkpoint every 64 MiB of WAL rather than every 4 MiB: one claim of 1,000 URLs dirties ~1,200
                 # pages, and checkpointing after each cost more than the claim itself (bench/frontier.py).
-                "wal_autocheckpoint=16384",
-                "journal_size_limit=67108864",
+                *(() if read_only else WAL_PRAGMAS[1:]),
                 "foreign_keys=ON",
                 f"busy_timeout={busy_ms}",
                 # Bounded memory (issue 22): a page cache per pooled connection (up to 7 were open at once), and
@@ -98,7 +112,7 @@ def make_engine(settings: Settings) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("harvester_write", True)
+            write = conn.get_execution_options().get("harvester_write", read_only is None)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
         return engine

@@ -8,14 +8,14 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, exists, or_, select
+from sqlalchemy import Connection, Select, exists, or_, select
 from sqlalchemy.orm import aliased
 
 from harvester.frontier.base import (
     FULL_URL,
     PERMANENT_REDIRECTS,
-    StoreBase,
 )
+from harvester.frontier.check import CheckMixin, Damage
 from harvester.frontier.models import (
     Body,
     Document,
@@ -49,7 +49,7 @@ def _pages_query() -> Select[Any]:
     )
 
 
-class ReportsMixin(StoreBase):
+class ReportsMixin(CheckMixin):
     """What the CLI, the flows' artifacts, the exports and the tests read."""
 
     def answered_since(self, since: datetime, origins: Sequence[str]) -> tuple[set[str], set[str]]:
@@ -151,20 +151,21 @@ class ReportsMixin(StoreBase):
 
     def iter_pages(
         self, *, since: datetime | None = None, latest: bool = False, batch: int = 500,
-        kinds: Sequence[str] | None = (UrlKind.DETAIL.value,),
+        kinds: Sequence[str] | None = (UrlKind.DETAIL.value,), damage: Damage | None = None,
     ) -> Iterator[StoredPage]:
         """Stored versions in fetch order, decompressed, ``batch`` rows per query (keyset pagination, so memory is
         bounded and no connection or snapshot is held between batches). ``latest``: only the newest version of
         each URL, and none of a URL that is gone, a duplicate, disallowed, skipped or moved since (a snapshot of the
         site as last seen). ``kinds``: of URLs of these kinds (detail pages by default; None: listing pages'
-        versions too)."""
-        last_id = 0
+        versions too). ``damage``: go around the rows a damaged file cannot give, recording them there."""
         newer = aliased(Page)
-        while True:
-            query = (
-                _pages_query().where(Page.id > last_id)
-                .order_by(Page.id).limit(batch)
-            )
+
+        def read(conn: Connection, after: int, upto: int | None, limit: int | None) -> list[Any]:
+            query = _pages_query().where(Page.id > after).order_by(Page.id)
+            if upto is not None:
+                query = query.where(Page.id <= upto)
+            if limit is not None:
+                query = query.limit(limit)
             if since is not None:
                 query = query.where(Page.fetched_at >= since)
             if kinds is not None:
@@ -176,43 +177,46 @@ class ReportsMixin(StoreBase):
                     or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
-            with self._tx(write=False) as tx:
-                rows = tx.conn.execute(query).all()
-            if not rows:
-                return
+            return list(conn.execute(query).all())
+
+        for rows in self.rows_around_damage("pages", read, batch=batch, damage=damage):
             for row in rows:
                 yield stored_page(row)
-            last_id = rows[-1].id
 
-    def iter_fetches(self, *, since: datetime | None = None, batch: int = 500) -> Iterator[StoredFetch]:
-        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC)."""
-        last_id = 0
-        while True:
+    def iter_fetches(
+        self, *, since: datetime | None = None, batch: int = 500, damage: Damage | None = None
+    ) -> Iterator[StoredFetch]:
+        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC);
+        ``damage`` as for ``iter_pages``."""
+        pages: dict[int, StoredPage] = {}
+
+        def read(conn: Connection, after: int, upto: int | None, limit: int | None) -> list[Any]:
             query = (
                 select(Fetch.__table__, FULL_URL).join(Url, Url.id == Fetch.url_id)
-                .join(Host, Host.id == Url.host_id).where(Fetch.id > last_id)
-                .order_by(Fetch.id).limit(batch)
+                .join(Host, Host.id == Url.host_id).where(Fetch.id > after)
+                .order_by(Fetch.id)
             )
+            if upto is not None:
+                query = query.where(Fetch.id <= upto)
+            if limit is not None:
+                query = query.limit(limit)
             if since is not None:
                 query = query.where(Fetch.fetched_at >= since)
-            with self._tx(write=False) as tx:
-                rows = tx.conn.execute(query).all()
-                page_ids = [r.page_id for r in rows if r.page_id is not None]
-                pages = {}
-                if page_ids:
-                    for prow in tx.conn.execute(
-                        _pages_query().where(Page.id.in_(page_ids))
-                    ):
-                        pages[prow.id] = stored_page(prow)
-            if not rows:
-                return
+            rows = list(conn.execute(query).all())
+            page_ids = [r.page_id for r in rows if r.page_id is not None]
+            if page_ids:
+                for prow in conn.execute(_pages_query().where(Page.id.in_(page_ids))):
+                    pages[prow.id] = stored_page(prow)
+            return rows
+
+        for rows in self.rows_around_damage("fetches", read, batch=batch, damage=damage):
             for r in rows:
                 yield StoredFetch(
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
                     outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
                     page=pages.get(r.page_id) if r.page_id is not None else None, change=r.change,
                 )
-            last_id = rows[-1].id
+            pages.clear()
 
     def url_states(self) -> dict[str, tuple[str, str | None]]:
         """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""

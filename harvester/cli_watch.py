@@ -1,0 +1,127 @@
+"""What a command prints while a run goes on, when no one watches a terminal, and what a signal does to the run.
+
+Under cron, systemd or ``| tee`` rich's live bar is not drawn (its last state is printed once, at the end), so a
+run that is killed left an empty log. ``ProgressLines`` prints a plain, flushed line every few seconds instead,
+after Scrapy's periodic "Crawled N pages (at X pages/min)" line: what each phase has done, and at what rate.
+
+``graceful_signals`` turns the first SIGINT or SIGTERM into the library's graceful stop (``runtime.request_stop``:
+no new request, answers in flight written, leases given back) and says so; a second one ends the process at
+once, and says that too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from harvester.runtime import request_stop, stop_requested, utcnow
+
+PROGRESS_LINE_S = 5.0
+"""Seconds between two progress lines when the output is not a terminal (Scrapy's LOGSTATS_INTERVAL is 60 s; a
+harvest of a small site lasts less than that)."""
+
+FINISHED_STATES = ("done", "gone", "failed")
+"""URL states an extraction counts as pages it finished (the others were never asked, or are waiting)."""
+
+
+@dataclass
+class ProgressLines:
+    """One line per ``PROGRESS_LINE_S`` from the frontier's counts by state: URLs found (discovery), pages
+    finished (extraction), each with its rate since the last line, and what waits."""
+
+    title: str
+    write: Callable[[str], None]
+    every_s: float = PROGRESS_LINE_S
+    _last: tuple[float, int, int] | None = field(default=None, init=False)
+    _next_at: float = field(default=0.0, init=False)
+
+    def due(self, now: float) -> bool:
+        return now >= self._next_at
+
+    def line(self, states: dict[str, int], now: float) -> str:
+        """The line for ``states`` read at monotonic time ``now``; the rates are over the time since the last."""
+        found = sum(states.values())
+        finished = sum(states.get(state, 0) for state in FINISHED_STATES)
+        last = self._last or (now, found, finished)
+        self._last, self._next_at = (now, found, finished), now + self.every_s
+        span_min = (now - last[0]) / 60
+
+        def rate(count: int, before: int) -> str:
+            return f"{max(0, count - before) / span_min:.0f}" if span_min > 0 else "0"
+
+        queued, leased = states.get("queued", 0), states.get("leased", 0)
+        parts = [
+            f"{utcnow():%H:%M:%S} {self.title}:",
+            f"extract {finished} pages (at {rate(finished, last[2])} pages/min),",
+            f"{states.get('gone', 0)} gone, {states.get('failed', 0)} failed, {leased} claimed, {queued} queued;",
+            f"discover {found} URLs (at {rate(found, last[1])} URLs/min)",
+        ]
+        if (reason := stop_requested()) is not None:
+            parts.append(f"; stopping ({reason})")
+        return " ".join(parts)
+
+    def maybe(self, states: dict[str, int], now: float | None = None) -> None:
+        """Write the line when one is due; the first reading is the baseline of the first line's rates."""
+        now = time.monotonic() if now is None else now
+        if self._last is None:
+            self._last = (now, sum(states.values()), sum(states.get(state, 0) for state in FINISHED_STATES))
+            self._next_at = now + self.every_s
+        elif self.due(now):
+            self.write(self.line(states, now))
+
+
+SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+"""Exit status of a run a signal stopped: 128 + the signal's number, as a shell reports a process it ended."""
+
+
+def stopped_exit(got: list[int]) -> int:
+    """The exit status of a run that ended by the graceful stop: that of the signal that asked for it."""
+    return SIGNAL_EXIT.get(signal.Signals(got[0]), 128 + got[0]) if got else 1
+
+
+def graceful_signals_note(name: str) -> str:
+    return (f"{name} received: stopping gracefully: no new requests are sent, answers in flight are written and "
+            f"leases given back, then the run ends (the same command resumes it). {name} again stops at once.")
+
+
+@contextlib.contextmanager
+def graceful_signals(say: Callable[[str], None], got: list[int]) -> Iterator[None]:
+    """Within the running event loop, SIGINT and SIGTERM stop the run gracefully (the first) or at once (the
+    second). ``got`` receives the first signal's number, for the exit status."""
+    loop = asyncio.get_running_loop()
+
+    def at_once(number: int, _frame: object = None) -> None:
+        name = signal.Signals(number).name
+        say(f"{name} received again: stopping at once; answers in flight are lost (a rerun asks them again), "
+            "leases expire or a rerun on this machine takes them back")
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(SIGNAL_EXIT.get(signal.Signals(number), 128 + number))
+
+    def on_signal(number: int) -> None:
+        if got:
+            at_once(number)
+        name = signal.Signals(number).name
+        got.append(number)
+        say(graceful_signals_note(name))
+        request_stop(f"{name} received")
+
+    installed = []
+    for number in SIGNAL_EXIT:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, Windows
+            loop.add_signal_handler(number, on_signal, number)
+            installed.append(number)
+    try:
+        yield
+    finally:
+        for number in installed:
+            loop.remove_signal_handler(number)
+            if got:  # the run is ending as asked: a second signal while it reports still ends it at once
+                signal.signal(number, at_once)

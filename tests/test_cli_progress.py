@@ -1,0 +1,100 @@
+"""A run whose output is not a terminal (cron, systemd, ``| tee``) prints progress lines while it runs, and a signal
+says what it does: the first stops the run gracefully, the second at once (issue 33, item 5)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harvester.cli_watch import ProgressLines
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.testing.sites import HostSpec
+
+HARVESTER = str(Path(sys.executable).parent / "harvester")
+PROGRESS = re.compile(r"harvest: extract (\d+) pages \(at (\d+) pages/min\), .* discover (\d+) URLs")
+
+
+def test_a_progress_line_gives_pages_and_rates_per_phase_since_the_last_line():
+    lines: list[str] = []
+    watch = ProgressLines("harvest", lines.append, every_s=5.0)
+    watch.maybe({"queued": 100}, now=0.0)  # the baseline: nothing printed yet
+    watch.maybe({"queued": 90, "done": 10}, now=4.9)  # not due
+    assert lines == []
+    watch.maybe({"queued": 80, "leased": 4, "done": 20, "gone": 2, "failed": 1}, now=5.0)
+    assert len(lines) == 1
+    assert "extract 23 pages (at 276 pages/min), 2 gone, 1 failed, 4 claimed, 80 queued; " \
+           "discover 107 URLs (at 84 URLs/min)" in lines[0]
+    watch.maybe({"queued": 80, "done": 27, "gone": 2, "failed": 1}, now=10.0)
+    assert "extract 30 pages (at 84 pages/min)" in lines[1]
+
+
+def _start(web_seeds: list[str], db: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    out, err = tmp_path / "out.log", tmp_path / "err.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVESTER_", "PREFECT_"))}
+    env |= {"PREFECT_HOME": str(tmp_path / "prefect-home"), "COLUMNS": "200"}
+    with out.open("wb") as stdout, err.open("wb") as stderr:  # a file, as cron or systemd give it
+        proc = subprocess.Popen([HARVESTER, "harvest", *web_seeds, "--db", str(db), "--per-host", "1"],
+                                stdout=stdout, stderr=stderr, env=env, cwd=tmp_path)
+    return proc, out, err
+
+
+def _wait_for(proc: subprocess.Popen[bytes], path: Path, pattern: str, *, timeout_s: float = 120) -> str:
+    """Wait until ``path`` holds ``pattern`` (the event), failing if the process ended first."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace")
+        if re.search(pattern, text):
+            return text
+        assert proc.poll() is None, f"ended ({proc.returncode}) before printing {pattern!r}:\n{text}"
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"no {pattern!r} in {path.read_text(errors='replace')}")
+
+
+@pytest.mark.slow
+def test_a_harvest_into_a_file_shows_progress_before_it_ends_and_sigint_stops_it_gracefully(make_web, tmp_path):
+    web = make_web([HostSpec("a", pages=150, latency_s=0.1)], seed=33)
+    db = tmp_path / "crawl.db"
+    proc, out, err = _start(web.seeds, db, tmp_path)
+    text = _wait_for(proc, out, PROGRESS.pattern)
+    assert proc.poll() is None  # printed while the run goes on, not at its end
+    first = PROGRESS.search(text)
+    assert first is not None and int(first.group(3)) > 0
+
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130
+    said = err.read_text()
+    assert "SIGINT received: stopping gracefully: no new requests are sent, answers in flight are written" in said
+    assert "harvest stopped (SIGINT received)" in said and "resume" in said
+    with FrontierStore.open(Settings.load(database_url=str(db))) as store:
+        states = store.state_counts()
+        urls = store.url_states()
+    assert "leased" not in states, states  # the leases went back
+    assert states.get("queued", 0) > 0, states  # stopped, not finished: a control on the test itself
+    details = set(web.truth["a"].allowed_detail_urls())
+    answered = {web.origin("a") + r.path for r in web.records() if r.status == 200} & details
+    assert answered  # pages were fetched before the stop
+    lost = sorted(url for url in answered if urls[url][0] == "queued")
+    assert lost == [], f"answered before the stop but not written: {lost[:5]}"
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_at_once_and_says_so(make_web, tmp_path):
+    web = make_web([HostSpec("a", pages=150, latency_s=1.0)], seed=34)  # a graceful stop waits ~1 s for answers
+    proc, out, err = _start(web.seeds, tmp_path / "crawl.db", tmp_path)
+    _wait_for(proc, out, PROGRESS.pattern)
+    proc.send_signal(signal.SIGTERM)
+    _wait_for(proc, err, "SIGTERM received: stopping gracefully")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    said = err.read_text()
+    assert "SIGTERM received again: stopping at once" in said
+    assert "harvest stopped" not in said  # the graceful ending was not waited for
