@@ -72,6 +72,22 @@ def main() -> None:
     exit_now(0)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from harvester._version import __version__
+
+        typer.echo(f"harvester {__version__} (the harvester-crawl distribution)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """A polite, incremental sitemap-first harvester."""
+
+
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
@@ -188,11 +204,16 @@ def harvest(
     db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
     budget: BudgetOpt = None, workers: WorkersOpt = 1,
     name: Annotated[str, typer.Option(help="Profile name shown in runs and artifacts.")] = "site",
-    extractor: Annotated[str | None, typer.Option(help="User extractor hook, module:function.")] = None,
+    extractor: Annotated[str | None, typer.Option(
+        help="Your extractor hook, as ./file.py:function or module:function: called with each page, its dict of "
+             "fields is stored with the page (docs/getting-started.md#your-own-fields).")] = None,
 ) -> None:
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
+    from harvester.extraction.hook import absolute_spec
+
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, extractor=extractor)
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget,
+                                extractor=absolute_spec(extractor))
     result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
     print_counters("harvest", result)
