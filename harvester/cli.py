@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harvester.cli_process import exit_now, loading, settle_prefect
-from harvester.cli_tables import MAX_PROBLEMS_SHOWN, console, print_counters, print_problems, print_status, status_of
+from harvester.cli_tables import console, print_changes, print_counters, print_problems, print_status, status_of
 from harvester.errors import HarvesterError
 from harvester.runtime import db, db_sync, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
@@ -219,7 +219,7 @@ def harvest(
     print_counters("harvest", result)
     print_status(settings)
     print_problems(settings, result.get("problems"))
-    _print_changes(result.get("changes") or {})
+    print_changes(result.get("changes") or {})
 
 
 @app.command()
@@ -267,17 +267,7 @@ def recrawl(
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
     print_counters("recrawl", result)
-    _print_changes(result.get("changes") or {})
-
-
-def _print_changes(changes: dict[str, Any]) -> None:
-    """What a cycle changed (``FrontierStore.changes_since``): new, changed and gone, with examples of each, and
-    what the page budget deferred to the next run."""
-    console.print(f"new: {changes.get('new', 0)}   changed: {changes.get('changed', 0)}   "
-                  f"gone: {changes.get('gone', 0)}   deferred by the page budget: {changes.get('deferred', 0)}")
-    for label in ("new", "changed", "gone"):
-        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
-            console.print(f"  {label}: {url}", soft_wrap=True)
+    print_changes(result.get("changes") or {})
 
 
 @app.command()
@@ -409,45 +399,16 @@ def deployments(
 @app.command()
 def demo(
     db: DbOpt = None,
-    keep: Annotated[bool, typer.Option(help="Keep the test web running after the harvest, until Ctrl-C.")] = False,
+    directory: Annotated[Path, typer.Option("--dir", help="The demo's own directory: its database (unless --db), "
+                                                          "state and exports.")] = Path("harvester-demo"),
+    fresh: Annotated[bool, typer.Option(help="Start over from day 0 (a new database when the demo owns it).")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep the test web running afterwards, until Ctrl-C.")] = False,
 ) -> None:
-    """Start the bundled local test web and harvest it end to end on the embedded defaults."""
-    from harvester.testing.sites import demo_site
-    from harvester.testing.web import TestWeb
+    """Harvest the bundled local test web, move it on a day and re-crawl it: what changed, what is new, what is
+    gone. Run it again for the next day (same hosts, same ports, same database)."""
+    from harvester.cli_demo import run_demo
 
     settings = _settings(db, None)
-    _prepare_prefect(settings)
-    from flows.harvest import harvest_flow
-
-    started = time.monotonic()
-    with TestWeb(demo_site(), seed=7, mode="process") as web:
-        console.print(f"[bold]test web[/] serving {len(web.seeds)} hosts on 127.0.0.1: " + ", ".join(web.seeds))
-        profile = SiteProfile.build(seeds=tuple(web.seeds), name="demo")
-        result = _run_with_progress(settings, "demo harvest", harvest_flow(profile, workers=2))
-        print_counters("demo harvest", result)
-        print_status(settings)
-        console.print(f"harvested in {time.monotonic() - started:.1f} s")
-        _where_to_look(settings)
-        if keep:
-            console.print("test web still running; Ctrl-C to stop")
-            with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    time.sleep(3600)
-
-
-def _where_to_look(settings: Settings) -> None:
-    from harvester.frontier import FrontierStore
-
-    with FrontierStore.open(settings) as store:
-        where = store.url_display
-    console.print(
-        "\n[bold]Where to look[/]\n"
-        f"  database:   {where}\n"
-        "  status:     harvester status   (or --json)\n"
-        "  export:     harvester export --format jsonl -o demo.jsonl   (or --format warc -o demo.warc.gz)\n"
-        "  Prefect UI: the demo used Prefect's temporary API, which stops with it. To browse runs and artifacts,\n"
-        "              start a server (prefect server start), export PREFECT_API_URL=http://127.0.0.1:4200/api,\n"
-        "              rerun harvester demo, and open http://127.0.0.1:4200/runs"
-    )
-
-
+    run_demo(settings, directory, fresh=fresh, keep=keep,
+             run=lambda kind, settings, profile: _run(kind, settings, profile, workers=2),
+             settings_for=lambda url: _settings(url, None))

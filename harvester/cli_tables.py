@@ -51,6 +51,16 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
         console.print(f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more in the run's record")
 
 
+def print_changes(changes: dict[str, Any]) -> None:
+    """What a cycle changed (``FrontierStore.changes_since``): new, changed and gone, with examples of each, and
+    what the page budget deferred to the next run."""
+    console.print(f"new: {changes.get('new', 0)}   changed: {changes.get('changed', 0)}   "
+                  f"gone: {changes.get('gone', 0)}   deferred by the page budget: {changes.get('deferred', 0)}")
+    for label in ("new", "changed", "gone"):
+        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
+            console.print(f"  {label}: {url}", soft_wrap=True)
+
+
 def status_of(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host, plus the per-host diagnostics of the last extraction run."""
     from harvester.frontier import FrontierStore
