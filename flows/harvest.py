@@ -14,8 +14,7 @@ from flows.lifeline import parent_lifeline
 from flows.parameters import RunOverrides
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
-from harvester.errors import NothingFetched
-from harvester.phases.cycles import harvest_steps
+from harvester.phases.cycles import harvest_steps, loud
 from harvester.settings import SiteProfile
 
 
@@ -31,6 +30,5 @@ async def harvest_flow(
     async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
     await publish_cycle("harvest", profile.name, cycle)
-    if cycle.silent is not None:
-        raise NothingFetched(cycle.silent)
+    loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
     return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

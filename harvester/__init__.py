@@ -14,7 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from harvester._version import __version__ as __version__
-from harvester.errors import ConfigError, HarvesterError, NothingFetched
+from harvester.errors import ConfigError, ExtractorFailed, HarvesterError, NothingFetched
 from harvester.settings import Settings, SiteProfile
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ _LAZY = {
 
 __all__ = [
     "ConfigError",
+    "ExtractorFailed",
     "FrontierStore",
     "HarvesterError",
     "NothingFetched",

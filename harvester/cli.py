@@ -79,6 +79,22 @@ def main() -> None:
     exit_now(0)
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from harvester._version import __version__
+
+        typer.echo(f"harvester {__version__} (the harvester-crawl distribution)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_print_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """A polite, incremental sitemap-first harvester."""
+
+
 # --- helpers -------------------------------------------------------------------------------------------------
 
 
@@ -214,11 +230,16 @@ def harvest(
     db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
     budget: BudgetOpt = None, workers: WorkersOpt = 1,
     name: Annotated[str, typer.Option(help="Profile name shown in runs and artifacts.")] = "site",
-    extractor: Annotated[str | None, typer.Option(help="User extractor hook, module:function.")] = None,
+    extractor: Annotated[str | None, typer.Option(
+        help="Your extractor hook, as ./file.py:function or module:function: called with each page, its dict of "
+             "fields is stored with the page (docs/getting-started.md#your-own-fields).")] = None,
 ) -> None:
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
+    from harvester.extraction.hook import absolute_spec
+
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, extractor=extractor)
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget,
+                                extractor=absolute_spec(extractor))
     result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
     print_counters("harvest", result)
@@ -450,45 +471,16 @@ def deployments(
 @app.command()
 def demo(
     db: DbOpt = None,
-    keep: Annotated[bool, typer.Option(help="Keep the test web running after the harvest, until Ctrl-C.")] = False,
+    directory: Annotated[Path, typer.Option("--dir", help="The demo's own directory: its database (unless --db), "
+                                                          "state and exports.")] = Path("harvester-demo"),
+    fresh: Annotated[bool, typer.Option(help="Start over from day 0 (a new database when the demo owns it).")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep the test web running afterwards, until Ctrl-C.")] = False,
 ) -> None:
-    """Start the bundled local test web and harvest it end to end on the embedded defaults."""
-    from harvester.testing.sites import demo_site
-    from harvester.testing.web import TestWeb
+    """Harvest the bundled local test web, move it on a day and re-crawl it: what changed, what is new, what is
+    gone. Run it again for the next day (same hosts, same ports, same database)."""
+    from harvester.cli_demo import run_demo
 
     settings = _settings(db, None)
-    _prepare_prefect(settings)
-    from flows.harvest import harvest_flow
-
-    started = time.monotonic()
-    with TestWeb(demo_site(), seed=7, mode="process") as web:
-        console.print(f"[bold]test web[/] serving {len(web.seeds)} hosts on 127.0.0.1: " + ", ".join(web.seeds))
-        profile = SiteProfile.build(seeds=tuple(web.seeds), name="demo")
-        result = _run_with_progress(settings, "demo harvest", harvest_flow(profile, workers=2))
-        print_counters("demo harvest", result)
-        print_status(settings)
-        console.print(f"harvested in {time.monotonic() - started:.1f} s")
-        _where_to_look(settings)
-        if keep:
-            console.print("test web still running; Ctrl-C to stop")
-            with contextlib.suppress(KeyboardInterrupt):
-                while True:
-                    time.sleep(3600)
-
-
-def _where_to_look(settings: Settings) -> None:
-    from harvester.frontier import FrontierStore
-
-    with FrontierStore.open(settings) as store:
-        where = store.url_display
-    console.print(
-        "\n[bold]Where to look[/]\n"
-        f"  database:   {where}\n"
-        "  status:     harvester status   (or --json)\n"
-        "  export:     harvester export --format jsonl -o demo.jsonl   (or --format warc -o demo.warc.gz)\n"
-        "  Prefect UI: the demo used Prefect's temporary API, which stops with it. To browse runs and artifacts,\n"
-        "              start a server (prefect server start), export PREFECT_API_URL=http://127.0.0.1:4200/api,\n"
-        "              rerun harvester demo, and open http://127.0.0.1:4200/runs"
-    )
-
-
+    run_demo(settings, directory, fresh=fresh, keep=keep,
+             run=lambda kind, settings, profile: _run(kind, settings, profile, workers=2),
+             settings_for=lambda url: _settings(url, None))

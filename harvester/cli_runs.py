@@ -14,7 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harvester.extraction import resolve_hook
+from harvester.errors import ExtractorFailed
+from harvester.extraction import hook_failed_everywhere, resolve_hook
 from harvester.phases.cycles import Cycle, LocalSteps, harvest_steps, loud, recrawl_steps
 from harvester.settings import Settings, SiteProfile
 
@@ -54,7 +55,10 @@ async def run_locally(
         return _cycle_dict(loud(await recrawl_steps(steps, settings, profile, refresh=refresh)))
     if kind == "discover":
         return dict((await steps.discover(refresh=refresh)).counters)
-    return dict((await steps.extract()).counters)
+    counters = dict((await steps.extract()).counters)
+    if (failed := hook_failed_everywhere(counters)) is not None:
+        raise ExtractorFailed(failed)
+    return counters
 
 
 async def run_with_prefect(

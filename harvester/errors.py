@@ -5,6 +5,7 @@
     ├── ContentRejected              a sitemap/feed body is unusable (DOCTYPE, bomb, over a limit)
     │   └── NotASitemap              an HTML page came back where a sitemap was asked for (a soft 404)
     ├── NothingFetched               a whole cycle got no answer from any seed host (down, or a placeholder)
+    ├── ExtractorFailed              the user's extractor hook failed on every page it was given
     ├── CrashedTooOften              a scheduled run crashed and was retried too often: not retried again
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
@@ -47,6 +48,11 @@ class NothingFetched(HarvesterError):
     """A harvest or re-crawl asked its seed hosts and none answered anything (robots.txt, a sitemap, a page):
     the site is down or unreachable from here, or the seed is wrong (an unedited placeholder). Raised after
     the cycle is recorded, so a run that harvested nothing is never reported as a success."""
+
+
+class ExtractorFailed(HarvesterError):
+    """The user's extractor hook raised (or returned no dict) on every page of a run: a broken hook, not broken
+    pages. Raised after the run is recorded; each page's URL keeps its ``hook_failed`` error."""
 
 
 class CrashedTooOften(HarvesterError):

@@ -453,7 +453,8 @@ class SiteProfile(_Group):
     min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests.")
     user_agent: str | None = Field(None, min_length=8, description="Overrides the User-Agent for this site.")
     extractor: str | None = Field(
-        None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", description="User hook as 'module:function'."
+        None, pattern=r"^([A-Za-z_][\w.]*|.+\.py):[A-Za-z_]\w*$",
+        description="User hook as 'module:function' or 'path/to/file.py:function' (docs/getting-started.md).",
     )
     allow_addresses: tuple[str, ...] = Field(
         (),

@@ -13,7 +13,7 @@ import harvester
 
 PUBLIC = {
     "Settings", "SiteProfile", "FrontierStore", "discover", "extract", "harvest", "recrawl", "aharvest", "arecrawl",
-    "HarvesterError", "ConfigError", "NothingFetched",
+    "HarvesterError", "ConfigError", "NothingFetched", "ExtractorFailed",
 }
 
 

@@ -10,7 +10,7 @@ not: fetch, speak SQL or import Prefect.
 from __future__ import annotations
 
 from harvester.extraction.content import main_content_text
-from harvester.extraction.hook import load_hook, resolve_hook
+from harvester.extraction.hook import hook_failed_everywhere, load_hook, resolve_hook
 from harvester.extraction.model import Extracted, ExtractorHook, Page
 from harvester.extraction.page import decode_html, extract_page, find_outlinks
 
@@ -21,6 +21,7 @@ __all__ = [
     "decode_html",
     "extract_page",
     "find_outlinks",
+    "hook_failed_everywhere",
     "load_hook",
     "main_content_text",
     "resolve_hook",

@@ -4,10 +4,15 @@ its fields kept as bounded JSON; a failing hook fails the page's extraction, nev
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import logging
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from harvester.discovery.listings import PageLinks
@@ -22,26 +27,30 @@ logger = logging.getLogger(__name__)
 
 
 def load_hook(spec: str) -> ExtractorHook:
-    """The callable named ``module:function`` in a site profile's ``extractor`` field.
+    """The callable named ``module:function`` or ``path/to/file.py:function`` in a site profile's ``extractor``.
 
-    Raises ``ConfigError`` naming the field and the value when the module cannot be imported, the function is
-    missing, or it is not callable: a bad profile must fail before the harvest starts, not per page.
+    A ``module`` that is not importable but is a ``module.py`` in the working directory is loaded from there, as
+    ``python myext.py`` would find it (no ``PYTHONPATH=.`` needed). Raises ``ConfigError`` naming the field and the
+    value when the file or module cannot be loaded, the function is missing, or it is not callable: a bad profile
+    must fail before the harvest starts, not per page.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"site profile field 'extractor'={spec!r}: expected 'module:function'")
+    source, sep, attr = spec.rpartition(":")  # the last colon: a Windows path has one of its own
+    if not sep or not source or not attr.isidentifier():
+        raise ConfigError(f"site profile field 'extractor'={spec!r}: expected 'module:function' or 'file.py:function'")
     try:
-        module = importlib.import_module(module_name)
+        module = _module_of(source)
+    except ConfigError as exc:
+        raise ConfigError(f"site profile field 'extractor'={spec!r}: {exc}") from exc.__cause__
     except Exception as exc:  # any import-time failure of user code is a configuration problem
         raise ConfigError(
-            f"site profile field 'extractor'={spec!r}: cannot import module {module_name!r}: "
-            f"{type(exc).__name__}: {exc}"
+            f"site profile field 'extractor'={spec!r}: cannot import {'file' if is_file_spec(source) else 'module'} "
+            f"{source!r}: {type(exc).__name__}: {exc}"
         ) from exc
     try:
         hook = getattr(module, attr)
     except AttributeError:
         raise ConfigError(
-            f"site profile field 'extractor'={spec!r}: module {module_name!r} has no attribute {attr!r}"
+            f"site profile field 'extractor'={spec!r}: {source!r} has no attribute {attr!r}"
         ) from None
     if not callable(hook):
         raise ConfigError(
@@ -49,6 +58,58 @@ def load_hook(spec: str) -> ExtractorHook:
         )
     checked: ExtractorHook = hook
     return checked
+
+
+def is_file_spec(source: str) -> bool:
+    """A hook named by its file (``./myext.py``, ``hooks/myext.py``), not by an importable module name."""
+    return source.endswith(".py") or "/" in source or os.sep in source
+
+
+def absolute_spec(spec: str | None) -> str | None:
+    """``spec`` with a relative file made absolute: a profile is stored with its run and read back by a later
+    ``recrawl`` (or a Prefect worker) that may start in another directory."""
+    if spec is None:
+        return None
+    source, sep, attr = spec.rpartition(":")
+    if not sep or not is_file_spec(source):
+        return spec
+    return f"{Path(source).expanduser().resolve()}:{attr}"
+
+
+def _module_of(source: str) -> ModuleType:
+    if is_file_spec(source):
+        return _load_file(Path(source).expanduser())
+    try:
+        return importlib.import_module(source)
+    except ModuleNotFoundError as exc:
+        local = Path(*source.split(".")).with_suffix(".py")
+        if exc.name != source.split(".")[0] or not local.is_file():
+            raise
+        return _load_file(local)
+
+
+def _load_file(path: Path) -> ModuleType:
+    """The module of ``path``, loaded once per process under a name of its own (never shadowing an installed
+    module of the same stem); its directory joins ``sys.path`` so it may import its neighbours."""
+    path = path.resolve()
+    if not path.is_file():
+        raise ConfigError(f"no file {str(path)!r}; give an existing .py file or an importable module")
+    name = f"_harvester_hook_{path.stem}_{abs(hash(str(path))):x}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{str(path)!r} cannot be loaded as a Python module; give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
 
 
 def resolve_hook(spec: str | None, hook: ExtractorHook | None = None) -> ExtractorHook | None:
@@ -69,6 +130,24 @@ def resolve_hook(spec: str | None, hook: ExtractorHook | None = None) -> Extract
     return hook
 
 
+_traced: set[int] = set()
+"""The hooks (by ``id``) whose first failure was logged with its traceback in this process."""
+
+HOOK_OK_COUNTERS = ("changed", "unchanged", "duplicate")
+"""Extraction counters of pages the hook ran on and returned from (``rules.revisit.next_state``)."""
+
+
+def hook_failed_everywhere(counters: Mapping[str, int]) -> str | None:
+    """Why a run must fail when its hook failed on every page it was given (None otherwise): a hook broken for
+    every page stores nothing, and an exit status of 0 hid that (issue 34). Some pages failing is the pages'
+    problem (each keeps its error, the counters say how many), not the run's."""
+    failed = int(counters.get("hook_failed", 0))
+    if failed == 0 or any(counters.get(name, 0) for name in HOOK_OK_COUNTERS):
+        return None
+    return (f"the extractor hook failed on all {failed} pages it was given (the log has the first traceback): fix "
+            "the hook, then `harvester recrawl --refresh` asks those pages again")
+
+
 def robots_directives(links: PageLinks) -> tuple[str, ...]:
     """What a page's robots directives asked of us, as stored with it and exported (``noindex``, ``nofollow``)."""
     return (("noindex",) if links.robots_noindex else ()) + (("nofollow",) if links.robots_nofollow else ())
@@ -84,7 +163,9 @@ def with_hook(
         returned = hook(page)
     except Exception as exc:  # a user hook may raise anything; the page fails, the harvest goes on
         message = f"extractor hook raised {type(exc).__name__}: {exc}"[:1000]
-        logger.warning("%s on %s", message, page.final_url,
+        first = id(hook) not in _traced  # one traceback per hook: enough to find the bug, not one per page
+        _traced.add(id(hook))
+        logger.warning("%s on %s", message, page.final_url, exc_info=exc if first else None,
                        extra={"host": host_of(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
         return _failed(extracted, message)
     fields, problem = _json_fields(returned)

@@ -16,13 +16,13 @@ they are building blocks for callers that manage the store and the run themselve
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from harvester.errors import HarvesterError, NothingFetched
-from harvester.extraction import ExtractorHook, resolve_hook
+from harvester.errors import ExtractorFailed, HarvesterError, NothingFetched
+from harvester.extraction import ExtractorHook, hook_failed_everywhere, resolve_hook
 from harvester.frontier import FrontierStore
 from harvester.phases._core import (
     PhaseResult,
@@ -232,9 +232,13 @@ async def arecrawl(
 
 
 def loud(cycle: Cycle[T]) -> Cycle[T]:
-    """The cycle, unless it fetched nothing: then ``NothingFetched``, its record already in the frontier."""
+    """The cycle, unless it fetched nothing (``NothingFetched``) or its extractor hook failed on every page
+    (``ExtractorFailed``); either way its record is already in the frontier."""
     if cycle.silent is not None:
         raise NothingFetched(cycle.silent)
+    counters = getattr(cycle.extract, "counters", cycle.extract)  # a PhaseResult, or the flows' counters dict
+    if isinstance(counters, Mapping) and (failed := hook_failed_everywhere(counters)) is not None:
+        raise ExtractorFailed(failed)
     return cycle
 
 
@@ -272,9 +276,11 @@ def _run(cycle: Coroutine[Any, Any, T], name: str) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(cycle)
-    cycle.close()
-    raise HarvesterError(
-        f"{name}() runs an event loop of its own and cannot be called inside a running one (an async function, "
-        f"a notebook): use `await a{name}(...)` there"
-    )
+        pass  # no loop running: the usual case, run outside this handler (a failure's traceback is not chained to it)
+    else:
+        cycle.close()
+        raise HarvesterError(
+            f"{name}() runs an event loop of its own and cannot be called inside a running one (an async function, "
+            f"a notebook): use `await a{name}(...)` there"
+        )
+    return asyncio.run(cycle)

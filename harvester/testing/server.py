@@ -317,7 +317,8 @@ class Server:
         loop = asyncio.get_running_loop()
         for spec in self.specs:
             host = self.hosts[spec.name]
-            srv = await loop.create_server(functools.partial(_Conn, host, self), LOOPBACK, 0, backlog=2048)
+            srv = await loop.create_server(functools.partial(_Conn, host, self), LOOPBACK, spec.port,
+                                            backlog=2048)
             self.servers.append(srv)
             port = srv.sockets[0].getsockname()[1]
             self.ports[spec.name] = port

@@ -114,6 +114,9 @@ class HostSpec:
     facet_only: float = 0.0
     hostile: bool = False
     max_in_flight: int | None = None
+    port: int = 0
+    """The port to serve on (127.0.0.1); 0: any free one. ``harvester demo`` asks for the ports it had the last
+    time, so its re-crawl meets the same hosts."""
     retry_after_s: float = 1.0
     page_bytes: tuple[int, int] = (5_000, 20_000)
     link_spellings: bool = True
