@@ -14,7 +14,8 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 
 import httpx
@@ -22,7 +23,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from harvester import aharvest, arecrawl
-from harvester.export import REVISIT_NOT_MODIFIED
+from harvester.export import REVISIT_IDENTICAL, REVISIT_NOT_MODIFIED, export_warc
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings, SiteProfile
@@ -69,6 +70,11 @@ def replay(python: str, root: Path, warc: Path, queries: list[tuple[datetime, st
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((root / "answers.json").read_text())
+
+
+def memento_day(answer: dict) -> date:
+    """The day of the capture pywb served (not a fallback to another capture when a revisit does not resolve)."""
+    return parsedate_to_datetime(dict(answer["headers"])["Memento-Datetime"]).date()
 
 
 def masked(body: bytes) -> bytes:
@@ -123,6 +129,7 @@ async def test_each_days_version_of_every_page_replays_through_pywb(make_web, sq
             answer = next(answers)
             body = base64.b64decode(answer["body_b64"])
             assert answer["status"] == 200, (day, url, answer["status"])
+            assert memento_day(answer) == run_at(day).date(), (day, url)  # that day's record, 304 revisits too
             # Every byte the site served that day, the per-request impression id aside (the test's own request
             # got a different one from the harvester's).
             assert masked(body) == masked(served[day][url]), (day, url)
@@ -147,3 +154,24 @@ async def test_a_page_whose_bytes_change_outside_main_text_replays_each_day(make
     for day, answer in enumerate(answers):
         assert answer["status"] == 200, (day, answer["status"])
         assert masked(base64.b64decode(answer["body_b64"])) == masked(served[day][url]), day
+
+
+def test_a_repeated_payload_replays_from_the_response_it_refers_to(tmp_path, pywb_python):
+    """An identical-payload-digest revisit (the same bytes stored again a day later) replays through pywb as the
+    bytes of the response it names; the next day's new bytes replay as themselves."""
+    from test_export_warc import DAY, A, fetch, page  # the WARC writer's own cases build the store's records
+
+    same, new = b"<html><body><p>one</p></body></html>", b"<html><body><p>two</p></body></html>"
+    warc = tmp_path / "repeat.warc.gz"
+    with warc.open("wb") as out:
+        export_warc([fetch(A, 0, 200, page(A, 0, same, '"1"')), fetch(A, 1, 200, page(A, 1, same, '"1b"')),
+                     fetch(A, 2, 200, page(A, 2, new, '"2"'))], out, user_agent="t", filename=warc.name)
+    with warc.open("rb") as stream:
+        profiles = [r.rec_headers.get_header("WARC-Profile") for r in ArchiveIterator(stream)
+                    if r.rec_type == "revisit"]
+    assert profiles == [REVISIT_IDENTICAL]
+    answers = replay(pywb_python, tmp_path / "pywb", warc, [(DAY[d] + timedelta(hours=1), A) for d in range(3)])
+    assert [(a["status"], base64.b64decode(a["body_b64"])) for a in answers] == [(200, same), (200, same), (200, new)]
+    # The day-1 answer is the revisit's (its own ETag) with the day-0 payload, not a fallback to the day-0 capture.
+    assert [memento_day(a) for a in answers] == [DAY[0].date(), DAY[1].date(), DAY[2].date()]
+    assert [dict(a["headers"])["X-Archive-Orig-ETag"] for a in answers] == ['"1"', '"1b"', '"2"']

@@ -172,7 +172,8 @@ def _revisit(
     made it conditional."""
     http_headers = None
     if status != 304 and page is not None:
-        http_headers = StatusAndHeaders(_status_line(status), _page_headers(page, None), protocol="HTTP/1.1")
+        http_headers = StatusAndHeaders(_status_line(status), _page_headers(page, len(page.body)),
+                                        protocol="HTTP/1.1")
     warc_headers = {
         "WARC-Date": date,
         "WARC-Profile": profile,
@@ -229,13 +230,11 @@ def _stored(page: StoredPage) -> _Written:
                     payload_digest=sha1_digest(page.body), etag=page.etag, last_modified=page.last_modified)
 
 
-def _page_headers(page: StoredPage, length: int | None) -> list[tuple[str, str]]:
+def _page_headers(page: StoredPage, length: int) -> list[tuple[str, str]]:
     """The headers the store keeps; the body is stored decoded, so no Content-Encoding and its own length."""
     headers = [(n, v) for n, v in (("Content-Type", page.content_type), ("ETag", page.etag),
                                    ("Last-Modified", page.last_modified)) if v]
-    if length is not None:
-        headers.append(("Content-Length", str(length)))
-    return headers
+    return [*headers, ("Content-Length", str(length))]
 
 
 def _status_line(status: int) -> str:
