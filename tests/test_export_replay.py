@@ -81,19 +81,22 @@ def masked(body: bytes) -> bytes:
     return PER_REQUEST.sub(rb"\1--------", body)
 
 
-async def run_days(web, db_url: str, pages_of_day, days: list[dict]) -> list[dict[str, bytes]]:
-    """Harvest on day 0, then move the web on and re-crawl each day; after each, what the site serves now."""
+async def run_days(web, db_url: str, pages_of_day, days: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Harvest on day 0, then move the web on and re-crawl each day; after each, what the site serves now (to
+    the test's own request) and the bytes the harvester holds for each page (what it was served)."""
     settings = Settings.load(database_url=db_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
     served: list[dict[str, bytes]] = []
-    with FrontierStore.open(settings, upgrade=True), httpx.Client() as client:
+    held: list[dict[str, bytes]] = []
+    with FrontierStore.open(settings, upgrade=True) as store, httpx.Client() as client:
         for day, change in enumerate([None, *days]):
             if change is not None:
                 web.advance_day(**change)
             CLOCK.travel_to(run_at(day))
             await (aharvest(settings, profile) if day == 0 else arecrawl(settings, profile, refresh=True))
             served.append({url: client.get(url).content for url in pages_of_day(web)})
-    return served
+            held.append({page.url: page.body for page in store.iter_pages(latest=True)})
+    return served, held
 
 
 def export_and_check(db_url: str, warc: Path) -> str:
@@ -109,7 +112,7 @@ async def test_each_days_version_of_every_page_replays_through_pywb(make_web, sq
                                                                        pywb_python):
     web = make_web([SPEC], seed=41)
     # Day 1 edits every page's main text; day 2 half of them (the other half answer 304 to the re-crawl).
-    served = await run_days(web, sqlite_url, lambda w: w.truth["r"].detail_urls(),
+    served, held = await run_days(web, sqlite_url, lambda w: w.truth["r"].detail_urls(),
                             [{"changed": 1.0, "new": 0.0, "gone": 0.0}, {"changed": 0.5, "new": 0.0, "gone": 0.0}])
     warc = tmp_path / "three-days.warc.gz"
     said = export_and_check(sqlite_url, warc)
@@ -133,6 +136,7 @@ async def test_each_days_version_of_every_page_replays_through_pywb(make_web, sq
             # Every byte the site served that day, the per-request impression id aside (the test's own request
             # got a different one from the harvester's).
             assert masked(body) == masked(served[day][url]), (day, url)
+            assert body == held[day][url], (day, url)  # and exactly the bytes the harvester was served
     # Control: the days' versions really differ, so a replay of the wrong day cannot pass.
     assert all(masked(served[0][u]) != masked(served[1][u]) for u in urls)
     assert sum(masked(served[1][u]) != masked(served[2][u]) for u in urls) == len(urls) // 2
@@ -145,7 +149,7 @@ async def test_a_page_whose_bytes_change_outside_main_text_replays_each_day(make
                                                                            pywb_python):
     web = make_web([HostSpec("l", pages=40, listing_page_size=50)], seed=43)
     listings = lambda w: w.truth["l"].listing_urls()[:1]  # noqa: E731 - one listing: it grows with the new pages
-    served = await run_days(web, sqlite_url, listings, [{"changed": 0.0, "new": 0.2, "gone": 0.0}])
+    served, _held = await run_days(web, sqlite_url, listings, [{"changed": 0.0, "new": 0.2, "gone": 0.0}])
     (url,) = served[0]
     assert masked(served[0][url]) != masked(served[1][url])  # control: the listing did change
     warc = tmp_path / "listing.warc.gz"
