@@ -57,7 +57,8 @@ class WarcCounts:
 
     ``no_exchange``: no HTTP answer (network failure, nothing sent). ``not_stored``: a 2xx whose body the store did
     not keep (nothing truthful to write). ``error_status``: a 3xx/4xx/5xx (the store keeps its status, not its
-    bytes). ``unreferenced``: a 304 whose earlier response is neither in this file nor named by the store.
+    bytes), or a 304 to a request that had no validator to send. ``unreferenced``: a 304 whose earlier response is
+    neither in this file nor named by the store.
     """
 
     responses: int = 0
@@ -135,6 +136,11 @@ def _answer(
         earlier = latest.get(fetch.url) or (_stored(page) if page is not None else None)
         if earlier is None:
             counts.unreferenced += 1
+            return None
+        if fetch.outcome == "failed" or not (earlier.etag or earlier.last_modified):
+            # RFC 9110 §15.4.5: a 304 answers a conditional request. With no validator to have sent, it says
+            # nothing about the payload: a failed fetch, not a revisit.
+            counts.error_status += 1
             return None
         counts.revisits += 1
         return _revisit(writer, fetch.url, date, earlier, REVISIT_NOT_MODIFIED, page)
