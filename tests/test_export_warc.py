@@ -88,6 +88,17 @@ def test_a_304_refers_to_the_response_in_the_file_or_to_the_version_the_store_na
     assert b'If-None-Match: "b"' in requests[elsewhere["WARC-Record-ID"]]
 
 
+def test_a_304_to_a_request_without_validators_is_no_revisit():
+    """Nothing to make the request conditional (the earlier answer had no ETag nor Last-Modified): the 304 says
+    nothing about the payload. Control: with a validator it is a server-not-modified revisit."""
+    bare = page(A, 0, b"<p>one</p>", etag="")
+    records, counts = write([fetch(A, 0, 200, bare), fetch(A, 1, 304, None, "not_modified")])
+    assert [kind for kind, _, _ in answers(records)] == ["response"]
+    assert counts.error_status == 1
+    control, _ = write([fetch(A, 0, 200, page(A, 0, b"<p>one</p>", '"1"')), fetch(A, 1, 304, None, "not_modified")])
+    assert [kind for kind, _, _ in answers(control)] == ["response", "revisit"]
+
+
 def test_fetches_without_stored_bytes_are_left_out_never_written_as_revisits():
     """A refused document (a PDF answered 200, body not kept), an error status, a network failure: counted and
     left out. Control: the same fetch with its bytes stored is a response."""

@@ -57,7 +57,8 @@ class WarcCounts:
 
     ``no_exchange``: no HTTP answer (network failure, nothing sent). ``not_stored``: a 2xx whose body the store did
     not keep (nothing truthful to write). ``error_status``: a 3xx/4xx/5xx (the store keeps its status, not its
-    bytes). ``unreferenced``: a 304 whose earlier response is neither in this file nor named by the store.
+    bytes), or a 304 to a request that had no validator to send. ``unreferenced``: a 304 whose earlier response is
+    neither in this file nor named by the store.
     """
 
     responses: int = 0
@@ -136,6 +137,11 @@ def _answer(
         if earlier is None:
             counts.unreferenced += 1
             return None
+        if fetch.outcome == "failed" or not (earlier.etag or earlier.last_modified):
+            # RFC 9110 §15.4.5: a 304 answers a conditional request. With no validator to have sent, it says
+            # nothing about the payload: a failed fetch, not a revisit.
+            counts.error_status += 1
+            return None
         counts.revisits += 1
         return _revisit(writer, fetch.url, date, earlier, REVISIT_NOT_MODIFIED, page)
     if not 200 <= status < 300:
@@ -172,7 +178,8 @@ def _revisit(
     made it conditional."""
     http_headers = None
     if status != 304 and page is not None:
-        http_headers = StatusAndHeaders(_status_line(status), _page_headers(page, None), protocol="HTTP/1.1")
+        http_headers = StatusAndHeaders(_status_line(status), _page_headers(page, len(page.body)),
+                                        protocol="HTTP/1.1")
     warc_headers = {
         "WARC-Date": date,
         "WARC-Profile": profile,
@@ -229,13 +236,11 @@ def _stored(page: StoredPage) -> _Written:
                     payload_digest=sha1_digest(page.body), etag=page.etag, last_modified=page.last_modified)
 
 
-def _page_headers(page: StoredPage, length: int | None) -> list[tuple[str, str]]:
+def _page_headers(page: StoredPage, length: int) -> list[tuple[str, str]]:
     """The headers the store keeps; the body is stored decoded, so no Content-Encoding and its own length."""
     headers = [(n, v) for n, v in (("Content-Type", page.content_type), ("ETag", page.etag),
                                    ("Last-Modified", page.last_modified)) if v]
-    if length is not None:
-        headers.append(("Content-Length", str(length)))
-    return headers
+    return [*headers, ("Content-Length", str(length))]
 
 
 def _status_line(status: int) -> str:
