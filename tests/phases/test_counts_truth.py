@@ -106,6 +106,14 @@ async def test_every_count_equals_the_test_webs_truth_over_days_budgets_and_a_re
                 "missing": 0, "deferred": 0, "fetched": len(requests), "failed": 0,
                 "not_modified": sum(1 for r in requests if r.status == 304),
             })
+            # "Last extraction" per host: the extraction's own requests (detail pages), not discovery's through
+            # the same client (robots.txt, sitemaps, feeds, listing pages).
+            hosts = status_of(settings)["last_extract"]["hosts"]
+            for name in web.names:
+                details = {page.path for page in web.truth[name].model.pages}
+                asked = [r for r in requests if r.host == name and r.path in details]
+                assert hosts[web.origin(name)]["fetched"] == len(asked), (name, hosts[web.origin(name)])
+                assert hosts[web.origin(name)]["not_modified"] == sum(1 for r in asked if r.status == 304)
             # Control: the day did change each kind, so equality above is not of zeros.
             assert all(change.all(kind) for kind in ("new", "changed", "restyled", "gone")), change
             gone_urls = set(cycle.changes["gone_urls"])
