@@ -55,7 +55,8 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
 def print_changes(changes: dict[str, Any]) -> None:
     """A cycle's counts (``FrontierStore.cycle_counts``, the numbers ``status``, the artifacts and the event
     carry), with examples of what changed."""
-    console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in CYCLE_COUNTS))
+    console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in CYCLE_COUNTS),
+                  soft_wrap=True)
     for label in ("new", "changed", "restyled", "gone"):
         for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
             console.print(f"  {label}: {url}", soft_wrap=True)
@@ -64,14 +65,12 @@ def print_changes(changes: dict[str, Any]) -> None:
 def status_of(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
     attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of the last
-    extraction run, its fetched and 304 counts being the requests that run sent (read from the frontier: the
-    polite client also counts discovery's requests when both phases share it)."""
+    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings) as store:
         stats = db_sync(store.stats).as_dict()
         last = db_sync(store.last_run, "extract")
-        sent = db_sync(store.run_fetch_counts, last["id"]) if last is not None else {}
         cycle = db_sync(store.last_cycle)
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
@@ -79,12 +78,9 @@ def status_of(settings: Settings) -> dict[str, Any]:
                                    "started_at": str(cycle["started_at"]), **counts}
     if last is not None:
         counters = last.get("counters") or {}
-        hosts = {origin: dict(host) for origin, host in (counters.get("hosts") or {}).items()}
-        for origin in set(hosts) | set(sent):
-            requests = sent.get(origin) or {}
-            hosts.setdefault(origin, {}).update(fetched=requests.get("fetched", 0),
-                                                not_modified=requests.get("not_modified", 0))
-        stats["last_extract"] = {"run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": hosts}
+        stats["last_extract"] = {
+            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
+        }
     return stats
 
 

@@ -212,9 +212,15 @@ async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int
 async def finish_run(
     settings: Settings, run_id: int, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]
 ) -> tuple[PhaseResult, dict[str, Any]]:
-    """Merge the tasks' counters, close the run, and return them with the frontier's stats."""
+    """Merge the tasks' counters, close the run, and return them with the frontier's stats.
+
+    An extraction's per-host ``fetched`` and ``not_modified`` are its own requests, read from the frontier: the
+    polite client's diagnostics also count what discovery asked through it when a cycle shares it."""
     result = PhaseResult.merge(phase, parts)
     with await db(FrontierStore.open, settings) as store:
+        if phase == "extract":
+            for origin, sent in (await db(store.run_fetch_counts, run_id)).items():
+                result.hosts.setdefault(origin, {}).update(fetched=sent["fetched"], not_modified=sent["not_modified"])
         await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
         stats = (await db(store.stats)).as_dict()
     return result, stats

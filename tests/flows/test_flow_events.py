@@ -14,7 +14,9 @@ from typing import Any
 from conftest import artifacts_of, prepared
 
 from flows.events import EVENT_CHANGED
-from harvester.settings import SiteProfile
+from harvester.cli_tables import status_of
+from harvester.records import CYCLE_COUNTS
+from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec
 
 WAIT_S = 90.0
@@ -79,7 +81,8 @@ async def test_a_recrawl_with_changes_emits_one_event_and_an_automation_starts_a
     ).acreate()
     await asyncio.sleep(2)  # the server's trigger service loads new automations on a short cycle
 
-    day = web.advance_day(changed=0.1, new=0.1, gone=0.05)
+    before = set(web.truth["a"].allowed_detail_urls())
+    day = web.advance_day(changed=0.1, new=0.1, gone=0.05, restyled=0.1)
     since = now("UTC")
     state = await recrawl_flow(profile, refresh=True, overrides=overrides, return_state=True)
     assert state.is_completed(), state
@@ -93,12 +96,19 @@ async def test_a_recrawl_with_changes_emits_one_event_and_an_automation_starts_a
     assert [event.event for event in events] == [EVENT_CHANGED], [e.event for e in events]
     payload = events[0].payload
     assert payload["kind"] == "recrawl" and payload["site"] == "evented"
+    # The test web's truth, exactly (gone is never also changed; a restyle is counted apart).
     new = day.all("new") & set(web.truth["a"].allowed_detail_urls())
-    assert payload["new"] == len(new) and payload["gone"] >= len(day.all("gone")), payload
-    assert payload["changed"] >= len(day.all("changed")) and payload["fetched"] > 0, payload
-    assert payload["duration_s"] > 0 and payload["failures"] == {}, payload
+    truth = {"new": len(new), "changed": len(day.all("changed") & before), "gone": len(day.all("gone") & before),
+             "restyled": len(day.all("restyled") & before), "missing": 0, "deferred": 0, "failed": 0}
+    assert {key: payload[key] for key in truth} == truth, payload
+    assert payload["fetched"] > 0 and payload["duration_s"] > 0 and payload["failures"] == {}, payload
+    # The artifact and ``harvester status`` carry the same numbers as the event, every one of them.
     summary = (await artifacts_of([state.state_details.flow_run_id]))["recrawl-summary"].data
-    assert f"| new | {payload['new']} |" in summary and f"| changed | {payload['changed']} |" in summary
+    for name in CYCLE_COUNTS:
+        assert f"| {name.replace('_', ' ')} | {payload[name]} |" in summary, (name, summary)
+    status = status_of(Settings.load(database_url=sqlite_url))["last_cycle"]
+    assert {name: status[name] for name in CYCLE_COUNTS} == {name: payload[name] for name in CYCLE_COUNTS}
+    assert status["id"] == payload["cycle"]
 
     deadline = time.monotonic() + WAIT_S
     async with get_client() as client:

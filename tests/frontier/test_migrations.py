@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import Column, Integer, MetaData, create_engine
+from sqlalchemy import Column, Integer, MetaData, create_engine, text
 
 from harvester.errors import SchemaOutOfDate, StoreError
 from harvester.frontier import FrontierStore, migrate
@@ -174,3 +174,47 @@ def test_a_postgresql_engine_gives_every_partial_index_its_predicate() -> None:
     assert len(partial) == 3
     for index in partial:
         assert index.dialect_options["postgresql"]["where"] is index.dialect_options["sqlite"]["where"]
+
+
+def test_upgrade_to_0008_keeps_every_body_once_by_digest_and_labels_what_was_stored(db_url: str) -> None:
+    """0008 moves each stored body into ``bodies`` under its sha256 (two pages with one payload share a row), labels
+    a URL's first version new and later ones changed, and fetches with their page's label, 404/410 gone or missing;
+    the pages read back byte for byte."""
+    import zlib
+
+    engine = create_engine(db_url)
+    t0 = "1735689600000000" if db_url.startswith("sqlite") else "'2025-01-01 00:00:00+00'"
+    same, other = zlib.compress(b"<p>same</p>"), zlib.compress(b"<p>other</p>")
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn, "0007")
+            conn.exec_driver_sql("INSERT INTO hosts (id, origin, failures, lastmod_checks, lastmod_hits)"
+                                 " VALUES (1, 'https://a.test', 0, 0, 0)")
+            for url_id in (1, 2, 3):
+                conn.exec_driver_sql(
+                    "INSERT INTO urls (id, path, host_id, kind, state, score, first_seen, last_seen)"
+                    f" VALUES ({url_id}, '/{url_id}', 1, 'detail', 'done', 0, {t0}, {t0})")
+            for page_id, url_id, body in ((1, 1, same), (2, 1, other), (3, 2, same)):
+                conn.execute(text(
+                    "INSERT INTO pages (id, url_id, fetched_at, status, final_url, content_hash, body, body_size)"
+                    f" VALUES (:id, :url, {t0}, 200, 'https://a.test/', :hash, :body, 10)"),
+                    {"id": page_id, "url": url_id, "hash": f"h{page_id}", "body": body})
+            for fetch_id, url_id, status, page_id in ((1, 1, 200, 1), (2, 1, 200, 2), (3, 2, 410, None),
+                                                       (4, 3, 404, None)):
+                conn.execute(text(
+                    "INSERT INTO fetches (id, url_id, fetched_at, status, outcome, bytes, page_id)"
+                    f" VALUES (:id, :url, {t0}, :status, 'fetched', 0, :page)"),
+                    {"id": fetch_id, "url": url_id, "status": status, "page": page_id})
+        with engine.begin() as conn:
+            migrate.upgrade(conn)
+            bodies = conn.exec_driver_sql("SELECT count(*) FROM bodies").scalar_one()
+            pages = conn.exec_driver_sql("SELECT id, change FROM pages ORDER BY id").all()
+            fetches = conn.exec_driver_sql("SELECT id, change FROM fetches ORDER BY id").all()
+    finally:
+        engine.dispose()
+    assert bodies == 2
+    assert [tuple(row) for row in pages] == [(1, "new"), (2, "changed"), (3, "new")]
+    assert [tuple(row) for row in fetches] == [(1, "new"), (2, "changed"), (3, "gone"), (4, "missing")]
+    with FrontierStore.open(Settings(database_url=db_url), upgrade=False) as store:
+        read = [(page.page_id, page.body) for page in store.iter_pages()]
+    assert read == [(1, b"<p>same</p>"), (2, b"<p>other</p>"), (3, b"<p>same</p>")]
