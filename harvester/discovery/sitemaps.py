@@ -20,13 +20,14 @@ from harvester.discovery.sitemap_model import (
     PreparedSitemap,
     SitemapDoc,
     SitemapEntry,
+    mark_controls,
     validated_entries,
 )
 from harvester.discovery.sitemap_scan import scan_urlset
 from harvester.discovery.sitemap_usp import parse_usp
 from harvester.discovery.sitemap_xml import parse_lxml, unterminated_cut, wide_codec
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.settings import DiscoverySettings
+from harvester.settings import SITEMAP_PROTOCOL_MAX_BYTES, DiscoverySettings
 
 logger = logging.getLogger(__name__)
 
@@ -168,6 +169,8 @@ def prepare_sitemap(
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
     wide = wide_codec(body) if b"\x00" in body[:512] else None  # UTF-16/32: repaired and pre-scanned as text
+    if wide is None:
+        body = mark_controls(body)
     entries_end = entries_cut(body, stripped, wide)
     if entries_end is not None:  # the root never closes: libxml2 would close a cut <loc> as if it were whole
         body = body[: entries_end.at]
@@ -222,7 +225,9 @@ def _finished(
         doc.problem(f"{repaired} bare '&' escaped (not well-formed XML)")
     if truncated:
         doc.over_limit = doc.truncated = True
-        doc.problem(f"larger than {settings.max_sitemap_bytes} bytes: cut at the cap")
+        below = settings.max_sitemap_bytes < SITEMAP_PROTOCOL_MAX_BYTES
+        within = f" (a cap below the protocol's {SITEMAP_PROTOCOL_MAX_BYTES:,})" if below else ""
+        doc.problem(f"larger than {settings.max_sitemap_bytes} bytes{within}: cut at the cap")
     if ended_early is not None:
         doc.truncated = True
         doc.problem(ended_early)
@@ -248,11 +253,16 @@ def _head_text(body: bytes) -> str:
 # --- plain text --------------------------------------------------------------------------------------------
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _text_entries(body: bytes) -> Iterator[SitemapEntry]:
-    """sitemaps.org text format: one URL per line, UTF-8."""
+    """sitemaps.org text format: one URL per line, UTF-8. Lines end at CR, LF or CRLF only, and only blanks and tabs
+    are stripped: ``str.splitlines`` and ``str.strip`` also take control characters (\\x1c-\\x1f, \\x0b, \\x0c,
+    \\x85) as line ends or white space, which cut or trimmed a URL into another; a line holding one is refused."""
     text = body.decode("utf-8", errors="replace").lstrip("\ufeff")
-    for line in text.splitlines():
-        loc = line.strip()
+    for line in _LINE_END.split(text):
+        loc = line.strip(" \t")
         if loc:
             yield SitemapEntry(loc=loc, priority=DEFAULT_PRIORITY)
 
