@@ -123,4 +123,32 @@ def test_rfc_9309_product_token(case: dict[str, Any]):
 
 @pytest.mark.parametrize("case", of_kind(OTHERS, "allowed"))
 def test_other_suites(case: dict[str, Any]):
-    assert verdict(case["body"].encode(), case["agent"], case["url"]) is case["allowed"], case.get("note")
+    assert verdict(body_of(OTHERS, case), case["agent"], case["url"]) is case["allowed"], case.get("rfc_overrules")
+
+
+def rules_of(body: bytes, user_agent: str) -> RobotsRules:
+    settings = RobotsSettings()
+    state = RobotsState(origin="http://foo.bar", status=200, fetched_at=NOW, expires_at=NOW + timedelta(hours=1),
+                        body=decode_robots(body, settings.max_bytes))
+    return RobotsRules(state, user_agent=user_agent, settings=settings, now_wall=NOW, now_mono=0.0)
+
+
+@pytest.mark.parametrize("case", of_kind(OTHERS, "crawl_delay"))
+def test_other_suites_crawl_delay(case: dict[str, Any]):
+    """The delay of exactly the group RFC 9309 selects (issue 31): crawler-commons' and CPython's cases."""
+    rules = rules_of(body_of(OTHERS, case), case["agent"])
+    assert rules.crawl_delay_s == case["crawl_delay_s"], case.get("rfc_overrules")
+    if "request_rate_s" in case:
+        assert rules.request_rate_s == case["request_rate_s"]
+
+
+def test_other_suites_differences_are_each_justified():
+    """A case where the harvester differs from its suite names an RFC reason, and still differs (else it belongs
+    with the agreeing cases): crawler-commons' SimpleRobotRulesParserTest, 434 assertions, 45 overruled."""
+    cases = [c for c in OTHERS["cases"] if c["source"] == "crawler-commons"]
+    assert len(cases) == 434
+    differing = [c for c in cases if "crawler_commons" in c]
+    assert len(differing) == 45
+    for case in differing:
+        assert case["rfc_overrules"] in OTHERS["rfc_reasons"]
+        assert case["crawler_commons"] != case.get("allowed", case.get("crawl_delay_s"))
