@@ -35,6 +35,7 @@ ParserChoice = Literal["auto", "lxml", "usp"]
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+_BLANK_BYTES = (b" ", b"\t", b"\r", b"\n")
 
 _PROLOG_SCAN = 65_536
 _DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -153,6 +154,10 @@ def prepare_sitemap(
         body = body[: settings.max_sitemap_bytes]
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]  # a UTF-8 byte-order mark: sniffed byte for byte, it hid the markup behind "ï»¿"
+    if body[:1] in _BLANK_BYTES and body.lstrip(b" \t\r\n").startswith(b"<?xml"):
+        # White space before the XML declaration (a generator's stray newline) is an error libxml2 recovers from
+        # by dropping references: "?a=1&amp;b=2" came out as "?a=1b=2", another URL (crawler-commons' suite).
+        body = body.lstrip(b" \t\r\n")
     head = _head_text(body)
     stripped = head.lstrip("\ufeff \t\r\n")
     ended_early = None if whole_stream else "the gzip stream ends early (a cut download)"
