@@ -642,3 +642,15 @@ def test_a_percent_encoded_host_that_decodes_to_no_host_name_is_refused_with_its
     refusal = host_refusal(given_url)
     assert refusal is not None and reason in refusal, refusal
     assert host_refusal("https://example%2Ecom/") is None  # control: a good one has no reason
+
+
+def test_a_seed_with_a_percent_encoded_host_scopes_its_host_in_every_spelling() -> None:
+    from harvester.rules.admission import Site
+
+    site = Site(Settings(), SiteProfile(name="sv", seeds=["https://www.0251-sachverst%c3%a4ndiger.de/"]))
+    assert site.seeds_of("https://www.xn--0251-sachverstndiger-ozb.de") == [
+        "https://www.xn--0251-sachverstndiger-ozb.de/"]
+    for spelling in ("https://www.xn--0251-sachverstndiger-ozb.de/a", "https://www.0251-sachverständiger.de/a",
+                     "https://www.0251-sachverst%C3%A4ndiger.de/a"):
+        assert site.in_scope(spelling), spelling
+    assert not site.in_scope("https://www.0251-sachverstandiger.de/a")  # control: another host stays out
