@@ -78,6 +78,17 @@ DEFAULT_CONFIG_FILE = Path("harvester.toml")
 _BAD_HOST_CHAR = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
 """Characters no host name (nor IDN) can hold: a seed with one is a typo to report, not a crawl of nothing."""
 
+SITEMAP_PROTOCOL_MAX_BYTES = 52_428_800
+"""sitemaps.org: a sitemap file may hold up to 50 MiB uncompressed (and 50,000 URLs): a file inside both is read
+in full; ``max_sitemap_bytes`` cuts only above them."""
+
+SITEMAP_PROTOCOL_MAX_URLS = 50_000
+"""sitemaps.org: URLs per sitemap file, and sitemaps per index."""
+
+DEFAULT_MAX_SITEMAP_BYTES = SITEMAP_PROTOCOL_MAX_BYTES + 2**20
+"""The protocol's 50 MiB plus 1 MiB of headroom (a byte-order mark, white space, a generator that counts its
+limit in characters): the decompressed cap, and the fetch's body cap for sitemaps (wire bytes, gzip'd or not)."""
+
 DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "utm_source", "utm_medium", "utm_campaign", "utm_term", "utm_content", "utm_id", "utm_name",
     "gclid", "dclid", "gbraid", "wbraid", "fbclid", "msclkid", "yclid", "mc_cid", "mc_eid", "_ga", "_gl",
@@ -203,9 +214,13 @@ class UrlSettings(_Group):
 class DiscoverySettings(_Group):
     known_sitemap_paths: tuple[str, ...] = ("/sitemap.xml", "/sitemap_index.xml", "/sitemap.xml.gz")
     max_sitemap_bytes: int = Field(
-        50 * 10**6 + 10**6, gt=0, description="Decompressed cap per sitemap (protocol limit 50 MB)."
+        DEFAULT_MAX_SITEMAP_BYTES, gt=0,
+        description="Decompressed cap per sitemap, and the fetch's body cap for one (protocol limit 50 MiB: "
+        "52,428,800 bytes; the default adds 1 MiB of headroom).",
     )
-    max_sitemap_urls: int = Field(50_000, gt=0, description="URLs kept per sitemap file (protocol limit).")
+    max_sitemap_urls: int = Field(
+        SITEMAP_PROTOCOL_MAX_URLS, gt=0, description="URLs kept per sitemap file (protocol limit 50,000)."
+    )
     max_sitemap_depth: int = Field(4, ge=1, le=10, description="Index nesting followed.")
     max_sitemaps_per_host: int = Field(2_000, ge=1, description="Sitemap files fetched per host per run.")
     max_feed_bytes: int = Field(10 * 2**20, gt=0)

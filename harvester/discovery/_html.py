@@ -71,9 +71,18 @@ def parse_html(body: bytes, content_type: str | None = None) -> Any:
         return None
 
 
+HTML_SPACE = " \t\n\f\r"
+"""What HTML strips around an attribute's URL: ``str.strip`` also takes control characters (\\x1c-\\x1f, \\x85)."""
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ufffd]")
+"""A control character, or U+FFFD (what an HTML parser makes of a NUL): an href holding one is refused, never
+repaired into another URL by deleting it (issue 31); ``urljoin`` silently drops tabs and line breaks."""
+
+
 def absolute_http(href: str, base: str) -> str | None:
-    """``href`` resolved against ``base`` when the result is http(s) with a host; else None."""
-    href = href.strip()
+    """``href`` resolved against ``base`` when the result is http(s) with a host; else None (also for an href
+    holding a control character)."""
+    href = href.strip(HTML_SPACE)
     if not href:
         return None
     if _plain(href):
@@ -91,6 +100,8 @@ def absolute_http(href: str, base: str) -> str | None:
 
 def joined_http(href: str, base: str) -> str | None:
     """``absolute_http`` by ``urljoin`` alone, for a stripped, non-empty ``href``: the general path."""
+    if _CONTROL.search(href) is not None:
+        return None
     try:
         url = urljoin(base, href)
     except ValueError:
@@ -143,7 +154,7 @@ def has_utf8_form(text: str) -> bool:
 def document_base(root: Any, base_url: str) -> str:
     """The page's ``<base href>`` resolved against its URL (HTML: the first base element with href wins)."""
     for el in root.iter("base"):
-        href = (el.get("href") or "").strip()
+        href = (el.get("href") or "").strip(HTML_SPACE)
         if href:
             return absolute_http(href, base_url) or base_url
     return base_url

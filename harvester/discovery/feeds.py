@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import feedparser
 
-from harvester.discovery._html import absolute_http, document_base, parse_html
+from harvester.discovery._html import HTML_SPACE, absolute_http, document_base, parse_html
+from harvester.discovery.sitemap_model import mark_controls
 from harvester.errors import ContentRejected
 from harvester.rules.classify import FEEDISH_HREF, is_feed_url
 
@@ -98,7 +99,7 @@ def feed_links_in(root: Any, base: str) -> list[str]:
     """``find_feed_links`` over an already parsed document (listings.py parses once for everything)."""
     found: list[str] = []
     for el in root.iter("link", "a"):
-        href = (el.get("href") or "").strip()
+        href = (el.get("href") or "").strip(HTML_SPACE)
         if not href or href.startswith("#") or not names_a_feed(el, href):
             continue
         url = absolute_http(href, base)
@@ -134,6 +135,8 @@ def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) ->
     if _ENTITY_DECL.search(body[:65536]):
         raise ContentRejected(f"feed {url} declares XML entities (billion laughs / XXE): refused")
     # feedparser never fetches when handed bytes; resolve_relative_uris and sanitizing are for content we skip.
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<")):  # never in UTF-16/32: NUL bytes there
+        body = mark_controls(body)  # a link holding a control character is refused, not stripped of it
     parsed = feedparser.parse(body, resolve_relative_uris=False, sanitize_html=False)
     version = str(parsed.get("version") or "")
     kind: FeedKind = "atom" if version.startswith("atom") else "rss" if version.startswith("rss") else "unknown"
@@ -172,7 +175,7 @@ def _parse_json_feed(body: bytes, *, url: str, max_entries: int) -> FeedDoc:
         return doc
     doc.title = _text(data.get("title"))
     next_url = data.get("next_url")
-    if isinstance(next_url, str) and (absolute := absolute_http(next_url.strip(), url)) not in (None, url):
+    if isinstance(next_url, str) and (absolute := absolute_http(next_url, url)) not in (None, url):
         doc.next_page = absolute
     items = data.get("items")
     if not isinstance(items, list):
@@ -226,7 +229,7 @@ def _history_links(links: Any, url: str) -> tuple[str | None, str | None]:
         rel = str(link.get("rel") or "").strip().lower()
         href = link.get("href")
         if rel in ("next", "prev-archive") and rel not in found and isinstance(href, str) and href.strip():
-            absolute = absolute_http(href.strip(), url)
+            absolute = absolute_http(href, url)
             if absolute is not None and absolute != url:
                 found[rel] = absolute
     return found.get("next"), found.get("prev-archive")
@@ -234,19 +237,20 @@ def _history_links(links: Any, url: str) -> tuple[str | None, str | None]:
 
 def _finish(doc: FeedDoc, invalid: int, max_entries: int) -> None:
     if invalid:
-        doc.problems.append(f"{invalid} entries without an absolute http(s) link dropped")
+        doc.problems.append(f"{invalid} entries without an absolute http(s) link (or with a control character in it)"
+                            " dropped")
     if doc.over_limit:
         doc.problems.append(f"more than {max_entries} entries: the rest dropped")
 
 
 def _entry_link(item: Any) -> str | None:
     link = item.get("link")
-    if isinstance(link, str) and link.strip():
-        return link.strip()
+    if isinstance(link, str) and link.strip(HTML_SPACE):
+        return link.strip(HTML_SPACE)  # never a control character: ``absolute_http`` refuses one
     for candidate in item.get("links") or ():
         href = candidate.get("href")
         if href and candidate.get("rel", "alternate") == "alternate":
-            return str(href).strip()
+            return str(href).strip(HTML_SPACE)
     guid = item.get("id")
     if isinstance(guid, str) and guid.startswith(("http://", "https://")) and item.get("guidislink", True):
         return guid

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harvester.discovery._html import absolute_http, document_base, parse_html
+from harvester.discovery._html import HTML_SPACE, absolute_http, document_base, parse_html
 from harvester.discovery.feeds import names_a_feed
 from harvester.rules.classify import is_pagination
 
@@ -155,7 +155,7 @@ def links_of(root: Any, *, base_url: str) -> PageLinks:
         href = el.get("href")
         if not href:
             continue
-        href = href.strip()
+        href = href.strip(HTML_SPACE)
         if not href or href.startswith("#") or href[:11].lower().startswith(_NOT_PAGE_PREFIXES):
             continue
         rels = (el.get("rel") or "").lower().split()

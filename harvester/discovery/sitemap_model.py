@@ -25,6 +25,36 @@ XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)[
 
 
 
+CONTROL_MARK = b"\t&#xE000;"
+"""What ``prepare_sitemap`` writes in place of a control character XML forbids (raw, or as a character reference):
+libxml2's recovery deletes those, which turned "/a<NUL>b" into "/ab", a URL the site never named. A tab (no URL
+holds one) then U+E000 (no strip removes it), so the ``<loc>`` holding it is refused, by class (issue 31)."""
+
+_CONTROL_IN_LOC = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+_FORBIDDEN_CONTROL = re.compile(
+    rb"[\x00-\x08\x0b\x0c\x0e-\x1f]|&#(?:[xX]0*(?:[0-8bBcCeEfF]|1[0-9a-fA-F])|0*(?:[0-8]|1[124-9]|2[0-9]|3[01]));"
+)
+"""A control character XML 1.0 forbids, raw or as a character reference: libxml2's recovery and expat delete it or
+stop there. Any ASCII-compatible encoding writes these as these bytes."""
+
+
+def mark_controls(body: bytes) -> bytes:
+    """``body`` with each forbidden control character replaced by ``CONTROL_MARK``, so the ``<loc>`` (or feed
+    link) that held it is refused instead of read as the URL its deletion makes (issue 31: "/a<NUL>b" was fetched
+    as "/ab"). For ASCII-compatible bodies (a UTF-16/32 one is full of NUL bytes)."""
+    if _FORBIDDEN_CONTROL.search(body) is None:
+        return body
+    return _FORBIDDEN_CONTROL.sub(CONTROL_MARK, body)
+
+
+def has_control(loc: str) -> bool:
+    """True when ``loc`` holds a control character (C0, DEL or C1) or the mark of one (``CONTROL_MARK``): such a
+    ``<loc>`` is unusable, never repaired (deleting the character makes another URL)."""
+    return _CONTROL_IN_LOC.search(loc) is not None or loc.startswith(("\ue000", "&#xE000;"))
+
+
 MAX_LOC_LENGTH = 8192
 """A ``<loc>`` longer than this is dropped before canonicalization (the protocol says 2,048 characters)."""
 
@@ -88,9 +118,25 @@ def clean_text(value: str | None) -> str | None:
     if not value:
         return None
     if "&" in value:
-        value = ENTITY_REF.sub(lambda m: html.unescape(m.group(0)), value)
-    value = value.strip()
+        value = ENTITY_REF.sub(_unescape, value)
+    value = value.strip(_BLANKS)
     return value or None
+
+
+_BLANKS = "".join(ch for ch in map(chr, range(0x3001)) if ch.isspace() and not _CONTROL_IN_LOC.match(ch)) + "\t\r\n"
+"""What ``clean_text`` strips: white space, but never a control character (``str.strip`` also takes \\x1c-\\x1f
+and \\x85, which made "https://h/a<US>" the URL "https://h/a")."""
+
+
+def _unescape(match: re.Match[str]) -> str:
+    """One complete reference decoded; one naming a control character becomes that character (html.unescape
+    deletes most of them, or makes U+FFFD of ``&#0;``: a URL the site never named), for ``has_control``."""
+    ref = match.group(0)
+    if ref[1] == "#":
+        number = int(ref[3:-1], 16) if ref[2] in "xX" else int(ref[2:-1])
+        if number < 0x20 or 0x7F <= number <= 0x9F:
+            return chr(number)
+    return html.unescape(ref)
 
 
 def is_absolute_http(loc: str) -> bool:
@@ -105,8 +151,7 @@ def is_absolute_http(loc: str) -> bool:
     else:
         return False
     return (
-        bool(rest) and rest[0] not in "/?#:@" and "\n" not in rest and "\r" not in rest and "\t" not in rest
-        and (rest.isascii() or has_utf8_form(rest))
+        bool(rest) and rest[0] not in "/?#:@" and not has_control(rest) and (rest.isascii() or has_utf8_form(rest))
     )
 
 
@@ -161,11 +206,15 @@ def validated_entries(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) 
     """The entries every parser yields, after the checks every parser shares: valid loc, dedupe, limit."""
     seen: set[str] = set()
     invalid: list[str] = []
+    controls: list[str] = []
     counts = doc.counts
     counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
     try:
         for entry in raw:
             loc = entry.loc
+            if has_control(loc):
+                count_control(counts, controls, loc)
+                continue
             if not is_absolute_http(loc):
                 counts["invalid_loc"] += 1
                 if len(invalid) < 3:
@@ -186,8 +235,21 @@ def validated_entries(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) 
     finally:
         if counts.get("without_loc"):
             doc.problem(f"{counts['without_loc']} <url> elements without a <loc> skipped")
+        report_controls(doc, controls)
         if counts["invalid_loc"]:
             doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+
+
+def count_control(counts: dict[str, int], examples: list[str], loc: str) -> None:
+    counts["control_loc"] = counts.get("control_loc", 0) + 1
+    if len(examples) < 3:
+        examples.append(_CONTROL_IN_LOC.sub("\N{REPLACEMENT CHARACTER}", loc.replace("\t\ue000", "\t"))[:100])
+
+
+def report_controls(doc: SitemapDoc, examples: list[str]) -> None:
+    if doc.counts.get("control_loc"):
+        doc.problem(f"{doc.counts['control_loc']} <loc> values holding a control character refused, never repaired "
+                    f"into another URL (e.g. {examples!r}, the character shown as U+FFFD)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,13 @@ from harvester.discovery.sitemap_model import (
     SitemapDoc,
     SitemapEntry,
     clean_text,
+    count_control,
+    has_control,
     is_absolute_http,
     parse_changefreq,
     parse_lastmod,
     parse_priority,
+    report_controls,
 )
 from harvester.settings import DiscoverySettings
 
@@ -38,13 +41,18 @@ _SCAN_ASCII = frozenset(("us-ascii", "ascii"))
 _SCAN_FORBIDDEN = bytes((*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20)))
 _SCAN_ALLOWED = bytes(b for b in range(256) if b not in _SCAN_FORBIDDEN)
 _SCAN_FIELD = "|".join(f"<{name}>([^<]*)</{name}>" for name in ("loc", "lastmod", "changefreq", "priority"))
-# The four fields in any order; a repeated one keeps its last value, as ``_url_entry`` does.
+# The four fields in any order; a repeated lastmod, changefreq or priority keeps its last value, as
+# ``_url_entries`` does (a repeated ``<loc>`` never gets here: the content pattern sends it to lxml).
 _SCAN_URL = re.compile(rf"<url>{_WS}*(?:(?:{_SCAN_FIELD}){_WS}*)*</url>")
-# The whole root's content: ``<url>`` elements, white space and stray fields between them (which lxml ignores too),
-# and nothing else. Every repetition is possessive and every alternative starts differently, so a hostile file costs
-# one linear pass, never a backtracking search.
-_SCAN_FIELD_BARE = _SCAN_FIELD.replace("([^<]*)", "[^<]*+")
-_SCAN_CONTENT = re.compile(rf"(?:{_WS}++|<url>(?:{_WS}++|{_SCAN_FIELD_BARE})*+</url>|{_SCAN_FIELD_BARE})*+")
+# The whole root's content: ``<url>`` elements of at most one ``<loc>`` each, white space, and stray lastmod,
+# changefreq or priority elements between them (which lxml ignores too), and nothing else: several ``<loc>`` in one
+# ``<url>``, or a ``<loc>`` outside any, are lxml's to read and report. Every repetition is possessive and every
+# alternative starts differently, so a hostile file costs one linear pass, never a backtracking search.
+_SCAN_OTHER_BARE = "|".join(f"<{name}>[^<]*+</{name}>" for name in ("lastmod", "changefreq", "priority"))
+_SCAN_CONTENT = re.compile(
+    rf"(?:{_WS}++|<url>(?:{_WS}++|{_SCAN_OTHER_BARE})*+(?:<loc>[^<]*+</loc>(?:{_WS}++|{_SCAN_OTHER_BARE})*+)?</url>"
+    rf"|{_SCAN_OTHER_BARE})*+"
+)
 
 SCAN_WINDOW = 262_144
 """Characters the scanner hands one regular-expression call. A call holds the GIL (so an event loop) for its
@@ -57,7 +65,7 @@ def scan_urlset(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDo
     """A plain urlset read with one regular expression instead of an XML parser, or None for lxml to read.
 
     Most sitemaps are generated: a sitemaps.org ``<urlset>`` of ``<url>`` elements holding ``<loc>``,
-    ``<lastmod>``, ``<changefreq>`` and ``<priority>``, and nothing else. For those, lxml's
+    ``<lastmod>``, ``<changefreq>`` and ``<priority>`` (one ``<loc>`` each), and nothing else. For those, lxml's
     per-element events and element objects cost several times what admitting the URL does. The shape is proven
     before the first entry is produced, so the choice never changes half-way: the root's whole content must be
     ``<url>`` elements of those fields, white space, and stray fields between them (which lxml ignores too).
@@ -150,10 +158,11 @@ def _xml_text(value: str) -> str:
 
 
 def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit: int) -> Iterator[SitemapEntry]:
-    """``_url_entry`` and ``validated_entries`` in one loop for scanned ``<url>`` elements (the same entries, counts and
-    problems); dates and priorities repeat, so each distinct text is parsed once per file."""
+    """``_url_entries`` and ``validated_entries`` in one loop for scanned ``<url>`` elements (the same entries, counts
+    and problems); dates and priorities repeat, so each distinct text is parsed once per file."""
     seen: set[str] = set()
     invalid: list[str] = []
+    controls: list[str] = []
     counts = doc.counts
     counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
     lastmods: dict[str, datetime | None] = {}
@@ -164,6 +173,9 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             loc = clean_text(_xml_text(raw_loc)) if raw_loc else None
             if loc is None:
                 without_loc += 1
+                continue
+            if has_control(loc):
+                count_control(counts, controls, loc)
                 continue
             if not is_absolute_http(loc):
                 counts["invalid_loc"] += 1
@@ -200,5 +212,6 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
         if without_loc:  # as ``_urlset_entries`` counts them, so both paths give one document
             counts["without_loc"] = without_loc
             doc.problem(f"{without_loc} <url> elements without a <loc> skipped")
+        report_controls(doc, controls)
         if counts["invalid_loc"]:
             doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")

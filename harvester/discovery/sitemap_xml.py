@@ -241,36 +241,79 @@ def _events_from(doc: SitemapDoc, events: Any, first: Any) -> Iterator[Any]:
 def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[SitemapEntry]:
     cache = names.cache
     foreign = names.foreign
-    foreign_entries = 0
+    foreign_entries = several = stray = nested = 0
+    parent = None
     counts = doc.counts
     try:
         for _, elem in events:
             tag = elem.tag
             if (cache.get(tag) or names(tag)) != "sitemap:url":
                 continue
-            entry = _url_entry(elem, names)
-            # Bounded memory: drop the finished element and everything before it.
-            elem.clear()
+            entries = _url_entries(elem, names)
             parent = elem.getparent()
-            if parent is not None:
-                while elem.getprevious() is not None:
-                    del parent[0]
-            if entry is None:
+            nested += parent is not None and names(parent.tag) == "sitemap:url"
+            stray += _release(elem, names)
+            if not entries:
                 counts["without_loc"] = counts.get("without_loc", 0) + 1  # the problem is ``validated_entries``'s
                 continue
+            if len(entries) > 1:
+                several += 1
             if foreign and tag in foreign:
                 foreign_entries += 1
-            yield entry
+            yield from entries
+        stray += _stray_locs(parent, names)
     except etree.XMLSyntaxError as exc:
         doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
     finally:
+        _report_shape(doc, "url", several=several, nested=nested, stray=stray)
         if foreign_entries:
             counts["foreign_namespace"] = foreign_entries
             doc.problem(names.foreign_problem(foreign_entries, "url"))
 
 
-def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
-    loc = lastmod = changefreq = priority = None
+def _report_shape(doc: SitemapDoc, what: str, *, several: int, nested: int, stray: int) -> None:
+    """Problems (and counts) for entries whose ``<loc>`` are not one per ``<url>`` / ``<sitemap>``: each one read
+    is reported, so none is lost without a word (issue 31)."""
+    if several:
+        doc.counts["several_locs"] = several
+        doc.problem(f"{several} <{what}> elements with several <loc> (an unclosed <{what}>, or a hand-made list): "
+                    "each <loc> read as an entry of its own, without the element's <lastmod> (it dates none of them)")
+    if nested:
+        doc.counts["nested_entries"] = nested
+        doc.problem(f"{nested} <{what}> elements inside another (the one before was not closed): read as entries "
+                    "of their own")
+    if stray:
+        doc.counts["stray_locs"] = stray
+        doc.problem(f"{stray} <loc> elements outside any <{what}> ignored (no entry holds them)")
+
+
+def _release(elem: Any, names: _Names) -> int:
+    """Bounded memory: drop a finished entry element and everything before it, unless it sits inside another
+    entry (an unclosed ``<url>`` or ``<sitemap>`` that recovery nests the next one in): what precedes it there
+    is the outer entry's own ``<loc>``, read when that one ends. Returns how many ``<loc>`` outside any entry
+    were dropped with it (stray ones, between entries)."""
+    elem.clear()
+    parent = elem.getparent()
+    if parent is None or names(parent.tag) in ("sitemap:url", "sitemap:sitemap"):
+        return 0
+    stray = 0
+    while (previous := elem.getprevious()) is not None:
+        stray += names(previous.tag) == "sitemap:loc"
+        del parent[0]
+    return stray
+
+
+def _stray_locs(parent: Any, names: _Names) -> int:
+    """``<loc>`` elements left directly under the root after its last entry."""
+    return 0 if parent is None else sum(names(child.tag) == "sitemap:loc" for child in parent)
+
+
+def _url_entries(elem: Any, names: _Names) -> list[SitemapEntry]:
+    """The entries of one ``<url>``: one per sitemaps.org ``<loc>`` (a ``<loc>`` in another namespace only when it
+    has none), usually one; with several, none carries the element's lastmod (it cannot say whose it is)."""
+    locs: list[str | None] = []
+    foreign_locs: list[str | None] = []
+    lastmod = changefreq = priority = None
     news: dict[str, str | None] = {}
     images: list[str] = []
     cache = names.cache
@@ -278,8 +321,7 @@ def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
         tag = child.tag
         name = cache.get(tag) or names(tag)
         if name == "sitemap:loc":
-            if loc is None or tag not in names.foreign:  # a sitemaps.org <loc> beats another namespace's
-                loc = child.text
+            (foreign_locs if tag in names.foreign else locs).append(child.text)
         elif name == "sitemap:lastmod":
             lastmod = child.text
         elif name == "sitemap:changefreq":
@@ -292,17 +334,15 @@ def _url_entry(elem: Any, names: _Names) -> SitemapEntry | None:
                 images.append(image)
         elif name.startswith("news:"):
             news[name[5:]] = child.text
-    loc = clean_text(loc)
-    if loc is None:
-        return None
-    return SitemapEntry(
-        loc=loc,
-        lastmod=parse_lastmod(clean_text(lastmod)) if lastmod else None,
-        changefreq=parse_changefreq(clean_text(changefreq)) if changefreq else None,
-        priority=parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY,
-        news=_news(news) if news else None,
-        images=images or (),
-    )
+    found = [loc for raw in (locs or foreign_locs) if (loc := clean_text(raw)) is not None]
+    if not found:
+        return []
+    when = parse_lastmod(clean_text(lastmod)) if lastmod and len(found) == 1 else None
+    frequency = parse_changefreq(clean_text(changefreq)) if changefreq else None
+    value = parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY
+    first = SitemapEntry(loc=found[0], lastmod=when, changefreq=frequency, priority=value,
+                         news=_news(news) if news else None, images=images or ())
+    return [first, *(SitemapEntry(loc, None, frequency, value) for loc in found[1:])]
 
 
 def _news(fields: dict[str, str | None]) -> dict[str, Any] | None:
@@ -354,32 +394,36 @@ def _split_list(value: str | None) -> list[str]:
 
 def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, limit: int) -> None:
     """Index children, read eagerly (an index is at most 50,000 short entries), validated and deduplicated."""
-    invalid = foreign = 0
+    invalid = foreign = several = stray = nested = 0
     for elem in elements:
         if names(elem.tag) != "sitemap:sitemap":
             continue
         foreign += elem.tag in names.foreign
-        loc = lastmod = None
+        locs: list[str | None] = []
+        foreign_locs: list[str | None] = []
+        lastmod = None
         for child in elem.iterdescendants():
             name = names(child.tag)
             if name == "sitemap:loc":
-                if loc is None or child.tag not in names.foreign:
-                    loc = child.text
+                (foreign_locs if child.tag in names.foreign else locs).append(child.text)
             elif name == "sitemap:lastmod":
                 lastmod = child.text
-        elem.clear()
         parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
-        add_child(doc, clean_text(loc), parse_lastmod(clean_text(lastmod)), limit)
-        if loc is not None and not is_absolute_http(clean_text(loc) or ""):
-            invalid += 1
+        nested += parent is not None and names(parent.tag) == "sitemap:sitemap"
+        stray += _release(elem, names)
+        found = [clean_text(raw) for raw in (locs or foreign_locs) if raw is not None]
+        several += len(found) > 1
+        dated = parse_lastmod(clean_text(lastmod)) if len(found) == 1 else None  # several: whose date is it?
+        for loc in found:
+            add_child(doc, loc, dated, limit)
+            if not is_absolute_http(loc or ""):
+                invalid += 1
         if doc.over_limit:
             break
     if foreign:
         doc.counts["foreign_namespace"] = foreign
         doc.problem(names.foreign_problem(foreign, "sitemap"))
+    _report_shape(doc, "sitemap", several=several, nested=nested, stray=stray)
     finish_index(doc, invalid)
 
 
@@ -398,7 +442,7 @@ def finish_index(doc: SitemapDoc, invalid: int) -> None:
     doc.counts["children"] = len(doc.children)
     if invalid:
         doc.counts["invalid_loc"] = invalid
-        doc.problem(f"{invalid} child <loc> values not absolute http(s) URLs dropped")
+        doc.problem(f"{invalid} child <loc> values not absolute http(s) URLs (or holding a control character) dropped")
     if doc.url in doc.child_lastmod:
         doc.problem("index lists itself")
 

@@ -20,13 +20,14 @@ from harvester.discovery.sitemap_model import (
     PreparedSitemap,
     SitemapDoc,
     SitemapEntry,
+    mark_controls,
     validated_entries,
 )
 from harvester.discovery.sitemap_scan import scan_urlset
 from harvester.discovery.sitemap_usp import parse_usp
 from harvester.discovery.sitemap_xml import parse_lxml, unterminated_cut, wide_codec
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.settings import DiscoverySettings
+from harvester.settings import SITEMAP_PROTOCOL_MAX_BYTES, DiscoverySettings
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ ParserChoice = Literal["auto", "lxml", "usp"]
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+_BLANK_BYTES = (b" ", b"\t", b"\r", b"\n")
 
 _PROLOG_SCAN = 65_536
 _DTD = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -152,6 +154,10 @@ def prepare_sitemap(
         body = body[: settings.max_sitemap_bytes]
     if body.startswith(b"\xef\xbb\xbf"):
         body = body[3:]  # a UTF-8 byte-order mark: sniffed byte for byte, it hid the markup behind "ï»¿"
+    if body[:1] in _BLANK_BYTES and body.lstrip(b" \t\r\n").startswith(b"<?xml"):
+        # White space before the XML declaration (a generator's stray newline) is an error libxml2 recovers from
+        # by dropping references: "?a=1&amp;b=2" came out as "?a=1b=2", another URL (crawler-commons' suite).
+        body = body.lstrip(b" \t\r\n")
     head = _head_text(body)
     stripped = head.lstrip("\ufeff \t\r\n")
     ended_early = None if whole_stream else "the gzip stream ends early (a cut download)"
@@ -168,6 +174,8 @@ def prepare_sitemap(
     if _DTD.search(head):
         raise ContentRejected(f"sitemap {url} has a DOCTYPE/ENTITY declaration (billion laughs / XXE): refused")
     wide = wide_codec(body) if b"\x00" in body[:512] else None  # UTF-16/32: repaired and pre-scanned as text
+    if wide is None:
+        body = mark_controls(body)
     entries_end = entries_cut(body, stripped, wide)
     if entries_end is not None:  # the root never closes: libxml2 would close a cut <loc> as if it were whole
         body = body[: entries_end.at]
@@ -222,7 +230,9 @@ def _finished(
         doc.problem(f"{repaired} bare '&' escaped (not well-formed XML)")
     if truncated:
         doc.over_limit = doc.truncated = True
-        doc.problem(f"larger than {settings.max_sitemap_bytes} bytes: cut at the cap")
+        below = settings.max_sitemap_bytes < SITEMAP_PROTOCOL_MAX_BYTES
+        within = f" (a cap below the protocol's {SITEMAP_PROTOCOL_MAX_BYTES:,})" if below else ""
+        doc.problem(f"larger than {settings.max_sitemap_bytes} bytes{within}: cut at the cap")
     if ended_early is not None:
         doc.truncated = True
         doc.problem(ended_early)
@@ -248,11 +258,16 @@ def _head_text(body: bytes) -> str:
 # --- plain text --------------------------------------------------------------------------------------------
 
 
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def _text_entries(body: bytes) -> Iterator[SitemapEntry]:
-    """sitemaps.org text format: one URL per line, UTF-8."""
+    """sitemaps.org text format: one URL per line, UTF-8. Lines end at CR, LF or CRLF only, and only blanks and tabs
+    are stripped: ``str.splitlines`` and ``str.strip`` also take control characters (\\x1c-\\x1f, \\x0b, \\x0c,
+    \\x85) as line ends or white space, which cut or trimmed a URL into another; a line holding one is refused."""
     text = body.decode("utf-8", errors="replace").lstrip("\ufeff")
-    for line in text.splitlines():
-        loc = line.strip()
+    for line in _LINE_END.split(text):
+        loc = line.strip(" \t")
         if loc:
             yield SitemapEntry(loc=loc, priority=DEFAULT_PRIORITY)
 

@@ -25,9 +25,10 @@ DISALLOW = frozenset(("disallow", "dissallow", "dissalow", "disalow", "diasllow"
 """Rule keys: the RFC's, plus the misspellings Google's reference parser and protego accept (§2.2.4 allows leniency)."""
 
 SITEMAP = frozenset(("sitemap", "sitemaps", "site-map"))
-GROUP_MEMBERS = {"crawl-delay": "Crawl-delay", "crawl delay": "Crawl-delay", "request-rate": "Request-rate",
-                 "request rate": "Request-rate"}
-"""Other records (§2.2.4) that belong to the group being read, rendered under protego's spelling."""
+GROUP_MEMBERS = {"crawl-delay": "Crawl-delay", "crawl delay": "Crawl-delay", "crawldelay": "Crawl-delay",
+                 "request-rate": "Request-rate", "request rate": "Request-rate", "requestrate": "Request-rate"}
+"""Other records (§2.2.4) that belong to the group being read, rendered under protego's spelling (the run-together
+spellings too, which temoto/robotstxt reads: a site that asks for a delay gets it)."""
 
 KNOWN = USER_AGENT | ALLOW | DISALLOW | SITEMAP | frozenset(GROUP_MEMBERS)
 

@@ -10,7 +10,7 @@ import ipaddress
 import logging
 import re
 from functools import lru_cache
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote_to_bytes, urlsplit
 
 import idna
 
@@ -23,7 +23,8 @@ CANONICAL_VERSION: int = 3
 """Stored with every URL: a frontier keyed by an older canonical form is re-keyed explicitly, never silently.
 
 3: userinfo dropped; ``[``, ``]`` and a ``%`` that starts no escape always percent-encoded; a raw control
-character refuses the URL wherever it stands. Only URLs holding one of those changed key."""
+character refuses the URL wherever it stands. Only URLs holding one of those changed key. Percent-encoded hosts
+(decoded, then IDNA: issue 31) were refused before, so they gained a key and none changed: still 3."""
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -48,6 +49,52 @@ _FAST = re.compile(
     r"(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
 )
 _HOST_OK = re.compile(r"[a-z0-9._-]+|\[[0-9a-f:.]+\]")
+
+
+class UnusableHost(ValueError):
+    """A percent-encoded host that decodes to no host name; the message says why (``host_refusal``)."""
+
+
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_NOT_IN_HOST = re.compile(r"[\x00-\x20\x7f-\x9f%/?#\[\]@:\\<>\"{}|^`]")
+"""What a decoded host name may not hold: controls and space, the delimiters of a URL's authority (RFC 3986
+§3.2: ``/ ? # [ ] @ :``), ``%`` (no second decoding) and what no URL holds raw (§2)."""
+
+
+def decoded_host(host: str) -> str:
+    """A registered name written with percent-escapes, decoded (RFC 3986 §3.2.2: "%c3%a4" as JavaScript's
+    ``encodeURI`` writes "ä", "example%2Ecom"): the escapes name UTF-8 octets, and the result is a host name for
+    IDNA to encode like any other. Raises ``UnusableHost`` naming the reason when it decodes to no host name."""
+    if _ESCAPE.sub("", host).count("%"):
+        raise UnusableHost(f"host {host!r}: a '%' that starts no percent-escape")
+    try:
+        name = unquote_to_bytes(host).decode("utf-8")  # raw non-ASCII beside escapes: taken as its UTF-8
+    except UnicodeDecodeError:
+        raise UnusableHost(f"host {host!r}: its percent-escapes are not UTF-8") from None
+    bad = _NOT_IN_HOST.search(name)
+    if bad is not None:
+        raise UnusableHost(f"host {host!r} decodes to {name!r}, which holds {bad.group(0)!r}: no host name does")
+    return name
+
+
+def host_refusal(url: str) -> str | None:
+    """Why ``url``'s percent-encoded host is unusable (what ``canonicalize`` then refuses it for), or None."""
+    try:
+        hostport = urlsplit(url.strip()).netloc.rpartition("@")[2]
+    except ValueError as exc:
+        return str(exc)
+    host = hostport.partition(":")[0] if not hostport.startswith("[") else ""
+    if "%" not in host:
+        return None
+    try:
+        name = decoded_host(host)
+        if not name.isascii():
+            idna.encode(name, uts46=True, transitional=False)
+    except UnusableHost as exc:
+        return str(exc)
+    except (UnicodeError, ValueError) as exc:  # idna's errors: a name IDNA refuses (a symbol, a mapped-away one)
+        return f"host {host!r} decodes to {name!r}, which IDNA refuses: {exc}"
+    return None
 
 
 def _normalize_escapes(text: str) -> str:
@@ -210,6 +257,8 @@ class Canonicalizer:
             port_text = rest[1:]
         else:
             host, _, port_text = hostport.partition(":")
+            if "%" in host:
+                host = decoded_host(host)  # raises UnusableHost (a ValueError): the URL is unusable
         host = host.lower()
         if not host:
             return None

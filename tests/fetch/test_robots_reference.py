@@ -2,9 +2,10 @@
 
 tests/data/robots/google_robotstxt_cases.json: every assertion of google/robotstxt's robots_test.cc;
 tests/data/robots/rfc9309_cases.json: every example of RFC 9309 (§2.2.1–§2.2.4, §5.1, §5.2);
-tests/data/robots/other_suites_cases.json: cases of CPython's test_robotparser.py and protego's tests that add
-something. Each file names its source. Where the RFC overrules Google's suite, the case says why
-(``rfc_overrules``) and the RFC's verdict is asserted.
+tests/data/robots/other_suites_cases.json: CPython's test_robotparser.py (can_fetch, crawl_delay, request_rate),
+crawler-commons' SimpleRobotRulesParserTest, temoto/robotstxt's tests and jimsmart/grobotstxt's examples (its
+robots_test.go ports robots_test.cc). Each file names its source. Where the RFC overrules a suite, the case says
+why (``rfc_overrules``) and the RFC's verdict is asserted.
 """
 
 from __future__ import annotations
@@ -123,4 +124,48 @@ def test_rfc_9309_product_token(case: dict[str, Any]):
 
 @pytest.mark.parametrize("case", of_kind(OTHERS, "allowed"))
 def test_other_suites(case: dict[str, Any]):
-    assert verdict(case["body"].encode(), case["agent"], case["url"]) is case["allowed"], case.get("note")
+    assert verdict(body_of(OTHERS, case), case["agent"], case["url"]) is case["allowed"], case.get("rfc_overrules")
+
+
+def rules_of(body: bytes, user_agent: str) -> RobotsRules:
+    settings = RobotsSettings()
+    state = RobotsState(origin="http://foo.bar", status=200, fetched_at=NOW, expires_at=NOW + timedelta(hours=1),
+                        body=decode_robots(body, settings.max_bytes))
+    return RobotsRules(state, user_agent=user_agent, settings=settings, now_wall=NOW, now_mono=0.0)
+
+
+@pytest.mark.parametrize("case", of_kind(OTHERS, "crawl_delay"))
+def test_other_suites_crawl_delay(case: dict[str, Any]):
+    """The delay of exactly the group RFC 9309 selects (issue 31): crawler-commons' and CPython's cases."""
+    rules = rules_of(body_of(OTHERS, case), case["agent"])
+    assert rules.crawl_delay_s == case["crawl_delay_s"], case.get("rfc_overrules")
+    if "request_rate_s" in case:
+        assert rules.request_rate_s == case["request_rate_s"]
+
+
+@pytest.mark.parametrize("case", of_kind(OTHERS, "status"))
+def test_other_suites_status(case: dict[str, Any]):
+    state = RobotsState(origin="http://foo.bar", status=case["status"], fetched_at=NOW,
+                        expires_at=NOW + timedelta(hours=1), body="")
+    rules = RobotsRules(state, user_agent="anybot", settings=RobotsSettings(), now_wall=NOW, now_mono=0.0)
+    assert rules.allowed("http://foo.bar/") is case["allowed"]
+
+
+@pytest.mark.parametrize("case", of_kind(OTHERS, "sitemaps"))
+def test_other_suites_sitemaps(case: dict[str, Any]):
+    assert rules_of(body_of(OTHERS, case), case["agent"]).sitemaps == case["sitemaps"]
+
+
+def test_other_suites_differences_are_each_justified():
+    """A case where the harvester differs from its suite names an RFC reason, and still differs (else it belongs
+    with the agreeing cases): crawler-commons' SimpleRobotRulesParserTest, 434 assertions, 45 overruled."""
+    cases = [c for c in OTHERS["cases"] if c["source"] == "crawler-commons"]
+    assert len(cases) == 434
+    differing = [c for c in cases if "crawler_commons" in c]
+    assert len(differing) == 45
+    for case in differing:
+        assert case["rfc_overrules"] in OTHERS["rfc_reasons"]
+        assert case["crawler_commons"] != case.get("allowed", case.get("crawl_delay_s"))
+    temoto = [c for c in OTHERS["cases"] if c["source"] == "temoto"]
+    assert len(temoto) == 128
+    assert [c["rfc_overrules"] for c in temoto if "temoto" in c] == ["token-exact", "no-slash", "no-slash", "no-slash"]

@@ -594,3 +594,63 @@ def test_test_web_traps_bounded_with_control(test_web) -> None:  # type: ignore[
     _, loose_fetched, loose_finished = _crawl(test_web, "c", LOOSE, limit=300)
     assert not loose_finished
     assert loose_fetched == 300
+
+
+# --- issue 31 item 4: percent-encoded hosts (RFC 3986 §3.2.2) -------------------------------------------------
+
+
+@pytest.mark.parametrize(("given_url", "expected"), [
+    ("https://www.0251-sachverst%c3%a4ndiger.de/", "https://www.xn--0251-sachverstndiger-ozb.de/"),  # encodeURI's
+    ("https://www.0251-sachverst%C3%A4ndiger.de:443/a?b=1", "https://www.xn--0251-sachverstndiger-ozb.de/a?b=1"),
+    ("https://example%2Ecom/", "https://example.com/"),
+    ("http://EXAMPLE%2ecom:8080/x", "http://example.com:8080/x"),
+    ("https://u:p@m%C3%BCnchen.example/", "https://xn--mnchen-3ya.example/"),
+    ("https://a%C2%ADb/", "https://ab/"),  # a soft hyphen, mapped away by UTS #46 as in a raw host
+])
+def test_a_percent_encoded_host_is_decoded_then_idna_encoded(given_url: str, expected: str) -> None:
+    canonicalizer = Canonicalizer(Settings().urls)
+    assert canonicalizer(given_url) == expected
+    assert canonicalizer.slow(given_url) == expected
+    assert canonicalizer.fetch_form(given_url) == expected  # the form requested: the host as DNS knows it
+    raw = given_url.replace("%c3%a4", "ä").replace("%C3%A4", "ä").replace("%2E", ".").replace("%2e", ".")
+    assert canonicalizer(raw) == expected  # the same key as the raw spelling
+
+
+def test_the_fetch_form_of_a_percent_encoded_host_keeps_the_sites_query_order() -> None:
+    form = Canonicalizer(Settings().urls).fetch_form("https://www.0251-sachverst%c3%a4ndiger.de/s?z=1&a=2")
+    assert form == "https://www.xn--0251-sachverstndiger-ozb.de/s?z=1&a=2"
+
+
+@pytest.mark.parametrize(("given_url", "reason"), [
+    ("http://ho%00st/", "holds '\\x00'"),
+    ("http://ho%0Ast/", "holds '\\n'"),
+    ("http://ho%20st/", "holds ' '"),
+    ("http://ho%2Fst/", "holds '/'"),
+    ("http://ho%40st/", "holds '@'"),
+    ("http://ho%3Ast:81/", "holds ':'"),
+    ("http://ho%25st/", "holds '%'"),  # no second decoding
+    ("http://a%b/", "starts no percent-escape"),
+    ("https://example.com%80/", "not UTF-8"),
+    ("https://%e2%98%83/", "IDNA refuses"),  # a snowman: no IDNA 2008 label
+    ("https://%C2%AD/", "IDNA refuses"),  # decodes to nothing
+])
+def test_a_percent_encoded_host_that_decodes_to_no_host_name_is_refused_with_its_reason(given_url: str,
+                                                                                       reason: str) -> None:
+    from harvester.rules.urls import host_refusal
+
+    assert canonicalize(given_url, settings=Settings().urls) is None
+    refusal = host_refusal(given_url)
+    assert refusal is not None and reason in refusal, refusal
+    assert host_refusal("https://example%2Ecom/") is None  # control: a good one has no reason
+
+
+def test_a_seed_with_a_percent_encoded_host_scopes_its_host_in_every_spelling() -> None:
+    from harvester.rules.admission import Site
+
+    site = Site(Settings(), SiteProfile(name="sv", seeds=["https://www.0251-sachverst%c3%a4ndiger.de/"]))
+    assert site.seeds_of("https://www.xn--0251-sachverstndiger-ozb.de") == [
+        "https://www.xn--0251-sachverstndiger-ozb.de/"]
+    for spelling in ("https://www.xn--0251-sachverstndiger-ozb.de/a", "https://www.0251-sachverständiger.de/a",
+                     "https://www.0251-sachverst%C3%A4ndiger.de/a"):
+        assert site.in_scope(spelling), spelling
+    assert not site.in_scope("https://www.0251-sachverstandiger.de/a")  # control: another host stays out

@@ -55,3 +55,21 @@ def test_whatwg_exclusions_still_differ_and_each_has_a_reason() -> None:
             assert got == case["harvester"], (reason, case)
             expected = None if case["href"] is None else canonicalize(case["href"], settings=URLS)
             assert got != expected, (reason, case)
+
+
+URL_NORMALIZE = json.loads((DATA / "url_normalize.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", URL_NORMALIZE["cases"],
+                         ids=[f"{c['source']}:{c['input']!r}" for c in URL_NORMALIZE["cases"]])
+def test_url_normalize_cases_agree_up_to_the_canonical_form(case: dict[str, Any]) -> None:
+    assert canonicalize(case["input"], base=case["base"], settings=URLS) == case["canonical"]
+
+
+def test_url_normalize_exclusions_still_differ_and_each_has_a_reason() -> None:
+    """Each difference from niksite/url-normalize is one the RFC decides (the reasons say how): still true."""
+    assert set(URL_NORMALIZE["excluded"]) == set(URL_NORMALIZE["excluded_reasons"])
+    assert sum(map(len, URL_NORMALIZE["excluded"].values())) + len(URL_NORMALIZE["cases"]) == 135
+    for reason, cases in URL_NORMALIZE["excluded"].items():
+        for case in cases:
+            assert canonicalize(case["input"], base=case["base"], settings=URLS) == case["harvester"], (reason, case)
