@@ -71,6 +71,10 @@ class ListingCrawl(FeedReading):
         only when a page before it in this run was mostly news (``_follows``): a list shows its newest items
         first, so once a page holds known items the pages after it hold older, known ones (see
         ``_continuation``). Continuations are handled after the rest of their batch, in claim order.
+
+        A facet variant still to be judged (``FacetChoice.PROBE``) is held, claimed, until no plain listing page
+        is left to claim: judged before the pagination reached its items, a filter listing page 9's items on
+        page 1 looked useful and every variant of it was read. Then the held ones are read one at a time.
         """
         discovery = self.settings.discovery
         budget = discovery.listing_page_budget
@@ -78,13 +82,19 @@ class ListingCrawl(FeedReading):
         limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
         self._listings_started = utcnow()
         self._read_feeds()  # feeds the seeds named
+        held: dict[int, ClaimedUrl] = {}
+        """Facet variants to be judged, waiting (claimed) for the plain listing's end."""
         while fetched < budget:
             claimed = await db(
                 self.store.claim, self.owner, hosts=self.homes(), per_host=min(2 * limit, budget - fetched),
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
             )
-            if not claimed:
-                break
+            ending = not claimed
+            if ending:
+                if not held:
+                    break
+                # Every plain listing page is read: what a variant lists is now judged against all they reach.
+                claimed, held = list(held.values())[: budget - fetched], {}
             firsts: list[ClaimedUrl] = []
             probes: list[ClaimedUrl] = []
             continuations: list[tuple[ClaimedUrl, list[str]]] = []
@@ -95,7 +105,10 @@ class ListingCrawl(FeedReading):
                     items.append(self._variant_not_needed(item))
                     continue
                 if choice is FacetChoice.PROBE:
-                    probes.append(item)
+                    if ending:
+                        probes.append(item)
+                    else:
+                        held[item.id] = item
                     continue
                 before = await self._predecessors(item)
                 if before:
@@ -117,9 +130,12 @@ class ListingCrawl(FeedReading):
             feeds, self._feeds_found = self._feeds_found, []
             done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
                             feeds=feeds)
-            self.counters["listing_pages"] += len(claimed) - done.lost
-            fetched += len(claimed)
+            taken = len(claimed) - sum(1 for item in claimed if item.id in held)
+            self.counters["listing_pages"] += taken - done.lost
+            fetched += taken
             self._read_feeds()
+        if held:  # the budget ran out first: the variants waiting go back to the queue for a later run
+            await db(self.store.release, self.owner, list(held))
         if fetched >= budget:
             self._problem(f"{self.origin}: listing page budget of {budget} reached")
 

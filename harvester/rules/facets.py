@@ -1,4 +1,4 @@
-"""Facet and filter variants of listing pages (``/shop?color=blue``): which to fetch, learned per site from what
+"""Facet and filter variants of listing pages (``/shop?color=blue``): which to fetch, learned per host from what
 the variants already read added, and which listing links only re-present a list (``?view=grid``).
 
 Pure: the listing crawl asks before a fetch and reports what a variant listed that no page read before had;
@@ -44,16 +44,25 @@ def _names(query: str) -> list[str]:
     return [piece.partition("=")[0].lower() for piece in query.split("&") if piece]
 
 
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of a canonical URL (its first three ``/``-pieces)."""
+    return "/".join(url.split("/", 3)[:3])
+
+
 class FacetLearner:
-    """One site's facet verdicts, shared by all its hosts for a run.
+    """One site's facet verdicts for a run, kept per host: two shops of one site may filter differently, so what a
+    parameter did on one host says nothing of another (a shared verdict once let one host's "useful" have every
+    host read every filter page).
 
     A variant adds nothing when every detail it lists came from pages already read (sitemaps, feeds, the plain
-    listing, other variants). A parameter whose variants added nothing ``useless_after`` times, and never added
-    anything, is not fetched any more (``USELESS``); once one of its variants adds an item, every variant of it is
-    fetched (``FETCH``): a site whose only path to some items is a filter keeps full coverage. Once a site has
-    shown ``useless_after`` useless variants and no useful one, a parameter not yet tried gets a single probe: on a
-    site whose filters add nothing, ``useless_after + (parameters - 1)`` variants are read in all (5 with the
-    three of the usual colour/size/brand shop), where the flat ``max_facet_urls`` cap read up to 20 per path.
+    listing read to its end, other variants): the listing crawl asks a variant only once the host's plain listing
+    pages are all read, so an item the pagination reaches later never makes a filter look useful. A parameter
+    whose variants added nothing ``useless_after`` times, and never added anything, is not fetched any more
+    (``USELESS``); once one of its variants adds an item, every variant of it is fetched on that host (``FETCH``):
+    a host whose only path to some items is a filter keeps full coverage. Once a host has shown ``useless_after``
+    useless variants and no useful one, a parameter not yet tried gets a single probe: on a host whose filters add
+    nothing, ``useless_after + (parameters - 1)`` variants are read in all (5 with the three of the usual
+    colour/size/brand shop), where the flat ``max_facet_urls`` cap read up to 20 per path.
 
     Presentation parameters (``listing_presentation_params``) select no items, so a listing link carrying one is
     refused when the same URL without them is a listing already read: the page it is found on, most often.
@@ -67,9 +76,11 @@ class FacetLearner:
         self._facets = frozenset(name.lower() for name in facet_params)
         self._presentation = frozenset(name.lower() for name in presentation_params)
         self._useless_after = max(1, useless_after)
-        self._tallies: dict[str, _Tally] = {}
-        self._useless = 0
-        self._useful = 0
+        self._tallies: dict[tuple[str, str], _Tally] = {}
+        """(origin, parameter) → its variants' verdicts on that host."""
+        self._useless: Counter[str] = Counter()
+        self._useful: Counter[str] = Counter()
+        """Per origin: variants read that added nothing, and that added items."""
         self._plain: set[str] = set()
         self.counts: Counter[str] = Counter()
         """Verdicts learned: ``useless`` and ``useful`` variants read."""
@@ -114,18 +125,20 @@ class FacetLearner:
         names = self.facets_of(url)
         if not names:
             return FacetChoice.PLAIN
-        tallies = [self._tallies.get(name) or _Tally() for name in names]
+        origin = _origin(url)
+        tallies = [self._tallies.get((origin, name)) or _Tally() for name in names]
         if any(t.useful for t in tallies):
             return FacetChoice.FETCH
-        if all(self._tried_enough(t) for t in tallies):
+        if all(self._tried_enough(origin, t) for t in tallies):
             return FacetChoice.USELESS
         return FacetChoice.PROBE
 
-    def _tried_enough(self, tally: _Tally) -> bool:
+    def _tried_enough(self, origin: str, tally: _Tally) -> bool:
         if tally.useful:
             return False
-        # A site whose filters have only ever repeated the plain listing: a further parameter gets one probe.
-        needed = 1 if self._useless >= self._useless_after and not self._useful else self._useless_after
+        # A host whose filters have only ever repeated the plain listing: a further parameter gets one probe.
+        useless, useful = self._useless[origin], self._useful[origin]
+        needed = 1 if useless >= self._useless_after and not useful else self._useless_after
         return tally.useless >= needed
 
     def learned(self, url: str, *, added: int) -> None:
@@ -134,14 +147,12 @@ class FacetLearner:
         if not names:
             return
         useful = added > 0
+        origin = _origin(url)
         for name in names:
-            tally = self._tallies.setdefault(name, _Tally())
+            tally = self._tallies.setdefault((origin, name), _Tally())
             if useful:
                 tally.useful += 1
             else:
                 tally.useless += 1
-        if useful:
-            self._useful += 1
-        else:
-            self._useless += 1
+        (self._useful if useful else self._useless)[origin] += 1
         self.counts["useful" if useful else "useless"] += 1

@@ -7,6 +7,7 @@ bit); now 5 filter pages and no re-presentation, 100% of details found either wa
 
 from __future__ import annotations
 
+from collections import Counter
 from urllib.parse import urlsplit
 
 from harvester import aharvest
@@ -72,3 +73,52 @@ async def test_presentation_links_are_never_fetched(make_web, sqlite_url):
     # ?sort= is dropped from every canonical key; ?view= and ?per_page= keep theirs and are refused, counted.
     assert rejected.get("facet:presentation", 0) > 0, rejected
     assert any("/topics/" in r.path for r in web.records())  # control: the listings themselves were read
+
+
+# --- issue 31: judged against the plain listing read to its end, per host ----------------------------------------
+
+
+def variants_per_host_and_parameter(web) -> Counter[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    counts: Counter[tuple[str, str]] = Counter()
+    for record in web.records():
+        query = urlsplit(record.path).query
+        for name in LISTING_FACETS:
+            if f"{name}=" in query:
+                counts[(record.host, name)] += 1
+    return counts
+
+
+async def test_a_filter_that_relists_items_the_pagination_reaches_is_never_useful(make_web, sqlite_url):
+    """Long paginated listings (10 items a page) whose filter pages list, on their first page, items the plain
+    listing shows only pages later: judged before the pagination got there, such a filter looked useful and every
+    one of its variants was read (24 per host here); judged after the plain listing's end, it adds nothing."""
+    web = make_web([HostSpec(name, pages=240, listing_page_size=10, facets=True) for name in ("p", "q")], seed=11)
+    cycle = await aharvest(Settings.load(database_url=sqlite_url), SiteProfile.build(seeds=tuple(web.seeds)))
+
+    counts = variants_per_host_and_parameter(web)
+    assert counts and max(counts.values()) <= 3, counts
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        stored = {page.url for page in store.iter_pages(latest=True)}
+    for name in ("p", "q"):
+        truth = set(web.truth[name].allowed_detail_urls())
+        assert truth <= stored, sorted(truth - stored)[:5]
+        assert any("/topics/" in r.path and "page=" in r.path for r in web.records() if r.host == name)
+    assert cycle.discover.counters["listing_variants_useful"] == 0
+
+
+async def test_a_verdict_learned_on_one_host_applies_to_that_host_only(make_web, sqlite_url):
+    """Host "f" has items only its filters list (every filter is useful there); host "g" of the same site has
+    filters that add nothing. One verdict for the whole site had "g" read every variant "f" made useful."""
+    web = make_web([HostSpec("f", pages=120, facets=True, facet_only=0.15),
+                    HostSpec("g", pages=120, facets=True)], seed=7)
+    await aharvest(Settings.load(database_url=sqlite_url), SiteProfile.build(seeds=tuple(web.seeds)))
+
+    counts = variants_per_host_and_parameter(web)
+    on_g = {name: count for (host, name), count in counts.items() if host == "g"}
+    assert 0 < sum(on_g.values()) <= 5 and max(on_g.values()) <= 3, counts
+    assert sum(count for (host, _), count in counts.items() if host == "f") > 16, counts  # control: "f" read them
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        stored = {page.url for page in store.iter_pages(latest=True)}
+    only_filtered = {web.truth["f"].origin + p.path for p in web.truth["f"].model.pages
+                     if p.live and p.coverage == "facet"}
+    assert only_filtered <= stored, sorted(only_filtered - stored)[:5]
