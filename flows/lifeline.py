@@ -1,4 +1,5 @@
-"""A flow run started by a Prefect runner or worker stops when that process dies.
+"""A flow run started by a Prefect runner or worker stops cleanly when that process dies or when it is told to stop
+(SIGTERM: ``systemctl stop``, a rolling deploy, ``harvester serve`` or a worker shutting down).
 
 ``harvester serve`` and ``prefect worker start`` run each flow run as a child process. Killed (SIGKILL, OOM), the
 parent can neither cancel its child nor report it, and the child went on fetching (1,302 pages in 8 s), stayed
@@ -7,6 +8,11 @@ child watches its parent: when it is gone (the child is re-parented, so ``os.get
 crawl to stop (``harvester.runtime.request_stop``): no new request is sent, answers in flight are written, leases
 go back, and the run ends ``Crashed`` (``Interrupted``), which ``flows.healing`` schedules again.
 
+SIGTERM starts the same graceful stop. Prefect's own handler raised ``TerminationSignal`` at once in whatever was
+running: the run crashed mid-answer (a page fetched twice by the rerun), and a worker that stopped with it killed
+the process before the crash was reported, so the run stayed Running until the heartbeat automation marked it. Here
+the run drains (the stop takes about one answer's time), then ends ``Crashed`` with the reason as its message.
+
 Only under a runner (``PREFECT__FLOW_RUN_ID`` in the environment, set by Prefect for the child): a flow called
 in-process, by ``harvester harvest`` in a shell, keeps running when that shell goes away (nohup).
 """
@@ -14,11 +20,15 @@ in-process, by ``harvester harvest`` in a shell, keeps running when that shell g
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import signal
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from types import FrameType
 
+import prefect.utilities.engine as engine_utils
+from prefect import get_run_logger
+from prefect._internal.control_listener import get_intent
 from rich.console import Console
 
 from harvester.runtime import request_stop
@@ -28,8 +38,6 @@ POLL_S = 0.5
 
 GRACE_S = 20.0
 """After the stop request, how long the run may take to drain (answers in flight) before it is cancelled."""
-
-logger = logging.getLogger(__name__)
 
 
 def started_by_runner() -> bool:
@@ -55,6 +63,37 @@ def _outlive_the_readers() -> None:
     Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign, assignment]
 
 
+@contextmanager
+def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+    """For the body, SIGTERM calls ``stop`` on the loop instead of Prefect's handler, which raised
+    ``TerminationSignal`` at once in whatever code ran. Each subflow reinstalls Prefect's handler unless the one
+    installed *is* Prefect's (``prefect.utilities.engine._prefect_sigterm_handler``, compared by identity), so ours
+    holds that name for the body. A stop Prefect's runner asks for itself (a cancellation from the UI, a control
+    intent) still goes to Prefect's handler, which marks the run Cancelled."""
+    prefects = getattr(engine_utils, "_prefect_sigterm_handler", None)
+
+    def graceful(signum: int, frame: FrameType | None) -> None:
+        if prefects is not None and get_intent() is not None:
+            prefects(signum, frame)
+            return
+        loop.call_soon_threadsafe(stop)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, graceful)
+    except ValueError:  # not the main thread: Prefect's handling stays
+        yield
+        return
+    if prefects is not None:
+        setattr(engine_utils, "_prefect_sigterm_handler", graceful)  # noqa: B010 -- a private name, on purpose
+    try:
+        yield
+    finally:
+        if prefects is not None:
+            setattr(engine_utils, "_prefect_sigterm_handler", prefects)  # noqa: B010
+        if signal.getsignal(signal.SIGTERM) is graceful:
+            signal.signal(signal.SIGTERM, previous)
+
+
 @asynccontextmanager
 async def parent_lifeline() -> AsyncIterator[None]:
     """For the body: stop the crawl if the process that started this one dies."""
@@ -63,22 +102,42 @@ async def parent_lifeline() -> AsyncIterator[None]:
         return
     parent = os.getppid()
     body = asyncio.current_task()
+    loop = asyncio.get_running_loop()
     _outlive_the_readers()
+    told = asyncio.Event()
+    reasons: list[str] = []
 
-    async def watch() -> None:
+    def on_sigterm() -> None:
+        if not reasons:
+            reasons.append("this run's process was sent SIGTERM (its worker or `harvester serve` is stopping)")
+        told.set()
+
+    async def watch_parent() -> None:
         # Polling: Linux's PR_SET_PDEATHSIG fires when the parent *thread* that forked us exits, not the process.
         while os.getppid() == parent:  # noqa: ASYNC110
             await asyncio.sleep(POLL_S)
-        reason = f"the process that started this run (pid {parent}) is gone"
-        logger.error("%s: stopping; a rerun resumes from the frontier", reason)
+        if not reasons:
+            reasons.append(f"the process that started this run (pid {parent}) is gone")
+        told.set()
+
+    async def stop_when_told() -> None:
+        await told.wait()
+        reason = reasons[0]
+        get_run_logger().warning(
+            "%s: stopping (no new request; answers in flight are written, leases go back); a rerun resumes from "
+            "the frontier", reason,
+        )
         request_stop(reason)
         # A body that does not reach a request (waiting for the site's slot, publishing) is cancelled instead.
         await asyncio.sleep(GRACE_S)
         if body is not None:
             body.cancel(f"{reason}, and the run did not stop within {GRACE_S:.0f} s")
 
-    watcher = asyncio.create_task(watch(), name="parent lifeline")
+    watchers = [asyncio.create_task(watch_parent(), name="parent lifeline"),
+                asyncio.create_task(stop_when_told(), name="graceful stop")]
     try:
-        yield
+        with _sigterm_stops(loop, on_sigterm):
+            yield
     finally:
-        watcher.cancel()
+        for watcher in watchers:
+            watcher.cancel()

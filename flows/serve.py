@@ -17,6 +17,7 @@ from prefect import serve
 from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron
 
+from flows.engine import COMMAND as ENGINE_COMMAND
 from flows.harvest import harvest_flow
 from flows.healing import HEARTBEAT_S, ensure_healing
 from flows.recrawl import recrawl_flow
@@ -28,6 +29,14 @@ TAGS = ["harvester"]
 KINDS = {"harvest": "flows/harvest.py:harvest_flow", "recrawl": "flows/recrawl.py:recrawl_flow"}
 DESCRIPTIONS = {"harvest": "Discover, then extract: the full two-phase harvest.",
                 "recrawl": "Daily conditional re-crawl (304s, not downloads)."}
+
+
+JOB_VARIABLES: dict[str, Any] = {
+    "command": ENGINE_COMMAND,
+    "env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S), "PREFECT_LOGGING_EXTRA_LOGGERS": "harvester"},
+}
+"""How a worker runs a harvester run: through ``flows.engine`` (a stopped worker's run drains and reports), with
+heartbeats (``flows.healing``) and the library's own log lines sent to the run's logs in the UI."""
 
 
 def served_name(site: str) -> str:
@@ -85,7 +94,7 @@ def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: st
                 "tags": [*TAGS, kind, site.profile.name],
                 "schedules": [{"cron": _cron(site, kind), "timezone": site.timezone}],
                 "parameters": _parameters(site, kind, config_file),
-                "work_pool": {"name": pool, "work_queue_name": "default", "job_variables": {}},
+                "work_pool": {"name": pool, "work_queue_name": "default", "job_variables": JOB_VARIABLES},
             }
             for site in sites for kind in KINDS
         ],

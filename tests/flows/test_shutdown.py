@@ -1,0 +1,152 @@
+"""Runs on a process work pool end in a true state (issue 33, items 1 and 2), on the session's started server.
+
+Before: a worker stopped with SIGTERM (``systemctl stop``, a rolling deploy) killed its run's process without the
+graceful stop: the run stayed Running about 85 s until the heartbeat automation marked it, a page was fetched twice
+and a task run was left Running for ever; a worker without ``HARVESTER_HOME`` left its message on its own stdout
+only, never in the run's logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import VENV_BIN, prepared, stop_group
+
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.testing.record import duplicates
+from harvester.testing.sites import HostSpec
+
+REPO = Path(__file__).parents[2]
+WAIT_S = 120.0
+FINAL_WITHIN_S = 10.0
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="module")
+def pool(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A process work pool holding site ``stop``'s deployments, written by ``harvester deployments`` and deployed
+    by ``prefect deploy`` as docs/operations.md says; the workers are each test's own."""
+    home = tmp_path_factory.mktemp("pool-home")
+    (home / "flows").symlink_to(REPO / "flows")  # the checkout the workers run from (HARVESTER_HOME)
+    (home / "sites.toml").write_text('[sites.stop]\nseeds = ["http://127.0.0.1:9/"]\n', encoding="utf-8")
+    name = f"stop-{uuid.uuid4().hex[:6]}"
+    env = {key: value for key, value in prefect_api.items() if not key.startswith("HARVESTER_")}
+    env["PATH"] = f"{VENV_BIN}:{os.environ.get('PATH', '')}"
+    run([str(VENV_BIN / "prefect"), "work-pool", "create", name, "--type", "process"], env, home)
+    said = run([str(VENV_BIN / "harvester"), "deployments", "--sites", "sites.toml", "--pool", name, "-o", "d.yaml"],
+               env, home)
+    run([str(VENV_BIN / "prefect"), "deploy", "--all", "--prefect-file", "d.yaml"], env, home)
+    yield {"name": name, "home": home, "env": env, "said": said}
+    run([str(VENV_BIN / "prefect"), "deployment", "delete", "harvest/stop"], env, home)
+    run([str(VENV_BIN / "prefect"), "deployment", "delete", "recrawl/stop"], env, home)
+
+
+def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(VENV_BIN / "prefect"), "worker", "start", "--pool", pool["name"]],
+            env={**pool["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", **env}, cwd=pool["home"], stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+async def read_run(flow_run_id: Any) -> Any:
+    from prefect import get_client
+
+    async with get_client() as client:
+        return await client.read_flow_run(flow_run_id)
+
+
+async def wait_for(flow_run_id: Any, predicate: Any, what: str, log: Path, within_s: float = WAIT_S) -> Any:
+    deadline = time.monotonic() + within_s
+    while True:
+        run = await read_run(flow_run_id)
+        if run.state is not None and predicate(run.state):
+            return run
+        assert time.monotonic() < deadline, f"never {what} (still {run.state}):\n{log.read_text()[-4000:]}"
+        await asyncio.sleep(0.25)
+
+
+async def running_task_runs(flow_run_id: Any) -> list[str]:
+    """Task runs still Running in the run and in its subflow runs (of every attempt)."""
+    from prefect import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId
+
+    async with get_client() as client:
+        subflows = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
+        ids = [flow_run_id, *(subflow.id for subflow in subflows)]
+        tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
+    return [f"{task.name}: {task.state_name}" for task in tasks if task.state is not None and task.state.is_running()]
+
+
+async def run_logs(flow_run_id: Any) -> str:
+    from prefect import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    async with get_client() as client:
+        logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+    return "\n".join(log.message for log in logs)
+
+
+async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
+    pool, prefect_api, make_web, sqlite_url, tmp_path
+):
+    from prefect import get_client
+
+    from flows.healing import ensure_healing
+
+    await ensure_healing()
+    web = make_web([HostSpec("p", pages=60, latency_s=0.15), HostSpec("q", pages=50, latency_s=0.15)], seed=33)
+    prepared(sqlite_url)
+    log = tmp_path / "worker.log"
+    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
+    worker = start_worker(pool, log, **mine)
+    try:
+        async with get_client() as client:
+            harvest = await client.read_deployment_by_name("harvest/stop")
+            profile = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2}
+            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+        details = {url for name in ("p", "q") for url in web.truth[name].detail_urls()}
+        deadline = time.monotonic() + WAIT_S
+        while sum(1 for r in web.records() if r.url in details) < 10:  # extraction is under way
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        os.killpg(worker.pid, signal.SIGTERM)  # as systemctl stop does (KillMode=mixed): the worker alone
+        ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log,
+                               within_s=FINAL_WITHIN_S)
+        worker.wait(timeout=30)
+        said = await run_logs(created.id)
+        assert "was sent SIGTERM" in said and "stopping (no new request" in said, said
+        assert ended.state.is_crashed() or ended.state.name == "AwaitingRetry", ended.state
+        left = await running_task_runs(created.id)
+        assert left == [], left
+
+        # The retry automation schedules it again; a new worker completes it from the frontier.
+        await wait_for(created.id, lambda s: s.is_scheduled(), "scheduled again", log)
+        worker = start_worker(pool, log, **mine)
+        done = await wait_for(created.id, lambda s: s.is_final(), "finished", log)
+        assert done.state.is_completed(), done.state
+    finally:
+        stop_group(worker)
+    assert duplicates(web.records()) == {}
+    assert await running_task_runs(created.id) == []
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        states = store.url_states()
+    for name in ("p", "q"):
+        assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls())
