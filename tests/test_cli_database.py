@@ -54,6 +54,10 @@ def test_a_path_works_as_db_as_a_url_does(bare_dir):
     out = runner.invoke(app, ["status", "--db", "crawls"])
     assert out.exit_code != 0
     assert "'crawls' is a directory" in _said(out) and "crawls/harvester.db" in _said(out)
+    out = runner.invoke(app, ["harvest", "http://127.0.0.1:9/", "--db", "no-such-dir/crawl.db"])
+    assert out.exit_code != 0
+    assert "the directory no-such-dir does not exist" in _said(out)
+    assert not (bare_dir / "no-such-dir").exists()
 
 
 @pytest.mark.parametrize("command", [

@@ -181,6 +181,9 @@ class StoreBase:
                 raise StoreError(f"no frontier at {path.resolve()} (from {_where(settings)}): nothing to read; "
                                  f"{CREATE_HINT}")
             mode = read_only_mode(path)
+            if not is_default and not path.parent.is_dir():
+                raise StoreError(f"cannot open the frontier at {path}: the directory {path.parent} does not exist; "
+                                 "create it, or name a file in an existing directory")
         if is_default and mode is None and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         store = cls(settings, make_engine(settings, read_only=mode))
