@@ -400,10 +400,11 @@ def db_check(
     with open_frontier(settings, read_only=True) as store:
         where = store.url_display
         problems = store.integrity(full=not quick)
+    how = ("quick" if quick else "full") + " check" if store.dialect == "sqlite" else "every table read through"
     if not problems:
-        console.print(f"{where}: no damage found ({'quick' if quick else 'full'} check)", soft_wrap=True)
+        console.print(f"{where}: no damage found ({how})", soft_wrap=True)
         return
-    say_err(f"{where} is damaged: {len(problems)} problem(s) found ({'quick' if quick else 'full'} check):")
+    say_err(f"{where} is damaged: {len(problems)} problem(s) found ({how}):")
     for problem in problems:
         say_err(f"  - {problem}")
     say_err(DAMAGE_ADVICE)

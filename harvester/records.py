@@ -69,6 +69,7 @@ class ErrorClass(StrEnum):
     PARKED = "parked"  # the host is parked (failures, huge Crawl-delay or Retry-After): no request was sent
     ADDRESS_REFUSED = "address_refused"  # the address policy refused every address of the host: nothing was sent
     UNASKED_304 = "unasked_304"  # a 304 to a request that sent no validator: it names no copy, so nothing arrived
+    INVALID_URL = "invalid_url"  # the HTTP client refuses the URL as written (an odd IPv4 spelling): nothing was sent
 
 
 class ChangeKind(StrEnum):
@@ -326,6 +327,8 @@ class RobotsState:
     etag: str | None = None
     last_modified: str | None = None
     error_class: ErrorClass | None = None
+    refused: str | None = None
+    """The URL the fetch was refused at (a redirect's target, when robots.txt redirected there); not persisted."""
 
 
 @dataclass(slots=True)

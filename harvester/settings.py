@@ -11,8 +11,9 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from ipaddress import IPv4Network, IPv6Network, ip_network
+from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_network
 from pathlib import Path
+from socket import inet_aton, inet_ntoa
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -74,6 +75,25 @@ DEFAULT_USER_AGENT = "harvester/0.1 (+https://harvester.invalid/contact; set HAR
 """Identifies the crawler and where its operator can be reached. Operators should set their own contact."""
 
 DEFAULT_CONFIG_FILE = Path("harvester.toml")
+
+_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.I)
+
+
+def _odd_ipv4(host: str) -> str | None:
+    """The dotted-quad a host means when it is an IPv4 address in another spelling (``0177.0.0.1``, ``0x7f.1``,
+    ``2130706433``: a last label that is a number makes it an address, WHATWG URL §3.5), else None."""
+    labels = host.rstrip(".").split(".")
+    if not labels or not _NUMERIC_LABEL.fullmatch(labels[-1]):
+        return None
+    try:
+        IPv4Address(host)
+    except ValueError:
+        try:
+            return inet_ntoa(inet_aton(host.rstrip(".")))
+        except OSError:
+            return "four decimal numbers from 0 to 255 (a.b.c.d)"
+    return None
+
 
 _BAD_HOST_CHAR = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
 """Characters no host name (nor IDN) can hold: a seed with one is a typo to report, not a crawl of nothing."""
@@ -491,6 +511,10 @@ class SiteProfile(_Group):
                 raise ValueError(f"seed {seed!r} is not an absolute http(s) URL like https://example.org/")
             if _BAD_HOST_CHAR.search(parts.hostname):
                 raise ValueError(f"seed {seed!r}: the host name {parts.hostname!r} has characters no host name has")
+            if (meant := _odd_ipv4(parts.hostname)) is not None:
+                raise ValueError(f"seed {seed!r}: {parts.hostname!r} is an IPv4 address in a spelling clients read "
+                                 f"differently (a leading zero is octal to a browser, httpx refuses it); write "
+                                 f"{meant!r}")
             try:
                 parts.port  # noqa: B018 -- urllib checks the range when the port is read
             except ValueError:

@@ -98,3 +98,41 @@ def test_a_second_signal_stops_at_once_and_says_so(make_web, tmp_path):
     said = err.read_text()
     assert "SIGTERM received again: stopping at once" in said
     assert "harvest stopped" not in said  # the graceful ending was not waited for
+
+
+async def test_pages_answered_404_or_410_are_shown_gone_not_as_errors(serve, sqlite_url):
+    from aiohttp import web
+    from typer.testing import CliRunner
+
+    from harvester import phases
+    from harvester.cli import app
+    from harvester.records import DiscoveredUrl, UrlKind
+    from harvester.settings import SiteProfile
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        status = {"/gone": 404, "/removed": 410, "/private": 403}.get(request.path, 404 if "." in request.path else 200)
+        return web.Response(status=status, text="<html><body>a story</body></html>", content_type="text/html")
+
+    origin = await serve(handler)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{origin}{path}", UrlKind.DETAIL, "sitemap:x")
+                              for path in ("/story", "/gone", "/removed", "/private")])
+        run_id = await phases.begin_run(settings, "extract", profile)
+        result = await phases.extract(store, settings, profile, run_id=run_id)
+    await phases.finish_run(settings, run_id, "extract", [result])
+
+    out = CliRunner().invoke(app, ["status", "--json", "--db", sqlite_url])
+    assert out.exit_code == 0, out.output
+    import json
+
+    status = json.loads(out.output)
+    assert origin in status["last_extract"]["hosts"], status
+    host = status["last_extract"]["hosts"][origin]
+    assert host["gone"] == 2
+    assert host["errors"] == {"http_4xx": 1}  # the control: a 403 is still an error of its own
+    table = CliRunner().invoke(app, ["status", "--db", sqlite_url], env={"COLUMNS": "200"})
+    assert "gone" in table.output and "http_4xx=1" in table.output

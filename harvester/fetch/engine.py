@@ -32,10 +32,17 @@ def refused(url: str, error_class: ErrorClass, error: str) -> FetchResult:
 
 
 def _robots_refusal(url: str, rules: RobotsRules) -> FetchResult:
-    """A URL robots.txt does not let through. When robots.txt itself was refused by the address policy, the
-    host is at an address never fetched: say so, rather than blame a robots.txt that was never read."""
-    if rules.state.error_class is ErrorClass.ADDRESS_REFUSED:
-        return refused(url, ErrorClass.ADDRESS_REFUSED, f"the address policy refused {rules.origin}")
+    """A URL robots.txt does not let through. When robots.txt itself was refused (by the address policy, or by the
+    HTTP client as written), nothing was read: say what was refused, where (the origin, or the address its
+    robots.txt redirected to), rather than blame a robots.txt that was never read."""
+    state = rules.state
+    if state.error_class in (ErrorClass.ADDRESS_REFUSED, ErrorClass.INVALID_URL):
+        where = state.refused or rules.origin
+        if http_origin(where) != rules.origin:
+            where = f"{where} (where {rules.origin}/robots.txt redirects)"
+        why = "the address policy refused" if state.error_class is ErrorClass.ADDRESS_REFUSED else \
+            "the HTTP client refuses the URL"
+        return refused(url, state.error_class, f"{why} {where}")
     return refused(url, ErrorClass.ROBOTS_DISALLOWED, "disallowed by robots.txt")
 
 

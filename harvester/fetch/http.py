@@ -289,8 +289,10 @@ class Fetcher:
             if refined is ErrorClass.CONNECT and state.answered:
                 refined = ErrorClass.PROTOCOL  # the connection dropped mid-answer (httpx-aiohttp calls it a timeout)
             return state.failure(refined, f"{type(exc).__name__}: {exc}")
-        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+        except httpx.UnsupportedProtocol as exc:
             return state.failure(ErrorClass.OUT_OF_SCOPE, f"{type(exc).__name__}: {exc}")
+        except httpx.InvalidURL as exc:
+            return state.failure(ErrorClass.INVALID_URL, f"{type(exc).__name__}: {exc}")
         except zlib.error as exc:
             return state.failure(ErrorClass.BAD_CONTENT, f"undecodable body: {exc}")
         except (httpx.HTTPError, aiohttp.ClientError, OSError, ValueError) as exc:

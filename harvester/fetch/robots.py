@@ -176,6 +176,7 @@ def state_from_fetch(origin: str, result: FetchResult, settings: RobotsSettings,
         origin=origin, status=result.status, fetched_at=now, expires_at=None, body=body,
         etag=result.etag if result.ok else None, last_modified=result.last_modified if result.ok else None,
         error_class=error_class,
+        refused=result.final_url if error_class in (ErrorClass.ADDRESS_REFUSED, ErrorClass.INVALID_URL) else None,
     )
     lifetime = settings.error_cache_s if status_mode(state) == "disallow" else settings.cache_s
     return replace(state, expires_at=now + timedelta(seconds=min(lifetime, 86_400.0)))

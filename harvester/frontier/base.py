@@ -167,9 +167,10 @@ class StoreBase:
         empty SQLite file (nothing in it to migrate with care); any other database behind the head revision
         raises ``SchemaOutOfDate``. True migrates to head; False never does.
 
-        ``read_only`` (status, export): never create, migrate or write; a database that does not exist is an
-        error naming it and how to make one. A SQLite file this process cannot write (permissions, a read-only
-        mount: an archived crawl) is opened read-only whoever asks: setting up its journal would fail first.
+        ``read_only`` (status, export, what extract and recrawl need first): never create a database nor set one
+        up; one that does not exist, or has no tables, is an error naming it and how to make one. A SQLite file
+        this process cannot write (permissions, a read-only mount: an archived crawl) is opened read-only whoever
+        asks: setting up its journal would fail first.
         """
         url = settings.database_url
         is_default = url == DEFAULT_DATABASE_URL
@@ -180,14 +181,19 @@ class StoreBase:
                 raise StoreError(f"no frontier at {path.resolve()} (from {_where(settings)}): nothing to read; "
                                  f"{CREATE_HINT}")
             mode = read_only_mode(path)
+            if not is_default and not path.parent.is_dir():
+                raise StoreError(f"cannot open the frontier at {path}: the directory {path.parent} does not exist; "
+                                 "create it, or name a file in an existing directory")
         if is_default and mode is None and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
         store = cls(settings, make_engine(settings, read_only=mode))
-        if mode is not None or read_only:
+        if mode is not None:
             upgrade = False
         try:
+            if read_only and upgrade is None and store._empty():
+                upgrade = False  # set nothing up in an empty database: say there is no frontier there
             if upgrade or (upgrade is None and (is_default or (store._d.is_sqlite and store._empty()))):
-                store.upgrade()
+                store.upgrade()  # a reader too brings the default file's schema up to date, as before
             else:
                 store._check_revision(read_only=read_only)
         except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down

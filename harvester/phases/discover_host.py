@@ -97,7 +97,10 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
             state = self.rules.state
             why = state.error_class.value if state.error_class is not None else f"http_{state.status}"
             self.counters[f"robots_unavailable:{why}"] += 1
-            self._problem(f"{self.origin}: robots.txt unavailable ({why}): everything is disallowed until it answers")
+            # Name what was refused: the address robots.txt redirected to, not the seed's own origin.
+            at = f" at {state.refused}" if state.refused and not state.refused.startswith(self.origin + "/") else ""
+            self._problem(f"{self.origin}: robots.txt unavailable ({why}{at}): everything is disallowed until it "
+                          "answers")
         parked = self.client.parked(self.origin)
         if parked:
             self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
