@@ -144,9 +144,9 @@ def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
 
 
 def test_a_cycles_new_changed_gone_and_deferred_urls_are_all_listed(capsys):
-    from harvester import cli
+    from harvester import cli_tables
 
-    cli._print_changes({"new": 2, "changed": 1, "gone": 1, "deferred": 7,
+    cli_tables.print_changes({"new": 2, "changed": 1, "gone": 1, "deferred": 7,
                         "new_urls": ["http://h.test/a", "http://h.test/b"], "changed_urls": ["http://h.test/c"],
                         "gone_urls": ["http://h.test/old"]})
     out = capsys.readouterr().out
