@@ -187,8 +187,11 @@ def _run_with_progress(
                 interval = max(PROGRESS_INTERVAL_S, 20 * (time.monotonic() - started))
                 total = sum(states.values())
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
-                progress.update(task_id, total=max(total, 1), completed=finished,
-                                description=f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued")
+                description = f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued"
+                if finishing:  # what is still queued now waits for a later run (the budget, a revisit date)
+                    total = finished
+                    description += " for later" if states.get("queued") else ""
+                progress.update(task_id, total=max(total, 1), completed=finished, description=description)
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):

@@ -110,3 +110,50 @@ def test_a_long_command_is_broken_between_arguments_and_never_wider_than_asked()
     assert " ".join(line.removesuffix(" \\").strip() for line in lines).split() == argv  # nothing cut or split
     assert shell_lines(["harvester", "status"], 60) == ["harvester status"]
     assert shell_lines(["harvester", "-o", "a file.jsonl"], 60) == ["harvester -o 'a file.jsonl'"]
+
+
+def first_column(rendered: str, title: str) -> list[str]:
+    """The first column of the table titled ``title`` as rows: a cell folded over several lines joined again (a
+    line whose second column is empty continues the row above)."""
+    lines = rendered.split(title, 1)[1].splitlines()
+    body = lines[next(i for i, line in enumerate(lines) if line.startswith("┡")) + 1:]
+    rows: list[str] = []
+    for line in body:
+        if not line.startswith("│"):
+            break
+        cells = line.split("│")[1:-1]
+        if cells[1].strip():
+            rows.append(cells[0].strip())
+        else:
+            rows[-1] += cells[0].strip()
+    return rows
+
+
+async def test_host_tables_at_80_columns_tell_every_host_apart(sqlite_url, capsys, monkeypatch):
+    from harvester import cli_tables, phases
+    from harvester.frontier import FrontierStore
+    from harvester.phases._core import PhaseResult
+    from harvester.records import DiscoveredUrl, UrlKind
+
+    monkeypatch.setattr(cli_tables.console, "width", 80)  # a default terminal, a log file, CI
+    origins = [f"http://127.0.1.{n}:4{n:04d}" for n in range(1, 4)] + [
+        f"http://www.a-rather-long-subdomain-name-{n}.example-university.ac.uk" for n in range(2)]
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{o}/a", UrlKind.DETAIL, "seed") for o in origins])
+    profile = SiteProfile.build(seeds=(origins[0] + "/",))
+    run_id = await phases.begin_run(settings, "extract", profile)
+    hosts = {o: {"fetched": 100 + n, "not_modified": 7, "errors": {"http_5xx": 3, "timeout": 1},
+                 "peak_in_flight": 4, "limit": 3, "rate_per_s": 12.5, "parked_reason": None}
+             for n, o in enumerate(origins)}
+    await phases.finish_run(settings, run_id, "extract", [PhaseResult(phase="extract", hosts=hosts)])
+
+    cli_tables.print_status(settings)
+    rendered = capsys.readouterr().out
+    assert max(len(line) for line in rendered.splitlines()) <= 80
+    labels = sorted(o.removeprefix("http://") for o in origins)
+    assert sorted(first_column(rendered, "Frontier:")) == labels
+    assert sorted(first_column(rendered, "Last extraction")) == labels
+    assert "host (http)" in rendered and "…" not in rendered  # nothing cut to a shared prefix
+    assert "4 / 3" in rendered and "peak/limit" not in rendered
+    assert "the most requests open at once / the adaptive limit when the run ended" in " ".join(rendered.split())
