@@ -154,7 +154,13 @@ def shell_lines(argv: list[str], width: int) -> list[str]:
     trailing backslash: copied as printed, it runs; a terminal never wraps it mid-word."""
     lines: list[str] = []
     current = ""
+    units: list[str] = []  # an option and its value stay on one line
     for arg in (shlex.quote(a) for a in argv):
+        if units and units[-1].startswith("-") and " " not in units[-1] and not arg.startswith("-"):
+            units[-1] += f" {arg}"
+        else:
+            units.append(arg)
+    for arg in units:
         if current and len(current) + 1 + len(arg) + 2 > width:
             lines.append(current + " \\")
             current = "    " + arg
@@ -183,6 +189,7 @@ def print_commands(directory: Path, database_url: str | None) -> None:
         for line in shell_lines(argv, width):
             console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
     console.print("# the runs in Prefect's UI: a server, the demo pointed at it", soft_wrap=True, highlight=False)
-    for line in ("prefect server start   # in another terminal", "export PREFECT_API_URL=http://127.0.0.1:4200/api",
+    prefect = "prefect" if me == "harvester" else str(Path(me).with_name("prefect"))
+    for line in (f"{prefect} server start   # in another terminal", "export PREFECT_API_URL=http://127.0.0.1:4200/api",
                  f"{me} demo", "# then open http://127.0.0.1:4200/runs"):
         console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)

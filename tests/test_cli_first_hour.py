@@ -108,6 +108,7 @@ def test_a_long_command_is_broken_between_arguments_and_never_wider_than_asked()
     assert len(lines) > 1 and all(len(line) <= 60 for line in lines)
     assert all(line.endswith(" \\") for line in lines[:-1])
     assert " ".join(line.removesuffix(" \\").strip() for line in lines).split() == argv  # nothing cut or split
+    assert not any(line.rstrip(" \\").endswith(("--db", "-o")) for line in lines)  # an option keeps its value
     assert shell_lines(["harvester", "status"], 60) == ["harvester status"]
     assert shell_lines(["harvester", "-o", "a file.jsonl"], 60) == ["harvester -o 'a file.jsonl'"]
 
