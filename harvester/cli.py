@@ -32,8 +32,8 @@ from harvester.cli_tables import (
 )
 from harvester.cli_watch import ProgressLines, graceful_signals, stopped_exit
 from harvester.errors import HarvesterError, Interrupted
-from harvester.runtime import db, limit_malloc_arenas
-from harvester.settings import Settings, SiteProfile
+from harvester.runtime import aware, db, limit_malloc_arenas
+from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings, SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")
@@ -55,12 +55,31 @@ PREFECT_QUIET_DEFAULTS = {
     "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
 }
 
-DbOpt = Annotated[str | None, typer.Option("--db", help="Database URL (default: HARVESTER_DATABASE_URL or SQLite).")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="TOML settings file (default ./harvester.toml).")]
-PerHostOpt = Annotated[int | None, typer.Option("--per-host", help="Requests in flight per host.")]
-MaxHostsOpt = Annotated[int | None, typer.Option("--max-hosts", help="Hosts fetched at once.")]
-BudgetOpt = Annotated[int | None, typer.Option("--budget", help="Page budget per host.")]
-WorkersOpt = Annotated[int, typer.Option("--workers", help="Extraction workers (each leases its own hosts).")]
+DbOpt = Annotated[str | None, typer.Option(
+    "--db", metavar="URL", show_default=f"$HARVESTER_DATABASE_URL, else harvester.toml's database_url, else "
+                                        f"{DEFAULT_DATABASE_URL}",
+    help="The frontier database, an SQLAlchemy URL: sqlite:///path/to/file.db (3 slashes: relative to here; 4: "
+         "absolute) or postgresql+psycopg://user@host/db.")]
+ConfigOpt = Annotated[Path | None, typer.Option(
+    "--config", metavar="FILE", show_default="./harvester.toml when it exists",
+    help="TOML settings file (its keys: harvester/settings.py).")]
+_POLITENESS = PolitenessSettings.model_fields
+PerHostOpt = Annotated[int | None, typer.Option(
+    "--per-host", metavar="REQUESTS", min=1, max=64,
+    show_default=f"start {_POLITENESS['per_host_limit'].default}, ceiling {_POLITENESS['max_per_host_limit'].default}",
+    help="Requests in flight per host, fixed for this run: sets both the starting limit (politeness.per_host_limit) "
+         "and the ceiling the adaptive limit may rise to (politeness.max_per_host_limit); a Prefect run's "
+         "per_host_limit override sets the start only.")]
+MaxHostsOpt = Annotated[int | None, typer.Option(
+    "--max-hosts", metavar="HOSTS", min=1, show_default=str(_POLITENESS["max_active_hosts"].default),
+    help="Hosts fetched at once; the others wait their turn.")]
+BudgetOpt = Annotated[int | None, typer.Option(
+    "--budget", metavar="PAGES", min=1,
+    show_default=f"max_pages_per_host, {Settings.model_fields['max_pages_per_host'].default}",
+    help="Detail pages answered per host in each extraction run; the rest stay queued for the next run "
+         "(deferred). Not counted: robots.txt, sitemaps, feeds, listing pages, retries of the same page.")]
+WorkersOpt = Annotated[int, typer.Option(
+    "--workers", metavar="N", min=1, help="Extraction workers, each leasing its own hosts.")]
 
 
 def main() -> None:
@@ -175,8 +194,11 @@ def _run_with_progress(
                 interval = max(PROGRESS_INTERVAL_S, 20 * (time.monotonic() - started))
                 total = sum(states.values())
                 finished = total - states.get("queued", 0) - states.get("leased", 0)
-                progress.update(task_id, total=max(total, 1), completed=finished,
-                                description=f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued")
+                description = f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued"
+                if finishing:  # what is still queued now waits for a later run (the budget, a revisit date)
+                    total = finished
+                    description += " for later" if states.get("queued") else ""
+                progress.update(task_id, total=max(total, 1), completed=finished, description=description)
                 if lines is not None and not finishing:
                     lines.maybe(states)
                 if finishing:
@@ -231,8 +253,8 @@ def harvest(
     budget: BudgetOpt = None, workers: WorkersOpt = 1,
     name: Annotated[str, typer.Option(help="Profile name shown in runs and artifacts.")] = "site",
     extractor: Annotated[str | None, typer.Option(
-        help="Your extractor hook, as ./file.py:function or module:function: called with each page, its dict of "
-             "fields is stored with the page (docs/getting-started.md#your-own-fields).")] = None,
+        metavar="SPEC", help="Your extractor hook, as ./file.py:function or module:function: called with each "
+                             "page, its dict of fields is stored with the page (docs/getting-started.md).")] = None,
 ) -> None:
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
     from harvester.extraction.hook import absolute_spec
@@ -318,7 +340,9 @@ def status(
 def export(
     output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl or warc.")] = "jsonl",
-    since: Annotated[datetime | None, typer.Option(help="Only fetches at or after this time (UTC).")] = None,
+    since: Annotated[datetime | None, typer.Option(
+        metavar="TIME", help="Only fetches at or after this time: 2026-12-01, 2026-12-01T06:00:00, or with a zone "
+                             "(…+02:00); a time without a zone is UTC.")] = None,
     latest: Annotated[bool, typer.Option(help="JSONL: only the newest version of each page, none of a page "
                                               "since gone, moved or found a duplicate (a snapshot).")] = False,
     text: Annotated[bool, typer.Option("--text", help="JSONL: add each page's main text and article metadata "
@@ -347,7 +371,7 @@ def export(
     except ConfigError as exc:
         raise typer.BadParameter(str(exc)) from None
     settings = _settings(db, config)
-    since_utc = since.astimezone() if since and since.tzinfo is None else since
+    since_utc = aware(since)  # a time without a zone is UTC, as the help says (not this machine's local time)
     from harvester.frontier.check import Damage
 
     damage = Damage()  # rows a damaged file cannot give: the rest is exported, these are named

@@ -78,8 +78,7 @@ def run_demo(settings: Settings, directory: Path, *, fresh: bool, keep: bool, ru
         _write_state(directory, database_url, ports, day)
         _travel(run_at(day))
         console.print(f"\n[bold]Day {day}[/]: overnight the test web edited {_count(truth.changed)} pages, added "
-                      f"{_count(truth.new)} and deleted {_count(truth.gone)}. The re-crawl, on the same database:",
-                      soft_wrap=True)
+                      f"{_count(truth.new)} and deleted {_count(truth.gone)}. The re-crawl, on the same database:")
         result = run("recrawl", settings, profile)
         extract, found = result.get("extract") or {}, result.get("discover") or {}
         console.print(f"  {extract.get('not_modified', 0)} pages answered 304 Not Modified (nothing downloaded), "
@@ -155,7 +154,13 @@ def shell_lines(argv: list[str], width: int) -> list[str]:
     trailing backslash: copied as printed, it runs; a terminal never wraps it mid-word."""
     lines: list[str] = []
     current = ""
+    units: list[str] = []  # an option and its value stay on one line
     for arg in (shlex.quote(a) for a in argv):
+        if units and units[-1].startswith("-") and " " not in units[-1] and not arg.startswith("-"):
+            units[-1] += f" {arg}"
+        else:
+            units.append(arg)
+    for arg in units:
         if current and len(current) + 1 + len(arg) + 2 > width:
             lines.append(current + " \\")
             current = "    " + arg
@@ -183,8 +188,8 @@ def print_commands(directory: Path, database_url: str | None) -> None:
         console.print(f"# {label}", soft_wrap=True, highlight=False)
         for line in shell_lines(argv, width):
             console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)
-    console.print("# the runs in Prefect's UI: start a server, point the demo at it, run it, open the UI",
-                  soft_wrap=True, highlight=False)
-    for line in ("prefect server start   # in another terminal", "export PREFECT_API_URL=http://127.0.0.1:4200/api",
-                 f"{me} demo   # then open http://127.0.0.1:4200/runs"):
+    console.print("# the runs in Prefect's UI: a server, the demo pointed at it", soft_wrap=True, highlight=False)
+    prefect = "prefect" if me == "harvester" else str(Path(me).with_name("prefect"))
+    for line in (f"{prefect} server start   # in another terminal", "export PREFECT_API_URL=http://127.0.0.1:4200/api",
+                 f"{me} demo", "# then open http://127.0.0.1:4200/runs"):
         console.print(f"  {line}", soft_wrap=True, highlight=False, markup=False)

@@ -91,14 +91,18 @@ and rendering it was the run's last and highest memory peak (issue 22)."""
 
 def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict[str, Any]:
     stats = status_of(settings)
-    table = Table(title=f"Frontier: {stats.get('total', 0)} URLs, {stats.get('pages', 0)} pages stored")
-    table.add_column("host")
+    kinds = stats.get("by_kind") or {}
+    of_kind = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    table = Table(title=f"Frontier: {stats.get('total', 0)} URLs{f' ({of_kind})' if of_kind else ''}", min_width=48)
+    hosts_shown = host_labels(list(stats.get("hosts") or {}))
+    table.add_column(hosts_shown.header, overflow="fold", min_width=12)
     states = sorted({state for host in (stats.get("hosts") or {}).values() for state in (host.get("states") or {})})
     for state in states:
         table.add_column(state, justify="right")
+    table.caption = f"URLs by state, detail and listing pages alike; {stats.get('pages', 0)} page versions stored"
     for origin, host in first_rows(sorted((stats.get("hosts") or {}).items()), most, table):
         by_state = host.get("states") or {}
-        table.add_row(origin, *(str(by_state.get(state, 0)) for state in states))
+        table.add_row(hosts_shown.label(origin), *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
     cycle = stats.get("last_cycle")
     if cycle:
@@ -106,19 +110,43 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
         print_changes(cycle)
     hosts = (stats.get("last_extract") or {}).get("hosts") or {}
     if hosts:
-        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics")
-        for column in ("host", "fetched", "304", "gone", "errors", "peak/limit", "rate/s", "parked"):
-            diag.add_column(column)
+        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics",
+                     caption="in flight: the most requests open at once / the adaptive limit when the run ended")
+        diag_hosts = host_labels(list(hosts))
+        parked = any(host.get("parked_reason") for host in hosts.values())
+        diag.add_column(diag_hosts.header, overflow="fold", min_width=15)
+        for column in ("fetched", "304", "gone", "errors", "in flight", "req/s", *(("parked",) if parked else ())):
+            diag.add_column(column, justify="left" if column in ("errors", "parked") else "right",
+                            no_wrap=column not in ("errors", "parked"))
         # Hosts with errors or parked first: they are why one reads this table.
         ranked = sorted(hosts.items(), key=lambda kv: (not (kv[1].get("errors") or kv[1].get("parked_reason")), kv[0]))
         for origin, host in first_rows(ranked, most, diag):
-            errors = ", ".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
-            diag.add_row(origin, str(host.get("fetched", 0)), str(host.get("not_modified", 0)),
-                         str(host.get("gone", 0)), errors,
-                         f"{host.get('peak_in_flight', 0)}/{host.get('limit', 0)}", str(host.get("rate_per_s", 0)),
-                         host.get("parked_reason") or "")
+            errors = "\n".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
+            diag.add_row(diag_hosts.label(origin), str(host.get("fetched", 0)), str(host.get("not_modified", 0)),
+                         str(host.get("gone", 0)), errors, f"{host.get('peak_in_flight', 0)} / {host.get('limit', 0)}",
+                         str(host.get("rate_per_s", 0)), *((host.get("parked_reason") or "",) if parked else ()))
         console.print(diag)
     return stats
+
+
+class HostLabels:
+    """How a table names its hosts: the origin without the scheme when all share one (the header says which), so
+    the part that tells hosts apart (name and port) is what the column holds; a name too long for the column
+    wraps (``overflow="fold"``) rather than being cut to a prefix every host shares."""
+
+    def __init__(self, scheme: str | None) -> None:
+        self.scheme = scheme
+        self.header = f"host ({scheme})" if scheme else "host"
+
+    def label(self, origin: str) -> str:
+        if self.scheme and origin.startswith(f"{self.scheme}://"):
+            return origin[len(self.scheme) + 3:]
+        return origin
+
+
+def host_labels(origins: list[str]) -> HostLabels:
+    schemes = {origin.partition("://")[0] for origin in origins if "://" in origin}
+    return HostLabels(schemes.pop() if len(schemes) == 1 and all("://" in o for o in origins) else None)
 
 
 def first_rows(rows: list[tuple[str, Any]], most: int | None, table: Table) -> list[tuple[str, Any]]:

@@ -100,9 +100,9 @@ def test_a_commands_host_tables_show_the_first_hosts_and_status_shows_all(sqlite
     from harvester.records import DiscoveredUrl, UrlKind
 
     settings = Settings.load(database_url=sqlite_url)
-    hosts = [f"http://h{i:02d}.test" for i in range(cli_tables.MAX_HOSTS_SHOWN + 5)]
+    hosts = [f"h{i:02d}.test" for i in range(cli_tables.MAX_HOSTS_SHOWN + 5)]  # shown without the scheme
     with FrontierStore.open(settings, upgrade=True) as store:
-        store.add_discovered([DiscoveredUrl(f"{h}/a", UrlKind.DETAIL, "seed") for h in hosts])
+        store.add_discovered([DiscoveredUrl(f"http://{h}/a", UrlKind.DETAIL, "seed") for h in hosts])
     cli_tables.print_status(settings)
     shown = capsys.readouterr().out
     assert sum(h in shown for h in hosts) == cli_tables.MAX_HOSTS_SHOWN

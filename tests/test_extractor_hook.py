@@ -148,3 +148,19 @@ def test_the_library_raises_extractor_failed_and_a_good_page_saves_the_run(make_
         harvest(settings, profile, extractor=never)
     other = Settings.load(database_url=f"sqlite:///{tmp_path / 'h2.db'}")
     harvest(other, profile, extractor=lambda page: {"x": 1} if page.url == first else never(page))  # no raise
+
+
+def test_the_getting_started_hook_runs_as_documented(make_web, tmp_path, monkeypatch):
+    """docs/getting-started.md's myext.py, taken from the page itself, run the way the page says."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "getting-started.md").read_text()
+    example = next(block for block in doc.split("```python\n")[1:] if block.startswith("# myext.py"))
+    write(tmp_path / "myext.py", example.split("```", 1)[0])
+    web = make_web([HostSpec("a", pages=6)], seed=12)
+    monkeypatch.chdir(tmp_path)
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    out = runner.invoke(app, ["harvest", *web.seeds, "--db", db, "--extractor", "./myext.py:words"])
+    assert out.exit_code == 0, out.output
+    fields = stored_fields(db)
+    details = set(web.truth["a"].allowed_detail_urls())
+    assert details <= set(fields)
+    assert all(int(fields[url]["words"]) > 0 and "price" in fields[url] for url in details)  # type: ignore[call-overload]

@@ -144,8 +144,9 @@ def hook_failed_everywhere(counters: Mapping[str, int]) -> str | None:
     failed = int(counters.get("hook_failed", 0))
     if failed == 0 or any(counters.get(name, 0) for name in HOOK_OK_COUNTERS):
         return None
-    return (f"the extractor hook failed on all {failed} pages it was given (the log has the first traceback): fix "
-            "the hook, then `harvester recrawl --refresh` asks those pages again")
+    return (f"the extractor hook failed on all {failed} pages it was given (the log has the first traceback) and "
+            "none was stored: fix the hook and harvest again into a fresh database (another --db, or delete this "
+            "one); in this one those pages are asked again only when their retry comes due (revisit.max_s)")
 
 
 def robots_directives(links: PageLinks) -> tuple[str, ...]:
