@@ -245,7 +245,6 @@ def extract(
 ) -> None:
     """Phase two only: fetch what is due in the frontier."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    open_frontier(settings, read_only=True).close()  # an extraction needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
@@ -262,7 +261,6 @@ def recrawl(
 ) -> None:
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    open_frontier(settings, read_only=True).close()  # a re-crawl needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
@@ -308,6 +306,7 @@ def export(
     """Stream the harvest out as JSONL (one record per stored version of a page, with the URL's state now; or
     --latest, the current version of each live page) or WARC 1.1 (responses, revisits, requests)."""
     from harvester import export as exporter
+    from harvester.frontier.check import Damage
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
@@ -318,11 +317,10 @@ def export(
                                  "or write elsewhere")
     settings = _settings(db, config)
     since_utc = since.astimezone() if since and since.tzinfo is None else since
-    from harvester.frontier.check import Damage
-
     damage = Damage()  # rows a damaged file cannot give: the rest is exported, these are named
     # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
     with open_frontier(settings, read_only=True) as store:
+        where = store.url_display
         try:
             out = output.open("wb")
         except OSError as exc:
@@ -331,7 +329,7 @@ def export(
             if fmt == "jsonl":
                 count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest, damage=damage), out)
                 console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
-                unreadable(damage, store.url_display)
+                unreadable(damage, where)
                 return
             counts = exporter.WarcCounts()
             exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out,
@@ -340,7 +338,7 @@ def export(
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
                   + (f" ({counts.skipped} fetches with no HTTP exchange skipped)" if counts.skipped else ""))
-    unreadable(damage, settings.database_url)
+    unreadable(damage, where)
 
 
 @db_app.command("upgrade")
