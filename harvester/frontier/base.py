@@ -94,13 +94,14 @@ def read_only_mode(path: Path) -> str | None:
     read-only connection would leave its ``-wal`` and ``-shm`` files behind).
 
     "ro" (``?mode=ro``): the file cannot be written; SQLite still shares the WAL index (``-shm``) beside it with
-    any writer. "immutable" (``?immutable=1``): its directory cannot be written either
-    (a read-only mount), so no ``-shm`` can be made, and nobody can be writing it."""
+    any writer. "immutable" (``?immutable=1``): its directory cannot be written either (a read-only mount) and
+    holds no ``-shm``, so none can be made, and nobody can be writing it."""
     if not path.is_file():
         return None
     directory = path.parent if str(path.parent) else Path(".")
     if not os.access(directory, os.W_OK):
-        return "immutable"
+        # A writer that made its WAL index before the directory was closed to us shares it: read through it.
+        return "ro" if Path(f"{path}-shm").is_file() else "immutable"
     if not os.access(path, os.W_OK):
         return "ro"
     return None
