@@ -295,7 +295,6 @@ def extract(
 ) -> None:
     """Phase two only: fetch what is due in the frontier."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    open_frontier(settings, read_only=True).close()  # an extraction needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
@@ -312,7 +311,6 @@ def recrawl(
 ) -> None:
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
     settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    open_frontier(settings, read_only=True).close()  # a re-crawl needs a frontier: it never starts one
     profile = _profile(list(seeds or []), settings)
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
                   per_host=per_host, max_hosts=max_hosts)
@@ -356,6 +354,7 @@ def export(
     Every field: docs/export.md."""
     from harvester import export as exporter
     from harvester.errors import ConfigError
+    from harvester.frontier.check import Damage
 
     if fmt not in ("jsonl", "warc"):
         raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
@@ -372,11 +371,10 @@ def export(
         raise typer.BadParameter(str(exc)) from None
     settings = _settings(db, config)
     since_utc = aware(since)  # a time without a zone is UTC, as the help says (not this machine's local time)
-    from harvester.frontier.check import Damage
-
     damage = Damage()  # rows a damaged file cannot give: the rest is exported, these are named
     # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
     with open_frontier(settings, read_only=True) as store:
+        where = store.url_display
         try:
             out = output.open("wb")
         except OSError as exc:
@@ -386,7 +384,7 @@ def export(
                 count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest, damage=damage), out,
                                               main=main)
                 console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
-                unreadable(damage, store.url_display)
+                unreadable(damage, where)
                 return
             counts = exporter.WarcCounts()
             exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out,
@@ -400,7 +398,7 @@ def export(
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
                   + (f"; left out fetches: {left_out}" if left_out else ""))
-    unreadable(damage, settings.database_url)
+    unreadable(damage, where)
 
 
 @db_app.command("upgrade")

@@ -94,16 +94,32 @@ def read_only_mode(path: Path) -> str | None:
     read-only connection would leave its ``-wal`` and ``-shm`` files behind).
 
     "ro" (``?mode=ro``): the file cannot be written; SQLite still shares the WAL index (``-shm``) beside it with
-    any writer. "immutable" (``?immutable=1``): its directory cannot be written either
-    (a read-only mount), so no ``-shm`` can be made, and nobody can be writing it."""
+    any writer. "immutable" (``?immutable=1``): its directory cannot be written either (a read-only mount) and
+    holds no ``-shm``, so none can be made, and nobody can be writing it."""
     if not path.is_file():
         return None
     directory = path.parent if str(path.parent) else Path(".")
     if not os.access(directory, os.W_OK):
-        return "immutable"
+        # A writer that made its WAL index before the directory was closed to us shares it: read through it.
+        return "ro" if Path(f"{path}-shm").is_file() else "immutable"
     if not os.access(path, os.W_OK):
         return "ro"
     return None
+
+
+DAMAGE_CODES = frozenset({11, 26})
+"""SQLITE_CORRUPT and SQLITE_NOTADB: the file's bytes are wrong where the read went, not the statement."""
+
+DAMAGED_HINT = ("the file is damaged there: `harvester db check` names the damaged parts, `harvester export` writes "
+                "out what can still be read")
+
+
+def damaged_file(error: BaseException | None) -> bool:
+    """``error`` (a driver's) says the SQLite file is damaged where it was read."""
+    if not isinstance(error, sqlite3.DatabaseError):
+        return False
+    code = getattr(error, "sqlite_errorcode", None)
+    return (code is not None and code & 0xFF in DAMAGE_CODES) or "malformed" in str(error)
 
 
 REFUSALS = (
@@ -270,12 +286,15 @@ class StoreBase:
                 raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
             if getattr(exc.orig, "sqlstate", None) in CONFLICT_STATES:
                 raise WriteConflict(f"write conflict on {self.url_display}: {exc.orig}") from exc
+            if damaged_file(exc.orig):
+                raise StoreError(f"database error on {self.url_display}: {exc.orig}; {DAMAGED_HINT}") from exc
             raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
         # The SQLite bulk paths talk to the driver connection directly (dialect_sqlite._sqlite_write_urls).
         except sqlite3.IntegrityError as exc:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc}") from exc
         except sqlite3.Error as exc:
-            raise StoreError(f"database error on {self.url_display}: {exc}") from exc
+            hint = f"; {DAMAGED_HINT}" if damaged_file(exc) else ""
+            raise StoreError(f"database error on {self.url_display}: {exc}{hint}") from exc
         self._host_ids.update(tx.hosts)
         self._source_ids.update(tx.sources)
 

@@ -12,8 +12,7 @@ to the rows that cannot be read and goes on past them.
 from __future__ import annotations
 
 import re
-import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +20,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from harvester.errors import StoreError
-from harvester.frontier.base import StoreBase
-
-DAMAGE_CODES = frozenset({11, 26})
-"""SQLITE_CORRUPT and SQLITE_NOTADB: the file's bytes are wrong where the read went, not the statement."""
+from harvester.frontier.base import StoreBase, damaged_file
 
 MOST_PROBLEMS = 100
 """Problems an integrity check lists at most (SQLite stops looking after that many)."""
@@ -37,11 +33,8 @@ def is_damage(exc: BaseException) -> bool:
     """``exc`` (or what caused it) says the database file is damaged where it was read."""
     seen: BaseException | None = exc
     while seen is not None:
-        orig = seen.orig if isinstance(seen, DBAPIError) else seen
-        if isinstance(orig, sqlite3.DatabaseError):
-            code = getattr(orig, "sqlite_errorcode", None)
-            if (code is not None and code & 0xFF in DAMAGE_CODES) or "malformed" in str(orig):
-                return True
+        if damaged_file(seen.orig if isinstance(seen, DBAPIError) else seen):
+            return True
         seen = seen.__cause__
     return False
 
@@ -50,14 +43,16 @@ def is_damage(exc: BaseException) -> bool:
 class Damage:
     """Rows a reader could not read, by table: the export names them so a person knows what is missing."""
 
-    ids: dict[str, list[int]] = field(default_factory=dict)
+    ids: dict[str, set[int]] = field(default_factory=dict)
+    unnamed: dict[str, int] = field(default_factory=dict)
+    """Rows counted in a table that no read by id reaches: their ids are damaged too."""
 
     def add(self, table: str, row_id: int) -> None:
-        self.ids.setdefault(table, []).append(row_id)
+        self.ids.setdefault(table, set()).add(row_id)
 
     @property
     def count(self) -> int:
-        return sum(len(ids) for ids in self.ids.values())
+        return sum(len(ids) for ids in self.ids.values()) + sum(self.unnamed.values())
 
     def describe(self) -> str:
         """``pages rows 1001-1180, 1203`` for each table: runs of consecutive ids as ranges."""
@@ -71,12 +66,13 @@ class Damage:
                     runs.append([row_id, row_id])
             spans = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
             parts.append(f"{len(ids)} rows of {table} (ids {spans})")
+        parts += [f"{n} rows of {table} whose ids are damaged too" for table, n in sorted(self.unnamed.items())]
         return "; ".join(parts)
 
 
-RangeRead = Callable[[Connection, int, int | None, int | None], list[Any]]
-"""``read(conn, after, upto, limit)``: the rows with ``after < id <= upto`` (``upto`` None: no bound), by id, at
-most ``limit`` (None: all of them)."""
+RangeRead = Callable[[Connection, int, int | None, int | None, Sequence[int] | None], list[Any]]
+"""``read(conn, after, upto, limit, ids)``: the rows with ``after < id <= upto`` (``upto`` None: no bound), by id, at
+most ``limit`` (None: all of them); or, ``ids`` given, the rows with those ids (each sought on its own)."""
 
 
 class CheckMixin(StoreBase):
@@ -130,13 +126,18 @@ class CheckMixin(StoreBase):
     def _unreadable_rows(self, table: str) -> str:
         damage = Damage()
 
-        def read(conn: Connection, after: int, upto: int | None, limit: int | None) -> list[Any]:
-            sql = f'SELECT * FROM "{table}" WHERE id > ?' + (" AND id <= ?" if upto is not None else "")
-            sql += " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else "")
-            return list(conn.exec_driver_sql(sql, (after, upto) if upto is not None else (after,)).all())
+        def read(conn: Connection, after: int, upto: int | None, limit: int | None,
+                 ids: Sequence[int] | None) -> list[Any]:
+            if ids is not None:
+                where, params = self._d.any_of("id", list(ids))
+            else:
+                where, params = "id > ?" + (" AND id <= ?" if upto is not None else ""), [after]
+                params += [upto] if upto is not None else []
+            sql = f'SELECT * FROM "{table}" WHERE {where} ORDER BY id' + (f" LIMIT {int(limit)}" if limit else "")
+            return list(conn.exec_driver_sql(sql, tuple(params)).all())
 
         try:
-            for _ in self.rows_around_damage(table, read, batch=500, damage=damage):
+            for _ in self.rows_around_damage(table, read, batch=500, damage=damage, expect_all=True):
                 pass
         except StoreError:
             return " (its rows cannot be told apart: no id, or its right edge is damaged too)"
@@ -173,48 +174,109 @@ class CheckMixin(StoreBase):
         return problems
 
     def rows_around_damage(
-        self, table: str, read: RangeRead, *, batch: int, damage: Damage | None
+        self, table: str, read: RangeRead, *, batch: int, damage: Damage | None, expect_all: bool = False
     ) -> Iterator[list[Any]]:
         """Batches of ``table``'s rows in id order through ``read`` (keyset pagination: no connection held between
         batches). Without ``damage`` a damaged file raises as any read would; with it, the rows that cannot be
-        read are skipped and recorded there, and every row that can be read is returned."""
+        read are skipped and recorded there, and every row that can be read is returned.
+
+        ``expect_all`` (``read`` filters nothing out), on SQLite: a row of ``table`` that ``read`` did not return
+        is recorded too (a damaged cell whose foreign key is garbage joins nothing: no error, a row fewer), and
+        when the table counts more rows than were read, the ids never returned are sought one by one, after the
+        rest (a cell whose rowid is garbage ends a range scan early and silently, while a seek for one id goes
+        down the tree's inner pages to its own leaf)."""
+        reconcile = damage if expect_all and self._d.is_sqlite else None
+        seen = bytearray()
+        top = self._largest_id(table) if reconcile is not None else 0
         last = 0
         while True:
             try:
-                with self._tx(write=False) as tx:
-                    rows = read(tx.conn, last, None, batch)
+                rows = self._read(table, read, reconcile, after=last, limit=batch)
             except StoreError as exc:
                 if damage is None or not is_damage(exc):
                     raise
                 top = self._largest_id(table)
                 if top <= last:
-                    return
+                    break
                 upto = min(last + batch, top)
-                rows = self._bisect(table, read, last, upto, damage)
-                if rows:
-                    yield rows
+                rows = self._bisect(table, read, list(range(last + 1, upto + 1)), damage, reconcile)
                 last = upto
-                continue
-            if not rows:
-                return
-            yield rows
-            last = rows[-1].id
+            else:
+                if not rows:
+                    break
+                last = rows[-1].id
+            if reconcile is not None:
+                rows = [row for row in rows if row.id <= top]  # an id past the largest is a garbage rowid
+                _mark(seen, rows)
+            if rows:
+                yield rows
+        if reconcile is not None:
+            yield from self._unreached(table, read, batch, seen, reconcile)
+
+    def _unreached(self, table: str, read: RangeRead, batch: int, seen: bytearray,
+                   damage: Damage) -> Iterator[list[Any]]:
+        """The rows the scans above did not reach, sought by id, when the table counts more than were read."""
+
+        def missing() -> int:
+            with self._tx(write=False) as tx:
+                total = int(tx.conn.exec_driver_sql(f"SELECT count(*) FROM {table}").scalar_one())
+            return total - sum(seen) - len(damage.ids.get(table, ()))
+
+        if missing() <= 0:
+            return
+        top = self._largest_id(table)
+        for start in range(1, top + 1, batch):
+            ids = [i for i in range(start, min(start + batch, top + 1)) if i >= len(seen) or not seen[i]]
+            rows = self._bisect(table, read, ids, damage, damage) if ids else []
+            _mark(seen, rows)
+            if rows:
+                yield rows
+        if (unreached := missing()) > 0:
+            damage.unnamed[table] = damage.unnamed.get(table, 0) + unreached
+
+    def _read(self, table: str, read: RangeRead, reconcile: Damage | None, *, after: int = 0,
+              limit: int | None = None, ids: Sequence[int] | None = None) -> list[Any]:
+        """``read`` in one transaction; with ``reconcile``, the ids of ``table`` in what it covered that it did
+        not return are recorded there (read in the same snapshot)."""
+        with self._tx(write=False) as tx:
+            rows = read(tx.conn, after, None, limit, ids)
+            if reconcile is not None:
+                returned = {row.id for row in rows}
+                if ids is not None:
+                    where, params = self._d.any_of("id", list(ids))
+                elif limit is not None and len(rows) >= limit:
+                    where, params = f"id > {self._d.p} AND id <= {self._d.p}", [after, rows[-1].id]
+                else:
+                    where, params = f"id > {self._d.p}", [after]
+                for (row_id,) in tx.conn.exec_driver_sql(f"SELECT id FROM {table} WHERE {where}", tuple(params)):
+                    if row_id not in returned:
+                        reconcile.add(table, int(row_id))
+        return rows
 
     def _largest_id(self, table: str) -> int:
         """The largest id of ``table``: SQLite reads it down the tree's right edge, past a damaged leaf elsewhere."""
         with self._tx(write=False) as tx:
             return int(tx.conn.exec_driver_sql(f"SELECT max(id) FROM {table}").scalar_one() or 0)
 
-    def _bisect(self, table: str, read: RangeRead, after: int, upto: int, damage: Damage) -> list[Any]:
-        """The readable rows with ``after < id <= upto``, the unreadable ids recorded in ``damage``."""
+    def _bisect(self, table: str, read: RangeRead, ids: list[int], damage: Damage,
+                reconcile: Damage | None) -> list[Any]:
+        """The readable rows of ``ids``, each id that cannot be read recorded in ``damage``."""
         try:
-            with self._tx(write=False) as tx:
-                return read(tx.conn, after, upto, None)
+            return self._read(table, read, reconcile, ids=ids)
         except StoreError as exc:
             if not is_damage(exc):
                 raise
-        if upto - after <= 1:
-            damage.add(table, upto)
+        if len(ids) == 1:
+            damage.add(table, ids[0])
             return []
-        middle = (after + upto) // 2
-        return self._bisect(table, read, after, middle, damage) + self._bisect(table, read, middle, upto, damage)
+        middle = len(ids) // 2
+        return (self._bisect(table, read, ids[:middle], damage, reconcile)
+                + self._bisect(table, read, ids[middle:], damage, reconcile))
+
+
+def _mark(seen: bytearray, rows: list[Any]) -> None:
+    """Flag the ids of ``rows`` in ``seen`` (one byte per id: a million rows cost a megabyte)."""
+    for row in rows:
+        if row.id >= len(seen):
+            seen.extend(bytes(max(row.id + 1 - len(seen), len(seen))))
+        seen[row.id] = 1

@@ -160,8 +160,9 @@ class ReportsMixin(CheckMixin):
         versions too). ``damage``: go around the rows a damaged file cannot give, recording them there."""
         newer = aliased(Page)
 
-        def read(conn: Connection, after: int, upto: int | None, limit: int | None) -> list[Any]:
-            query = _pages_query().where(Page.id > after).order_by(Page.id)
+        def read(conn: Connection, after: int, upto: int | None, limit: int | None,
+                 ids: Sequence[int] | None) -> list[Any]:
+            query = _pages_query().where(Page.id > after if ids is None else Page.id.in_(ids)).order_by(Page.id)
             if upto is not None:
                 query = query.where(Page.id <= upto)
             if limit is not None:
@@ -179,7 +180,8 @@ class ReportsMixin(CheckMixin):
                 )
             return list(conn.execute(query).all())
 
-        for rows in self.rows_around_damage("pages", read, batch=batch, damage=damage):
+        whole = since is None and not latest
+        for rows in self.rows_around_damage("pages", read, batch=batch, damage=damage, expect_all=whole):
             for row in rows:
                 yield stored_page(row)
 
@@ -190,10 +192,11 @@ class ReportsMixin(CheckMixin):
         ``damage`` as for ``iter_pages``."""
         pages: dict[int, StoredPage] = {}
 
-        def read(conn: Connection, after: int, upto: int | None, limit: int | None) -> list[Any]:
+        def read(conn: Connection, after: int, upto: int | None, limit: int | None,
+                 ids: Sequence[int] | None) -> list[Any]:
             query = (
                 select(Fetch.__table__, FULL_URL).join(Url, Url.id == Fetch.url_id)
-                .join(Host, Host.id == Url.host_id).where(Fetch.id > after)
+                .join(Host, Host.id == Url.host_id).where(Fetch.id > after if ids is None else Fetch.id.in_(ids))
                 .order_by(Fetch.id)
             )
             if upto is not None:
@@ -207,9 +210,13 @@ class ReportsMixin(CheckMixin):
             if page_ids:
                 for prow in conn.execute(_pages_query().where(Page.id.in_(page_ids))):
                     pages[prow.id] = stored_page(prow)
+                if damage is not None and self._d.is_sqlite:  # a fetch's page that a damaged file cannot give
+                    for page_id in page_ids:
+                        if page_id not in pages:
+                            damage.add("pages", page_id)
             return rows
 
-        for rows in self.rows_around_damage("fetches", read, batch=batch, damage=damage):
+        for rows in self.rows_around_damage("fetches", read, batch=batch, damage=damage, expect_all=since is None):
             for r in rows:
                 yield StoredFetch(
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
