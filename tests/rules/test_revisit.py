@@ -205,7 +205,7 @@ def test_200_same_hash_is_unchanged_new_hash_is_changed():
     same = classify_outcome(claimed(content_hash="h1", revisit_s=86_400.0), result(200, body=b"x"), "h1",
                             settings=SETTINGS, now=NOW)
     # The payload still goes to the store, which keeps it as a version when its digest is new (a restyle).
-    assert (same.state, same.changed, same.store_page, same.counter) == (UrlState.DONE, False, True, "unchanged")
+    assert (same.state, same.changed, same.store_page, same.counter) == (UrlState.DONE, False, True, "text_same")
     assert not same.expand_links
     new = classify_outcome(claimed(content_hash="h1", revisit_s=86_400.0), result(200, body=b"x"), "h2",
                            settings=SETTINGS, now=NOW)
