@@ -29,14 +29,19 @@ from harvester.testing.schedule import run_at
 
 
 def used(path: Path) -> dict[str, int]:
-    """Bytes in use in the file, and the storage rows that matter."""
+    """Bytes in use in the file, and the storage rows that matter (a pre-0008 schema, bodies in ``pages``, too:
+    run this file with ``PYTHONPATH`` at an older checkout to compare, ``--restyled 0``)."""
     with sqlite3.connect(path) as conn:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
-        bodies, body_bytes = conn.execute("SELECT count(*), coalesce(sum(length(body)), 0) FROM bodies").fetchone()
-        versions, undeduped = conn.execute(
-            "SELECT count(*), coalesce(sum(length(b.body)), 0) FROM pages p JOIN bodies b ON b.id = p.body_id"
-        ).fetchone()
+        if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'bodies'").fetchone()[0]:
+            bodies, body_bytes = conn.execute("SELECT count(*), coalesce(sum(length(body)), 0) FROM bodies").fetchone()
+            versions, undeduped = conn.execute(
+                "SELECT count(*), coalesce(sum(length(b.body)), 0) FROM pages p JOIN bodies b ON b.id = p.body_id"
+            ).fetchone()
+        else:
+            versions, undeduped = conn.execute("SELECT count(*), coalesce(sum(length(body)), 0) FROM pages").fetchone()
+            bodies, body_bytes = versions, undeduped
         fetches = conn.execute("SELECT count(*) FROM fetches").fetchone()[0]
     return {"file": pages * page_size, "bodies": bodies, "body_bytes": body_bytes, "versions": versions,
             "undeduped_bytes": undeduped, "fetches": fetches}
@@ -58,13 +63,16 @@ async def run(args: argparse.Namespace) -> None:
             print("day  live  changed+new+restyled  file+B/page/day  bodies+B  undeduped+B  versions+  fetches+")
             growth = []
             for day in range(1, args.days + 1):
-                change = web.advance_day(changed=args.changed, new=args.new, gone=args.gone, restyled=args.restyled)
+                moves = {"changed": args.changed, "new": args.new, "gone": args.gone}
+                if args.restyled:
+                    moves["restyled"] = args.restyled
+                change = web.advance_day(**moves)
                 CLOCK.travel_to(run_at(day))
                 await arecrawl(settings, profile)
                 after = used(path)
                 live = sum(len(web.truth[name].allowed_detail_urls()) for name in web.names)
                 delta = {key: after[key] - before[key] for key in after}
-                moved = len(change.all("changed")) + len(change.all("new")) + len(change.all("restyled"))
+                moved = sum(len(change.all(kind)) for kind in ("changed", "new", "restyled") if hasattr(change, kind))
                 per_page = delta["file"] / live
                 growth.append(per_page)
                 print(f"{day:>3} {live:>5} {moved:>21} {per_page:>16.0f} {delta['body_bytes']:>9} "

@@ -216,7 +216,9 @@ class Outcome:
     """What one fetch means for its URL; the caller copies it into a ``Completion``.
 
     ``content_hash`` is the hash the URL should hold afterwards (None: keep nothing, e.g. a moved URL, so the
-    target is not taken for a duplicate of its old address). ``counter`` names the outcome for run counters.
+    target is not taken for a duplicate of its old address). ``counter`` names the outcome for a run's own
+    diagnostics (``text_changed``: the main text differs from the frontier's, a first fetch too); what a cycle
+    changed is counted by the store (``FrontierStore.cycle_counts``), never from these.
     """
 
     state: UrlState
@@ -274,7 +276,7 @@ def classify_outcome(
             return _failure(claimed, unasked, settings, now)
         return _done(claimed, settings, now, changed=False, counter="not_modified", content_hash=claimed.content_hash)
     if status in (404, 410):
-        return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="gone")
+        return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="answered_gone")
     if result.error_class is not None or status is None or not 200 <= status < 300:
         return _failure(claimed, result, settings, now)
     if hook_error is not None:
@@ -290,9 +292,9 @@ def classify_outcome(
         return Outcome(state=UrlState.DUPLICATE, changed=False, counter="duplicate", content_hash=new_hash)
     changed = new_hash is not None and new_hash != claimed.content_hash
     if not changed:
-        return _done(claimed, settings, now, changed=False, counter="unchanged",
+        return _done(claimed, settings, now, changed=False, counter="text_same",
                      content_hash=new_hash or claimed.content_hash, store_page=True)
-    return _done(claimed, settings, now, changed=True, counter="changed", content_hash=new_hash, store_page=True,
+    return _done(claimed, settings, now, changed=True, counter="text_changed", content_hash=new_hash, store_page=True,
                  expand_links=True)
 
 

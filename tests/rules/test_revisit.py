@@ -189,10 +189,24 @@ def test_304_is_unchanged_and_lengthens_the_interval():
     assert out.counter == "not_modified"
 
 
+def test_a_304_to_a_request_without_validators_is_a_retried_failure_never_done():
+    out = classify_outcome(claimed(content_hash="h1", revisit_s=86_400.0), result(304), None, settings=SETTINGS,
+                           now=NOW)
+    assert (out.state, out.error_class, out.retry, out.store_page) == (
+        UrlState.FAILED, ErrorClass.UNASKED_304, True, False)
+    assert out.next_fetch_at is not None and out.next_fetch_at > NOW
+    # Control: the same 304 to a conditional request is "not modified".
+    asked = classify_outcome(claimed(content_hash="h1", last_modified="Mon, 05 Jan 2026 00:00:00 GMT"), result(304),
+                             None, settings=SETTINGS, now=NOW)
+    assert (asked.state, asked.counter) == (UrlState.DONE, "not_modified")
+
+
 def test_200_same_hash_is_unchanged_new_hash_is_changed():
     same = classify_outcome(claimed(content_hash="h1", revisit_s=86_400.0), result(200, body=b"x"), "h1",
                             settings=SETTINGS, now=NOW)
-    assert (same.state, same.changed, same.store_page, same.counter) == (UrlState.DONE, False, False, "unchanged")
+    # The payload still goes to the store, which keeps it as a version when its digest is new (a restyle).
+    assert (same.state, same.changed, same.store_page, same.counter) == (UrlState.DONE, False, True, "text_same")
+    assert not same.expand_links
     new = classify_outcome(claimed(content_hash="h1", revisit_s=86_400.0), result(200, body=b"x"), "h2",
                            settings=SETTINGS, now=NOW)
     assert (new.state, new.changed, new.store_page, new.expand_links) == (UrlState.DONE, True, True, True)
