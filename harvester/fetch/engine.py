@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+from harvester.errors import LeaseLost
 from harvester.fetch.http import NO_VALIDATORS, Fetcher, close_clients
 from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.fetch.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
@@ -194,13 +195,16 @@ class PoliteClient(HostSlots):
 
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True,
-                    in_scope: Callable[[str], bool] | None = None) -> FetchResult:
+                    in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
+                    ) -> FetchResult:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
         ROBOTS_DISALLOWED without a request; redirect hops re-enter scope (``in_scope`` when given, for a
         document the crawl reads outside its scope, such as a sitemap on a CDN; else the client's), robots and the
         hop host's gate. A 429/503 backs the host off and is returned (the caller decides whether to requeue).
+        ``hold`` is asked at the last moment before the request, after every wait: False raises ``LeaseLost`` and
+        nothing is sent (the caller's lease on the host has lapsed, say after the process was frozen).
         """
         origin = http_origin(url)
         if origin is None:
@@ -217,13 +221,14 @@ class PoliteClient(HostSlots):
         return await self._gated(url, host, validators=validators, accept=accept,
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
-                                 in_scope=self._in_scope if in_scope is None else in_scope)
+                                 in_scope=self._in_scope if in_scope is None else in_scope, hold=hold)
 
     # --- the gated fetch --------------------------------------------------------------------------------------
 
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
                      max_bytes: int, check_robots: bool, robots_fetch: bool,
-                     in_scope: Callable[[str], bool] | None = None) -> FetchResult:
+                     in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
+                     ) -> FetchResult:
         if not await self._acquire(host):
             return self._count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
         held: list[_Host | None] = [host]
@@ -258,6 +263,8 @@ class PoliteClient(HostSlots):
         result: FetchResult | None = None
         try:
             check_stop()  # the last moment before a request: a stopped process sends none
+            if hold is not None and not hold():  # ... nor one whose lease on the host has lapsed
+                raise LeaseLost(f"the lease on {host.diag.host} lapsed before {url} was requested; nothing was sent")
             if robots_fetch:
                 result = await self._fetcher.fetch(
                     url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,

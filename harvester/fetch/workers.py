@@ -6,10 +6,11 @@ their results."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,6 +70,9 @@ class EngineStats:
     results: Counter[str] = field(default_factory=Counter)
     parked: dict[str, str] = field(default_factory=dict)
     lease_lost: list[str] = field(default_factory=list)
+    unsent: list[Job] = field(default_factory=list)
+    """Jobs whose host's hold lapsed before their request (``run_hosts``' ``holds``): nothing was sent; the
+    caller hands their claims back."""
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -80,8 +84,10 @@ class EngineStats:
 class _HostRun:
     """One host's turn: its own queue, refilled by one claim at a time, drained by its own workers."""
 
-    def __init__(self, client: PoliteClient, work: HostWork, host: str, stats: EngineStats) -> None:
+    def __init__(self, client: PoliteClient, work: HostWork, host: str, stats: EngineStats,
+                 hold: Callable[[], bool] | None = None) -> None:
         self.client = client
+        self.hold = hold
         self.work = work
         self.host = host
         self.stats = stats
@@ -145,9 +151,13 @@ class _HostRun:
                     result = refused(job.url, ErrorClass.PARKED, reason)
                 else:
                     try:
-                        result = await client.fetch(job.url, validators=job.validators, accept=job.accept)
+                        result = await client.fetch(job.url, validators=job.validators, accept=job.accept,
+                                                    hold=self.hold)
                     except Interrupted:
                         return  # stopped before its request was sent: the job's lease goes back unfetched
+                    except LeaseLost:
+                        self._lost(job)
+                        return
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
                 if result.status is not None and job.answered is None:
                     self.stats.fetched += 1
@@ -168,6 +178,18 @@ class _HostRun:
             if reason is not None and not self.stopped:
                 await self._hand_back(reason)
 
+    def _lost(self, job: Job) -> None:
+        """The host's hold lapsed before ``job``'s request: stop at once, nothing more is sent for it here."""
+        if not self.stopped:
+            logger.warning("lease on %s lapsed before a request: stopping this host", self.host,
+                           extra={"host": self.host})
+        if self.host not in self.stats.lease_lost:
+            self.stats.lease_lost.append(self.host)
+        self.stopped = True
+        self.stats.unsent.append(job)
+        self.stats.unsent.extend(self.queue)
+        self.queue.clear()
+
     async def _hand_back(self, reason: str) -> None:
         """A parked host: every claimed job goes back through done() with a PARKED result (no request)."""
         self.stats.parked[self.host] = reason
@@ -184,13 +206,18 @@ class _HostRun:
 
 
 async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: int,
-                    on_progress: Callable[[dict[str, HostDiagnostics]], None] | None = None) -> EngineStats:
+                    on_progress: Callable[[dict[str, HostDiagnostics]], None] | None = None,
+                    holds: Callable[[str], bool] | None = None,
+                    ended: Callable[[str], Awaitable[None]] | None = None) -> EngineStats:
     """Fetch every host's work through its own queue and workers, at most ``max_active_hosts`` at once.
 
     Hosts are served in the order ``work.hosts()`` gives; a host that runs out of work, is parked or loses its
     lease is retired and the next one starts. While others are served, ``work.hosts()`` is asked again every
     ``HOSTS_POLL_S``: a host it offers again (new work came due on it) gets another turn in this call.
     Results go to ``work.done()``; retry policy is the caller's. Exceptions other than LeaseLost propagate.
+    ``holds(host)`` is asked before each request (``PoliteClient.fetch``'s ``hold``): False stops the host's turn
+    at once, its unsent jobs in ``EngineStats.unsent``. ``ended(host)`` is awaited when a host's turn is over,
+    none of its requests out (the caller may hand the host to another worker then, not before).
     """
     stats = EngineStats()
     started = time.monotonic()
@@ -199,7 +226,7 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     try:
         async with task_group() as tasks:
             progress = tasks.create_task(_progress(client, on_progress)) if on_progress is not None else None
-            await _serve_hosts(client, work, tasks, max_active_hosts, stats, served, closing)
+            await _serve_hosts(client, work, tasks, max_active_hosts, stats, served, closing, holds, ended)
             if progress is not None:
                 progress.cancel()
     finally:
@@ -215,13 +242,15 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
 
 
 async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.TaskGroup, max_active_hosts: int,
-                       stats: EngineStats, ever: set[str], closing: set[asyncio.Task[None]]) -> None:
+                       stats: EngineStats, ever: set[str], closing: set[asyncio.Task[None]],
+                       holds: Callable[[str], bool] | None = None,
+                       ended: Callable[[str], Awaitable[None]] | None = None) -> None:
     """Start hosts' turns (in ``tasks``) as slots free up, until no host is left with work; retire each, its
     pool closing in the background (``closing``)."""
     pending: deque[str] = deque()
     active: dict[asyncio.Task[None], str] = {}
     served: set[str] = set()
-    ended: set[str] = set()
+    finished: set[str] = set()
     polling = False
     looked = time.monotonic()
     while True:
@@ -243,7 +272,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             served.add(host)
             ever.add(host)
             stats.hosts_served += 1
-            run = _HostRun(client, work, host, stats)
+            run = _HostRun(client, work, host, stats, None if holds is None else functools.partial(holds, host))
             active[tasks.create_task(run.run(), name=f"host {host}")] = host
         if not active:
             break
@@ -256,13 +285,15 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
             # Turns that ended before this look may start again: work came due on their hosts while others were
             # served (links a page named, a feed read beside extraction), rather than wait for another round.
             looked = now
-            served.difference_update(ended)
-            ended.clear()
+            served.difference_update(finished)
+            finished.clear()
         for task in done:
             host = active.pop(task)
             task.result()  # a bug in done()/claim() surfaces here
-            ended.add(host)
+            finished.add(host)
             turn_ended(client, host, closing)
+            if ended is not None:
+                await ended(host)
 
 
 def turn_ended(client: PoliteClient, origin: str, closing: set[asyncio.Task[None]]) -> None:

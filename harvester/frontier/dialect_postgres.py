@@ -4,6 +4,8 @@ per chunk reports which rows it inserted."""
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
@@ -13,6 +15,9 @@ from sqlalchemy import Connection
 
 from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, Dialect
 from harvester.frontier.rows import Merged
+
+EXTRACTION_NAME = "harvester-extract:"
+"""The ``application_name`` prefix of an extraction process's sessions (then ``host:pid``)."""
 
 
 @cache
@@ -97,6 +102,16 @@ class PostgresDialect(Dialect):
             ),
         )
         return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}
+
+    def extraction_processes(self, conn: Connection) -> int:
+        me = f"{EXTRACTION_NAME}{socket.gethostname()}:{os.getpid()}"[:63]
+        # Each extraction process names its sessions (``application_name``, visible to every role, gone with the
+        # connection: a killed process stops counting at once); the others are counted by name, this one always.
+        conn.exec_driver_sql("SELECT set_config('application_name', %s, false)", (me,))
+        return 1 + int(conn.exec_driver_sql(
+            "SELECT count(DISTINCT application_name) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE %s AND application_name <> %s", (EXTRACTION_NAME + "%", me),
+        ).scalar_one())
 
     def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
         if not host_ids:

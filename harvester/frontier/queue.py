@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, exists, func, or_, select, update
+from sqlalchemy import Connection, and_, exists, func, or_, select, update
 
 from harvester.frontier.base import (
     StoreBase,
@@ -253,14 +253,19 @@ class QueueMixin(StoreBase):
         return min((m for m in moments if m is not None), default=None)
 
 
-    def held_elsewhere(
+    def unfinished(
         self, owner: str, *, hosts: Sequence[str], kinds: Sequence[str] = ("detail",), now: datetime | None = None
-    ) -> list[str]:
-        """Hosts of ``hosts`` with work due now or in flight (URLs leased) that another owner's live lease holds:
-        what a worker that found nothing to claim waits for (the holder finishes, or dies and its lease runs out
-        and the work comes back), rather than end its run while work remains."""
+    ) -> tuple[list[str], list[str]]:
+        """What keeps a worker that found nothing more to do in its round from ending its run: (claimable, held).
+
+        Claimable: hosts of ``hosts`` with work due that ``claim_hosts`` would lease to ``owner`` now (no live lease
+        of another owner, not backing off, not parked), or with URL leases that ran out (``requeue_expired`` brings
+        them back). Held: hosts with work due that another owner's live host lease holds, or with URLs another owner
+        holds in flight. One snapshot, so a host is always in one of them while its work is unfinished: read in two
+        looks, a dead holder's hosts released between them (by this worker's own ``release_owner``, or a lease
+        running out) were in neither, and the worker ended its run with their URLs queued (issue 32)."""
         if not hosts:
-            return []
+            return [], []
         now = aware(now) or utcnow()
         kind_values = list(kinds)
         due = or_(
@@ -268,14 +273,47 @@ class QueueMixin(StoreBase):
                            or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= now)),
             exists().where(Url.host_id == Host.id, Url.kind.in_(kind_values), Url.state == UrlState.DONE.value,
                            Url.next_fetch_at <= now),
+        )
+        free = or_(Host.lease_owner.is_(None), Host.lease_owner == owner, Host.lease_until < now)
+        open_ = and_(or_(Host.blocked_until.is_(None), Host.blocked_until <= now),
+                     or_(Host.parked_reason.is_(None), Host.blocked_until.is_not(None)))
+        lapsed = exists().where(Lease.host_id == Host.id, Lease.lease_until < now)
+        in_flight = exists().where(Lease.host_id == Host.id, Lease.owner != owner, Lease.lease_until >= now)
+        held_host = and_(Host.lease_owner.is_not(None), Host.lease_owner != owner, Host.lease_until >= now, due)
+        claimable = or_(and_(free, open_, due), lapsed)
+        mine = Host.origin.in_(list(hosts))
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Host.origin, claimable, or_(held_host, in_flight)).where(mine)
+            ).all()
+        return sorted(o for o, c, h in rows if c and not h), sorted(o for o, _, h in rows if h)
+
+    def sharing(self, owner: str, *, hosts: Sequence[str], kinds: Sequence[str] = ("detail",),
+                now: datetime | None = None) -> tuple[int, int]:
+        """(hosts of ``hosts`` with work due or in flight, other workers): what a worker splits with the others,
+        so that one worker does not take every host of a small site. Other workers: the other owners holding a live
+        lease on one of ``hosts``, or the other extraction processes on the frontier (idle ones included, where
+        the database can tell: ``Dialect.extraction_processes``), whichever is more."""
+        if not hosts:
+            return 0, 0
+        now = aware(now) or utcnow()
+        kind_values = list(kinds)
+        work = or_(
+            exists().where(QueueEntry.host_id == Host.id, QueueEntry.kind.in_(kind_values),
+                           or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= now)),
+            exists().where(Url.host_id == Host.id, Url.kind.in_(kind_values), Url.state == UrlState.DONE.value,
+                           Url.next_fetch_at <= now),
             exists().where(Lease.host_id == Host.id),
         )
+        mine = Host.origin.in_(list(hosts))
         with self._tx(write=False) as tx:
-            return sorted(tx.conn.execute(
-                select(Host.origin).where(
-                    Host.origin.in_(list(hosts)), Host.lease_owner.is_not(None), Host.lease_owner != owner,
-                    Host.lease_until > now, due)
-            ).scalars())
+            with_work = tx.conn.execute(select(func.count()).select_from(Host).where(mine, work)).scalar_one()
+            others = tx.conn.execute(
+                select(func.count(func.distinct(Host.lease_owner))).where(
+                    mine, Host.lease_owner.is_not(None), Host.lease_owner != owner, Host.lease_until >= now)
+            ).scalar_one()
+            processes = self._d.extraction_processes(tx.conn)
+        return int(with_work), max(int(others), processes - 1)
 
     def fetched_since(self, origin: str, since: datetime, *, kinds: Sequence[str] = ("detail",)) -> int:
         """URLs of ``origin`` the site answered since ``since``: what a run has spent of the host's page budget.

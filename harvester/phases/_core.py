@@ -389,9 +389,11 @@ async def _extract(
 
         try:
             async with task_group() as tasks:
-                keeper = tasks.create_task(_keep_leases(store, settings, work, on_progress, snapshot))
+                keepers = [tasks.create_task(_keep_leases(work)),
+                           tasks.create_task(_keep_writing(work, on_progress, snapshot))]
                 await _rounds(store, client, work, StopRule(max_idle_rounds=settings.politeness.max_attempts))
-                keeper.cancel()
+                for keeper in keepers:
+                    keeper.cancel()
         finally:
             if shared is None:
                 await policies.aclose()
@@ -413,9 +415,11 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
     """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``), or until
     the process is asked to stop (``runtime.request_stop``: then the round drains and ``Interrupted`` ends it).
 
-    A run does not end while discovery of its cycle is still handing hosts over (``phases.handover``) or while
-    hosts with work due are held by other workers: it waits for them. What discovery hands over may widen the
-    site (a seed found moved) and teach it detail shapes: both are read again before the next round."""
+    A run does not end while discovery of its cycle is still handing hosts over (``phases.handover``), while
+    hosts with work due are held by other live workers (it waits for them), or while hosts with work due are free
+    to take (a dead holder's, released after the round looked: another round takes them). What discovery hands
+    over may widen the site (a seed found moved) and teach it detail shapes: both are read again before the next
+    round."""
     settings = work.settings
     handover = work.handover
     scoped = 0
@@ -428,7 +432,9 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
             await _rescope(store, work)
             scoped = seen
         known_before = await db(store.url_high_water)
-        await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts)
+        engine = await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts,
+                                 holds=work.holds.holds, ended=work.turn_over)
+        await work.give_back(engine.unsent)
         await work.writer.flush()
         check_stop()
         work.exhausted.clear()
@@ -443,7 +449,9 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
                 await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry
             except StoreError as exc:  # only a shortcut: their leases run out anyway; asked again next look
                 logger.warning("handing back dead holders' leases: %s", exc, extra={"error_class": "storage"})
-            gap = stop.hold_s(held_elsewhere=len(await work.held_by_others()), handing_over=handing_over)
+            claimable, held = await work.unfinished()
+            gap = stop.hold_s(claimable=len(claimable), held_elsewhere=len(held), handing_over=handing_over,
+                              settled=_settled(work))
             if gap is None:
                 return
         if handover is not None and handing_over:
@@ -487,14 +495,29 @@ PROGRESS_EVERY_S = 1.0
 TICK_EVERY_S = 0.1
 
 
-async def _keep_leases(
-    store: FrontierStore, settings: Settings, work: ExtractWork, on_progress: ProgressCallback | None,
-    snapshot: Callable[[], Progress],
-) -> None:
-    """Renew this worker's host leases well before they expire, flush idle completions, report progress."""
+async def _keep_leases(work: ExtractWork) -> None:
+    """Renew this worker's host leases well before they lapse (a third of the lease spent, on the clock
+    ``phases.leases`` keeps: after a freeze, at once). A task of its own: a completion batch slow to write (a
+    busy database) must not hold the renewal back until the leases have lapsed."""
+    while True:
+        await asyncio.sleep(TICK_EVERY_S)
+        if not work.holds.due_for_renewal(work.leased):
+            continue
+        try:
+            await work.renew()
+        except StoreError as exc:
+            # A lock or a lasting fault: asked again next tick. The workers' own writes meet the same fault and end
+            # the run if it lasts; this loop must not die first (its leases would lapse unseen). Meanwhile the
+            # local deadlines run out and the workers send nothing more for hosts that may be someone else's.
+            logger.warning("lease keeper: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+                           extra={"error_class": "storage"})
+
+
+async def _keep_writing(work: ExtractWork, on_progress: ProgressCallback | None,
+                        snapshot: Callable[[], Progress]) -> None:
+    """Flush idle completions and report progress."""
     loop = asyncio.get_running_loop()
-    renew_every = settings.store.lease_s / 3
-    last_renew = last_report = loop.time()
+    last_report = loop.time()
     while True:
         # Often: a quiet host's last completions are written within FLUSH_EVERY_S plus this, so a kill repeats
         # no fetch answered more than half a second before it.
@@ -502,14 +525,8 @@ async def _keep_leases(
         now = loop.time()
         try:
             await work.writer.tick()
-            if now - last_renew >= renew_every and work.leased:
-                await db(store.renew_hosts, work.owner, sorted(work.leased), lease_s=settings.store.lease_s)
-                last_renew = now
-        except StoreError as exc:
-            # A lock or a lasting fault: the batch stays pending and the renewal is asked again next tick. The
-            # workers' own writes meet the same fault and end the run if it lasts; this loop must not die first
-            # (its leases would lapse unseen).
-            logger.warning("lease keeper: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+        except StoreError as exc:  # the batch stays pending and is asked again next tick
+            logger.warning("completions: %s; asked again in %.1f s", exc, TICK_EVERY_S,
                            extra={"error_class": "storage"})
         if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
             last_report = now

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.extraction import ExtractorHook, extract_page
 from harvester.fetch.workers import Job
+from harvester.phases.leases import HostHolds, fair_take, lease_clock
 from harvester.records import (
     ClaimedUrl,
     CompleteResult,
@@ -233,6 +234,7 @@ class ExtractWork:
         self.owner = owner
         self.hook = hook
         self.writer = CompletionBatcher(store, owner, run_id=run_id, canonicalize=site.canonicalize)
+        self.holds = HostHolds(store, owner, settings.store.lease_s)
         self.counters: Counter[str] = Counter()
         self.leased: set[str] = set()
         self.exhausted: set[str] = set()
@@ -240,6 +242,8 @@ class ExtractWork:
         """Hosts whose page budget this run is spent: kept leased (so no worker of the run takes them up again)
         and handed back with every other lease when the run ends."""
         self.claimed_total = 0
+        self._sharing = (0, 0)
+        """(hosts with work, other workers) at the last look for hosts: ``store.sharing``."""
         self._truth: dict[str, float | None] = {}
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
@@ -258,12 +262,18 @@ class ExtractWork:
         request. A host parked in this run is handed back: its jobs would only be refused again.
         """
         politeness = self.settings.politeness
-        room = politeness.max_active_hosts - len(self.leased - self.exhausted - self.spent)
+        active = len(self.leased - self.exhausted - self.spent)
+        room = politeness.max_active_hosts - active
         if room > 0:
             handed = self.handover.open_hosts() if self.handover is not None else None
             mine = [origin for origin in await self.my_hosts() if handed is None or origin in handed]
+            self._sharing = with_work, others = await db(self.store.sharing, self.owner, hosts=mine)
+            room = fair_take(room=room, with_work=with_work, others=others, mine=active)
+        if room > 0:
+            asked_at = lease_clock()
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
                            hosts=mine)
+            self.holds.grant(got, asked_at)
             for origin in got:
                 if origin in self.spent:
                     continue
@@ -296,20 +306,58 @@ class ExtractWork:
         """The site's scope grew (a host discovery found moved joined it): judge every origin again."""
         self._in_scope.clear()
 
-    async def held_by_others(self) -> list[str]:
-        """The profile's hosts with work due and room in the run's budget that other workers hold now."""
-        held = await db(self.store.held_elsewhere, self.owner, hosts=await self.my_hosts())
-        return [origin for origin in held if await self.budget.left(origin) > 0]
+    async def unfinished(self) -> tuple[list[str], list[str]]:
+        """The profile's hosts with work due and room in the run's budget: (those this worker may take now, those
+        other live workers hold). Hosts this run spent or parked, and hosts discovery has yet to hand over, are
+        not this worker's to take."""
+        claimable, held = await db(self.store.unfinished, self.owner, hosts=await self.my_hosts())
+        handed = self.handover.open_hosts() if self.handover is not None else None
+        parked = self.policies.parked if self.policies is not None else (lambda _origin: None)
+        takes = [origin for origin in claimable if origin not in self.spent and parked(origin) is None
+                 and (handed is None or origin in handed)]
+        return ([origin for origin in takes if await self.budget.left(origin) > 0],
+                [origin for origin in held if await self.budget.left(origin) > 0])
 
-    async def _end_turn(self, host: str) -> None:
+    async def renew(self) -> None:
+        """Renew the hosts this worker holds; a host a renewal finds lost is no longer ours (its turn stops at its
+        next request: ``holds``), and makes room for another."""
+        for origin in await self.holds.renew(self.leased):
+            logger.warning("lease on %s lost to another worker", origin, extra={"host": origin})
+            self.leased.discard(origin)
+
+    async def give_back(self, jobs: Sequence[Job]) -> None:
+        """Claims whose request was never sent (their host's hold lapsed first) go back to the queue, where they
+        are still this owner's; a lease another worker already took back is left alone."""
+        ids = [job.payload.id for job in jobs if isinstance(job.payload, ClaimedUrl)]
+        if ids:
+            await db(self.store.release, self.owner, ids)
+
+    async def _end_turn(self, host: str, *, release: bool = True) -> None:
         """The host has nothing more for this worker now: write what is pending, its politeness state, and
-        hand its lease back."""
+        hand its lease back, now or (``release=False``) when its turn's last request has ended (``turn_over``):
+        handed back while requests were still out, another worker could start its own on the host, and the
+        host would see both at once."""
         self.exhausted.add(host)
         await self.writer.flush()
         if self.policies is not None:
             await self.policies.save(host)
+        if release:
+            await self._release(host)
+
+    async def _release(self, host: str) -> None:
         await db(self.store.release_hosts, self.owner, [host])
         self.leased.discard(host)
+
+    async def turn_over(self, host: str) -> None:
+        """The host's turn has ended, none of its requests out: a host whose turn was ended goes back now."""
+        if host in self.exhausted and host in self.leased and host not in self.spent:
+            await self._release(host)
+
+    def _over_share(self) -> bool:
+        """This worker holds more hosts than its share while others are there to take them (``fair_take``)."""
+        with_work, others = self._sharing
+        active = len(self.leased - self.exhausted - self.spent)
+        return others > 0 and active > 1 and active > -(-with_work // (others + 1))
 
     async def claim(self, host: str, n: int) -> Sequence[Job]:
         """Up to ``n`` jobs; URLs the host's truthful lastmod says are unchanged are completed without a request.
@@ -317,6 +365,11 @@ class ExtractWork:
         outlasting ``store.lease_s`` is kept, not lost.
         """
         await self.writer.tick()
+        if self._over_share():  # others came since this worker took its hosts: one goes back to them
+            logger.info("%s: handed over to share the hosts out", host, extra={"host": host})
+            self.counters["hosts_shared_out"] += 1
+            await self._end_turn(host, release=False)
+            return []
         while True:
             room = self.budget.room(host)
             if room <= 0:
@@ -327,7 +380,7 @@ class ExtractWork:
                 lease_s=self.settings.store.lease_s, kinds=(UrlKind.DETAIL,),
             )
             if not claimed:
-                await self._end_turn(host)
+                await self._end_turn(host, release=False)
                 return []
             jobs = [job for item in claimed if (job := await self._job(host, item)) is not None]
             if jobs:

@@ -54,13 +54,23 @@ class StopRule:
             self.rounds += 1
         return added_urls and self.rounds < self.max_link_rounds
 
-    def hold_s(self, *, held_elsewhere: int, handing_over: bool) -> float | None:
+    def hold_s(self, *, held_elsewhere: int, handing_over: bool, claimable: int = 0,
+               settled: int | None = None) -> float | None:
         """When the run would end: seconds to wait before another round, or None (the run is over).
 
-        ``held_elsewhere``: hosts with work due (and budget left) that other workers hold now; ``handing_over``:
-        discovery of this cycle is still running, so hosts are still to be handed over. Either way the run is not
-        done: it waits and looks again, instead of leaving work to whoever holds it and ending (a holder that
-        dies loses its lease after ``store.lease_s``, and its hosts come back). The wait spends no link round."""
+        ``claimable``: hosts with work due that this worker may lease now (a dead holder's, released or run out
+        since the round looked): another round at once. ``held_elsewhere``: hosts with work due (and budget left)
+        that other live workers hold now; ``handing_over``: discovery of this cycle is still running, so hosts are
+        still to be handed over. Either way the run is not done: it waits and looks again, instead of leaving work
+        to whoever holds it and ending (a holder that dies loses its lease after ``store.lease_s``, and its hosts
+        come back). Claimable hosts that rounds settle nothing on (``settled``, as in ``wait_s``) stop counting
+        after ``max_idle_rounds`` such rounds. The wait spends no link round."""
+        if claimable:
+            self.idle_rounds = self.idle_rounds + 1 if settled == self.last_settled else 0
+            self.last_settled = -1 if settled is None else settled
+            if self.idle_rounds < self.max_idle_rounds:
+                self.held_rounds += 1
+                return 0.0
         if not held_elsewhere and not handing_over:
             return None
         self.held_rounds += 1

@@ -89,10 +89,11 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
             assert ready is not None
 
             async def round_then_discovery_ends(*args, **kwargs):  # type: ignore[no-untyped-def]
-                await real(*args, **kwargs)
+                stats = await real(*args, **kwargs)
                 rounds.append(ready.open_hosts())
                 if len(rounds) == 6:  # past the idle rounds a due-but-closed host costs
                     ready.end()
+                return stats
 
             monkeypatch.setattr(_core, "run_hosts", round_then_discovery_ends)
             await phases.extract(store, settings, profile, handover=key)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,11 +34,12 @@ KILL_AT = 0.8
 """Share of the pages fetched when worker 0 is killed: late, so the others are out of hosts of their own soon."""
 
 
-def extractor(n: int, db_url: str, seeds: list[str], tmp_path: Path) -> subprocess.Popen[bytes]:
+def extractor(n: int, db_url: str, seeds: list[str], tmp_path: Path, *, lease_s: float = 60.0,
+              max_active_hosts: int = 4) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HARVESTER_"))}
     env.update({
-        "HARVESTER_HTTP__USER_AGENT": AGENTS[n], "HARVESTER_STORE__LEASE_S": "60",
-        "HARVESTER_POLITENESS__MAX_ACTIVE_HOSTS": "4", "PREFECT_HOME": str(tmp_path / "prefect"),
+        "HARVESTER_HTTP__USER_AGENT": AGENTS[n], "HARVESTER_STORE__LEASE_S": str(lease_s),
+        "HARVESTER_POLITENESS__MAX_ACTIVE_HOSTS": str(max_active_hosts), "PREFECT_HOME": str(tmp_path / "prefect"),
     })
     bin_ = Path(sys.executable).parent / "harvester"
     with (tmp_path / f"extract-{n}.log").open("wb") as out:
@@ -89,3 +91,142 @@ async def test_three_extraction_processes_finish_a_30_host_harvest_though_one_is
     twice = {url for url, count in asked.items() if count > 1}
     first_by = {url: min((r for r in records if r.url == url), key=lambda r: r.start).user_agent for url in twice}
     assert all(agent == AGENTS[0] for agent in first_by.values()), first_by
+
+
+async def test_a_worker_finishes_the_hosts_of_a_holder_that_died_during_its_round(make_web, db_url):
+    """The losing order of the kill test, in one process and without timing: the round looks for hosts while the
+    other holder lives (its lease is live: the round gets none of its hosts), the holder dies during the round
+    (killed from the extractor hook at the first page), the round ends, this worker hands the dead holder's leases
+    back, then asks what is left. The hosts it had just freed were held by nobody: the run ended, their URLs
+    queued ("748 done, 92 queued")."""
+    specs = [HostSpec("alive", pages=6), HostSpec("dead", pages=6)]
+    web = make_web(specs, seed=7)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the other worker
+    try:
+        owner = f"{socket.gethostname()}:{holder.pid}:extract-9:deadbeef"
+
+        def kill_the_holder(page: object) -> None:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()  # reaped: its pid is gone, as the kill test's worker 0 is
+
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await phases.discover(store, settings, profile)
+            web.clear_records()
+            held = web.origin("dead")
+            assert store.claim_hosts(owner, limit=1, lease_s=600, hosts=[held]) == [held]
+            assert store.claim(owner, hosts=[held], per_host=2, lease_s=600)  # in flight when it dies
+            await phases.extract(store, settings, profile, extractor=kill_the_holder)
+            states = store.url_states()
+    finally:
+        holder.kill()
+        holder.wait()
+    details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    assert holder.returncode is not None
+    assert {url for url in details if states[url][0] != "done"} == set()
+    assert {r.url for r in web.records() if r.url.startswith(held)} & details  # this worker fetched them
+
+
+FROZEN_LEASE_S = 6.0
+
+
+def _wait_for(what: str, ready, deadline: float) -> None:  # type: ignore[no-untyped-def]
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.postgres
+async def test_an_extractor_frozen_past_its_lease_sends_nothing_for_the_host_taken_over(make_web, pg_url, tmp_path):
+    """SIGSTOP an extraction process while it holds a host (its claimed batch queued in memory), until another
+    process has taken the host over, then SIGCONT it. Before: it went on with its batch, so the host saw both
+    processes at once (over its limit) and pages were fetched twice. Now it asks its local lease deadline before
+    each request and stops that host at once."""
+    specs = [HostSpec(f"f{n}", pages=160, latency_s=0.05) for n in range(2)]
+    web = make_web(specs, seed=11)
+    settings = Settings.load(database_url=pg_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+    web.clear_records()
+    details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+
+    def by(agent: str) -> list:  # type: ignore[type-arg]
+        return [r for r in web.records() if r.url in details and r.user_agent == agent]
+
+    workers = [extractor(n, pg_url, web.seeds, tmp_path, lease_s=FROZEN_LEASE_S) for n in range(3)]
+    try:
+        deadline = time.monotonic() + WAIT_S
+        _wait_for("a worker's requests", lambda: any(len(by(agent)) >= 10 for agent in AGENTS), deadline)
+        victim = next(n for n, agent in enumerate(AGENTS) if len(by(agent)) >= 10)
+        agent = AGENTS[victim]
+        workers[victim].send_signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        host = max(by(agent), key=lambda r: r.start).host  # a host it was fetching when frozen
+        _wait_for("another worker to take the frozen worker's host over",
+                  lambda: sum(1 for r in web.records() if r.host == host and r.user_agent != agent
+                              and r.start > frozen_at + FROZEN_LEASE_S) >= 3, deadline)
+        continued_at = time.monotonic()
+        workers[victim].send_signal(signal.SIGCONT)
+        for n in range(3):
+            assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+    records = [r for r in web.records() if r.url in details]
+    assert continued_at - frozen_at > FROZEN_LEASE_S  # control: frozen past its lease
+    with FrontierStore.open(settings) as store:
+        states = store.url_states()
+    assert [url for url in details if states[url][0] != "done"] == []
+    assert all(max_in_flight(records, spec.name) <= LIMIT for spec in specs), [
+        max_in_flight(records, spec.name) for spec in specs]
+    # Twice: only what the frozen worker had in flight when it was stopped (answered while it slept).
+    first = {}
+    for r in sorted(records, key=lambda r: r.start):
+        first.setdefault(r.url, r)
+    twice = {url for url, count in Counter(r.url for r in records if r.status == 200).items() if count > 1}
+    detail = sorted((url[-30:], [(r.user_agent[16:18], r.status, round(r.start - frozen_at, 2))
+                                 for r in records if r.url == url]) for url in twice)
+    assert all(first[url].user_agent == agent and first[url].start < frozen_at for url in twice), (
+        agent, continued_at - frozen_at, detail)
+    # Nothing it asked for after it was continued was asked for by anyone else.
+    late = {r.url for r in records if r.user_agent == agent and r.start > continued_at and r.status == 200}
+    others = {r.url for r in records if r.user_agent != agent and r.status == 200}
+    assert not late & others
+
+
+@pytest.mark.postgres
+async def test_three_extraction_processes_share_the_hosts_of_a_six_host_site(make_web, pg_url, tmp_path):
+    """Before, the first process to look leased every host with work (up to ``max_active_hosts``, 64) and the
+    other two waited idle. Now each takes its share of the hosts with work, counting the others it sees (their
+    leases, and on PostgreSQL their sessions, idle ones included), and one over its share hands a host back at
+    its next claim when another process arrives late."""
+    specs = [HostSpec(f"h{n}", pages=90, latency_s=0.08) for n in range(6)]
+    web = make_web(specs, seed=5)
+    settings = Settings.load(database_url=pg_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+    web.clear_records()
+    details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    workers = [extractor(n, pg_url, web.seeds, tmp_path, max_active_hosts=64) for n in range(3)]
+    try:
+        for n in range(3):
+            assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    records = [r for r in web.records() if r.url in details and r.status == 200]
+    by_agent = Counter(r.user_agent for r in records)
+    assert len({r.url for r in records}) == len(details)
+    assert all(by_agent[agent] >= len(details) / 10 for agent in AGENTS), by_agent
+    assert all(max_in_flight(records, spec.name) <= LIMIT for spec in specs)
+    assert sum(by_agent.values()) == len(details)  # none fetched twice

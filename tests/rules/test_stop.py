@@ -56,3 +56,15 @@ def test_rounds_after_a_hold_spend_no_link_round():
     # ... leaves every link round to the pages fetched after it.
     assert stop.again_now(added_urls=True) and stop.again_now(added_urls=True)
     assert not stop.again_now(added_urls=True)
+
+
+def test_hosts_free_to_take_start_another_round_at_once_until_rounds_settle_nothing_on_them():
+    stop = StopRule(max_idle_rounds=3)
+    # A dead holder's hosts, released after the round looked: this worker's work, not "held by nobody, so done".
+    assert stop.hold_s(claimable=2, held_elsewhere=0, handing_over=False, settled=10) == 0.0
+    assert stop.hold_s(claimable=2, held_elsewhere=0, handing_over=False, settled=20) == 0.0  # progress
+    # Rounds that settle nothing on them (taken by others each time, say) stop counting them ...
+    answers = [stop.hold_s(claimable=2, held_elsewhere=0, handing_over=False, settled=20) for _ in range(3)]
+    assert answers[:2] == [0.0, 0.0] and answers[2] is None
+    # ... and what others hold is then waited for as before.
+    assert stop.hold_s(claimable=2, held_elsewhere=1, handing_over=False, settled=20) == HOLD_POLL_S

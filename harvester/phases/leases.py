@@ -1,0 +1,97 @@
+"""What this worker holds, known locally: host lease deadlines, renewed ahead of time, and checked before each
+request (issue 32).
+
+The frontier's lease is the truth, but asking it before every request would cost a round trip per page. Each
+grant and renewal instead records a local deadline: the moment just *before* the statement that set the lease,
+plus ``lease_s`` (the database's ``lease_until`` is at least that late), less a margin for the request to leave.
+The engine asks ``holds(origin)`` at the last moment before a request (``PoliteClient.fetch``'s ``hold``): a
+process frozen past its lease (SIGSTOP, a VM pause, a swap storm, a debugger) and then continued sends nothing
+for a host another worker may have taken over since; its keeper's next renewal says whether the host is still
+its own. The clock is the boot-time clock where there is one: unlike ``time.monotonic`` it also runs while the
+machine is suspended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from harvester.runtime import db
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
+
+logger = logging.getLogger(__name__)
+
+_BOOTTIME = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def lease_clock() -> float:
+    """Seconds on a clock that runs through suspends and freezes (Linux: CLOCK_BOOTTIME; else monotonic)."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
+
+
+MARGIN_SHARE = 0.1
+MARGIN_MAX_S = 1.0
+"""A request is sent only while at least min(lease_s x MARGIN_SHARE, MARGIN_MAX_S) of the lease is left."""
+
+
+class HostHolds:
+    """Local deadlines of one owner's host leases: granted, renewed, lost, and asked before each request."""
+
+    def __init__(self, store: FrontierStore, owner: str, lease_s: float) -> None:
+        self._store = store
+        self._owner = owner
+        self.lease_s = lease_s
+        self._margin = min(lease_s * MARGIN_SHARE, MARGIN_MAX_S)
+        self._until: dict[str, float] = {}
+        self.lost: set[str] = set()
+        """Hosts a renewal found another owner's (or nobody's): never requested again in this run's turn."""
+
+    def grant(self, origins: Iterable[str], asked_at: float) -> None:
+        """``origins`` were leased (or renewed) by a statement begun at ``asked_at`` (``lease_clock``)."""
+        until = asked_at + self.lease_s - self._margin
+        for origin in origins:
+            self._until[origin] = until
+            self.lost.discard(origin)
+
+    def holds(self, origin: str) -> bool:
+        """True while this owner's lease on ``origin`` is known live with the margin to spare: cheap, no I/O."""
+        return lease_clock() < self._until.get(origin, 0.0)
+
+    def left_s(self, origin: str) -> float:
+        return self._until.get(origin, 0.0) - lease_clock()
+
+    async def renew(self, origins: Iterable[str]) -> list[str]:
+        """Renew the leases on ``origins``; those the frontier no longer gives this owner are lost at once (no
+        request for them after this). Returns the lost ones."""
+        wanted = sorted(origins)
+        if not wanted:
+            return []
+        asked_at = lease_clock()
+        late = -min(self.left_s(origin) for origin in wanted)
+        if late > 0:  # frozen, starved or a database too slow to answer: the workers stopped asking meanwhile
+            logger.warning("renewing leases %.1f s after their local deadline", late)
+        kept = await db(self._store.renew_hosts, self._owner, wanted, lease_s=self.lease_s)
+        self.grant(kept, asked_at)
+        lost = sorted(set(wanted) - set(kept))
+        for origin in lost:
+            self._until.pop(origin, None)
+            self.lost.add(origin)
+        return lost
+
+    def due_for_renewal(self, origins: Iterable[str]) -> bool:
+        """True when some held lease has less than two thirds of its span left: renew well before it lapses."""
+        return any(self.left_s(origin) < self.lease_s * 2 / 3 for origin in origins)
+
+
+def fair_take(*, room: int, with_work: int, others: int, mine: int) -> int:
+    """How many more hosts a worker leases now: its share of the hosts with work (split with the ``others`` it
+    sees holding some), by steps of a quarter of them at first, then doubling what it holds. Workers started
+    together each take a step and then see one another, so three on a 6-host site take two each (before, the
+    first took all six, up to ``max_active_hosts``); one alone on 200 hosts holds its 64 within two looks."""
+    share = -(-with_work // (others + 1))
+    step = max(mine, -(-with_work // 4), 1)
+    return max(0, min(room, share - mine, step))
