@@ -381,6 +381,8 @@ class Settings(BaseSettings):
         if path is None and DEFAULT_CONFIG_FILE.is_file():
             path = DEFAULT_CONFIG_FILE
         given = {key: value for key, value in overrides.items() if value is not None}
+        if (misspelled := _misspelled_env(list(cls.model_fields))) is not None:
+            raise ConfigError(misspelled)
         with _using_toml(path):
             try:
                 return cls(**given)
@@ -447,6 +449,23 @@ def config_error(
         source = _source_of(loc, toml=toml, given=given) if model is Settings else None
         problems.append(f"{key}={shown}{f' (from {source})' if source else ''}: {rule}")
     return ConfigError(f"invalid configuration in {where}: " + "; ".join(problems))
+
+
+def _misspelled_env(fields: list[str]) -> str | None:
+    """An env variable that looks like a misspelled setting (``HARVESTER_DATABSE_URL``): pydantic ignores unknown
+    variables, so the run would go on with the default instead. Only names close to a setting are refused:
+    ``HARVESTER_HOME`` and ``HARVESTER_NOW`` are not settings and stay free for other uses."""
+    for name in sorted(os.environ):
+        if not name.upper().startswith("HARVESTER_"):
+            continue
+        top, sep, rest = name[len("HARVESTER_"):].partition("__")
+        if top.lower() in fields:
+            continue
+        near = difflib.get_close_matches(top.lower(), fields, n=1, cutoff=0.8)
+        if near:
+            meant = f"HARVESTER_{near[0].upper()}{sep}{rest}"
+            return f"env {name}: no such setting; did you mean {meant}? (harvester/settings.py lists them)"
+    return None
 
 
 def _unknown_key(model: type[BaseModel], loc: tuple[str, ...]) -> str:

@@ -179,3 +179,18 @@ def test_the_progress_bar_ends_on_what_was_finished_not_on_what_waits_for_a_late
     out = capsys.readouterr().out
     assert "harvest: 0 done, 3 queued for later" in out
     assert "0/3" not in out
+
+
+def test_a_misspelled_top_level_env_variable_is_refused_not_ignored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARVESTER_DATABSE_URL", f"sqlite:///{tmp_path / 'mine.db'}")
+    with pytest.raises(ConfigError, match=r"env HARVESTER_DATABSE_URL: no such setting; did you mean "
+                                          r"HARVESTER_DATABASE_URL\?"):
+        Settings.load()
+    monkeypatch.delenv("HARVESTER_DATABSE_URL")
+    monkeypatch.setenv("HARVESTER_HOME", str(tmp_path))  # control: not a setting, and no setting's near miss
+    monkeypatch.setenv("HARVESTER_POLITNESS__PER_HOST_LIMIT", "3")
+    with pytest.raises(ConfigError, match=r"did you mean HARVESTER_POLITENESS__PER_HOST_LIMIT\?"):
+        Settings.load()
+    monkeypatch.delenv("HARVESTER_POLITNESS__PER_HOST_LIMIT")
+    assert Settings.load().database_url
