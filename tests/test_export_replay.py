@@ -142,9 +142,6 @@ async def test_each_days_version_of_every_page_replays_through_pywb(make_web, sq
     assert sum(masked(served[1][u]) != masked(served[2][u]) for u in urls) == len(urls) // 2
 
 
-@pytest.mark.xfail(reason="issue 30 item 2: a listing page's body is not stored (its main-text hash is shared), "
-                          "so the WARC holds no bytes to replay for it; lands with the payload-digest storage",
-                   strict=False)
 async def test_a_page_whose_bytes_change_outside_main_text_replays_each_day(make_web, sqlite_url, tmp_path, clock,
                                                                            pywb_python):
     web = make_web([HostSpec("l", pages=40, listing_page_size=50)], seed=43)
