@@ -24,9 +24,10 @@ def page(url: str, day: int, body: bytes, etag: str) -> StoredPage:
                       content_hash="h", body=body)
 
 
-def fetch(url: str, day: int, status: int | None, stored: StoredPage | None = None, outcome: str = "fetched"):
+def fetch(url: str, day: int, status: int | None, stored: StoredPage | None = None, outcome: str = "fetched",
+          change: str | None = None):
     return StoredFetch(fetch_id=day * 100 + len(url), url_id=len(url), url=url, fetched_at=DAY[day], status=status,
-                       outcome=outcome, bytes=0, error_class=None, run_id=None, page=stored)
+                       outcome=outcome, bytes=0, error_class=None, run_id=None, page=stored, change=change)
 
 
 def write(fetches) -> tuple[list, WarcCounts]:
@@ -121,3 +122,21 @@ def test_warcinfo_names_the_file_it_is_in():
     assert records[0][0] == "warcinfo"
     assert records[0][1]["WARC-Filename"] == "unit.warc.gz"
     assert b"discovery documents" in records[0][2]  # and says what is not recorded
+
+
+def test_a_200_repeating_the_stored_payload_is_an_identical_payload_revisit_of_its_response():
+    """The store keeps no second copy of a repeated payload (the fetch's change is "same", no page): the WARC still
+    records the exchange, as the standard revisit of the response that holds those bytes; without one in the file
+    it is left out and counted, never written as a response without a body."""
+    body = b"<p>one</p>"
+    records, counts = write([
+        fetch(A, 0, 200, page(A, 0, body, '"1"'), change="new"),
+        fetch(A, 1, 200, None, change="same"),
+        fetch(B, 1, 200, None, change="same"),  # its response is in an earlier export: nothing to refer to here
+    ])
+    got = answers(records)
+    assert [(kind, h["WARC-Target-URI"], h.get("WARC-Profile")) for kind, h, _ in got] == [
+        ("response", A, None), ("revisit", A, REVISIT_IDENTICAL)]
+    assert got[1][1]["WARC-Refers-To"] == got[0][1]["WARC-Record-ID"]
+    assert got[1][1]["WARC-Payload-Digest"] == sha1_digest(body)
+    assert (counts.responses, counts.revisits, counts.not_stored) == (1, 1, 1)

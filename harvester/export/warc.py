@@ -148,8 +148,14 @@ def _answer(
         counts.error_status += 1
         return None
     if page is None:
-        counts.not_stored += 1
-        return None
+        # A 200 repeating the stored payload byte for byte stores nothing new (``change`` "same"): it is the
+        # standard identical-payload revisit of that version's response in this file, else left out and counted.
+        earlier = latest.get(fetch.url) if fetch.change == "same" else None
+        if earlier is None:
+            counts.not_stored += 1
+            return None
+        counts.revisits += 1
+        return _revisit(writer, earlier.target, date, earlier, REVISIT_IDENTICAL, None, status=status)
     target = page.final_url or fetch.url
     digest = sha1_digest(page.body)
     same = by_digest.get((target, digest))
