@@ -174,10 +174,10 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             if loc is None:
                 without_loc += 1
                 continue
-            if has_control(loc):
-                count_control(counts, controls, loc)
-                continue
             if not is_absolute_http(loc):
+                if has_control(loc):
+                    count_control(counts, controls, loc)
+                    continue
                 counts["invalid_loc"] += 1
                 if len(invalid) < 3:
                     invalid.append(loc[:100])

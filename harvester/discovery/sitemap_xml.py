@@ -242,7 +242,7 @@ def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[Sit
     cache = names.cache
     foreign = names.foreign
     foreign_entries = several = stray = nested = 0
-    parent = None
+    root = None
     counts = doc.counts
     try:
         for _, elem in events:
@@ -250,18 +250,29 @@ def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[Sit
             if (cache.get(tag) or names(tag)) != "sitemap:url":
                 continue
             entries = _url_entries(elem, names)
+            elem.clear()
             parent = elem.getparent()
-            nested += parent is not None and names(parent.tag) == "sitemap:url"
-            stray += _release(elem, names)
+            if parent is not None:
+                if parent is not root and (cache.get(parent.tag) or names(parent.tag)) == "sitemap:url":
+                    nested += 1  # inside an unclosed <url>: what precedes it there is that one's own <loc>
+                else:
+                    root = parent
+                    # Bounded memory: drop the finished element and everything before it (stray <loc> counted).
+                    while (previous := elem.getprevious()) is not None:
+                        if previous.tag != tag:
+                            stray += (cache.get(previous.tag) or names(previous.tag)) == "sitemap:loc"
+                        del parent[0]
             if not entries:
                 counts["without_loc"] = counts.get("without_loc", 0) + 1  # the problem is ``validated_entries``'s
                 continue
-            if len(entries) > 1:
-                several += 1
             if foreign and tag in foreign:
                 foreign_entries += 1
-            yield from entries
-        stray += _stray_locs(parent, names)
+            if len(entries) == 1:
+                yield entries[0]
+            else:
+                several += 1
+                yield from entries
+        stray += _stray_locs(root, names)
     except etree.XMLSyntaxError as exc:
         doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
     finally:
@@ -311,17 +322,25 @@ def _stray_locs(parent: Any, names: _Names) -> int:
 def _url_entries(elem: Any, names: _Names) -> list[SitemapEntry]:
     """The entries of one ``<url>``: one per sitemaps.org ``<loc>`` (a ``<loc>`` in another namespace only when it
     has none), usually one; with several, none carries the element's lastmod (it cannot say whose it is)."""
-    locs: list[str | None] = []
-    foreign_locs: list[str | None] = []
+    first: str | None = None
+    has_first = False
+    more: list[str | None] | None = None  # the second and later sitemaps.org <loc>, rare
+    foreign_locs: list[str | None] | None = None
     lastmod = changefreq = priority = None
     news: dict[str, str | None] = {}
     images: list[str] = []
     cache = names.cache
+    foreign = names.foreign
     for child in elem.iterdescendants():
         tag = child.tag
         name = cache.get(tag) or names(tag)
         if name == "sitemap:loc":
-            (foreign_locs if tag in names.foreign else locs).append(child.text)
+            if foreign and tag in foreign:
+                foreign_locs = [*(foreign_locs or ()), child.text]
+            elif not has_first:
+                first, has_first = child.text, True
+            else:
+                more = [*(more or ()), child.text]
         elif name == "sitemap:lastmod":
             lastmod = child.text
         elif name == "sitemap:changefreq":
@@ -334,15 +353,18 @@ def _url_entries(elem: Any, names: _Names) -> list[SitemapEntry]:
                 images.append(image)
         elif name.startswith("news:"):
             news[name[5:]] = child.text
-    found = [loc for raw in (locs or foreign_locs) if (loc := clean_text(raw)) is not None]
+    raw = ([first, *more] if more else [first]) if has_first else (foreign_locs or [])
+    found = [loc for text in raw if (loc := clean_text(text)) is not None]
     if not found:
         return []
     when = parse_lastmod(clean_text(lastmod)) if lastmod and len(found) == 1 else None
     frequency = parse_changefreq(clean_text(changefreq)) if changefreq else None
     value = parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY
-    first = SitemapEntry(loc=found[0], lastmod=when, changefreq=frequency, priority=value,
+    entry = SitemapEntry(loc=found[0], lastmod=when, changefreq=frequency, priority=value,
                          news=_news(news) if news else None, images=images or ())
-    return [first, *(SitemapEntry(loc, None, frequency, value) for loc in found[1:])]
+    if len(found) == 1:
+        return [entry]
+    return [entry, *(SitemapEntry(loc, None, frequency, value) for loc in found[1:])]
 
 
 def _news(fields: dict[str, str | None]) -> dict[str, Any] | None:
