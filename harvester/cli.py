@@ -265,9 +265,8 @@ def harvest(
     result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
                   max_hosts=max_hosts)
     print_counters("harvest", result)
-    print_status(settings)
+    print_status(settings)  # ends with the last cycle's counts: this harvest's
     print_problems(settings, result.get("problems"))
-    print_changes(result.get("changes") or {})
 
 
 @app.command()

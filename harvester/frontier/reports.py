@@ -180,7 +180,7 @@ class ReportsMixin(CheckMixin):
                 )
             return list(conn.execute(query).all())
 
-        whole = since is None and not latest
+        whole = since is None and not latest and kinds is None  # a filter leaves gaps that are not damage
         for rows in self.rows_around_damage("pages", read, batch=batch, damage=damage, expect_all=whole):
             for row in rows:
                 yield stored_page(row)
