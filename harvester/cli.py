@@ -380,8 +380,10 @@ def export(
             raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
         with out:
             if fmt == "jsonl":
-                count = exporter.export_jsonl(store.iter_pages(since=since_utc, latest=latest, damage=damage), out,
-                                              main=main)
+                # Every version of every kind (listing pages' too, `kind` says which); the snapshot: detail pages.
+                pages = store.iter_pages(since=since_utc, latest=latest, damage=damage,
+                                         kinds=("detail",) if latest else None)
+                count = exporter.export_jsonl(pages, out, main=main)
                 console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
                 unreadable(damage, where)
                 return

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from harvester.export.text import MainText
 
 JSONL_FIELDS = (
-    "url", "final_url", "status", "fetched_at", "content_type", "etag", "last_modified", "content_hash",
-    "canonical", "title", "description", "language", "jsonld", "fields", "robots", "state",
+    "url", "final_url", "kind", "status", "fetched_at", "change", "payload_digest", "content_type", "etag",
+    "last_modified", "content_hash", "canonical", "title", "description", "language", "jsonld", "fields", "robots",
+    "state",
 )
 """The keys of every JSONL line, in this order; ``main`` follows them when text is asked for."""
 
@@ -45,8 +46,11 @@ def page_record(page: StoredPage) -> dict[str, Any]:
     return {
         "url": page.url,
         "final_url": page.final_url,
+        "kind": page.kind,  # detail or listing: filter on it to keep the articles only
         "status": page.status,
         "fetched_at": _iso(page.fetched_at),
+        "change": page.change,  # new / changed / restyled: what this version is to the one before it
+        "payload_digest": page.payload_digest,  # sha256 hex of the body as stored: a new version's key
         "content_type": page.content_type,
         "etag": page.etag,
         "last_modified": page.last_modified,

@@ -191,6 +191,20 @@ async def test_a_page_restyled_outside_its_main_text_is_a_new_version_exported_a
     assert done.returncode == 0, done.stderr[-2000:]
     exported = {line["url"]: line for line in map(json.loads, out.read_text().splitlines())}
     assert {url: exported[url]["etag"] for url in restyled} == {url: versions[url][1].etag for url in restyled}
+    assert {url: exported[url]["change"] for url in restyled} == dict.fromkeys(restyled, "restyled")
+    assert {line["kind"] for line in exported.values()} == {"detail"}  # the snapshot: the site's detail pages
+    # The default export: every stored version of every kind, labelled, with its payload digest; it ends well
+    # (no version taken for damage) and holds the listing pages' bytes too.
+    every = tmp_path / "every.jsonl"
+    done = subprocess.run([HARVESTER, "export", "-o", str(every), "--db", sqlite_url],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [json.loads(line) for line in every.read_text().splitlines()]
+    assert len(lines) == sum(len(v) for v in versions.values()) + len(listings)
+    assert {line["url"] for line in lines if line["kind"] == "listing"} == {page.url for page in listings}
+    labels = sorted(line["change"] for line in lines if line["url"] in restyled)
+    assert labels == sorted(["new", "restyled"] * len(restyled))
+    assert all(len(line["payload_digest"]) == 64 for line in lines)
 
 
 def test_a_recrawl_killed_9_and_run_again_reports_the_whole_cycle_in_status(tmp_path):
