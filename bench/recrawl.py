@@ -1,7 +1,7 @@
 """Day-2 cost of an incremental re-crawl, as a ratio of day 1, against the test web (process mode).
 
     .venv/bin/python bench/recrawl.py [--hosts 4] [--pages 250] [--changed 0.05] [--new 0.02] [--gone 0.01]
-                                      [--feed-entries 10] [--seed 7]
+                                      [--feed-entries 10] [--seed 7] [--quirks]
 
 Day 1: discover + extract every host. The day advances (changed / new / gone fractions). Day 2: every known
 URL and document is made due now (``phases.mark_due``; still conditional) and discover + extract run again.
@@ -11,6 +11,10 @@ Also checked: changed and new pages all fetched, gone pages all marked gone, sha
 for unchanged known pages. Byte and request counts are deterministic for a seed; times are noisy on a shared
 2-core machine (client CPU seconds are printed beside wall seconds). The test web's feeds list the newest
 ``--feed-entries`` entries (RFC 5005 rel="next" pages behind them); its clock is fixed (day 0 = 2026-01-05).
+``--quirks`` adds two hosts of the same size: one whose robots.txt answers 404 and whose ``/sitemap.xml`` redirects
+to ``/sitemap_index.xml``, one whose robots.txt also names three unusable sitemaps (billion laughs, XXE, a gzip
+bomb; its other odd routes are out of scope). Day 2 runs one day later on the harvester's clock, as the daily
+schedule would.
 """
 
 from __future__ import annotations
@@ -21,14 +25,30 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from harvester import phases
 from harvester.frontier import FrontierStore
+from harvester.runtime import CLOCK, utcnow
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import RequestRecord
+from harvester.testing.sites import RobotsSpec
+
+UNUSABLE_SITEMAPS = ("/hostile/sitemap-billion-laughs.xml", "/hostile/sitemap-xxe.xml", "/hostile/sitemap-bomb.xml.gz")
+
+
+def quirky_hosts(pages: int, feed_entries: int) -> list[HostSpec]:
+    """A robots-404 host whose /sitemap.xml redirects, and a host whose robots.txt names unusable sitemaps."""
+    named = "".join(f"Sitemap: {{origin}}{path}\n" for path in UNUSABLE_SITEMAPS)
+    return [
+        HostSpec("redirecting", pages=pages, disallowed_in_sitemap=0.0, feed_entries=feed_entries,
+                 robots=RobotsSpec(status=404), sitemap_redirect=True),
+        HostSpec("unusable", pages=pages, disallowed_in_sitemap=0.0, feed_entries=feed_entries, hostile=True,
+                 robots=RobotsSpec(body=f"User-agent: *\nDisallow:\nSitemap: {{origin}}/sitemap_index.xml\n{named}")),
+    ]
 
 
 def path_of(url: str) -> str:
@@ -57,17 +77,19 @@ def main() -> None:
     parser.add_argument("--gone", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--feed-entries", type=int, default=HostSpec("x").feed_entries)
+    parser.add_argument("--quirks", action="store_true", help="add the redirecting and unusable-sitemap hosts")
     args = parser.parse_args()
 
     specs = [
         HostSpec(f"h{i}", pages=args.pages, disallowed_in_sitemap=0.0, feed_entries=args.feed_entries)
         for i in range(args.hosts)
-    ]
+    ] + (quirky_hosts(args.pages, args.feed_entries) if args.quirks else [])
     with tempfile.TemporaryDirectory() as tmp, TestWeb(specs, seed=args.seed, mode="process") as web:
         settings = Settings(database_url=f"sqlite:///{Path(tmp) / 'recrawl.db'}").with_overrides(
             **{"politeness.per_host_limit": 4, "politeness.max_per_host_limit": 8}
         )
-        profile = SiteProfile(name="recrawl-bench", seeds=tuple(web.seeds))
+        profile = SiteProfile.build(name="recrawl-bench", seeds=tuple(web.seeds),
+                                    scope={"deny_patterns": (r"/hostile/(?!sitemap)",)})
 
         started, cpu = time.perf_counter(), time.process_time()
         day1_counters = asyncio.run(harvest(settings, profile, refresh=False))
@@ -78,6 +100,7 @@ def main() -> None:
         web.clear_records()
 
         change = web.advance_day(changed=args.changed, new=args.new, gone=args.gone)
+        CLOCK.travel_to(utcnow() + timedelta(days=1))  # the next day's run, as the schedule would start it
         asyncio.run(phases.mark_due(settings, profile))
         started, cpu = time.perf_counter(), time.process_time()
         day2_counters = asyncio.run(harvest(settings, profile, refresh=True))
@@ -115,7 +138,7 @@ def main() -> None:
                 other_n[f"{kind}:{r.status}"] += 1
 
     budget = 0.02 * day1_bytes + own_size
-    print(f"seed {args.seed}, {args.hosts} hosts x {args.pages} pages, feeds list {args.feed_entries} entries")
+    print(f"seed {args.seed}, {len(specs)} hosts x {args.pages} pages, feeds list {args.feed_entries} entries")
     print(f"day 1: {day1_requests} requests, {day1_bytes:,} bytes, {day1_s:.2f} s ({day1_cpu:.2f} s client CPU)")
     print(f"day 2: {day2_requests} requests, {day2_bytes:,} bytes, {day2_s:.2f} s ({day2_cpu:.2f} s client CPU)   "
           f"statuses {dict(statuses)}")

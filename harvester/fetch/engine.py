@@ -268,7 +268,7 @@ class PoliteClient(HostSlots):
             if robots_fetch:
                 result = await self._fetcher.fetch(
                     url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,
-                    max_redirects=self.settings.robots.max_redirects)
+                    max_redirects=self.settings.robots.max_redirects, revalidate_hops=True)
             else:
                 result = await self._fetcher.fetch(url, validators=validators, accept=accept, max_bytes=max_bytes,
                                                    follow=follow)

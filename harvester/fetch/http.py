@@ -259,12 +259,16 @@ class Fetcher:
         follow: Follow | None = None,
         max_redirects: int | None = None,
         truncate: bool = False,
+        revalidate_hops: bool = False,
     ) -> FetchResult:
         """One bounded GET, redirects included. Never raises for network problems.
 
         The total deadline covers every hop's headers and body and the ``follow`` hook. The body cap applies
         to Content-Length, to raw streamed bytes and to decoded bytes; ``truncate`` keeps the first
-        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop only.
+        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop;
+        ``revalidate_hops``: a redirect hop on the same origin gets the ETag too (``_hop_validators``; robots.txt,
+        whose stored validators are its redirect target's: a page's redirect must reach its target whole, since
+        extraction records the move and stores the target's own copy).
         """
         cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
         deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
@@ -274,7 +278,8 @@ class Fetcher:
             async with asyncio.timeout(deadline_s):
                 if self._seeding is None or not self._seeding.done():
                     await self.admit_seeds()
-                return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate)
+                return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate,
+                                         revalidate_hops)
         except TimeoutError:
             return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
         except _Refused as exc:
@@ -307,6 +312,7 @@ class Fetcher:
         follow: Follow | None,
         hops_allowed: int,
         truncate: bool,
+        revalidate_hops: bool,
     ) -> FetchResult:
         current = state.url
         seen = {current}
@@ -314,7 +320,8 @@ class Fetcher:
             if urlsplit(current).scheme not in _SCHEMES:
                 raise _Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
             state.current = current
-            sent = validators if not state.hops else NO_VALIDATORS
+            sent = validators if not state.hops else (
+                _hop_validators(validators, state.url, current) if revalidate_hops else NO_VALIDATORS)
             state.answered = False
             try:
                 response = await self.client(origin_of(current)).send(current, sent)
@@ -404,6 +411,17 @@ class Fetcher:
             retry_after_s=retry_after,
             headers=headers,
         )
+
+
+def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
+    """What a redirect hop is asked with. The validators stored for a URL come from the last answer of its last
+    fetch, which for a redirected URL is the target's: ``/robots.txt`` moved to ``/robots-real.txt`` was asked
+    conditionally and its target in full, every run. The ETag alone goes on, and only within the origin: an
+    opaque tag can only match the entity it names (a date could match another file's), and a tag one host set is
+    never shown to another (ETags can be used as tracking identifiers)."""
+    if not validators.etag or origin_of(hop) != origin_of(first):
+        return NO_VALIDATORS
+    return Validators(etag=validators.etag)
 
 
 class _FetchState:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections import Counter, deque
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,6 +17,7 @@ from harvester.records import (
     AddResult,
     DiscoveredUrl,
     DocumentState,
+    ErrorClass,
     FetchResult,
     Source,
     UrlKind,
@@ -25,7 +27,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, make_owner, utcnow
+from harvester.runtime import aware, db, make_owner, utcnow
 
 if TYPE_CHECKING:
     from harvester.fetch.engine import PoliteClient
@@ -49,6 +51,33 @@ LEARN_SAMPLE = 2_000
 FOLLOW_NEW_SHARE = 0.5
 """A revisited listing page whose detail links are at least this share new to the frontier may continue on its
 next page (a full page of news; sticky posts on top and widgets of known links keep the share below 1)."""
+
+
+UNREADABLE_RETRY_S = 24 * 3600.0
+"""A discovery document that answered and could not be used (a gzip bomb over the cap, billion laughs, an external
+entity, a page where a sitemap was named) is asked again after this, then twice as long after each further such
+answer, up to ``UNREADABLE_RETRY_MAX_S``. A transient failure (5xx, timeout) keeps ``robots.error_cache_s``: a
+file that was whole and unusable will not heal by the next run, and asking it daily cost a full download a day."""
+
+UNREADABLE_RETRY_MAX_S = 16 * 24 * 3600.0
+
+UNREADABLE_CLASSES = frozenset({ErrorClass.TOO_LARGE, ErrorClass.BAD_CONTENT, ErrorClass.BAD_CONTENT_TYPE})
+"""Fetch outcomes that are an unusable answer, not a failed exchange."""
+
+_UNREADABLE = re.compile(r"unreadable \((\d+)\): ")
+"""How many unusable answers in a row a document gave, kept in its ``error`` (no column of its own): the count
+outlives ``mark_due`` and refreshes, which reset ``next_fetch_at``."""
+
+
+def unreadable_count(error: str | None) -> int:
+    """Unusable answers in a row behind a document's stored ``error`` (0: none, or its last failure was another)."""
+    found = _UNREADABLE.match(error) if error else None
+    return int(found.group(1)) if found else 0
+
+
+def unreadable_wait_s(count: int) -> float:
+    """How long a document that gave ``count`` unusable answers in a row waits before it is asked again."""
+    return min(UNREADABLE_RETRY_MAX_S, UNREADABLE_RETRY_S * float(2 ** max(0, min(count, 32) - 1)))
 
 
 MAX_FEED_ENTRIES_REMEMBERED = 200_000
@@ -121,6 +150,8 @@ class DiscoveryBase:
         """Feeds found on listing pages of this batch, written with their completion so a kill cannot lose them."""
         self._sitemaps_asked: dict[str, asyncio.Task[tuple[DocumentState | None, FetchResult | None]]] = {}
         """Sitemaps asked ahead of the walk (``SitemapWalk._ask_sitemap``): taken when it reaches them."""
+        self._sitemaps_reached: set[str] = set()
+        """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
         self._prefetched: dict[str, FetchResult] = {}
         """The seed page as ``_seed_moved`` fetched it: the listing crawl reads it from here, not again."""
 
@@ -136,6 +167,12 @@ class DiscoveryBase:
         run on the same schedule as the last one finds it due). A failed one waits for its retry time."""
         if doc.fetched_at is not None and doc.fetched_at >= self.run_started:
             return False
+        unreadable = unreadable_count(doc.error)
+        if unreadable and doc.fetched_at is not None:
+            # Its last answer was unusable: asked on its own growing interval, a refresh included (a server that
+            # ignores the validators would answer the same bad file in full again).
+            due = revisit.due_at(aware(doc.fetched_at), unreadable_wait_s(unreadable), self.settings.revisit)
+            return due <= utcnow()
         if self.refresh or doc.next_fetch_at is None:
             return True
         if doc.error is None and doc.content_hash is not None and (doc.etag or doc.last_modified):
@@ -169,6 +206,25 @@ class DiscoveryBase:
             base, status=result.status, fetched_at=now, next_fetch_at=now + retry,
             error=error or result.error or (result.error_class.value if result.error_class else None),
         )
+
+    def _failed(
+        self, url: str, kind: str, result: FetchResult, now: datetime, known: DocumentState | None,
+        *, error: str | None = None, unusable: bool = False,
+    ) -> DocumentState:
+        """The state of a document whose answer could not be used: ``unusable`` (a whole answer its parser
+        refused, or a 304 to one) or an unusable fetch outcome (``UNREADABLE_CLASSES``) waits a growing interval
+        and keeps that answer's validators, so its next ask is conditional; any other failure is transient."""
+        if not (unusable or result.error_class in UNREADABLE_CLASSES):
+            return self._failure(url, kind, result, now, known, error=error)
+        count = unreadable_count(known.error if known is not None else None) + 1
+        message = error or result.error or (result.error_class.value if result.error_class else "unusable")
+        due = revisit.due_at(now, unreadable_wait_s(count), self.settings.revisit)
+        base = known or DocumentState(url=url, kind=kind)
+        if not result.not_modified:  # the validators of the answer refused (a 304 keeps those it answered)
+            base = replace(base, etag=result.etag, last_modified=result.last_modified)
+        self.counters["documents_unreadable"] += 1
+        return replace(base, status=result.status, fetched_at=now, next_fetch_at=due,
+                       error=f"unreadable ({count}): {_UNREADABLE.sub('', message, count=1)}")
 
     def _failed_document(self, url: str, kind: str, result: FetchResult) -> None:
         error_class = result.error_class.value if result.error_class else f"status_{result.status}"

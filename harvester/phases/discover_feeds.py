@@ -11,7 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from harvester.discovery.feeds import FeedDoc, numbered_successors, parse_feed
-from harvester.phases.discover_base import FEED_TYPES, MAX_FEED_ENTRIES_REMEMBERED, DiscoveryBase
+from harvester.phases.discover_base import (
+    FEED_TYPES,
+    MAX_FEED_ENTRIES_REMEMBERED,
+    DiscoveryBase,
+    unreadable_count,
+)
 from harvester.records import (
     DiscoveredUrl,
     DocumentState,
@@ -203,13 +208,16 @@ class FeedReading(DiscoveryBase):
         self._feed_docs_seen.add(url)
         result = await (asked if asked is not None else self._fetch_feed(url, known))
         now = utcnow()
+        if result.not_modified and known is not None and unreadable_count(known.error):
+            await db(self.store.save_document, self._failed(url, kind, result, now, known, unusable=True))
+            return None
         if result.not_modified and known is not None:
             self.counters["feeds_not_modified"] += 1
             await db(self.store.save_document, self._refetched(known, now))
             return None
         if not result.ok or result.body is None:
             self._failed_document(url, "feed", result)
-            await db(self.store.save_document, self._failure(url, kind, result, now, known))
+            await db(self.store.save_document, self._failed(url, kind, result, now, known))
             return None
         # Off the event loop: feedparser reads a megabyte in about half a second (a malformed one, through its
         # loose parser, in more than one), and every other host's discovery would wait that long.

@@ -28,7 +28,7 @@ from harvester.records import (
 from harvester.rules import revisit
 from harvester.rules.classify import is_pagination
 from harvester.rules.facets import FacetChoice
-from harvester.runtime import aware, db, utcnow
+from harvester.runtime import aware, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -115,29 +115,44 @@ class ListingCrawl(FeedReading):
                     continuations.append((item, before))
                 else:
                     firsts.append(item)
-            items += await asyncio.gather(*(self._listing(item) for item in firsts))
+            # Each page is written as soon as it is read, not with the rest of its batch: a kill repeats only the
+            # requests in flight (a batch waited for its slowest page and its continuations, one after another).
+            lost = await self._write_listings(items) if items else 0
+            reading = [asyncio.ensure_future(self._listing(item)) for item in firsts]
+            try:
+                for read in asyncio.as_completed(reading):
+                    lost += await self._write_listings([await read])
+            except BaseException:
+                await settle(reading, cancel=True)
+                raise
             for item in probes:
                 # One at a time, after the plain pages of the batch: each verdict is in before the next variant
                 # is asked, so a site whose filters add nothing costs a few requests however many were claimed.
                 if self.site.facets.choose(item.url) is FacetChoice.USELESS:
-                    items.append(self._variant_not_needed(item))
+                    lost += await self._write_listings([self._variant_not_needed(item)])
                 else:
                     self.counters["listing_variants_probed"] += 1
-                    items.append(await self._listing(item))
+                    lost += await self._write_listings([await self._listing(item)])
             for item, before in continuations:
-                items.append(await self._continuation(item, before))
-            vanished, self._vanished_from = self._vanished_from, {}
-            feeds, self._feeds_found = self._feeds_found, []
-            done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
-                            feeds=feeds)
+                lost += await self._write_listings([await self._continuation(item, before)])
             taken = len(claimed) - sum(1 for item in claimed if item.id in held)
-            self.counters["listing_pages"] += taken - done.lost
+            self.counters["listing_pages"] += taken - lost
             fetched += taken
             self._read_feeds()
         if held:  # the budget ran out first: the variants waiting go back to the queue for a later run
             await db(self.store.release, self.owner, list(held))
         if fetched >= budget:
             self._problem(f"{self.origin}: listing page budget of {budget} reached")
+
+    async def _write_listings(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> int:
+        """Complete listing pages read (with what they named, what they stopped naming and the feeds found so far)
+        in one transaction; returns how many were lost (their lease gone)."""
+        ids = {completion.url_id for completion, _ in items}
+        vanished = {url_id: self._vanished_from.pop(url_id) for url_id in ids if url_id in self._vanished_from}
+        feeds, self._feeds_found = self._feeds_found, []
+        done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
+                        feeds=feeds)
+        return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
         """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way."""

@@ -15,7 +15,7 @@ from typing import Any
 from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
 from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.phases.discover_base import ADMIT_CHUNK, FEED_TYPES, DiscoveryBase
+from harvester.phases.discover_base import ADMIT_CHUNK, FEED_TYPES, DiscoveryBase, unreadable_count
 from harvester.records import (
     AddResult,
     DiscoveredUrl,
@@ -43,6 +43,13 @@ CROSS_HOST_SITEMAPS = 10
 domain, and that index's children there) read per host per run. Each is fetched under its own host's robots.txt
 and limit, and only its entries in this crawl's scope are kept; the bound keeps a hostile robots.txt (which once
 had up to ``max_sitemaps_per_host`` files fetched) from aiming more than a few requests at third parties."""
+
+
+REDIRECT_KIND = "redirect"
+"""The document kind of a sitemap URL that answered with a redirect: its ``children`` hold the target, which later
+runs ask directly (conditionally, with the target's own validators) until the record is due again
+(``sitemap_index_revisit_s``). Asking the old URL each run sent its validators to the redirect and none to the
+target, which then answered in full every run."""
 
 
 class SitemapWalk(DiscoveryBase):
@@ -120,7 +127,7 @@ class SitemapWalk(DiscoveryBase):
         while queue:
             url, depth, dated, probed = queue.popleft()
             canonical = self.site.canonicalize(url)
-            if canonical is None or canonical in seen:
+            if canonical is None or canonical in seen or canonical in self._sitemaps_reached:
                 if canonical is not None:
                     self.counters["sitemap_loops"] += 1
                 continue
@@ -136,8 +143,9 @@ class SitemapWalk(DiscoveryBase):
             if origin_of(canonical) not in self.homes():
                 self.counters["sitemaps_cross_host"] += 1
             seen.add(canonical)
-            if queue and len(seen) < discovery.max_sitemaps_per_host:
-                # The next file is asked while this one is parsed and written: one round trip less per file.
+            if queue and not queue[0][3] and len(seen) < discovery.max_sitemaps_per_host:
+                # The next file is asked while this one is parsed and written: one round trip less per file. Not a
+                # guessed path: the one before may redirect to it (/sitemap.xml to /sitemap_index.xml).
                 following, _, next_dated, next_probed = queue[0]
                 ahead = self.site.canonicalize(following)
                 if ahead is not None and ahead not in seen and self._cross_host_allowed(ahead):
@@ -171,10 +179,20 @@ class SitemapWalk(DiscoveryBase):
             # then and is in it now.
             known, result = await self._sitemap_answer(url, probing, dated)
         if result is None:
+            if known is not None and known.kind == REDIRECT_KIND:
+                self.counters["sitemap_redirects_remembered"] += 1
+                return [(target, dated) for target in known.children[:1]]  # walked in its place
             # Not asked: not due, or unchanged per its index. Never read (only failures so far): still unreadable
             # until it is due again, so the probes go on.
             return None if known is None or known.content_hash is None else [(c, None) for c in known.children]
         now = utcnow()
+        target = self.site.canonicalize(result.final_url) if result.redirects else None
+        if target is not None and target != url:
+            url, known = target, await self._redirected(url, target, result, now)
+        if result.not_modified and known is not None and unreadable_count(known.error):
+            # The answer its parser refused is unchanged: still unusable, asked again later still.
+            await db(self.store.save_document, self._failed(url, "sitemap", result, now, known, unusable=True))
+            return None if known.content_hash is None else [(c, None) for c in known.children]
         if result.not_modified and known is not None:
             self.counters["sitemaps_not_modified"] += 1
             self.report.add_sitemap(url, known.kind, not_modified=True)
@@ -183,12 +201,24 @@ class SitemapWalk(DiscoveryBase):
         if not result.ok or result.body is None:
             if not (probing and result.status == 404):
                 self._failed_document(url, "sitemap", result)
-            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known))
+            await db(self.store.save_document, self._failed(url, "sitemap", result, now, known))
             return None
         parsed = await self._parse_sitemap(url, result, result.body, probing=probing, known=known, now=now)
         if parsed is None:
             return None
         return await self._record_sitemap(url, result, result.body, parsed, known=known, now=now)
+
+    async def _redirected(self, url: str, target: str, result: FetchResult, now: datetime) -> DocumentState | None:
+        """``url`` redirected to ``target``: remembered (the next runs ask ``target`` directly) and ``target``
+        marked read in this run. Returns what we hold of ``target``: its answer is recorded as its own."""
+        status = result.redirect_statuses[0] if result.redirect_statuses else None
+        revisit_s = self.settings.discovery.sitemap_index_revisit_s
+        await db(self.store.save_document, DocumentState(
+            url=url, kind=REDIRECT_KIND, status=status, fetched_at=now, children=(target,),
+            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit),
+        ))
+        self._sitemaps_reached.add(target)
+        return await db(self.store.get_document, target)
 
     async def _sitemap_answer(
         self, url: str, probing: bool, dated: datetime | None
@@ -228,7 +258,8 @@ class SitemapWalk(DiscoveryBase):
             # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
             if not probing:
                 self._problem(str(exc))
-            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            await db(self.store.save_document,
+                     self._failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
             return None
         except ContentRejected as exc:
             self.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
@@ -236,7 +267,8 @@ class SitemapWalk(DiscoveryBase):
             logger.warning(
                 "sitemap %s refused: %s", url, exc, extra={"host": self.origin, "error_class": "bad_content"}
             )
-            await db(self.store.save_document, self._failure(url, "sitemap", result, now, known, error=str(exc)))
+            await db(self.store.save_document,
+                     self._failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
             return None
 
     async def _record_sitemap(

@@ -15,7 +15,16 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from harvester.testing.resources import HTML, Reply, Stream, http_date, make_resource, status_line
+from harvester.testing.resources import (
+    HTML,
+    Reply,
+    Resource,
+    Stream,
+    http_date,
+    make_resource,
+    parse_http_date,
+    status_line,
+)
 from harvester.testing.sites import BASE_EPOCH
 
 if TYPE_CHECKING:
@@ -201,7 +210,8 @@ class HostileRoutes:
             "K\xf6ln, \xa9 2026, na\xefve fa\xe7ade.</p></body></html>"
         ).encode("latin-1")
         lm = BASE_EPOCH
-        self.static: dict[str, Reply] = {}
+        self.static: dict[str, Resource] = {}
+        """Fixed routes, answering If-None-Match / If-Modified-Since as any server's files do."""
         for path, res in {
             "/hostile/": make_resource(200, HTML, index_html, lm_ts=lm),
             "/hostile/sitemap-billion-laughs.xml": make_resource(200, xml, billion, lm_ts=lm),
@@ -223,21 +233,21 @@ class HostileRoutes:
             ),
             "/hostile/fail-once/ok": make_resource(200, HTML, "<!DOCTYPE html><html><body>fine now</body></html>"),
         }.items():
-            self.static[path] = (res.status, res.head, res.body(b""))
+            self.static[path] = res
         err = make_resource(500, "text/plain", "internal error, try again\n", validators=False)
         self._error: Reply = (500, err.head, err.body(b""))
 
-    def respond(self, path: str, query: str) -> Reply | Stream | None:
+    def respond(self, path: str, query: str, inm: str | None = None, ims: str | None = None) -> Reply | Stream | None:
         """The reply for a /hostile/ path, or None (404) for one not mounted."""
-        reply = self.static.get(path)
-        if reply is not None:
-            return reply
+        fixed = self.static.get(path)
+        if fixed is not None:
+            return fixed.reply(inm, ims, b"")
         if path == "/hostile/fail-once":
             target = path + "?" + query
             if target not in self._failed_once:
                 self._failed_once.add(target)
                 return self._error
-            return self.static["/hostile/fail-once/ok"]
+            return self.static["/hostile/fail-once/ok"].reply(None, None, b"")
         if path == "/hostile/redirect-out":
             m3 = re.search(r"(?:^|&)to=([^&]+)", query)
             if m3 is None:
@@ -269,6 +279,10 @@ class HostileRoutes:
             head = status_line(200) + f"Content-Type: text/html\r\nContent-Length: {len(body)}\r\n".encode()
             return Stream(200, head, lambda: _single(body), close=False, delay_s=delay)
         if path == "/hostile/sitemap-bomb.xml.gz":
+            # A static file: If-Modified-Since is answered as a file server would (Last-Modified never moves).
+            seen = parse_http_date(ims) if ims is not None and inm is None else None
+            if seen is not None and seen >= BASE_EPOCH:
+                return 304, status_line(304) + f"Last-Modified: {http_date(BASE_EPOCH)}\r\n".encode(), b""
             return Stream(200, self._bomb_head, self._bomb_body, close=False)
         if path == "/hostile/gzip-bomb-page":
             return Stream(200, self._bomb_page_head, self._bomb_body, close=False)

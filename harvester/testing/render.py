@@ -136,7 +136,7 @@ class ServedSite(FacetRendering):
             if trap is not None:
                 return trap.reply(inm, ims, self.token())
         if self.hostile is not None and path.startswith("/hostile/"):
-            reply = self.hostile.respond(path, query)
+            reply = self.hostile.respond(path, query, inm, ims)
             if reply is not None:
                 return reply
         return self.not_found.reply(None, None, b"")
@@ -264,6 +264,9 @@ class ServedSite(FacetRendering):
             "/sitemap_index.xml",
             self._carry("/sitemap_index.xml", "application/xml", index, BASE_EPOCH),
         )
+        if self.spec.sitemap_redirect:
+            self._put("/sitemap.xml", make_resource(
+                301, HTML, "moved", headers=(("Location", "/sitemap_index.xml"),), validators=False))
 
     def feed_paths(self) -> dict[str, str]:
         return {kind: f"/feeds/{kind}.xml" for kind in self.spec.feeds}

@@ -112,6 +112,9 @@ class HostSpec:
     traps: bool = False
     facets: bool = False
     facet_only: float = 0.0
+    sitemap_redirect: bool = False
+    """``/sitemap.xml`` answers 301 to ``/sitemap_index.xml`` (with ``RobotsSpec(status=404)``, what a crawler
+    probing the known paths meets on many WordPress sites)."""
     hostile: bool = False
     max_in_flight: int | None = None
     port: int = 0

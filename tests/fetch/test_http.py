@@ -297,14 +297,39 @@ async def test_truncate_keeps_the_first_bytes_instead_of_failing(web, fetcher):
     assert len(result.body or b"") == 1000
 
 
-async def test_validators_are_not_sent_on_redirect_hops(web, fetcher):
+async def test_only_the_etag_goes_on_to_a_redirect_hop_and_only_within_the_origin(web, fetcher, serve):
+    """Asked to (robots.txt), the ETag goes on to a hop on the same origin, so an unchanged target answers 304; a
+    date (which could match another file) does not, and no tag reaches another origin. By default (pages) no
+    validator goes on: extraction records a move and stores the target's own copy (control)."""
     web.clear_records()
     started = time.monotonic()
-    await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=Validators(etag='"x"'))
+    validators = Validators(etag='"x"', last_modified="Mon, 05 Jan 2026 00:00:00 GMT")
+    await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=validators, revalidate_hops=True)
     # Only this fetch's requests: an earlier test's streamed body may be logged late, when it ends.
     recs = [r for r in await log_of(web) if r.start >= started]
-    assert recs[0].if_none_match == '"x"'
-    assert recs[1].if_none_match is None
+    assert (recs[0].if_none_match, recs[0].if_modified_since) == ('"x"', "Mon, 05 Jan 2026 00:00:00 GMT")
+    assert (recs[1].if_none_match, recs[1].if_modified_since) == ('"x"', None)
+    started = time.monotonic()
+    await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=validators)
+    recs = [r for r in await log_of(web) if r.start >= started]
+    assert (recs[1].if_none_match, recs[1].if_modified_since) == (None, None)
+
+    from aiohttp import web as aioweb
+
+    seen: list[str | None] = []
+
+    async def elsewhere(request: aioweb.Request) -> aioweb.Response:
+        seen.append(request.headers.get("If-None-Match"))
+        return aioweb.Response(text="<html><body>there</body></html>", content_type="text/html")
+
+    other = await serve(elsewhere)
+
+    async def away(request: aioweb.Request) -> aioweb.Response:
+        raise aioweb.HTTPMovedPermanently(f"{other}/there")
+
+    origin = await serve(away)
+    moved = await fetcher.fetch(origin + "/here", validators=Validators(etag='"x"'), revalidate_hops=True)
+    assert moved.ok and seen == [None]
 
 
 @pytest.mark.parametrize(
