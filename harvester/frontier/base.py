@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import DatabaseUnavailable, InvalidRecord, SchemaOutOfDate, StoreError, WriteConflict
 from harvester.frontier import migrate
-from harvester.frontier.dialects import dialect_for, make_engine
+from harvester.frontier.dialects import dialect_for, disk_full, make_engine
 from harvester.frontier.models import (
     Host,
     Url,
@@ -288,13 +288,15 @@ class StoreBase:
                 raise WriteConflict(f"write conflict on {self.url_display}: {exc.orig}") from exc
             if damaged_file(exc.orig):
                 raise StoreError(f"database error on {self.url_display}: {exc.orig}; {DAMAGED_HINT}") from exc
-            raise StoreError(f"database error on {self.url_display}: {exc.orig}") from exc
+            raise StoreError(disk_full(self.url_display, exc) or f"database error on {self.url_display}: {exc.orig}"
+                             ) from exc
         # The SQLite bulk paths talk to the driver connection directly (dialect_sqlite._sqlite_write_urls).
         except sqlite3.IntegrityError as exc:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc}") from exc
         except sqlite3.Error as exc:
             hint = f"; {DAMAGED_HINT}" if damaged_file(exc) else ""
-            raise StoreError(f"database error on {self.url_display}: {exc}{hint}") from exc
+            raise StoreError(disk_full(self.url_display, exc) or f"database error on {self.url_display}: {exc}{hint}"
+                             ) from exc
         self._host_ids.update(tx.hosts)
         self._source_ids.update(tx.sources)
 

@@ -8,6 +8,8 @@ other database raises ``StoreError`` naming it. Never called from outside ``harv
 # ruff: noqa: S608 -- SQL here is assembled from constants and placeholder counts only; values are always bound.
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -62,8 +64,8 @@ PROMOTE_BATCH = 2_000
 claim that first meets a day's worth of revisits; later claims move the rest."""
 
 
-WAL_PRAGMAS = ("journal_mode=WAL", "wal_autocheckpoint=16384", "journal_size_limit=67108864")
-"""What sets up (and so writes) the journal: not asked of a file opened read-only."""
+WAL_PRAGMAS = ("journal_mode=WAL",)
+"""What sets up (and so writes) the journal: not asked of a file opened read-only (nor is ``bound_wal``)."""
 
 
 def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
@@ -93,11 +95,8 @@ def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
             dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
             for pragma in (
-                *(() if read_only else WAL_PRAGMAS[:1]),
+                *(() if read_only else WAL_PRAGMAS),
                 "synchronous=NORMAL",
-                # Checkpoint every 64 MiB of WAL rather than every 4 MiB: one claim of 1,000 URLs dirties ~1,200
-                # pages, and checkpointing after each cost more than the claim itself (bench/frontier.py).
-                *(() if read_only else WAL_PRAGMAS[1:]),
                 "foreign_keys=ON",
                 f"busy_timeout={busy_ms}",
                 # Bounded memory (issue 22): a page cache per pooled connection (up to 7 were open at once), and
@@ -108,12 +107,19 @@ def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
                 "temp_store=MEMORY",
             ):
                 cursor.execute(f"PRAGMA {pragma}")
+            if not read_only:
+                bound_wal(cursor)
             cursor.close()
+
+        writes = [0]
 
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
             write = conn.get_execution_options().get("harvester_write", read_only is None)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            writes[0] += write
+            if write and writes[0] % WAL_RETUNE_EVERY == 0:  # the file grew: its WAL may grow with it
+                bound_wal(conn.connection.dbapi_connection)
 
         return engine
     if backend == "postgresql":
@@ -123,6 +129,50 @@ def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
         return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10,
                              connect_args={"options": "-c jit=off"})
     raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")
+
+
+WAL_MIN_PAGES = 256
+WAL_MAX_PAGES = 16_384
+WAL_SHARE = 4
+WAL_RETUNE_EVERY = 256
+"""SQLite's write-ahead log is checkpointed (copied into the database and begun again) once it holds a quarter of
+the database's pages, between 256 (1 MiB) and 16,384 (64 MiB), and truncated back to that size
+after (``journal_size_limit``); re-tuned every 256 write transactions as the file grows. A fixed 64 MiB let a
+small harvest's WAL grow to 20.8 MB beside a 110 KB database (nothing checkpointed yet) and fill a 20 MiB volume
+(issue 32); a large frontier keeps the rare checkpoints it needs: one claim of 1,000 URLs dirties ~1,200 pages, and
+checkpointing after each cost more than the claim itself (bench/frontier.py). Headroom a harvest needs on its
+volume: the final database, plus a quarter of it (64 MiB at most), plus the largest transaction."""
+
+
+def bound_wal(dbapi_conn: Any) -> int:
+    """Set the connection's checkpoint threshold and WAL size limit from the database's size; returns the pages."""
+    pages = int(dbapi_conn.execute("PRAGMA page_count").fetchone()[0])
+    page_size = int(dbapi_conn.execute("PRAGMA page_size").fetchone()[0])
+    wal = max(WAL_MIN_PAGES, min(WAL_MAX_PAGES, pages // WAL_SHARE))
+    dbapi_conn.execute(f"PRAGMA wal_autocheckpoint={wal}")
+    dbapi_conn.execute(f"PRAGMA journal_size_limit={wal * page_size}")
+    return wal
+
+
+def disk_full(database: str, exc: BaseException) -> str | None:
+    """The error to raise when ``exc`` says the disk is full (SQLite's SQLITE_FULL, PostgreSQL's 53100), naming
+    the file, the space left on its volume and what to do; None for any other error."""
+    orig = getattr(exc, "orig", exc)
+    code = getattr(orig, "sqlite_errorcode", None)
+    if code != sqlite3.SQLITE_FULL and getattr(orig, "sqlstate", None) != "53100":
+        return None
+    where = database
+    url = make_url(database)
+    if url.get_backend_name() == "sqlite" and url.database:
+        path = os.path.abspath(url.database)
+        try:
+            usage = shutil.disk_usage(os.path.dirname(path))
+            where = f"{path} ({usage.free / 1e6:.1f} MB free of {usage.total / 1e6:.1f} MB on its volume)"
+        except OSError:
+            where = path
+    return (f"the disk is full: {where}. The unit of work was rolled back and nothing stored is lost; free some "
+            f"space (the database grows by up to a quarter of its size, 64 MiB at most, while it writes; see "
+            f"docs/operations.md) and rerun to go on: {orig}")
 
 
 def dialect_for(name: str) -> Dialect:
