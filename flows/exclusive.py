@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import asynccontextmanager, suppress
 
 from prefect import get_client, get_run_logger
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
@@ -22,36 +22,34 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 LEASE_S = 60.0
 """How long a dead run's slot outlives it (a live run renews its lease well within this)."""
 
-FIRST_TRY_S = 1.0
-"""A free slot is taken within this; beyond it the run says it is waiting."""
-
 
 def limit_name(site: str) -> str:
     """``harvester-site-<site>``, with anything Prefect's names refuse replaced."""
     return "harvester-site-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", site)
 
 
-async def ensure_limit(name: str) -> None:
-    """Create the limit (1 slot) unless it exists; two runs racing to create it both end up using it."""
+async def ensure_limit(name: str) -> bool:
+    """Create the limit (1 slot) unless it exists; two runs racing to create it both end up using it. True when
+    its slot is held now (by another run: this one has not asked yet)."""
     async with get_client() as client:
         try:
-            await client.read_global_concurrency_limit_by_name(name)
+            held = await client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
             with suppress(ObjectAlreadyExists):
                 await client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+            return False
+    return held.active_slots >= held.limit
 
 
 @asynccontextmanager
 async def one_run_per_site(site: str) -> AsyncIterator[None]:
-    """Hold the site's slot for the body; wait for it while another run of the site holds it."""
+    """Hold the site's slot for the body; wait for it while another run of the site holds it.
+
+    The wait is looked at, not timed: Prefect logged an ERROR with a ``TimeoutError`` traceback for every
+    acquisition given a timeout that ran out, on an expected wait, and on a loaded machine a free slot took longer
+    than a short timeout, so a run said it waited for another that did not exist."""
     name = limit_name(site)
-    await ensure_limit(name)
-    async with AsyncExitStack() as stack:
-        try:
-            await stack.enter_async_context(
-                concurrency(name, occupy=1, timeout_seconds=FIRST_TRY_S, lease_duration=LEASE_S, strict=True)
-            )
-        except TimeoutError:
-            get_run_logger().info("another run of %s holds %s: waiting for it to end", site, name)
-            await stack.enter_async_context(concurrency(name, occupy=1, lease_duration=LEASE_S, strict=True))
+    if await ensure_limit(name):
+        get_run_logger().info("another run of %s holds %s: waiting for it to end", site, name)
+    async with concurrency(name, occupy=1, lease_duration=LEASE_S, strict=True):
         yield

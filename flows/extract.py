@@ -5,18 +5,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
 
 from flows.artifacts import publish, start_progress
-from flows.parameters import RunOverrides
-from flows.tasks import extract_worker, load_settings
+from flows.parameters import RunOverrides, Workers
+from flows.tasks import extract_worker, host_line, load_settings
 from harvester import phases
 from harvester.settings import SiteProfile
 
 
 @flow(name="extract", flow_run_name="extract-{profile.name}", validate_parameters=True)
 async def extract_flow(
-    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: RunOverrides | None = None,
+    profile: SiteProfile, workers: Workers = 1, config_file: str | None = None, overrides: RunOverrides | None = None,
     handover: str | None = None,
 ) -> dict[str, Any]:
     """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time.
@@ -29,5 +29,8 @@ async def extract_flow(
           for n in range(max(1, workers)))
     )
     result, stats = await phases.finish_run(settings, run_id, "extract", results)
+    logger = get_run_logger()
+    for origin, host in sorted(result.hosts.items()):  # one line per host per run, whichever worker served it
+        logger.info("%s", host_line(origin, host))
     await publish(result, title=f"Extraction of {profile.name}", run_id=run_id, stats=stats)
     return result.counters

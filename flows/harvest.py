@@ -9,23 +9,26 @@ from prefect.runtime import flow_run
 
 from flows.artifacts import publish_cycle
 from flows.exclusive import one_run_per_site
-from flows.healing import check_attempt
+from flows.guards import erase_secrets, run_name
+from flows.healing import check_attempt, close_earlier_attempts
 from flows.lifeline import parent_lifeline
-from flows.parameters import RunOverrides
+from flows.parameters import RunOverrides, Workers
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.phases.cycles import harvest_steps, loud
 from harvester.settings import SiteProfile
 
 
-@flow(name="harvest", flow_run_name="harvest-{profile.name}", validate_parameters=True)
+@flow(name="harvest", flow_run_name=run_name("harvest"), validate_parameters=True, on_failure=[erase_secrets])
 async def harvest_flow(
-    profile: SiteProfile, workers: int = 1, config_file: str | None = None, overrides: RunOverrides | None = None
+    profile: SiteProfile, workers: Workers = 1, config_file: str | None = None, overrides: RunOverrides | None = None
 ) -> dict[str, Any]:
     """A full two-phase harvest of one site profile; rerunning it resumes from the frontier.
 
     Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
     check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
+    if flow_run.run_count > 1:
+        await close_earlier_attempts(flow_run.id)
     settings = load_settings(config_file, overrides)
     async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)

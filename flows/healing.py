@@ -12,7 +12,8 @@ it registers deployments (``harvester serve``, ``harvester deployments``).
   is left to report the crash.
 
 Retries are bounded in the trigger: only a crash of a run's first ``MAX_CRASH_RETRIES`` starts (the event's
-``prefect.run-count``) is retried. A run that crashed before it ever started (run count 0: its pull step failed,
+``prefect.run-count``) is retried; a third automation, **retries-exhausted**, fails the next crashed start saying so
+(``EXHAUSTED``). A run that crashed before it ever started (run count 0: its pull step failed,
 ``HARVESTER_HOME`` unset, a missing dependency) is a fault of the worker's set-up that a rerun would only repeat, so
 it stays Crashed with its message instead of looping Crashed→Scheduled forever. The flow itself checks the bound
 again (``check_attempt``) for a run put back by other means.
@@ -21,12 +22,22 @@ again (``check_attempt``) for a run put back by other means.
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 from prefect import get_client
 from prefect.automations import Automation
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterParentFlowRunId,
+    TaskRunFilter,
+    TaskRunFilterState,
+    TaskRunFilterStateType,
+)
 from prefect.client.schemas.objects import StateType
 from prefect.events.actions import ChangeFlowRunState
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+from prefect.states import Crashed
 
 from harvester.errors import CrashedTooOften
 
@@ -39,6 +50,13 @@ MAX_CRASH_RETRIES = 3
 RETRIED_RUN_COUNTS = [str(count) for count in range(1, MAX_CRASH_RETRIES + 1)]
 """The run counts whose crash is retried: a run that started and crashed, up to the bound; never one that did not
 start (0)."""
+
+EXHAUSTED = (
+    f"crashed {MAX_CRASH_RETRIES + 1} times ({MAX_CRASH_RETRIES} retries exhausted): not retried again. Read the "
+    f"attempts' logs (something kills the run each time: memory, a host that hangs it); start a new run once the "
+    f"cause is fixed"
+)
+"""The 4th crash's message: before, it read like any other crash."""
 
 _FOR_OUR_RUNS = {"prefect.resource.role": "tag", "prefect.resource.id": f"prefect.tag.{TAG}"}
 
@@ -70,6 +88,17 @@ def automations() -> list[Automation]:
             ),
             actions=[ChangeFlowRunState(state=StateType.CRASHED, message="no heartbeat: its process is gone")],
         ),
+        Automation(
+            name="harvester: say when crash retries are exhausted",
+            description="A harvester run that crashed once more than it is retried fails, saying so.",
+            trigger=EventTrigger(
+                expect={"prefect.flow-run.Crashed"},
+                match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": [str(MAX_CRASH_RETRIES + 1)]},
+                match_related=_FOR_OUR_RUNS, posture=Posture.Reactive, threshold=1,
+            ),
+            actions=[ChangeFlowRunState(state=StateType.FAILED, name="RetriesExhausted", force=True,
+                                        message=EXHAUSTED)],
+        ),
     ]
 
 
@@ -94,6 +123,30 @@ async def ensure_healing() -> list[str]:
                     await client.create_automation(wanted)
                 done.append(f"updated {automation.name!r}")
     return done
+
+
+async def close_earlier_attempts(flow_run_id: UUID) -> int:
+    """At a rerun's start: what an earlier attempt left Running is marked Crashed, its task runs and its subflow
+    runs with theirs; returns how many. A lost machine sends no last events: before, the task runs of completed
+    subflows stayed Running for ever (subflows carry no tags, no automation covered them), and the UI showed a
+    Completed subflow with Running tasks."""
+    message = "its process was lost; a later attempt of the run resumed from the frontier"
+    async with get_client() as client:
+        subflows = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
+        runs = [flow_run_id, *(subflow.id for subflow in subflows)]
+        tasks = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)),
+            task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN))))
+        for task_run in tasks:
+            await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+        left = [subflow for subflow in subflows if subflow.state_type in _OPEN]
+        for subflow in left:
+            await client.set_flow_run_state(subflow.id, Crashed(message=message), force=True)
+    return len(tasks) + len(left)
+
+
+_OPEN = [StateType.RUNNING, StateType.PENDING]
 
 
 def check_attempt(run_count: int) -> None:

@@ -10,7 +10,9 @@ starts, on the worker that runs it, where the checkout is.
 from __future__ import annotations
 
 import os
+from contextlib import suppress
 from pathlib import Path
+from uuid import UUID
 
 from harvester.errors import ConfigError
 
@@ -21,15 +23,29 @@ def enter_home() -> dict[str, str]:
     """Change into ``$HARVESTER_HOME`` (a directory holding ``flows/``); returns it as ``directory``."""
     value = os.environ.get(VARIABLE, "").strip()
     if not value:
-        raise ConfigError(
+        raise _crash(
             f"{VARIABLE} is not set on this worker: set it to the harvester checkout the deployments run from "
             f"(the directory holding flows/), e.g. `export {VARIABLE}=/srv/harvester`, and restart the worker"
         )
     home = Path(value).expanduser()
     if not (home / "flows").is_dir():
-        raise ConfigError(
+        raise _crash(
             f"{VARIABLE}={value} is not a harvester checkout on this worker (no flows/ directory there): point it at "
             f"the directory holding flows/ and restart the worker"
         )
     os.chdir(home)
     return {"directory": str(home)}
+
+
+def _crash(message: str) -> ConfigError:
+    """The run's state says it (the worker's own "Process exited with status code: 1" comes later and is refused,
+    the run being over): a run that never started is not retried (``flows.healing``), so this is what the UI shows.
+    The message reaches the run's logs through Prefect's own report of the failed step."""
+    flow_run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
+    if flow_run_id:
+        from prefect import get_client
+        from prefect.states import Crashed
+
+        with suppress(Exception), get_client(sync_client=True) as client:  # the error is raised whatever happens here
+            client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message))
+    return ConfigError(message)

@@ -4,25 +4,59 @@ Whatever a run's parameters hold is stored in Prefect's database in plain text, 
 there are offered, each typed with the bounds of its ``harvester.settings`` field: limits, timeouts, the User-Agent.
 Secrets and where the data goes (``database_url``, the store's settings) never are: they come from each worker's
 ``HARVESTER_*`` environment or ``harvester.toml``. A key that is not offered is refused naming the valid ones,
-so a typo (``politness.per_host_limit``) is a clear error, not a ``KeyError`` deep in a run; since the model
-forbids extra keys, its JSON schema does too, and Prefect refuses such a run before storing anything.
+so a typo (``politness.per_host_limit``) is a clear error, not a ``KeyError`` deep in a run.
+
+Where each refusal happens: the deployment's parameter schema (built from these types) is what Prefect's server
+checks when a run is created, from the UI form, ``prefect deployment run`` or the API, and it answers 409 before
+storing anything: ``workers`` outside 1-64, an override key it does not name (a dotted key too: the schema names the
+plain keys only), a secret (refused in the project's words, ``PLAIN_TEXT_REFUSAL``). A client that switches the check
+off (``enforce_parameter_schema=False``) gets the run stored; the flow then refuses it at its start with the same
+words, before anything else runs, and erases the parameter from the stored run (``refuse_secrets``).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import re
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SECRET_HINTS = ("database", "password", "secret", "token", "credential", "dsn", "store.")
 """A key containing any of these is taken for a secret (or for where the data goes) and refused as such."""
 
+PLAIN_TEXT_REFUSAL = (
+    "cannot be a run parameter: parameters are stored in Prefect's database in plain text. Set it where the worker "
+    "runs: the environment (HARVESTER_DATABASE_URL, HARVESTER_STORE__...) or harvester.toml"
+)
+"""What a refused secret is told, by the server's schema check and by the flow alike."""
+
+Workers = Annotated[int, Field(ge=1, le=64, description="Extraction workers in this run (1 to 64).")]
+"""The ``workers`` parameter of the flows: bounded in the deployment's schema, so the server refuses 0 or 65."""
+
+
+def _refuse_secret_keys(schema: dict[str, Any]) -> None:
+    """Put the project's words into the server's refusal of a key. Prefect answers 409 with jsonschema's message
+    for the failing keyword, and ``additionalProperties: false`` said only "Additional properties are not allowed".
+    One ``propertyNames`` check in its place: a secret fails a ``not`` whose schema carries ``PLAIN_TEXT_REFUSAL`` (the
+    message names the key and that schema, never the value typed), any other unknown key fails an ``enum`` that
+    lists the valid ones."""
+    hints = "|".join(re.escape(hint) for hint in SECRET_HINTS)
+    schema.pop("additionalProperties", None)
+    schema["propertyNames"] = {
+        "if": {"pattern": f"(?i)({hints})"},
+        # "type" beside each: jsonschema prefers, over the anyOf's "not valid under any" (which shows the value
+        # typed), the error of a schema whose type the instance matches.
+        "then": {"type": "string", "not": {"description": f"a secret or where the data goes {PLAIN_TEXT_REFUSAL}"}},
+        "else": {"type": "string", "enum": sorted(schema.get("properties", {}))},
+    }
+
 
 class RunOverrides(BaseModel):
-    """Settings changed for one run; None keeps the worker's own. Dotted keys (``politeness.per_host_limit``)
-    are accepted too."""
+    """Settings changed for one run; None keeps the worker's own. In Python (``model_validate``, the CLI) a dotted
+    key (``politeness.per_host_limit``) is taken for its plain one; a deployment's run takes the plain keys only
+    (its schema names no other, and the server answers 409)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_refuse_secret_keys)
 
     per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host at the start.")
     max_per_host_limit: int | None = Field(None, ge=1, le=64, description="Ceiling AIMD may raise the limit to.")
@@ -67,16 +101,16 @@ class RunOverrides(BaseModel):
             if name in cls.SETTING:
                 out[name] = value
                 continue
-            lowered = str(key).lower()
-            if any(hint in lowered for hint in SECRET_HINTS):
-                raise ValueError(
-                    f"{key!r} cannot be a run parameter: parameters are stored in Prefect's database in plain text. "
-                    f"Set it where the worker runs: the environment (HARVESTER_DATABASE_URL, HARVESTER_STORE__...) "
-                    f"or harvester.toml"
-                )
+            if is_secret(key):
+                raise ValueError(f"{key!r} {PLAIN_TEXT_REFUSAL}")
             raise ValueError(f"unknown override {key!r}; valid: {', '.join(sorted(cls.SETTING))}")
         return out
 
     def dotted(self) -> dict[str, Any]:
         """The overrides given, as ``Settings.with_overrides`` takes them."""
         return {self.SETTING[name]: value for name, value in self.model_dump(exclude_none=True).items()}
+
+
+def is_secret(key: object) -> bool:
+    lowered = str(key).lower()
+    return any(hint in lowered for hint in SECRET_HINTS)

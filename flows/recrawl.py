@@ -9,18 +9,19 @@ from prefect.runtime import flow_run
 
 from flows.artifacts import publish_cycle
 from flows.exclusive import one_run_per_site
-from flows.healing import check_attempt
+from flows.guards import erase_secrets, run_name
+from flows.healing import check_attempt, close_earlier_attempts
 from flows.lifeline import parent_lifeline
-from flows.parameters import RunOverrides
+from flows.parameters import RunOverrides, Workers
 from flows.steps import SubflowSteps
 from flows.tasks import load_settings
 from harvester.phases.cycles import loud, recrawl_steps
 from harvester.settings import SiteProfile
 
 
-@flow(name="recrawl", flow_run_name="recrawl-{profile.name}", validate_parameters=True)
+@flow(name="recrawl", flow_run_name=run_name("recrawl"), validate_parameters=True, on_failure=[erase_secrets])
 async def recrawl_flow(
-    profile: SiteProfile, refresh: bool = False, workers: int = 1, config_file: str | None = None,
+    profile: SiteProfile, refresh: bool = False, workers: Workers = 1, config_file: str | None = None,
     overrides: RunOverrides | None = None,
 ) -> dict[str, Any]:
     """Unchanged sitemaps and feeds answer 304 and are not parsed; changed pages are fetched again.
@@ -30,6 +31,8 @@ async def recrawl_flow(
     line; it fails (``NothingFetched``) when no seed host answered anything.
     """
     check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
+    if flow_run.run_count > 1:
+        await close_earlier_attempts(flow_run.id)
     settings = load_settings(config_file, overrides)
     steps = SubflowSteps(profile, workers, config_file, overrides)
     async with parent_lifeline(), one_run_per_site(profile.name):

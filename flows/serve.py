@@ -39,6 +39,18 @@ JOB_VARIABLES: dict[str, Any] = {
 heartbeats (``flows.healing``) and the library's own log lines sent to the run's logs in the UI."""
 
 
+POLL_S = 2
+"""How often ``harvester serve`` and a worker ask for runs due. Prefect's 10 s (``PREFECT_RUNNER_POLL_FREQUENCY``,
+``PREFECT_WORKER_QUERY_SECONDS``) started scheduled runs 4-16 s late on an idle server: up to one poll late, plus
+the process start. A poll is one small query."""
+
+SERVE_ENVIRONMENT = {
+    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S), "PREFECT_LOGGING_EXTRA_LOGGERS": "harvester",
+    "PREFECT_RUNNER_POLL_FREQUENCY": str(POLL_S),
+}
+"""Defaults ``harvester serve`` sets for itself and the runs it starts (the environment wins)."""
+
+
 def served_name(site: str) -> str:
     """``<site>-serve``: never a work-pool deployment's name (``<site>``)."""
     return f"{site}-serve"
@@ -57,6 +69,12 @@ def _cron(site: SiteSpec, kind: str) -> str:
     return site.harvest_cron if kind == "harvest" else site.recrawl_cron
 
 
+def _description(site: SiteSpec, kind: str) -> str:
+    """The kind's description with its schedule and time zone in words: the UI shows a cron without its zone
+    beside a next run in the browser's time."""
+    return f"{DESCRIPTIONS[kind]} Scheduled `{_cron(site, kind)}` in time zone {site.timezone}."
+
+
 def deployments(site: SiteSpec, *, config_file: str | None = None, paused: bool = False) -> list[RunnerDeployment]:
     """The site's two served deployments, their default parameters its profile (editable per run in the UI)."""
     out = []
@@ -64,7 +82,7 @@ def deployments(site: SiteSpec, *, config_file: str | None = None, paused: bool 
         out.append(cast("RunnerDeployment", flow.to_deployment(
             name=served_name(site.profile.name), schedule=Cron(_cron(site, kind), timezone=site.timezone),
             parameters=_parameters(site, kind, config_file), tags=[*TAGS, kind, site.profile.name],
-            description=DESCRIPTIONS[kind], paused=paused,
+            description=_description(site, kind), paused=paused,
         )))
     return out
 
@@ -73,13 +91,15 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
     """Register every site's deployments and the self-healing automations, and serve their runs until interrupted.
 
     The runs this process starts send heartbeats every ``HEARTBEAT_S`` (unless the environment says otherwise),
-    so one whose process vanishes is marked Crashed and scheduled again (``flows.healing``)."""
-    os.environ.setdefault("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", str(HEARTBEAT_S))
+    so one whose process vanishes is marked Crashed and scheduled again (``flows.healing``), and send the library's
+    own log lines (a database being waited for, a host parked) to their logs in the UI."""
+    for key, value in SERVE_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
     asyncio.run(ensure_healing())
     served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
     # Older Prefect typed serve's arguments narrower than the deployments it accepts (3.9.1 does not): the
     # ignore holds for both.
-    serve(*served)  # type: ignore[arg-type, unused-ignore]
+    serve(*served, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]))  # type: ignore[arg-type, unused-ignore]
 
 
 def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: str | None = None) -> str:
@@ -90,7 +110,7 @@ def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: st
         "pull": [{"flows.home.enter_home": {}}],
         "deployments": [
             {
-                "name": site.profile.name, "entrypoint": KINDS[kind], "description": DESCRIPTIONS[kind],
+                "name": site.profile.name, "entrypoint": KINDS[kind], "description": _description(site, kind),
                 "tags": [*TAGS, kind, site.profile.name],
                 "schedules": [{"cron": _cron(site, kind), "timezone": site.timezone}],
                 "parameters": _parameters(site, kind, config_file),

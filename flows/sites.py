@@ -12,8 +12,8 @@
     deny_patterns = ["/cart"]
 
 Every site gets two deployments, ``harvest/<site>`` and ``recrawl/<site>``, whose runs carry its name (in the run
-name, the ``profile`` parameter and a tag). A file with any bad entry registers nothing: every problem is reported
-at once, each naming the site and the key.
+name, the ``profile`` parameter and a tag). A file with any bad entry registers nothing: every problem of every site
+is reported at once, one per line, each naming the site and the key.
 """
 
 from __future__ import annotations
@@ -65,42 +65,55 @@ def load_sites(path: Path) -> list[SiteSpec]:
                           + (f" (found {', '.join(unknown)})" if unknown else ""))
     sites, problems = [], []
     for name, table in tables.items():
-        try:
+        found = _problems(name, table)
+        if found:
+            problems += [f"  site {name!r}: {problem}" for problem in found]
+        else:
             sites.append(_site(name, table))
-        except ValueError as exc:
-            problems.append(f"site {name!r}: {exc}")
     if problems:
-        raise ConfigError(f"sites file {path}: nothing was registered; fix: " + "; ".join(problems))
+        raise ConfigError(f"sites file {path}: nothing was registered; fix these {len(problems)} problems:\n"
+                          + "\n".join(problems))
     return sites
 
 
-def _site(name: str, table: Any) -> SiteSpec:
-    if not isinstance(table, dict):
-        raise ValueError("must be a table ([sites.<name>]) of keys")
+def _site(name: str, table: dict[str, Any]) -> SiteSpec:
+    """A table ``_problems`` found nothing wrong with."""
     fields = {key: value for key, value in table.items() if key not in SCHEDULE_KEYS}
-    if "name" in fields:
-        raise ValueError("'name': the table's name is the site's name; drop the key")
-    try:
-        profile = SiteProfile(name=name, **fields)
-    except ValidationError as exc:
-        raise ValueError("; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {_message(error)}" for error in exc.errors()
-        )) from None
-    spec = SiteSpec(profile=profile, harvest_cron=str(table.get("harvest", HARVEST_CRON)),
+    return SiteSpec(profile=SiteProfile(name=name, **fields), harvest_cron=str(table.get("harvest", HARVEST_CRON)),
                     recrawl_cron=str(table.get("recrawl", RECRAWL_CRON)), timezone=str(table.get("timezone", "UTC")),
                     workers=table.get("workers", 1))
+
+
+def _problems(name: str, table: Any) -> list[str]:
+    """Every problem of one site's table, each naming its key, so one round of fixes is enough."""
+    if not isinstance(table, dict):
+        return ["must be a table ([sites.<name>]) of keys"]
+    problems = []
+    fields = {key: value for key, value in table.items() if key not in SCHEDULE_KEYS}
+    if "name" in fields:
+        problems.append("'name': the table's name is the site's name; drop the key")
+        fields.pop("name")
     try:
-        ZoneInfo(spec.timezone)
+        SiteProfile(name=name, **fields)
+    except ValidationError as exc:
+        problems += [f"{'.'.join(str(part) for part in error['loc']) or 'value'}: {_message(error)}"
+                     for error in exc.errors()]
+    timezone = table.get("timezone", "UTC")
+    try:
+        ZoneInfo(str(timezone))
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"'timezone': {spec.timezone!r} is not a time zone like UTC or Europe/Berlin") from None
-    for key, cron in (("harvest", spec.harvest_cron), ("recrawl", spec.recrawl_cron)):
+        problems.append(f"'timezone': {timezone!r} is not a time zone like UTC or Europe/Berlin")
+        timezone = "UTC"
+    for key, default in (("harvest", HARVEST_CRON), ("recrawl", RECRAWL_CRON)):
+        cron = str(table.get(key, default))
         try:
-            CronSchedule(cron=cron, timezone=spec.timezone)
+            CronSchedule(cron=cron, timezone=str(timezone))
         except ValidationError:
-            raise ValueError(f"{key!r}: {cron!r} is not a cron expression like \"0 3 * * *\"") from None
-    if not isinstance(spec.workers, int) or isinstance(spec.workers, bool) or not 1 <= spec.workers <= 64:
-        raise ValueError(f"'workers': {spec.workers!r} is not a whole number from 1 to 64")
-    return spec
+            problems.append(f"{key!r}: {cron!r} is not a cron expression like \"0 3 * * *\"")
+    workers = table.get("workers", 1)
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 64:
+        problems.append(f"'workers': {workers!r} is not a whole number from 1 to 64")
+    return problems
 
 
 def _message(error: Any) -> str:

@@ -27,7 +27,8 @@ PROGRESS_EVERY_S = 2.0
 """How often the progress artifact is updated during extraction."""
 
 LOG_EVERY_S = 15.0
-"""How often per-host diagnostics are logged: readable, never a line per URL."""
+"""How often a worker logs how far it got: one line, never a line per URL or per host (each host gets one line per
+run, from the extraction flow when its workers are done: ``host_line``)."""
 
 RETRY_DELAYS_S: list[float] = [2.0, 10.0, 60.0]
 
@@ -87,7 +88,7 @@ async def extract_worker(
 
 
 class _Reporter:
-    """Turns the library's progress callbacks into a progress artifact and throttled per-host log lines."""
+    """Turns the library's progress callbacks into a progress artifact and a throttled progress line."""
 
     def __init__(self, progress_id: str | None) -> None:
         self._progress_id = progress_id
@@ -101,7 +102,18 @@ class _Reporter:
         if self._progress_id and (final or now - self._last_progress >= PROGRESS_EVERY_S):
             self._last_progress = now
             await aupdate_progress_artifact(artifact_id=UUID(self._progress_id), progress=progress.percent)
-        if final or now - self._last_log >= LOG_EVERY_S:
+        if not final and now - self._last_log >= LOG_EVERY_S:
             self._last_log = now
-            for line in progress.host_lines():
-                self._logger.info("%s", line)
+            active = sum(1 for host in progress.hosts.values() if host.in_flight)
+            self._logger.info("%d of %d due URLs done (%.0f%%), %d hosts fetching", progress.done, progress.total,
+                              progress.percent, active)
+
+
+def host_line(origin: str, host: dict[str, Any]) -> str:
+    """A host's one log line of an extraction run (``PhaseResult.hosts``): what it answered, how hard it was
+    asked, what failed and why it was parked."""
+    errors = ",".join(f"{name}={count}" for name, count in sorted((host.get("errors") or {}).items())) or "-"
+    return (f"{origin} fetched={host.get('fetched', 0)} 304={host.get('not_modified', 0)} gone={host.get('gone', 0)} "
+            f"failed={host.get('failed', 0)} peak={host.get('peak_in_flight', 0)}/{host.get('limit', 0)} "
+            f"rate={float(host.get('rate_per_s') or 0):.1f}/s errors={errors}"
+            + (f" parked={host['parked_reason']}" if host.get("parked_reason") else ""))

@@ -485,11 +485,19 @@ def deployments(
     else:
         out.write_text(text, encoding="utf-8")
         console.print(f"wrote {out}: deploy with `prefect deploy --all --prefect-file {out}`")
-    if os.environ.get("PREFECT_API_URL"):  # the server the deployments go to: give it the healing automations
-        from flows.healing import ensure_healing
+    from prefect.settings import PREFECT_API_URL
 
-        for done in asyncio.run(ensure_healing()):
-            err_console.print(f"{done} (automation)")
+    if not PREFECT_API_URL.value():  # env or the active Prefect profile: the server the deployments go to
+        err_console.print(
+            "no healing automations were created: PREFECT_API_URL is not set, so there is no server to create them "
+            "on (crashed runs would not be retried). Set it to the server you deploy to (export "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api) and run this command again"
+        )
+        return
+    from flows.healing import ensure_healing
+
+    for done in asyncio.run(ensure_healing()):
+        err_console.print(f"{done} (automation)")
 
 
 @app.command()

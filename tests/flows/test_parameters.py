@@ -7,10 +7,19 @@ typo in a group name raised ``KeyError: 'politness'`` inside the run.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
+from conftest import prepared
 from pydantic import ValidationError
 
-from flows.parameters import RunOverrides
+from flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
 from harvester.errors import ConfigError
 from harvester.settings import Settings
 
@@ -68,3 +77,105 @@ async def test_prefect_refuses_a_run_with_a_secret_before_storing_it(prefect_api
         runs = await client.read_flow_runs()
         assert not any("sqlite:////tmp/x.db" in str(run.parameters) for run in runs)
         await client.delete_deployment(deployment_id)
+
+
+REPO = Path(__file__).parents[2]
+
+
+@pytest.fixture(scope="module")
+def checked_deployment(prefect_api: dict[str, str]) -> Iterator[Any]:
+    """One deployment of the harvest flow (its parameter schema as the server holds it), for the refusals below."""
+    from prefect import get_client
+
+    from flows.harvest import harvest_flow
+
+    deployment_id = asyncio.run(_apply(harvest_flow))
+    yield deployment_id
+
+    async def delete() -> None:
+        async with get_client() as client:
+            await client.delete_deployment(deployment_id)
+
+    asyncio.run(delete())
+
+
+async def _apply(flow: Any) -> Any:
+    return await (await flow.ato_deployment(name="validation-check")).aapply()
+
+
+PROFILE = {"name": "p", "seeds": ["http://127.0.0.1:9/"]}
+
+
+@pytest.mark.parametrize(("parameters", "said"), [
+    ({"workers": 0}, "workers'. Failure reason: 0 is less than the minimum of 1"),
+    ({"workers": -3}, "workers'. Failure reason: -3 is less than the minimum of 1"),
+    ({"workers": 65}, "workers'. Failure reason: 65 is greater than the maximum of 64"),
+    ({"overrides": {"database_url": "postgresql://u:pw@db/x"}}, "'database_url' should not be valid under "),
+    ({"overrides": {"politeness.per_host_limit": 2}}, "'politeness.per_host_limit' is not one of ['connect_timeout_s'"),
+])
+async def test_the_server_refuses_a_bad_run_in_the_projects_words(checked_deployment, parameters, said) -> None:
+    """Refused where the user types it (the UI form, `prefect deployment run`, the API): a 409 before storing."""
+    from prefect import get_client
+
+    async with get_client() as client:
+        with pytest.raises(Exception, match="409") as refused:
+            await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE,
+                                                                                      **parameters})
+    body = refused.value.response.text  # type: ignore[attr-defined]
+    assert said in body, body
+    if "database_url" in str(parameters):
+        assert PLAIN_TEXT_REFUSAL in body and "pw@db" not in body, body  # the project's words, never the value
+    async with get_client() as client:  # control: the same run with good values is accepted
+        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE,
+                                                                                          "workers": 64})
+        await client.delete_flow_run(run.id)
+
+
+def run_engine(prefect_api: dict[str, str], flow_run_id: Any) -> None:
+    """What a worker does with a run: Prefect's engine in a process of its own, here in this checkout."""
+    env = {**prefect_api, "HARVESTER_DATABASE_URL": os.environ["HARVESTER_DATABASE_URL"],
+           "PREFECT__FLOW_RUN_ID": str(flow_run_id)}
+    done = subprocess.run([sys.executable, "-m", "prefect.engine"], env=env, cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert "Traceback" not in done.stdout[:200], done.stdout[-3000:] + done.stderr[-3000:]
+
+
+async def test_a_secret_let_through_by_a_client_is_refused_at_start_and_erased(
+    checked_deployment, prefect_api, sqlite_url
+):
+    """A client may switch the server's check off for one run: the run is stored, then fails at its start in the
+    project's words, and the secret is erased from its stored parameters."""
+    from prefect import get_client
+
+    prepared(sqlite_url)
+    secret = {"database_url": "postgresql://u:pw@db/x", "per_host_limit": 2}
+    async with get_client() as client:
+        answer = await client._client.post(
+            f"/deployments/{checked_deployment}/create_flow_run",
+            json={"parameters": {"profile": PROFILE, "overrides": secret}, "enforce_parameter_schema": False,
+                  "name": "typed-by-hand"},
+        )
+        flow_run_id = answer.json()["id"]
+        assert "pw@db" in str((await client.read_flow_run(flow_run_id)).parameters)  # stored, as the client asked
+    run_engine(prefect_api, flow_run_id)
+    async with get_client() as client:
+        run = await client.read_flow_run(flow_run_id)
+    assert run.state.is_failed(), run.state
+    assert PLAIN_TEXT_REFUSAL in (run.state.message or ""), run.state.message
+    assert "pw@db" not in str(run.parameters) and run.parameters["overrides"] == {"per_host_limit": 2}
+    assert run.name == "typed-by-hand"
+
+
+async def test_a_name_typed_for_a_run_is_kept_and_prefects_own_is_replaced(checked_deployment, prefect_api, sqlite_url):
+    from prefect import get_client
+
+    prepared(sqlite_url)
+    async with get_client() as client:
+        typed = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE},
+                                                             name="after the fix")
+        unnamed = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE})
+    for run in (typed, unnamed):  # the seed refuses connections: each run ends at once, Failed (NothingFetched)
+        run_engine(prefect_api, run.id)
+    async with get_client() as client:
+        assert (await client.read_flow_run(typed.id)).name == "after the fix"
+        assert (await client.read_flow_run(unnamed.id)).name == "harvest-p"

@@ -150,3 +150,22 @@ async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
         states = store.url_states()
     for name in ("p", "q"):
         assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls())
+
+
+async def test_a_worker_without_home_says_so_in_the_runs_logs(pool, tmp_path):
+    """The worker's own stdout is not where an operator looks: the run's logs in the UI (read here from the API)
+    carry the project's message, and the run's state says it."""
+    from prefect import get_client
+
+    log = tmp_path / "worker.log"
+    worker = start_worker(pool, log)  # no HARVESTER_HOME
+    try:
+        async with get_client() as client:
+            harvest = await client.read_deployment_by_name("harvest/stop")
+            created = await client.create_flow_run_from_deployment(harvest.id)
+        ended = await wait_for(created.id, lambda s: s.is_final(), "ended", log)
+    finally:
+        stop_group(worker)
+    said = await run_logs(created.id)
+    assert "HARVESTER_HOME is not set on this worker" in said, (ended.state, said)
+    assert "HARVESTER_HOME" in (ended.state.message or ""), ended.state

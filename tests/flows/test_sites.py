@@ -4,6 +4,7 @@ refused whole, every problem named by site and key, and registers nothing."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ per_host_limt = 2
 
 [sites.shop]
 seeds = ["ftp://shop.example/"]
+timezone = "Mars/Olympus"
+workers = 0
 
 [sites.docs]
 seeds = ["http://127.0.0.1:9/docs/"]
@@ -69,11 +72,15 @@ def test_a_good_file_gives_each_site_its_profile_schedules_and_workers(tmp_path:
 def test_a_file_with_bad_entries_names_every_site_and_key_and_yields_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:
         load_sites(write(tmp_path, BAD))
-    message = str(raised.value)
-    assert "nothing was registered" in message
-    assert "site 'news': per_host_limt: unknown key" in message and "per_host_limit" in message
-    assert "site 'shop': seeds" in message and "ftp://shop.example/" in message
-    assert "site 'docs': 'recrawl': 'every day' is not a cron expression" in message
+    first, *lines = str(raised.value).splitlines()
+    assert "nothing was registered" in first and "5 problems" in first
+    # Every problem of every site at once (before: the first of each site), one per line.
+    assert len(lines) == 5, lines
+    assert lines[0].startswith("  site 'news': per_host_limt: unknown key") and "per_host_limit" in lines[0]
+    assert lines[1].startswith("  site 'shop': seeds") and "ftp://shop.example/" in lines[1]
+    assert lines[2] == "  site 'shop': 'timezone': 'Mars/Olympus' is not a time zone like UTC or Europe/Berlin"
+    assert lines[3] == "  site 'shop': 'workers': 0 is not a whole number from 1 to 64"
+    assert lines[4].startswith("  site 'docs': 'recrawl': 'every day' is not a cron expression")
 
 
 def test_the_cli_refuses_a_bad_file_and_writes_nothing(tmp_path: Path) -> None:
@@ -116,3 +123,16 @@ async def test_serve_registers_two_deployments_per_site_with_their_schedules(pre
     assert shop.parameters["profile"]["name"] == "shop" and found["harvest/docs-serve"].parameters["workers"] == 2
     properties = shop.parameter_openapi_schema["properties"]
     assert {"profile", "overrides", "workers"} <= set(properties)
+
+
+def test_deployments_without_a_server_says_no_automations_were_created(tmp_path: Path) -> None:
+    """Before: without PREFECT_API_URL the healing automations were skipped in silence."""
+    out = tmp_path / "deployments.yaml"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect")  # no profile naming a server either
+    done = subprocess.run([str(VENV_BIN / "harvester"), "deployments", "--sites", str(write(tmp_path, GOOD)),
+                           "-o", str(out)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done
+    said = " ".join(done.stderr.split())
+    assert "no healing automations were created: PREFECT_API_URL is not set" in said, said
+    assert "command: python -m flows.engine" in out.read_text(encoding="utf-8")
