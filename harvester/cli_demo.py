@@ -82,7 +82,7 @@ def run_demo(settings: Settings, directory: Path, *, fresh: bool, keep: bool, ru
         result = run("recrawl", settings, profile)
         extract, found = result.get("extract") or {}, result.get("discover") or {}
         console.print(f"  {extract.get('not_modified', 0)} pages answered 304 Not Modified (nothing downloaded), "
-                      f"{extract.get('changed', 0)} were downloaded again (changed or new), "
+                      f"{extract.get('changed', 0)} changed or new ones were downloaded, "
                       f"{extract.get('gone', 0)} answered 404/410; discovery found {found.get('urls_new', 0)} "
                       "new URLs in sitemaps, feeds and listings", soft_wrap=False)
         print_changes(result.get("changes") or {})
