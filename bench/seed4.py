@@ -168,8 +168,19 @@ async def harvester_cli(s: Scenario) -> int:
     return sum(1 for r in s.web.records() if r.status == 200)
 
 
+async def minimal_reference_crawler(s: Scenario) -> int:
+    """``seed4_reference``: a plain aiohttp crawler from the same seeds (links by regex, robots by urllib), every
+    page it reaches; the peer the CLI is compared with in the same run (issue 31)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import seed4_reference  # a script beside this one, not a package
+
+    return await seed4_reference.crawl([o + "/" for o in s.origins.values()], per_host=s.per_host_limit,
+                                       user_agent=s.user_agent)
+
+
 DESIGNS: dict[str, Design] = {
     "harvester harvest (CLI)": harvester_cli,
+    "minimal crawler (aiohttp, reference)": minimal_reference_crawler,
     "per-host queues (reference)": per_host_queues_reference,
     "global limit 20": global_limit_20,
     "shared queue + per-host semaphores": shared_queue_host_semaphores,
