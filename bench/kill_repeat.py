@@ -25,7 +25,7 @@ def one_run(test: str, busy: int) -> tuple[bool, float, str]:
     loops = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(busy)]
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", test],
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", test],
                               cwd=ROOT, capture_output=True, text=True, check=False)
     finally:
         for loop in loops:
@@ -47,6 +47,7 @@ def main() -> int:
         passes += ok
         print(f"run {n:2d}: {'pass' if ok else 'FAIL'} in {wall:5.1f} s", flush=True)
         if not ok:
+            print(tail, flush=True)
             failed = failed or tail
     print(f"{passes}/{args.runs} passed, {args.busy} busy loops beside each run")
     if failed:

@@ -62,25 +62,30 @@ def test_sigkill_at_20_random_points_loses_nothing_and_repeats_no_completed_fetc
     try:
         assert server.wait(server.run(tmp_path / "reference.db")) == 0
         reference = states_of(tmp_path / "reference.db")
-        # A second uninterrupted run (warm server) proves the harvest deterministic, and its duration spreads
-        # the kill points over a whole harvest (the only use of the clock here).
-        started = time.monotonic()
+        # A second uninterrupted run proves the harvest deterministic, and the requests it makes spread the kill
+        # points over a whole harvest: each kill comes when the web has seen a drawn number of the trial's
+        # requests, whatever the machine's speed (kill points drawn in seconds landed before the first write or
+        # after the last on a loaded machine, failing the control below).
+        web.clear_records()
         assert server.wait(server.run(tmp_path / "reference-2.db")) == 0
-        span = time.monotonic() - started
+        span = len(web.records())
         assert states_of(tmp_path / "reference-2.db") == reference
         assert sum(1 for state, _ in reference.values() if state == "done") >= 70
         rng = random.Random(SEED)
-        delays = sorted(rng.uniform(0.02, 0.95 * span) for _ in range(KILLS))
+        points = sorted(rng.randint(1, int(0.95 * span)) for _ in range(KILLS))
         repeated: list[tuple[int, str]] = []
         lost: list[tuple[int, str]] = []
         differing: list[tuple[object, ...]] = []
         killed_with_work = 0
         mid_discovery = mid_extraction = 0
         reference_done = sum(1 for state, _ in reference.values() if state == "done")
-        for trial, delay in enumerate(delays):
+        for trial, point in enumerate(points):
             db = tmp_path / f"trial-{trial}.db"
+            web.clear_records()
             pid = server.run(db)
-            time.sleep(delay)
+            deadline = time.monotonic() + 120
+            while len(web.records()) < point and time.monotonic() < deadline:
+                time.sleep(0.002)
             os.kill(pid, signal.SIGKILL)
             code = server.wait(pid)
             time.sleep(0.1)  # let the server log the requests the dead child left in flight
