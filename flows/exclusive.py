@@ -10,6 +10,7 @@ The slot is a lease renewed while the run lives, so a run whose process dies fre
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -19,8 +20,13 @@ from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.asyncio import concurrency
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
+from harvester.runtime import check_stop
+
 LEASE_S = 60.0
 """How long a dead run's slot outlives it (a live run renews its lease well within this)."""
+
+WAIT_POLL_S = 1.0
+"""How often a waiting run looks whether the slot is free (one small API read)."""
 
 
 def limit_name(site: str) -> str:
@@ -47,9 +53,14 @@ async def one_run_per_site(site: str) -> AsyncIterator[None]:
 
     The wait is looked at, not timed: Prefect logged an ERROR with a ``TimeoutError`` traceback for every
     acquisition given a timeout that ran out, on an expected wait, and on a loaded machine a free slot took longer
-    than a short timeout, so a run said it waited for another that did not exist."""
+    than a short timeout, so a run said it waited for another that did not exist. Looking also lets a run told to
+    stop while it waits (SIGTERM, ``flows.lifeline``) end at once (``Interrupted``) instead of after the grace."""
     name = limit_name(site)
     if await ensure_limit(name):
         get_run_logger().info("another run of %s holds %s: waiting for it to end", site, name)
+        while await ensure_limit(name):
+            check_stop()
+            await asyncio.sleep(WAIT_POLL_S)
+    check_stop()
     async with concurrency(name, occupy=1, lease_duration=LEASE_S, strict=True):
         yield

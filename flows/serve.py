@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import os
+from contextlib import suppress
 from typing import Any, cast
 
 import yaml
-from prefect import serve
 from prefect.deployments.runner import RunnerDeployment
+from prefect.runner import Runner
 from prefect.schedules import Cron
 
 from flows.engine import COMMAND as ENGINE_COMMAND
 from flows.harvest import harvest_flow
 from flows.healing import HEARTBEAT_S, ensure_healing
 from flows.recrawl import recrawl_flow
+from flows.shutdown import drain_on_sigterm
 from flows.sites import HARVEST_CRON, RECRAWL_CRON, SiteSpec
 
 __all__ = ["HARVEST_CRON", "RECRAWL_CRON", "deployments", "pool_yaml", "serve_sites", "served_name"]
@@ -97,9 +99,12 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
         os.environ.setdefault(key, value)
     asyncio.run(ensure_healing())
     served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
-    # Older Prefect typed serve's arguments narrower than the deployments it accepts (3.9.1 does not): the
-    # ignore holds for both.
-    serve(*served, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]))  # type: ignore[arg-type, unused-ignore]
+    runner = Runner(pause_on_shutdown=True, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]))
+    for deployment in served:
+        runner.add_deployment(deployment)
+    drain_on_sigterm(runner)  # SIGTERM stops the runs gracefully, then the runner (flows.shutdown)
+    with suppress(KeyboardInterrupt):
+        asyncio.run(runner.start())
 
 
 def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: str | None = None) -> str:

@@ -30,7 +30,10 @@ def harvest_cmd(seeds: list[str], db_url: str) -> list[str]:
 
 
 def done_details(db_url: str, details: set[str]) -> set[str]:
-    with FrontierStore.open(Settings.load(database_url=db_url)) as store:
+    # The test's own look waits for a writer as long as it must: the store-fault test gives the environment a
+    # 0.2 s busy timeout (meant for the worker), which failed this look now and then on a loaded machine.
+    settings = Settings.load(database_url=db_url).with_overrides(**{"store.sqlite_busy_timeout_s": 30.0})
+    with FrontierStore.open(settings) as store:
         return {url for url, state in store.url_states().items() if url in details and state[0] == "done"}
 
 

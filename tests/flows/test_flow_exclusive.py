@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from conftest import child_runs, prepared
+from test_shutdown import run_logs
 
 from flows.exclusive import limit_name
 from harvester.settings import SiteProfile
@@ -24,6 +25,7 @@ async def span(flow_run_id: Any) -> tuple[Any, Any]:
 
 async def test_two_runs_of_one_site_started_together_never_run_at_once(prefect_api, make_web, sqlite_url, tmp_path):
     from prefect import get_client
+    from prefect.logging.handlers import APILogWorker
 
     from flows.harvest import harvest_flow
     from flows.recrawl import recrawl_flow
@@ -39,7 +41,7 @@ async def test_two_runs_of_one_site_started_together_never_run_at_once(prefect_a
         logger.addHandler(handler)
     try:
         first, second = await asyncio.gather(
-            harvest_flow(profile, overrides=overrides, return_state=True),
+            harvest_flow(profile, workers=3, overrides=overrides, return_state=True),
             recrawl_flow(profile, overrides=overrides, return_state=True),
         )
     finally:
@@ -51,6 +53,14 @@ async def test_two_runs_of_one_site_started_together_never_run_at_once(prefect_a
     spans = sorted([await span(first.state_details.flow_run_id), await span(second.state_details.flow_run_id)])
     assert spans[0][1] <= spans[1][0], f"the two runs overlapped: {spans}"
     assert duplicates(web.records()) == {}
+    # One log line per host per extraction run, whichever of its 3 workers served the host (before: each worker
+    # logged every host's line).
+    await APILogWorker.drain_all(timeout=10)  # the logs of this process's runs, sent
+    origins = sorted(seed.rstrip("/") for seed in web.seeds)
+    for child in await child_runs(first.state_details.flow_run_id):
+        if child.name.startswith("extract-"):
+            lines = [line for line in (await run_logs(child.id)).splitlines() if " fetched=" in line]
+            assert sorted(line.split()[0] for line in lines) == origins, lines
     async with get_client() as client:
         limit = await client.read_global_concurrency_limit_by_name(limit_name("together"))
     assert limit.limit == 1 and limit.active_slots == 0  # held while a run ran, free once both ended

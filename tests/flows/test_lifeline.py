@@ -108,3 +108,40 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
         states = store.url_states()
     for name in ("k", "l"):
         assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls())
+
+
+async def test_serve_stopped_with_sigterm_stops_its_run_gracefully(prefect_api, make_web, sqlite_url, tmp_path):
+    """systemctl stop of `harvester serve` (SIGTERM to serve alone): its run drains and ends within seconds with
+    the reason, no task run left Running; before, Prefect's runner killed it mid-answer."""
+    from prefect import get_client
+    from test_shutdown import FINAL_WITHIN_S, run_logs, running_task_runs
+
+    web = make_web([HostSpec("u", pages=60, latency_s=0.15)], seed=72)
+    prepared(sqlite_url)
+    env = {**prefect_api, "HARVESTER_DATABASE_URL": sqlite_url}
+    log = tmp_path / "serve.log"
+    serve = start_serve(env, log, tmp_path)
+    try:
+        harvest = await deployment("harvest/lifeline-serve", serve, log)
+        profile = {**harvest.parameters["profile"], "name": "lifeline", "seeds": web.seeds, "per_host_limit": 2}
+        async with get_client() as client:
+            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+        details = set(web.truth["u"].detail_urls())
+        deadline = time.monotonic() + STATE_WAIT_S
+        while sum(1 for r in web.records() if r.url in details) < 6:  # extraction is under way
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        os.kill(serve.pid, signal.SIGTERM)
+        deadline = time.monotonic() + FINAL_WITHIN_S
+        while not ((state := await state_of(created.id)).is_final() or state.is_scheduled()):
+            assert time.monotonic() < deadline, f"still {state}:\n{log.read_text()[-3000:]}"
+            await asyncio.sleep(0.25)
+        serve.wait(timeout=30)
+        said = await run_logs(created.id)
+        assert "stopping (no new request" in said, (state, said)
+        assert await running_task_runs(created.id) == []
+    finally:
+        stop_group(serve)
+        async with get_client() as client:
+            for name in ("harvest/lifeline-serve", "recrawl/lifeline-serve"):
+                await client.delete_deployment((await client.read_deployment_by_name(name)).id)

@@ -179,3 +179,24 @@ async def test_a_name_typed_for_a_run_is_kept_and_prefects_own_is_replaced(check
     async with get_client() as client:
         assert (await client.read_flow_run(typed.id)).name == "after the fix"
         assert (await client.read_flow_run(unnamed.id)).name == "harvest-p"
+
+
+async def test_a_missing_config_file_fails_the_run_at_its_start_in_the_projects_words(
+    prefect_api, sqlite_url, tmp_path
+):
+    """What only the worker can check (the file is on its disk) fails the run before any request, its message in
+    the run's state and logs in the UI."""
+    from prefect.logging.handlers import APILogWorker
+    from test_shutdown import run_logs
+
+    from flows.harvest import harvest_flow
+    from harvester.settings import SiteProfile
+
+    prepared(sqlite_url)
+    missing = tmp_path / "nowhere.toml"
+    state = await harvest_flow(SiteProfile.build(**PROFILE), config_file=str(missing), return_state=True)
+    assert state.is_failed(), state
+    said = f"config file {str(missing)!r} does not exist"
+    assert said in (state.message or ""), state.message
+    await APILogWorker.drain_all(timeout=10)
+    assert said in await run_logs(state.state_details.flow_run_id)

@@ -92,7 +92,7 @@ async def running_task_runs(flow_run_id: Any) -> list[str]:
             flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
         ids = [flow_run_id, *(subflow.id for subflow in subflows)]
         tasks = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
-    return [f"{task.name}: {task.state_name}" for task in tasks if task.state is not None and task.state.is_running()]
+    return [f"{task.id} {task.name}" for task in tasks if task.state is not None and task.state.is_running()]
 
 
 async def run_logs(flow_run_id: Any) -> str:
@@ -169,3 +169,64 @@ async def test_a_worker_without_home_says_so_in_the_runs_logs(pool, tmp_path):
     said = await run_logs(created.id)
     assert "HARVESTER_HOME is not set on this worker" in said, (ended.state, said)
     assert "HARVESTER_HOME" in (ended.state.message or ""), ended.state
+
+
+def kill_run_processes(flow_run_id: Any) -> int:
+    """SIGKILL every process of one flow run (the worker's command and Prefect's engine), as a lost machine does."""
+    mark = f"PREFECT__FLOW_RUN_ID={flow_run_id}".encode()
+    killed = 0
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if mark in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
+
+
+async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_api, make_web, sqlite_url, tmp_path):
+    """Worker and run processes all killed at once: nothing reports. The run is marked Crashed (here as the
+    heartbeat automation does it after 90 s of silence, with its message), retried by the retry automation, and
+    the rerun's start closes what the lost attempt left Running (before: task runs of its subflows, Running for
+    ever). The rerun, stopped by SIGTERM, leaves nothing Running either."""
+    from prefect import get_client
+    from prefect.states import Crashed
+
+    from flows.healing import ensure_healing
+
+    await ensure_healing()
+    web = make_web([HostSpec("m", pages=30, latency_s=0.15)], seed=34)
+    prepared(sqlite_url)
+    log = tmp_path / "worker.log"
+    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
+    worker = start_worker(pool, log, **mine)
+    try:
+        async with get_client() as client:
+            harvest = await client.read_deployment_by_name("harvest/stop")
+            profile = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2}
+            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+        details = set(web.truth["m"].detail_urls())
+        deadline = time.monotonic() + WAIT_S
+        while sum(1 for r in web.records() if r.url in details) < 6:  # extraction is under way
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        os.killpg(worker.pid, signal.SIGKILL)
+        assert kill_run_processes(created.id) >= 1
+        worker.wait(timeout=30)
+        left = await running_task_runs(created.id)
+        assert left != []  # control: the lost attempt's leftovers are there
+        async with get_client() as client:
+            await client.set_flow_run_state(created.id, Crashed(message="no heartbeat: its process is gone"))
+        await wait_for(created.id, lambda s: s.is_scheduled(), "scheduled again", log)
+        worker = start_worker(pool, log, **mine)
+        deadline = time.monotonic() + WAIT_S
+        while set(left) & set(await running_task_runs(created.id)):  # the rerun's own may be running: not those
+            assert time.monotonic() < deadline, (left, log.read_text()[-3000:])
+            await asyncio.sleep(0.5)
+        run = await read_run(created.id)
+        assert run.run_count == 2, run
+    finally:
+        stop_group(worker)  # SIGTERM: the rerun stops gracefully, and leaves nothing Running either
+    await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log, within_s=FINAL_WITHIN_S)
+    assert await running_task_runs(created.id) == []

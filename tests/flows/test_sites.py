@@ -67,6 +67,7 @@ def test_a_good_file_gives_each_site_its_profile_schedules_and_workers(tmp_path:
     assert text.count("entrypoint: flows/harvest.py:harvest_flow") == 3
     assert text.count("entrypoint: flows/recrawl.py:recrawl_flow") == 3
     assert "flows.home.enter_home" in text and "database" not in text
+    assert "Scheduled `0 1 * * 6` in time zone Europe/Berlin." in text
 
 
 def test_a_file_with_bad_entries_names_every_site_and_key_and_yields_nothing(tmp_path: Path) -> None:
@@ -118,6 +119,7 @@ async def test_serve_registers_two_deployments_per_site_with_their_schedules(pre
         stop_group(proc)
     shop = found["harvest/shop-serve"]
     assert shop.schedules[0].schedule.cron == "0 1 * * 6" and shop.schedules[0].schedule.timezone == "Europe/Berlin"
+    assert "`0 1 * * 6` in time zone Europe/Berlin" in (shop.description or "")  # the UI shows no zone of its own
     assert found["recrawl/news-serve"].schedules[0].schedule.cron == "30 4 * * *"
     assert {"harvester", "harvest", "shop"} <= set(shop.tags)
     assert shop.parameters["profile"]["name"] == "shop" and found["harvest/docs-serve"].parameters["workers"] == 2
