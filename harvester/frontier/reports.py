@@ -174,8 +174,9 @@ class ReportsMixin(CheckMixin):
             if latest:
                 query = query.where(
                     Url.state.not_in(_NOT_CURRENT),
-                    # A URL that answers with a permanent redirect now: its page lives at the target's address.
-                    or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+                    # A URL that answers with a permanent redirect now: its page lives at the target's address;
+                    # one whose last answer was 404/410 (queued for a recheck, docs/operations.md §4b) is gone.
+                    or_(Url.last_status.is_(None), Url.last_status.not_in((*PERMANENT_REDIRECTS, 404, 410))),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             return list(conn.execute(query).all())
