@@ -474,7 +474,8 @@ class StoredPage:
 
 @dataclass(frozen=True, slots=True)
 class StoredFetch:
-    """One completed fetch joined with its URL and, when it stored a body, its page (for WARC records)."""
+    """One completed fetch joined with its URL and, when it stored a body, its page (for WARC records); for a 304,
+    the version it confirmed (the URL's newest page stored at or before it)."""
 
     fetch_id: int
     url_id: int

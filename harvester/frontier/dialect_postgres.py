@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, Dialect
+from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, Dialect, revisit_rank
 from harvester.frontier.rows import Merged
 
 EXTRACTION_NAME = "harvester-extract:"
@@ -76,11 +76,12 @@ WITH p AS (
     WHERE ctid = ANY(ARRAY(SELECT ctid FROM urls WHERE host_id = ANY(%s) AND state = 'done' AND next_fetch_at <= %s
                            LIMIT %s FOR UPDATE SKIP LOCKED))
       AND state = 'done'
-    RETURNING host_id, kind, score, id, next_fetch_at
+    RETURNING host_id, kind, {rank} AS rank, id, next_fetch_at
 )
-INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, -score, id, next_fetch_at FROM p
+INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, rank, id, next_fetch_at FROM p
 ON CONFLICT DO NOTHING
-"""
+""".format(rank=revisit_rank("revisit_s IS NOT NULL AND last_fetched_at IS NOT NULL"
+                             " AND next_fetch_at < last_fetched_at + revisit_s * interval '0.5 second'"))
 
 
 class PostgresDialect(Dialect):

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, _URL_INSERT_COLUMNS, Dialect
+from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, _URL_INSERT_COLUMNS, Dialect, revisit_rank
 from harvester.frontier.models import to_epoch_us
 from harvester.frontier.rows import Merged
 
@@ -59,6 +59,11 @@ condition: exactly the claimed entries (the transaction holds the write lock), a
 def _sqlite_lease_insert(rows: int) -> str:
     return "INSERT INTO leases (url_id, host_id, owner, lease_until) VALUES " + ", ".join(["(?, ?, ?, ?)"] * rows)
 
+_SQLITE_REVISIT_RANK = revisit_rank(
+    "revisit_s IS NOT NULL AND last_fetched_at IS NOT NULL AND next_fetch_at < last_fetched_at + revisit_s * 500000")
+"""Times are integer microseconds here: half the interval is ``revisit_s`` × 500,000."""
+
+
 class SqliteDialect(Dialect):
     """SQLite: writers are serialized (BEGIN IMMEDIATE), so a read-then-write unit of work cannot be overtaken."""
 
@@ -92,7 +97,7 @@ class SqliteDialect(Dialect):
         promoted = conn.exec_driver_sql(
             "UPDATE urls SET state = 'queued' WHERE id IN (SELECT id FROM urls WHERE host_id IN"
             f" {self.in_list(len(host_ids))} AND state = 'done' AND next_fetch_at <= ? LIMIT ?)"
-            " RETURNING host_id, kind, -score, id, next_fetch_at",
+            f" RETURNING host_id, kind, {_SQLITE_REVISIT_RANK}, id, next_fetch_at",
             (*host_ids, to_epoch_us(now), limit),
         ).all()
         if promoted:

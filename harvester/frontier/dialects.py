@@ -59,6 +59,20 @@ RETURNED_COLUMNS = _RETURNED = (
 )
 """What a claim reads of each leased URL (store._claimed unpacks them in this order; source_id stays last)."""
 
+REVISIT_RANK_OFFSET = 1e6
+"""How far a revisit's queue rank moves from ``-score`` (scores are small): a revisit its lastmod or a vanished
+listing announced (due before half its interval) by ``-offset``, ahead of everything; one that merely came due by
+``+offset``, behind every URL never fetched. So within a page budget, announced changes come first (invariant 8),
+then the pages a budget deferred, then re-checks of pages nothing says changed; score orders each group."""
+
+
+def revisit_rank(announced_early: str) -> str:
+    """The rank of a promoted revisit (``REVISIT_RANK_OFFSET``); ``announced_early`` is the dialect's test for a
+    URL due before half its interval since its last fetch."""
+    return (f"-score + CASE WHEN (lastmod IS NOT NULL AND last_fetched_at IS NOT NULL AND lastmod > last_fetched_at)"
+            f" OR ({announced_early}) THEN -{REVISIT_RANK_OFFSET} ELSE {REVISIT_RANK_OFFSET} END")
+
+
 PROMOTE_BATCH = 2_000
 """Most finished URLs whose revisit came due that one claim moves into the queue (earliest due first). Bounds the
 claim that first meets a day's worth of revisits; later claims move the rest."""

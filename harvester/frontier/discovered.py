@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, select
 
@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 _Known = tuple[int, "int | None", str, float, str]
 """A stored URL as the upsert paths read it: (id, source_id, state, score, kind)."""
+
+_LISTS = frozenset({"seed", "sitemap", "feed", "listing", "pagination"})
+"""Source kinds that list a site's pages (re-read on a schedule), as against a link on a page or a redirect."""
 
 
 class DiscoveredMixin(StoreBase):
@@ -88,10 +91,11 @@ class DiscoveredMixin(StoreBase):
     ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
         """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
         d = self._d
-        known, made_due = self._known_rows(conn, hids, chunk, None)
+        known, made_due, revive = self._known_rows(conn, hids, chunk, None, now)
         before = d.max_url_id(conn) if d.serialized_writers else 0
         written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
         self._rerank(conn, hids, chunk, known)
+        self._revive(conn, revive)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
         if written is None:
             # SQLite reports no rows: the new ones are exactly those above ``before`` (serialized writers).
@@ -133,11 +137,12 @@ class DiscoveredMixin(StoreBase):
             }
             return AddResult(inserted, 0, 0), stored
         # Some were known: their rows are untouched so far (DO NOTHING), so their old state is still readable.
-        known, made_due = self._known_rows(conn, hids, chunk, before)
+        known, made_due, revive = self._known_rows(conn, hids, chunk, before, now)
         again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
         d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
                      self._canonical_version, now)
         self._rerank(conn, hids, chunk, known)
+        self._revive(conn, revive)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
         multi = {}
         for h, m in zip(hids, chunk, strict=True):
@@ -159,31 +164,69 @@ class DiscoveredMixin(StoreBase):
         if moves:
             conn.exec_driver_sql(self._d.rerank_sql, moves)
 
+    def _revive(self, conn: Connection, revive: list[tuple[int, datetime]]) -> None:
+        """Gone URLs named again (``_known_rows``) go back to the queue, due when ``revive`` says (now, or their
+        recheck time): the run that reaches it asks them, and a 200 stores their new version (docs/operations.md
+        §4b). Until then they stay out of ``export --latest`` (their last answer was a 404/410)."""
+        if not revive:
+            return
+        d = self._d
+        conn.exec_driver_sql(f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE id = {d.p}"
+                             " AND state = 'gone'", [(d.ts(due), url_id) for url_id, due in revive])
+        where, params = d.any_of("id", [url_id for url_id, _ in revive])
+        conn.exec_driver_sql(
+            "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
+            f" SELECT host_id, kind, -score, id, next_fetch_at FROM urls WHERE {where} AND state = 'queued'"
+            " ON CONFLICT DO NOTHING", tuple(params),
+        )
+
     def _known_rows(
-        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None
-    ) -> tuple[dict[tuple[int, str], _Known], int]:
+        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None, now: datetime
+    ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]]]:
         """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
-        ``max_id`` if given), and how many of them a newer lastmod makes due (the rule of
-        dialects._UPSERT_SET, counted here)."""
+        ``max_id`` if given), how many of them are made due now (counted ``urls_made_due``), and (id, due) of the
+        GONE ones among them to queue again (``_revive``).
+
+        A DONE URL is made due by a newer lastmod than both the stored one and the last fetch (the rule of
+        dialects._UPSERT_SET). A GONE URL named again is queued: due now when a lastmod newer than the time it was
+        found gone announces it (the page is back) or its recheck time has passed, else due at that time
+        (``next_fetch_at``, doubling each time it is found still gone: ``rules.revisit.gone_recheck_s``). Before
+        its recheck time only a list (a sitemap, feed, listing page, seed) queues it, never a link on a page: a
+        page found gone stays gone though the pages fetched with it still link to it. So a stale list naming a
+        dead URL costs a request at a growing interval, not one a day."""
         d = self._d
         paths_by_host: dict[int, list[str]] = {}
         for host_id, m in zip(hids, chunk, strict=True):
             paths_by_host.setdefault(host_id, []).append(m.path)
         lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
+        listed = {(h, m.path) for h, m in zip(hids, chunk, strict=True)
+                  if any(label.partition(":")[0] in _LISTS for label in m.sources)}
         known: dict[tuple[int, str], _Known] = {}
         made_due = 0
-        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind in self._lookup(
-            conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at, score, kind"
+        revive: list[tuple[int, datetime]] = []
+        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind, gone_at, due in (
+            self._lookup(conn, paths_by_host,
+                         "id, source_id, state, lastmod, last_fetched_at, score, kind, gone_at, next_fetch_at")
         ):
             if max_id is not None and url_id > max_id:
                 continue
             known[(host_id, path)] = (url_id, source_id, state, score, kind)
             new_lastmod = lastmods.get((host_id, path))
+            if state == "gone":
+                went, recheck = d.dt(gone_at), d.dt(due)
+                if recheck is None and went is not None:  # found gone before rechecks were scheduled
+                    recheck = went + timedelta(seconds=self.settings.revisit.default_s)
+                if new_lastmod is not None and went is not None and new_lastmod > went:
+                    recheck = now
+                if recheck is not None and (recheck <= now or (host_id, path) in listed):
+                    revive.append((url_id, recheck))
+                    made_due += recheck <= now
+                continue
             if state == "done" and new_lastmod is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
                 if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                     made_due += 1
-        return known, made_due
+        return known, made_due, revive
 
     def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
         """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;

@@ -48,6 +48,8 @@ from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 
+GONE_STATUSES = (404, 410)
+
 _PAGES = cast("Table", Page.__table__)
 _INSERT_PAGES = insert(_PAGES).returning(_PAGES.c.id, sort_by_parameter_order=True)
 """Pages inserted by Core, the statement built once: the ORM's bulk-insert path re-read every row's keys and
@@ -72,6 +74,7 @@ class _Held(NamedTuple):
     host_id: int
     kind: str
     score: float
+    last_status: int | None
 
 
 def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], Any]) -> tuple[Any, ...]:
@@ -136,7 +139,7 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
             mine = [(c, links) for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
-            page_ids, changes, stored = self._store_versions(conn, [c for c, _ in mine])
+            page_ids, changes, stored = self._store_versions(conn, [c for c, _ in mine], held)
             self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id)
             links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
             added = AddResult(0, 0, 0)
@@ -161,8 +164,9 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
         held = {
             row[0]: _Held(*row[1:])
             for row in conn.exec_driver_sql(
-                "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score"
-                f" FROM leases l JOIN urls u ON u.id = l.url_id WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
+                "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score,"
+                " u.last_status FROM leases l JOIN urls u ON u.id = l.url_id"
+                f" WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
                 (*params, owner),
             )
         }
@@ -172,12 +176,13 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
         return held
 
     def _store_versions(
-        self, conn: Connection, completions: Sequence[Completion]
+        self, conn: Connection, completions: Sequence[Completion], held: Mapping[int, _Held]
     ) -> tuple[dict[int, int], dict[int, ChangeKind], int]:
         """Each 2xx payload against its URL's latest stored version: a new payload (by digest) is a new version
         (``pages`` row, its bytes in ``bodies`` once per digest), a repeated one points at the stored version;
-        404/410 are ``gone`` after a stored version and ``missing`` without one. Returns url id -> page id the
-        answer served, url id -> its ``ChangeKind``, and how many versions were added."""
+        404/410 are ``gone`` after a stored version and ``missing`` without one, and nothing when the URL's last
+        answer was a 404/410 already (a gone URL re-checked and still gone changed nothing). Returns url id -> page
+        id the answer served, url id -> its ``ChangeKind``, and how many versions were added."""
         answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE]
         if not answered:
             return {}, {}, 0
@@ -188,7 +193,8 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
         for c in answered:
             before = latest.get(c.url_id)
             if c.page is None:
-                changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
+                if held[c.url_id].last_status not in GONE_STATUSES:
+                    changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
                 continue
             digest = hashlib.sha256(c.page.body).hexdigest()
             change = version_change(None if before is None else before[1:], digest, c.page.content_hash)

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Select, exists, or_, select
+from sqlalchemy import Connection, Select, and_, case, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
 from harvester.frontier.base import (
@@ -174,8 +174,9 @@ class ReportsMixin(CheckMixin):
             if latest:
                 query = query.where(
                     Url.state.not_in(_NOT_CURRENT),
-                    # A URL that answers with a permanent redirect now: its page lives at the target's address.
-                    or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+                    # A URL that answers with a permanent redirect now: its page lives at the target's address;
+                    # one whose last answer was 404/410 (queued for a recheck, docs/operations.md §4b) is gone.
+                    or_(Url.last_status.is_(None), Url.last_status.not_in((*PERMANENT_REDIRECTS, 404, 410))),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             return list(conn.execute(query).all())
@@ -188,14 +189,23 @@ class ReportsMixin(CheckMixin):
     def iter_fetches(
         self, *, since: datetime | None = None, batch: int = 500, damage: Damage | None = None
     ) -> Iterator[StoredFetch]:
-        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC);
-        ``damage`` as for ``iter_pages``."""
+        """Completed fetches in order, each with its URL and, when it stored a body, its page (for WARC); a 304
+        with the version it confirmed (the URL's newest page stored at or before it), so a WARC of a window that
+        holds no earlier response still names that version by URL, date and digest. ``damage`` as for
+        ``iter_pages``."""
         pages: dict[int, StoredPage] = {}
+        # The version a 304 confirmed: through ix_pages_url_id, for 304s only.
+        confirmed = (
+            select(func.max(Page.id)).where(Page.url_id == Fetch.url_id, Page.fetched_at <= Fetch.fetched_at)
+            .correlate(Fetch).scalar_subquery()
+        )
+        page_of = case((and_(Fetch.status == 304, Fetch.page_id.is_(None)), confirmed),
+                       else_=Fetch.page_id).label("version_id")
 
         def read(conn: Connection, after: int, upto: int | None, limit: int | None,
                  ids: Sequence[int] | None) -> list[Any]:
             query = (
-                select(Fetch.__table__, FULL_URL).join(Url, Url.id == Fetch.url_id)
+                select(Fetch.__table__, FULL_URL, page_of).join(Url, Url.id == Fetch.url_id)
                 .join(Host, Host.id == Url.host_id).where(Fetch.id > after if ids is None else Fetch.id.in_(ids))
                 .order_by(Fetch.id)
             )
@@ -206,7 +216,7 @@ class ReportsMixin(CheckMixin):
             if since is not None:
                 query = query.where(Fetch.fetched_at >= since)
             rows = list(conn.execute(query).all())
-            page_ids = [r.page_id for r in rows if r.page_id is not None]
+            page_ids = [r.version_id for r in rows if r.version_id is not None]
             if page_ids:
                 for prow in conn.execute(_pages_query().where(Page.id.in_(page_ids))):
                     pages[prow.id] = stored_page(prow)
@@ -221,7 +231,7 @@ class ReportsMixin(CheckMixin):
                 yield StoredFetch(
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
                     outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
-                    page=pages.get(r.page_id) if r.page_id is not None else None, change=r.change,
+                    page=pages.get(r.version_id) if r.version_id is not None else None, change=r.change,
                 )
             pages.clear()
 

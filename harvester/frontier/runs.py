@@ -12,6 +12,7 @@ from sqlalchemy import insert, select, update
 from harvester.errors import InvalidRecord
 from harvester.frontier.cycles import CyclesMixin
 from harvester.frontier.models import (
+    Cycle,
     Run,
 )
 from harvester.records import RunRow
@@ -24,11 +25,20 @@ class RunsMixin(CyclesMixin):
     """One row per phase run."""
 
     def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
-        """A new run of ``phase``, in the cycle open for ``profile`` (``CyclesMixin.open_cycle``) if any."""
+        """A new run of ``phase``, in the cycle open for ``profile`` (``CyclesMixin.open_cycle``) if any. An
+        extraction with no cycle open (``harvester extract`` on its own) opens one of its own (kind ``extract``,
+        closed by ``finish_run``): the first versions it stores are new in a cycle, once, like any other's."""
+        now = utcnow()
         with self._tx() as tx:
+            cycle_id = self.open_cycle(tx.conn, profile)
+            if cycle_id is None and phase == "extract":
+                cycle_id = int(tx.conn.execute(
+                    insert(Cycle).values(kind="extract", started_at=now, status="running", profile=profile)
+                    .returning(Cycle.id)
+                ).scalar_one())
             row = tx.conn.execute(
-                insert(Run).values(phase=phase, started_at=utcnow(), status="running", profile=profile,
-                                   owner=owner, cycle_id=self.open_cycle(tx.conn, profile)).returning(Run.id)
+                insert(Run).values(phase=phase, started_at=now, status="running", profile=profile,
+                                   owner=owner, cycle_id=cycle_id).returning(Run.id)
             ).one()
         return int(row[0])
 
@@ -55,12 +65,19 @@ class RunsMixin(CyclesMixin):
         return aware(value) if isinstance(value, datetime) else None
 
     def finish_run(self, run_id: int, *, status: str, counters: dict[str, Any]) -> None:
+        """Close the run, and the cycle of its own a standalone extraction opened (``start_run``)."""
         with self._tx() as tx:
             changed = tx.conn.execute(
                 update(Run).where(Run.id == run_id).values(finished_at=utcnow(), status=status, counters=counters)
             ).rowcount
+            own = tx.conn.execute(
+                select(Cycle.id).join(Run, Run.cycle_id == Cycle.id)
+                .where(Run.id == run_id, Run.phase == "extract", Cycle.kind == "extract", Cycle.status == "running")
+            ).scalar_one_or_none()
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
+        if own is not None:
+            self.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:
         """The profile of the most recent run (of ``phase``) that recorded one."""

@@ -5,7 +5,8 @@ URLs of the host the site answered since the run began), so it holds across both
 URL it finds; nothing it admits is a page fetch), across links found during extraction, across the workers of a
 run and across a crashed run's resumption. What the budget leaves unfetched is not refused: those URLs stay
 queued and due, are counted as deferred in the run's report, and the next run with room takes them, whether or
-not the sitemaps that listed them have changed since.
+not the sitemaps that listed them have changed since: the claim order puts URLs never fetched before revisits that
+nothing announced as changed (``frontier.dialects.revisit_rank``), so re-checks of unchanged pages never starve them.
 """
 
 from __future__ import annotations

@@ -97,6 +97,15 @@ def due_at(now: datetime, interval_s: float, settings: RevisitSettings) -> datet
     return aware(now) + timedelta(seconds=interval_s - early)
 
 
+def gone_recheck_s(previous_s: float | None, settings: RevisitSettings) -> float:
+    """How long a URL found gone waits before a source naming it again may make it due (docs/operations.md §4b):
+    twice its last interval (a page's revisit interval, or the last recheck's when it was found still gone), at
+    least ``default_s``, at most ``max_s``. A stale list that keeps naming a dead URL so costs a request at a
+    doubling interval, never one a day; a newer lastmod than the time it went makes it due at once (frontier)."""
+    last = previous_s if previous_s is not None and math.isfinite(previous_s) and previous_s > 0 else 0.0
+    return min(max(2.0 * last, settings.default_s), settings.max_s)
+
+
 def first_interval(changefreq: str | None, settings: RevisitSettings) -> float:
     """The seed interval: changefreq when it is one of the seven protocol values, else ``default_s``."""
     key = (changefreq or "").strip().lower()
@@ -250,7 +259,8 @@ def classify_outcome(
     - 304 to a conditional request → DONE, unchanged, no body stored, interval grows. A 304 to a request that
       sent no validator names no copy of ours (RFC 9110 §15.4.5: it answers a conditional GET): nothing arrived,
       so it is a failure of that fetch (``UNASKED_304``, retried after a back-off), never a stored state.
-    - 404 / 410 → GONE (the store keeps the row and stamps ``gone_at``); not scheduled again.
+    - 404 / 410 → GONE (the store keeps the row and stamps ``gone_at``); never promoted like a revisit, but
+      ``next_fetch_at`` says when a source naming it again may make it due (``gone_recheck_s``).
     - robots refused → DISALLOWED; a redirect out of scope or into a trap → SKIPPED.
     - a failure → FAILED with ``next_fetch_at`` set; the store counts the attempt and queues the URL again at
       that time while attempts stay below ``politeness.max_attempts`` (then it stays FAILED, next_fetch_at
@@ -276,7 +286,9 @@ def classify_outcome(
             return _failure(claimed, unasked, settings, now)
         return _done(claimed, settings, now, changed=False, counter="not_modified", content_hash=claimed.content_hash)
     if status in (404, 410):
-        return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="answered_gone")
+        recheck_s = gone_recheck_s(claimed.revisit_s, settings.revisit)
+        return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="answered_gone",
+                       revisit_s=recheck_s, next_fetch_at=due_at(now, recheck_s, settings.revisit))
     if result.error_class is not None or status is None or not 200 <= status < 300:
         return _failure(claimed, result, settings, now)
     if hook_error is not None:
@@ -391,6 +403,7 @@ __all__ = [
     "Outcome",
     "classify_outcome",
     "first_interval",
+    "gone_recheck_s",
     "http_time",
     "is_permanent_move",
     "lastmod_predicts_change",

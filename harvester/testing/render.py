@@ -174,8 +174,9 @@ class ServedSite(FacetRendering):
         self._build_facets()
         self._build_home()
 
-    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0) -> None:
-        self.model.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled)
+    def advance(self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+                returned: float = 0.0) -> None:
+        self.model.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled, returned=returned)
         self.rebuild()
 
     def moved(self, new_path: str) -> Reply:

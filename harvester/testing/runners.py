@@ -34,8 +34,8 @@ class Runner(Protocol):
     def stop(self) -> None: ...
     def records(self) -> list[RawRecord]: ...
     def clear(self) -> None: ...
-    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
-                ) -> dict[str, HostChange]: ...
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+                returned: float = 0.0) -> dict[str, HostChange]: ...
     def models(self) -> dict[str, SiteModel]: ...
     def cpu_s(self) -> float | None: ...
 
@@ -95,9 +95,10 @@ class ThreadRunner:
     def clear(self) -> None:
         self._call(self.server.records.clear)
 
-    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
-                ) -> dict[str, HostChange]:
-        result: dict[str, HostChange] = self._call(lambda: self.server.advance(changed, new, gone, moved, restyled))
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+                returned: float = 0.0) -> dict[str, HostChange]:
+        result: dict[str, HostChange] = self._call(lambda: self.server.advance(changed, new, gone, moved, restyled,
+                                                                                        returned))
         return result
 
     def models(self) -> dict[str, SiteModel]:
@@ -214,11 +215,13 @@ class ProcessRunner:
     def clear(self) -> None:
         self._ask("clear")
 
-    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
-                ) -> dict[str, HostChange]:
-        remote: dict[str, HostChange] = self._ask("advance", changed, new, gone, moved, restyled)
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+                returned: float = 0.0) -> dict[str, HostChange]:
+        remote: dict[str, HostChange] = self._ask("advance", changed, new, gone, moved, restyled,
+                                                           returned)
         for name, model in self._models.items():
-            local = model.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled)
+            local = model.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled,
+                                  returned=returned)
             if local != remote[name]:
                 raise RuntimeError(f"test web: host {name!r} diverged between parent and child")
         return remote

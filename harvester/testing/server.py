@@ -327,11 +327,11 @@ class Server:
     def sites(self) -> dict[str, ServedSite]:
         return {name: h.site for name, h in self.hosts.items() if h.site is not None}
 
-    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
-                ) -> dict[str, HostChange]:
+    def advance(self, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+                returned: float = 0.0) -> dict[str, HostChange]:
         out = {}
         for name, site in self.sites().items():
-            site.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled)
+            site.advance(changed=changed, new=new, gone=gone, moved=moved, restyled=restyled, returned=returned)
             out[name] = site.model.last_change
         return out
 

@@ -203,6 +203,8 @@ class HostChange:
     gone: tuple[str, ...] = ()
     moved: tuple[tuple[str, str], ...] = ()
     restyled: tuple[str, ...] = ()
+    returned: tuple[str, ...] = ()
+    """Pages gone on an earlier day that answer again today, in a new version."""
 
 
 class SiteModel:
@@ -292,13 +294,15 @@ class SiteModel:
         return [p for p in self.pages if p.live]
 
     def advance(
-        self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0
+        self, *, changed: float, new: float, gone: float, moved: float = 0.0, restyled: float = 0.0,
+        returned: float = 0.0,
     ) -> HostChange:
         """Move to the next day: ``changed``/``gone``/``moved``/``restyled`` are fractions of the live pages
         (disjoint sets), ``new`` adds ``round(new * live)`` pages. A moved page keeps its content under a new
         address and its old address answers 301; a restyled one keeps its main text and changes its bytes around
-        it. Deterministic from (seed, host, day); ``restyled`` 0 draws nothing more, so older days stay as they
-        were."""
+        it. ``returned`` is a fraction of the pages gone before today: they answer again, in a new version (published
+        where they were, with a new modification date). Deterministic from (seed, host, day); ``restyled`` and
+        ``returned`` 0 draw nothing more, so older days stay as they were."""
         self.day += 1
         day = self.day
         rng = self._rng("day", day)
@@ -327,6 +331,14 @@ class SiteModel:
         for p in changed_pages:
             p.version += 1
             p.modified_ts = now + rng.randrange(6 * 3_600)
+        returned_pages: list[PageModel] = []
+        if returned > 0:
+            dead = [p for p in self.pages if p.gone_day is not None and p.path not in self.moved_from]
+            returned_pages = self._rng("return", day).sample(dead, min(len(dead), round(returned * len(dead))))
+            for p in returned_pages:
+                p.gone_day = None
+                p.version += 1
+                p.modified_ts = now + rng.randrange(6 * 3_600)
         for p in gone_pages:
             p.gone_day = day
         moves = [(p.path, self._move(p, rng)) for p in moved_pages]
@@ -358,6 +370,7 @@ class SiteModel:
             gone=tuple(p.path for p in gone_pages),
             moved=tuple(moves),
             restyled=tuple(p.path for p in restyled_pages),
+            returned=tuple(p.path for p in returned_pages),
         )
         return self.last_change
 

@@ -33,8 +33,10 @@ class DayChange:
     """(old URL, new URL) pairs per host name."""
     restyled: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Pages whose bytes changed outside their main text."""
+    returned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Pages gone on an earlier day that answer again, in a new version."""
 
-    def all(self, kind: Literal["changed", "new", "gone", "restyled"]) -> set[str]:
+    def all(self, kind: Literal["changed", "new", "gone", "restyled", "returned"]) -> set[str]:
         return {u for urls in getattr(self, kind).values() for u in urls}
 
 

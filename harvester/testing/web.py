@@ -142,17 +142,18 @@ class TestWeb:
 
     def advance_day(
         self, *, changed: float = 0.05, new: float = 0.02, gone: float = 0.01, moved: float = 0.0,
-        restyled: float = 0.0,
+        restyled: float = 0.0, returned: float = 0.0,
     ) -> DayChange:
         """Next day on every host: ``changed``, ``gone`` and ``moved`` are fractions of the live pages, ``new``
         adds that fraction. Deterministic from the seed; sitemaps and feeds change only where their content did.
         A moved page answers 301 at its old address and is published under its new one; a ``restyled`` page serves
-        new bytes around the same main text (a new ETag, the same version)."""
+        new bytes around the same main text (a new ETag, the same version); ``returned`` is a fraction of the pages
+        gone on earlier days that answer again, in a new version, published where they were."""
         for name, value in (("changed", changed), ("new", new), ("gone", gone), ("moved", moved),
-                            ("restyled", restyled)):
+                            ("restyled", restyled), ("returned", returned)):
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be within [0, 1], not {value}")
-        changes = self._r().advance(changed, new, gone, moved, restyled)
+        changes = self._r().advance(changed, new, gone, moved, restyled, returned)
         self.day += 1
         o = self._origins
         return DayChange(
@@ -162,4 +163,5 @@ class TestWeb:
             gone={n: tuple(o[n] + p for p in c.gone) for n, c in changes.items()},
             moved={n: tuple((o[n] + a, o[n] + b) for a, b in c.moved) for n, c in changes.items()},
             restyled={n: tuple(o[n] + p for p in c.restyled) for n, c in changes.items()},
+            returned={n: tuple(o[n] + p for p in c.returned) for n, c in changes.items()},
         )

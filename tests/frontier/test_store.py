@@ -528,14 +528,21 @@ def test_iter_pages_streams_in_batches_and_decompresses(store: FrontierStore) ->
     assert all(f.page is not None and f.page.body == bodies[f.url_id] for f in fetches)
 
 
-def test_revisits_compete_with_new_urls_by_score(store: FrontierStore) -> None:
-    store.add_discovered([found("https://a.test/old", score=5.0)], now=T0)
-    (c,) = claim_all(store, "w", ["https://a.test"])
-    store.complete("w", done(c.id, next_fetch_at=T0 + timedelta(days=1)))
+def test_urls_never_fetched_come_before_revisits_nothing_announced_and_after_announced_ones(
+    store: FrontierStore,
+) -> None:
+    """Claim order within a host (what a page budget takes): revisits a newer lastmod announced, then URLs never
+    fetched, then revisits that merely came due; score orders each group (docs/architecture.md, invariant 10)."""
+    store.add_discovered([found("https://a.test/old", score=5.0), found("https://a.test/told", score=0.5)], now=T0)
+    for c in claim_all(store, "w", ["https://a.test"]):
+        store.complete("w", done(c.id, next_fetch_at=T0 + timedelta(days=1)))
     store.add_discovered([found("https://a.test/low", score=1.0), found("https://a.test/high", score=9.0)], now=T0)
     later = T0 + timedelta(days=2)
-    claimed = store.claim("w", hosts=["https://a.test"], per_host=2, lease_s=60, now=later)
-    assert [x.url for x in claimed] == ["https://a.test/high", "https://a.test/old"]
+    store.add_discovered([found("https://a.test/told", score=0.5)._replace(lastmod=later - timedelta(hours=1))],
+                         now=later)
+    taken = [{x.url for x in store.claim("w", hosts=["https://a.test"], per_host=n, lease_s=60, now=later)}
+             for n in (1, 2, 2)]
+    assert taken == [{"https://a.test/told"}, {"https://a.test/high", "https://a.test/low"}, {"https://a.test/old"}]
 
 
 def test_run_fetch_counts_by_outcome_and_error_class(store: FrontierStore) -> None:

@@ -66,3 +66,80 @@ async def test_one_budget_per_host_per_run_and_deferred_urls_are_taken_up_later(
         allowed = set(web.truth[name].allowed_detail_urls())
         assert allowed <= urls, f"{name}: {len(allowed - urls)} deferred pages never fetched"
     assert not duplicates(web.records())
+
+
+async def test_within_a_budget_announced_changes_then_pages_never_fetched_come_before_unchanged_revisits(
+    make_web, db_url
+):
+    """A budgeted harvest leaves pages deferred; the next day's budgeted re-crawl of a site where a few pages
+    changed (announced by their sitemap lastmod) spends each host's budget on those changes first, then on the
+    pages never fetched, and only then on re-checking unchanged pages (304s): 3 days in a row, the deferred
+    pages are taken up, never starved by revisits (docs/architecture.md, invariants 8 and 10)."""
+    from harvester.runtime import CLOCK
+    from harvester.testing.schedule import run_at
+
+    web = make_web([HostSpec("a", pages=40, sitemap_only=0.5, feed_only=0.0, listing_only=0.0)], seed=5)
+    settings = Settings.load(database_url=db_url)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    budget = 8
+    budgeted = SiteProfile.build(seeds=tuple(web.seeds), max_pages_per_host=budget)
+    try:
+        CLOCK.travel_to(run_at(0))
+        await aharvest(settings, budgeted)
+        for day in (1, 2, 3):
+            with FrontierStore.open(settings) as store:
+                fetched_before = {page.url for page in store.iter_pages(kinds=None)}
+            change = web.advance_day(changed=0.05 if day == 1 else 0.0, new=0.0, gone=0.0)
+            announced = {url for url in change.all("changed") if url in fetched_before
+                         and web.truth["a"].model.by_path[url[len(web.origin("a")):]].in_sitemap}
+            mark = len(web.records())
+            CLOCK.travel_to(run_at(day))
+            await arecrawl(settings, budgeted)
+            details = set(web.truth["a"].detail_urls())
+            asked = [r for r in web.records()[mark:] if r.url in details]
+            first = {r.url for r in asked if r.url not in fetched_before}
+            rechecked = {r.url for r in asked if r.url in fetched_before}
+            never_left = set(web.truth["a"].allowed_detail_urls()) - fetched_before
+            assert len(asked) <= budget, day
+            assert announced <= rechecked, (day, announced - rechecked)  # announced changes first
+            # then the never-fetched: no unchanged page re-checked while one was left
+            assert len(first) == min(budget - len(announced), len(never_left)), (day, len(first), len(rechecked))
+            if len(never_left) > budget:
+                assert rechecked == announced, (day, sorted(rechecked - announced))
+    finally:
+        CLOCK.reset()
+
+
+async def test_a_standalone_extract_after_a_budgeted_harvest_reports_its_first_versions_as_new_once(
+    make_web, db_url
+):
+    """``harvester extract`` on its own (no cycle open) is a cycle of its own: the first versions it fetches are
+    new in it ("Last cycle"), and in no later cycle."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from harvester.cli_tables import status_of
+
+    web = make_web([HostSpec("a", pages=25), HostSpec("b", pages=20)], seed=9)
+    settings = Settings.load(database_url=db_url)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    budgeted = SiteProfile.build(seeds=tuple(web.seeds), max_pages_per_host=5)
+    harvested = await aharvest(settings, budgeted)
+    assert harvested.changes["new"] == 10 and harvested.changes["deferred"] > 10
+
+    done = subprocess.run([str(Path(sys.executable).parent / "harvester"), "extract", "--db", db_url],
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored = sum(stored_by_host(settings).values())
+    assert stored == 20  # the budget again: 5 more per host
+    cycle = status_of(settings)["last_cycle"]
+    assert cycle["id"] != harvested.changes["cycle"] and cycle["status"] == "completed", cycle
+    assert (cycle["new"], cycle["changed"], cycle["deferred"]) == (10, 0, harvested.changes["deferred"] - 10), cycle
+
+    after = await arecrawl(settings, SiteProfile.build(seeds=tuple(web.seeds)))  # no budget: the rest
+    assert after.changes["new"] == harvested.changes["deferred"] - 10, after.changes

@@ -222,8 +222,12 @@ def test_404_410_are_gone(status):
     out = classify_outcome(claimed(content_hash="h"), result(status, error_class=ErrorClass.HTTP_4XX), None,
                            settings=SETTINGS, now=NOW)
     assert out.state is UrlState.GONE
-    assert out.next_fetch_at is None
     assert not out.store_page
+    # Not promoted like a revisit: the time from which a source naming it again may have it asked, doubling.
+    assert out.revisit_s == SETTINGS.revisit.default_s and out.next_fetch_at is not None and out.next_fetch_at > NOW
+    again = classify_outcome(claimed(content_hash="h", revisit_s=out.revisit_s), result(status), None,
+                             settings=SETTINGS, now=NOW)
+    assert again.revisit_s == min(2 * out.revisit_s, SETTINGS.revisit.max_s)
 
 
 def test_permanent_move_records_the_target():
