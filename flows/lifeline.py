@@ -96,7 +96,7 @@ def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) ->
 
 @asynccontextmanager
 async def parent_lifeline() -> AsyncIterator[None]:
-    """For the body: stop the crawl if the process that started this one dies."""
+    """For the body: stop the crawl gracefully if the process that started this one dies or SIGTERM arrives."""
     if not started_by_runner():
         yield
         return

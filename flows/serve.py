@@ -42,13 +42,21 @@ heartbeats (``flows.healing``) and the library's own log lines sent to the run's
 
 
 POLL_S = 2
-"""How often ``harvester serve`` and a worker ask for runs due. Prefect's 10 s (``PREFECT_RUNNER_POLL_FREQUENCY``,
-``PREFECT_WORKER_QUERY_SECONDS``) started scheduled runs 4-16 s late on an idle server: up to one poll late, plus
-the process start. A poll is one small query."""
+"""How often ``harvester serve`` and a worker ask for runs due (one small query).
+
+A scheduled run starts on time only when its process was started before its time: the server holds the run's start
+(Running) until then, so a process started early waits. Prefect's runner and worker take a run at most 10 s early
+(prefetch) and look every 10 s (``PREFECT_RUNNER_POLL_FREQUENCY``, ``PREFECT_WORKER_QUERY_SECONDS``), so a run
+could be seen 0-10 s before its time, less than a loaded machine takes to start a flow-run process (4-8 s
+measured): runs began 4-16 s late. Looking every ``POLL_S`` with ``PREFETCH_S`` ahead starts each process well
+before its time."""
+
+PREFETCH_S = 30
+"""How far ahead of its time a run's process is started (it then waits, holding its memory, until the time)."""
 
 SERVE_ENVIRONMENT = {
     "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S), "PREFECT_LOGGING_EXTRA_LOGGERS": "harvester",
-    "PREFECT_RUNNER_POLL_FREQUENCY": str(POLL_S),
+    "PREFECT_RUNNER_POLL_FREQUENCY": str(POLL_S), "PREFECT_WORKER_PREFETCH_SECONDS": str(PREFETCH_S),
 }
 """Defaults ``harvester serve`` sets for itself and the runs it starts (the environment wins)."""
 
@@ -99,7 +107,8 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
         os.environ.setdefault(key, value)
     asyncio.run(ensure_healing())
     served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
-    runner = Runner(pause_on_shutdown=True, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]))
+    runner = Runner(pause_on_shutdown=True, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]),
+                    prefetch_seconds=float(os.environ["PREFECT_WORKER_PREFETCH_SECONDS"]))
     for deployment in served:
         runner.add_deployment(deployment)
     drain_on_sigterm(runner)  # SIGTERM stops the runs gracefully, then the runner (flows.shutdown)
