@@ -214,13 +214,19 @@ async def finish_run(
 ) -> tuple[PhaseResult, dict[str, Any]]:
     """Merge the tasks' counters, close the run, and return them with the frontier's stats.
 
-    An extraction's per-host ``fetched`` and ``not_modified`` are its own requests, read from the frontier: the
-    polite client's diagnostics also count what discovery asked through it when a cycle shares it."""
+    An extraction's per-host ``fetched``, ``not_modified``, ``gone`` and ``errors`` are its own requests, read from
+    the frontier, on every host of its line (one it never asked: none): the polite client's diagnostics also count
+    what discovery asked through it when a cycle shares it (robots.txt, sitemaps and their probes, listing pages)."""
     result = PhaseResult.merge(phase, parts)
     with await db(FrontierStore.open, settings) as store:
         if phase == "extract":
-            for origin, sent in (await db(store.run_fetch_counts, run_id)).items():
-                result.hosts.setdefault(origin, {}).update(fetched=sent["fetched"], not_modified=sent["not_modified"])
+            own = await db(store.run_fetch_counts, run_id)
+            for origin in {*result.hosts, *own}:
+                sent = own.get(origin, {})
+                result.hosts.setdefault(origin, {}).update(
+                    fetched=sent.get("fetched", 0), not_modified=sent.get("not_modified", 0),
+                    gone=sent.get("gone", 0),
+                    errors={key[6:]: n for key, n in sent.items() if key.startswith("error:")})
         await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
         stats = (await db(store.stats)).as_dict()
     return result, stats
