@@ -360,3 +360,21 @@ def test_specs_are_validated():
         TestWeb([HostSpec("x"), HostSpec("x")])
     with pytest.raises(RuntimeError, match="not started"):
         TestWeb([HostSpec("x")]).records()
+
+
+def test_gone_pages_come_back_in_a_new_version_in_both_modes(make_web):
+    """``advance_day(returned=...)``: pages gone on earlier days answer 200 again, in a new version, and are
+    published again (the same in a child process as in a thread)."""
+    for mode in ("thread", "process"):
+        web = make_web([HostSpec("p", pages=20, sitemap_only=1.0, feed_only=0.0, listing_only=0.0,
+                                 disallowed_in_sitemap=0.0)], seed=3, mode=mode)
+        with httpx.Client() as c:
+            before = {url: c.get(url).headers["etag"] for url in web.truth["p"].detail_urls()}
+            went = web.advance_day(changed=0.0, new=0.0, gone=0.2).all("gone")
+            assert went and all(c.get(url).status_code == 410 for url in went), mode
+            back = web.advance_day(changed=0.0, new=0.0, gone=0.0, returned=1.0).all("returned")
+            assert back == went, mode
+            for url in back:
+                answer = c.get(url)
+                assert answer.status_code == 200 and answer.headers["etag"] != before[url], (mode, url)
+                assert web.truth["p"].model.by_path["/" + url.split("/", 3)[3]].in_sitemap, (mode, url)
