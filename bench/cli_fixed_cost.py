@@ -25,7 +25,8 @@ from pathlib import Path
 from harvester.testing import HostSpec, TestWeb
 
 BIN = Path(sys.executable).parent
-FLOWS = ("import asyncio, sys; from flows.harvest import harvest_flow; from harvester.settings import SiteProfile; "
+FLOWS = ("import asyncio, sys; from harvester.flows.harvest import harvest_flow; "
+         "from harvester.settings import SiteProfile; "
          "asyncio.run(harvest_flow(SiteProfile.build(seeds=tuple(sys.argv[1:]))))")
 
 

@@ -95,7 +95,7 @@ def run_once(kind: str, web: TestWeb, specs: list[HostSpec], workdir: Path, n: i
             await phases.extract(store, settings, profile)
 
     async def flow() -> None:
-        from flows.harvest import harvest_flow
+        from harvester.flows.harvest import harvest_flow
 
         state = await harvest_flow(profile, workers=1, overrides=overrides, return_state=True)
         if not state.is_completed():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from flows.discover import discover_flow
-from flows.extract import extract_flow
-from flows.harvest import harvest_flow
-from flows.recrawl import recrawl_flow
+from harvester.flows.discover import discover_flow
+from harvester.flows.extract import extract_flow
+from harvester.flows.harvest import harvest_flow
+from harvester.flows.recrawl import recrawl_flow
 
 __all__ = ["discover_flow", "extract_flow", "harvest_flow", "recrawl_flow"]

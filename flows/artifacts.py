@@ -13,7 +13,7 @@ from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
 from prefect.events import emit_event
 
-from flows.events import cycle_event
+from harvester.flows.events import cycle_event
 from harvester.phases import PhaseResult
 from harvester.phases.cycles import Cycle
 from harvester.records import CYCLE_COUNTS

@@ -7,10 +7,10 @@ from typing import Any
 
 from prefect import flow
 
-from flows.artifacts import publish
-from flows.parameters import RunOverrides
-from flows.tasks import discover_host, load_settings
 from harvester import phases
+from harvester.flows.artifacts import publish
+from harvester.flows.parameters import RunOverrides
+from harvester.flows.tasks import discover_host, load_settings
 from harvester.settings import SiteProfile
 
 

@@ -5,7 +5,7 @@ Prefect's process worker, stopped (SIGTERM: ``systemctl stop``, a rolling deploy
 with SIGKILL at once (Prefect 3.9): nothing there could drain or report, so the run stayed Running until the
 heartbeat automation marked it, a task run stayed Running for ever and a page was fetched twice by the rerun. Started
 from here, the engine lives in its own session: when the worker kills this process, the engine sees its parent gone
-(``flows.lifeline``), stops gracefully and reports its final state; a SIGTERM or SIGINT given to this process (a
+(``lifeline``), stops gracefully and reports its final state; a SIGTERM or SIGINT given to this process (a
 cancellation from the UI, systemd) is passed on to it. Imports nothing of Prefect's: it only starts the engine.
 """
 

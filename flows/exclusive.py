@@ -54,7 +54,7 @@ async def one_run_per_site(site: str) -> AsyncIterator[None]:
     The wait is looked at, not timed: Prefect logged an ERROR with a ``TimeoutError`` traceback for every
     acquisition given a timeout that ran out, on an expected wait, and on a loaded machine a free slot took longer
     than a short timeout, so a run said it waited for another that did not exist. Looking also lets a run told to
-    stop while it waits (SIGTERM, ``flows.lifeline``) end at once (``Interrupted``) instead of after the grace."""
+    stop while it waits (SIGTERM, ``lifeline``) end at once (``Interrupted``) instead of after the grace."""
     name = limit_name(site)
     if await ensure_limit(name):
         get_run_logger().info("another run of %s holds %s: waiting for it to end", site, name)

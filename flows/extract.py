@@ -7,10 +7,10 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from flows.artifacts import publish, start_progress
-from flows.parameters import RunOverrides, Workers
-from flows.tasks import extract_worker, host_line, load_settings
 from harvester import phases
+from harvester.flows.artifacts import publish, start_progress
+from harvester.flows.parameters import RunOverrides, Workers
+from harvester.flows.tasks import extract_worker, host_line, load_settings
 from harvester.settings import SiteProfile
 
 

@@ -12,7 +12,7 @@ from prefect import get_client
 from prefect.logging.loggers import flow_run_logger
 from prefect.runtime import flow_run as this_run
 
-from flows.parameters import PLAIN_TEXT_REFUSAL, is_secret
+from harvester.flows.parameters import PLAIN_TEXT_REFUSAL, is_secret
 
 if TYPE_CHECKING:
     from prefect import Flow

@@ -42,7 +42,7 @@ def enter_home() -> dict[str, str]:
 def _crash(message: str) -> ConfigError:
     """The run's logs and state in the UI say it, not only the worker's stdout: written here, at once, since the
     process ends right after. The worker's own "Process exited with status code: 1" comes later and is refused, the
-    run being over; a run that never started is not retried (``flows.healing``), so this is what the UI shows."""
+    run being over; a run that never started is not retried (``healing``), so this is what the UI shows."""
     flow_run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
     if flow_run_id:
         from prefect import get_client
@@ -50,7 +50,7 @@ def _crash(message: str) -> ConfigError:
         from prefect.states import Crashed
 
         with suppress(Exception), get_client(sync_client=True) as client:  # the error is raised whatever happens here
-            client.create_logs([LogCreate(name="flows.home", level=logging.ERROR, message=message,
+            client.create_logs([LogCreate(name="harvester.flows.home", level=logging.ERROR, message=message,
                                           timestamp=datetime.now(UTC), flow_run_id=UUID(flow_run_id))])
             client.set_flow_run_state(UUID(flow_run_id), Crashed(message=message))
     return ConfigError(message)

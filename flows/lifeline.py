@@ -6,7 +6,7 @@ parent can neither cancel its child nor report it, and the child went on fetchin
 "Running" in the UI, and a restarted parent's rerun then put a second extraction on the same database. Here the
 child watches its parent: when it is gone (the child is re-parented, so ``os.getppid()`` changes), it asks the
 crawl to stop (``harvester.runtime.request_stop``): no new request is sent, answers in flight are written, leases
-go back, and the run ends ``Crashed`` (``Interrupted``), which ``flows.healing`` schedules again.
+go back, and the run ends ``Crashed`` (``Interrupted``), which ``harvester.flows.healing`` schedules again.
 
 SIGTERM starts the same graceful stop. Prefect's own handler raised ``TerminationSignal`` at once in whatever was
 running: the run crashed mid-answer (a page fetched twice by the rerun), and a worker that stopped with it killed

@@ -7,14 +7,14 @@ from typing import Any
 from prefect import flow
 from prefect.runtime import flow_run
 
-from flows.artifacts import publish_cycle
-from flows.exclusive import one_run_per_site
-from flows.guards import erase_secrets, run_name
-from flows.healing import check_attempt, close_earlier_attempts
-from flows.lifeline import parent_lifeline
-from flows.parameters import RunOverrides, Workers
-from flows.steps import SubflowSteps
-from flows.tasks import load_settings
+from harvester.flows.artifacts import publish_cycle
+from harvester.flows.exclusive import one_run_per_site
+from harvester.flows.guards import erase_secrets, run_name
+from harvester.flows.healing import check_attempt, close_earlier_attempts
+from harvester.flows.lifeline import parent_lifeline
+from harvester.flows.parameters import RunOverrides, Workers
+from harvester.flows.steps import SubflowSteps
+from harvester.flows.tasks import load_settings
 from harvester.phases.cycles import loud, recrawl_steps
 from harvester.settings import SiteProfile
 
@@ -30,7 +30,7 @@ async def recrawl_flow(
     schedule. The run's changes (new, changed, gone, deferred by the budget) are its summary artifact and log
     line; it fails (``NothingFetched``) when no seed host answered anything.
     """
-    check_attempt(flow_run.run_count)  # a crashed run comes back through flows.healing, a bounded number of times
+    check_attempt(flow_run.run_count)  # a crashed run comes back (harvester.flows.healing), a bounded number of times
     if flow_run.run_count > 1:
         await close_earlier_attempts(flow_run.id)
     settings = load_settings(config_file, overrides)

@@ -18,12 +18,12 @@ from prefect.deployments.runner import RunnerDeployment
 from prefect.runner import Runner
 from prefect.schedules import Cron
 
-from flows.engine import COMMAND as ENGINE_COMMAND
-from flows.harvest import harvest_flow
-from flows.healing import HEARTBEAT_S, ensure_healing
-from flows.recrawl import recrawl_flow
-from flows.shutdown import drain_on_sigterm
-from flows.sites import HARVEST_CRON, RECRAWL_CRON, SiteSpec
+from harvester.flows.engine import COMMAND as ENGINE_COMMAND
+from harvester.flows.harvest import harvest_flow
+from harvester.flows.healing import HEARTBEAT_S, ensure_healing
+from harvester.flows.recrawl import recrawl_flow
+from harvester.flows.shutdown import drain_on_sigterm
+from harvester.flows.sites import HARVEST_CRON, RECRAWL_CRON, SiteSpec
 
 __all__ = ["HARVEST_CRON", "RECRAWL_CRON", "deployments", "pool_yaml", "serve_sites", "served_name"]
 
@@ -37,8 +37,8 @@ JOB_VARIABLES: dict[str, Any] = {
     "command": ENGINE_COMMAND,
     "env": {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": str(HEARTBEAT_S), "PREFECT_LOGGING_EXTRA_LOGGERS": "harvester"},
 }
-"""How a worker runs a harvester run: through ``flows.engine`` (a stopped worker's run drains and reports), with
-heartbeats (``flows.healing``) and the library's own log lines sent to the run's logs in the UI."""
+"""How a worker runs a harvester run: through ``engine`` (a stopped worker's run drains and reports), with
+heartbeats (``harvester.flows.healing``) and the library's own log lines sent to the run's logs in the UI."""
 
 
 POLL_S = 2
@@ -101,7 +101,7 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
     """Register every site's deployments and the self-healing automations, and serve their runs until interrupted.
 
     The runs this process starts send heartbeats every ``HEARTBEAT_S`` (unless the environment says otherwise),
-    so one whose process vanishes is marked Crashed and scheduled again (``flows.healing``), and send the library's
+    so one whose process vanishes is marked Crashed and scheduled again (``healing``), and send the library's
     own log lines (a database being waited for, a host parked) to their logs in the UI."""
     for key, value in SERVE_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
@@ -111,7 +111,7 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
                     prefetch_seconds=float(os.environ["PREFECT_WORKER_PREFETCH_SECONDS"]))
     for deployment in served:
         runner.add_deployment(deployment)
-    drain_on_sigterm(runner)  # SIGTERM stops the runs gracefully, then the runner (flows.shutdown)
+    drain_on_sigterm(runner)  # SIGTERM stops the runs gracefully, then the runner (harvester.flows.shutdown)
     with suppress(KeyboardInterrupt):
         asyncio.run(runner.start())
 
@@ -121,7 +121,7 @@ def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: st
     ``prefect deploy --all --prefect-file <it>``; each run enters ``$HARVESTER_HOME`` on its worker first."""
     document: dict[str, Any] = {
         "name": "harvester",
-        "pull": [{"flows.home.enter_home": {}}],
+        "pull": [{"harvester.flows.home.enter_home": {}}],
         "deployments": [
             {
                 "name": site.profile.name, "entrypoint": KINDS[kind], "description": _description(site, kind),

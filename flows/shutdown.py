@@ -2,8 +2,8 @@
 
 Prefect's runner, told to stop, cancelled its runs: each was cut mid-answer (a page fetched twice by the next run),
 ended Cancelled and was never retried. Here SIGTERM starts no new run, passes SIGTERM on to each run's process
-(``flows.lifeline``: no new request, answers in flight written, leases back, the run Crashed with the reason, which
-``flows.healing`` schedules again for when a runner is back), and stops the runner when they are gone (at most
+(``lifeline``: no new request, answers in flight written, leases back, the run Crashed with the reason, which
+``harvester.flows.healing`` schedules again for when a runner is back), and stops the runner when they are gone (at most
 ``DRAIN_S``). A second SIGTERM stops the runner at once, Prefect's way.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from prefect.runner import Runner
 
-from flows.lifeline import GRACE_S
+from harvester.flows.lifeline import GRACE_S
 
 DRAIN_S = GRACE_S + 5.0
 """Longest wait for the runs to end before the runner stops anyway (a run cancels itself after ``GRACE_S``)."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flows.discover import discover_flow
-from flows.extract import extract_flow
-from flows.parameters import RunOverrides
+from harvester.flows.discover import discover_flow
+from harvester.flows.extract import extract_flow
+from harvester.flows.parameters import RunOverrides
 from harvester.settings import SiteProfile
 
 

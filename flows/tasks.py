@@ -15,9 +15,9 @@ from prefect import get_run_logger, task
 from prefect.artifacts import aupdate_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.parameters import RunOverrides
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
+from harvester.flows.parameters import RunOverrides
 from harvester.frontier import FrontierStore
 from harvester.phases import Progress
 from harvester.runtime import db

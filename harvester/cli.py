@@ -453,8 +453,8 @@ def serve(
     for key, value in PREFECT_QUIET_DEFAULTS.items():
         if not key.endswith("LOGGING_LEVEL"):
             os.environ.setdefault(key, value)
-    from flows.serve import serve_sites
-    from flows.sites import SiteSpec, load_sites
+    from harvester.flows.serve import serve_sites
+    from harvester.flows.sites import SiteSpec, load_sites
 
     if sites is not None and seeds:
         raise typer.BadParameter("give SEEDS or --sites, not both")
@@ -476,8 +476,8 @@ def deployments(
 ) -> None:
     """Write the prefect.yaml of every site's harvest/<site> and recrawl/<site> deployments on a work pool, for
     `prefect deploy --all --prefect-file FILE` (nothing is written if any site is bad)."""
-    from flows.serve import pool_yaml
-    from flows.sites import load_sites
+    from harvester.flows.serve import pool_yaml
+    from harvester.flows.sites import load_sites
 
     text = pool_yaml(load_sites(sites), pool=pool)
     if out is None:
@@ -494,7 +494,7 @@ def deployments(
             "PREFECT_API_URL=http://127.0.0.1:4200/api) and run this command again"
         )
         return
-    from flows.healing import ensure_healing
+    from harvester.flows.healing import ensure_healing
 
     for done in asyncio.run(ensure_healing()):
         err_console.print(f"{done} (automation)")

@@ -66,25 +66,25 @@ async def run_with_prefect(
     overrides: dict[str, Any],
 ) -> dict[str, Any]:
     """``kind`` as its Prefect flow (recorded on the configured server)."""
-    from flows.parameters import RunOverrides
+    from harvester.flows.parameters import RunOverrides
 
     typed = RunOverrides.model_validate(overrides)
     if kind == "harvest":
-        from flows.harvest import harvest_flow
+        from harvester.flows.harvest import harvest_flow
 
         result: dict[str, Any] = await harvest_flow(profile, workers=workers, config_file=config_file,
                                                     overrides=typed)
     elif kind == "recrawl":
-        from flows.recrawl import recrawl_flow
+        from harvester.flows.recrawl import recrawl_flow
 
         result = await recrawl_flow(profile, refresh=refresh, workers=workers, config_file=config_file,
                                     overrides=typed)
     elif kind == "discover":
-        from flows.discover import discover_flow
+        from harvester.flows.discover import discover_flow
 
         result = await discover_flow(profile, refresh=refresh, config_file=config_file, overrides=typed)
     else:
-        from flows.extract import extract_flow
+        from harvester.flows.extract import extract_flow
 
         result = await extract_flow(profile, workers=workers, config_file=config_file, overrides=typed)
     return result

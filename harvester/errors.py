@@ -56,7 +56,7 @@ class ExtractorFailed(HarvesterError):
 
 
 class CrashedTooOften(HarvesterError):
-    """A run crashed and was retried ``flows.healing.MAX_CRASH_RETRIES`` times: something kills it every time
+    """A run crashed and was retried ``harvester.flows.healing.MAX_CRASH_RETRIES`` times: something kills it every time
     (memory, a host that hangs the process); it fails for good so the retry automation stops, and says so."""
 
 

@@ -203,7 +203,7 @@ _STOP: list[str] = []
 def request_stop(reason: str) -> None:
     """Ask every phase of this process to stop soon and cleanly: no new request is sent, requests in flight end and
     are written, leases go back, then the phase raises ``Interrupted``. For an orchestrator's process whose
-    parent is gone (``flows.lifeline``); a rerun resumes from the frontier."""
+    parent is gone (``harvester.flows.lifeline``); a rerun resumes from the frontier."""
     if not _STOP:
         _STOP.append(reason)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -19,11 +20,12 @@ SETUPTOOLS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setup
 
 
 def source_packages() -> set[str]:
-    """Every package of the source tree under the name it is installed as (migrations/ as harvester._migrations)."""
+    """Every package of the source tree under the name it is installed as (migrations/ as harvester._migrations,
+    flows/ as harvester.flows)."""
     found = set()
-    for top in ("harvester", "flows"):
+    for top, name in (("harvester", "harvester"), ("flows", "harvester.flows")):
         for init in (ROOT / top).rglob("__init__.py"):
-            found.add(".".join(init.parent.relative_to(ROOT).parts))
+            found.add(".".join((name, *init.parent.relative_to(ROOT / top).parts)))
     for init in (ROOT / "migrations").rglob("__init__.py"):
         found.add(".".join(("harvester._migrations", *init.parent.relative_to(ROOT / "migrations").parts)))
     return found
@@ -34,6 +36,17 @@ def test_every_package_of_the_source_tree_is_in_the_wheel():
     assert source_packages() - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert listed - source_packages() == set(), "listed in pyproject.toml but not in the source tree"
     assert SETUPTOOLS["package-dir"] == {"harvester._migrations": "migrations"}
+
+
+def test_the_flows_are_the_package_harvester_flows_and_nothing_imports_a_top_level_flows():
+    link = ROOT / "harvester" / "flows"
+    assert link.is_symlink() and link.resolve() == ROOT / "flows"  # one copy of the code, two paths to it
+    flows = importlib.import_module("harvester.flows")
+    assert Path(flows.__file__).parent.resolve() == ROOT / "flows"  # type: ignore[arg-type]
+    top_level = re.compile(r"^\s*(from flows[ .]|import flows\b)", re.MULTILINE)
+    stale = [str(path.relative_to(ROOT)) for top in ("harvester", "flows", "tests", "bench")
+             for path in (ROOT / top).rglob("*.py") if top_level.search(path.read_text())]
+    assert stale == [], "import harvester.flows, not flows"
 
 
 def test_the_migrations_are_found_by_their_installed_name():

@@ -2,7 +2,7 @@
 
 The order of a cycle's steps is written once, in ``harvest_steps`` and ``recrawl_steps``, over a ``Steps``
 object that says how each phase runs: ``LocalSteps`` runs it in this process (the library's ``harvest`` and
-``recrawl``, the tests), ``flows.steps.SubflowSteps`` as a Prefect subflow with a task per host or worker
+``recrawl``, the tests), ``harvester.flows.steps.SubflowSteps`` as a Prefect subflow with a task per host or worker
 (the flows, and through them the CLI and the deployments). Both record a run per phase in the frontier, so
 ``harvester status`` and a resumed run see a library harvest as they see a flow's. Never imports prefect.
 

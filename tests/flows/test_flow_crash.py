@@ -95,9 +95,9 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(
     from prefect import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from flows import tasks
-    from flows.extract import extract_flow
     from harvester import phases
+    from harvester.flows import tasks
+    from harvester.flows.extract import extract_flow
     from harvester.settings import SiteProfile
 
     web = make_web(FAULT_SPECS, seed=22)

@@ -13,8 +13,8 @@ from typing import Any
 
 from conftest import artifacts_of, prepared
 
-from flows.events import EVENT_CHANGED
 from harvester.cli_tables import status_of
+from harvester.flows.events import EVENT_CHANGED
 from harvester.records import CYCLE_COUNTS
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.sites import HostSpec
@@ -62,8 +62,8 @@ async def test_a_recrawl_with_changes_emits_one_event_and_an_automation_starts_a
     from prefect.events.schemas.automations import EventTrigger, Posture
     from prefect.types._datetime import now
 
-    from flows.harvest import harvest_flow
-    from flows.recrawl import recrawl_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.recrawl import recrawl_flow
 
     web = make_web([HostSpec("a", pages=30)], seed=51)
     profile = SiteProfile.build(seeds=tuple(web.seeds), name="evented")

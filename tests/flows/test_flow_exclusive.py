@@ -10,7 +10,7 @@ from typing import Any
 from conftest import child_runs, prepared
 from test_shutdown import run_logs
 
-from flows.exclusive import limit_name
+from harvester.flows.exclusive import limit_name
 from harvester.settings import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
@@ -27,8 +27,8 @@ async def test_two_runs_of_one_site_started_together_never_run_at_once(prefect_a
     from prefect import get_client
     from prefect.logging.handlers import APILogWorker
 
-    from flows.harvest import harvest_flow
-    from flows.recrawl import recrawl_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.recrawl import recrawl_flow
 
     web = make_web([HostSpec("a", pages=30, latency_s=0.01), HostSpec("b", pages=20, latency_s=0.01)], seed=61)
     overrides = prepared(sqlite_url)

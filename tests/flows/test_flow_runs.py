@@ -20,7 +20,7 @@ def table(artifact: Any) -> list[dict[str, Any]]:
 
 
 async def test_harvest_flow_completes_with_every_artifact(prefect_api, make_web, sqlite_url):
-    from flows.harvest import harvest_flow
+    from harvester.flows.harvest import harvest_flow
 
     web = make_web(SPECS, seed=11)
     profile = SiteProfile.build(seeds=tuple(web.seeds), name="arts")
@@ -58,9 +58,9 @@ async def test_harvest_flow_completes_with_every_artifact(prefect_api, make_web,
 
 
 async def test_discover_then_extract_then_recrawl_flows(prefect_api, make_web, sqlite_url):
-    from flows.discover import discover_flow
-    from flows.extract import extract_flow
-    from flows.recrawl import recrawl_flow
+    from harvester.flows.discover import discover_flow
+    from harvester.flows.extract import extract_flow
+    from harvester.flows.recrawl import recrawl_flow
 
     web = make_web(SPECS[:1], seed=12)
     profile = SiteProfile.build(seeds=tuple(web.seeds), name="steps")

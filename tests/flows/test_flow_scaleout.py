@@ -37,7 +37,7 @@ def overlapping(records: list[RequestRecord]) -> list[tuple[RequestRecord, Reque
 
 @pytest.mark.postgres
 async def test_two_workers_on_postgres_share_hosts_one_at_a_time(prefect_api, make_web, pg_url):
-    from flows.extract import extract_flow
+    from harvester.flows.extract import extract_flow
 
     web = make_web(SPECS, seed=41)
     # Each worker serves one host at a time, so the six hosts have to be shared out between them.

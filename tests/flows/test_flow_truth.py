@@ -44,8 +44,8 @@ def stored(db_url: str) -> set[str]:
 async def test_a_budget_holds_across_phases_and_workers_and_defers_instead_of_hiding(
     prefect_api, make_web, sqlite_url
 ):
-    from flows.harvest import harvest_flow
-    from flows.recrawl import recrawl_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.recrawl import recrawl_flow
 
     web = make_web(SPECS, seed=41)
     overrides = prepared(sqlite_url)
@@ -72,8 +72,8 @@ async def test_a_budget_holds_across_phases_and_workers_and_defers_instead_of_hi
 
 
 async def test_a_recrawls_changes_are_on_its_own_run_page(prefect_api, make_web, sqlite_url):
-    from flows.harvest import harvest_flow
-    from flows.recrawl import recrawl_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.recrawl import recrawl_flow
 
     web = make_web(SPECS[:1], seed=42)
     profile = SiteProfile.build(seeds=tuple(web.seeds), name="daily")
@@ -100,7 +100,7 @@ async def test_a_recrawls_changes_are_on_its_own_run_page(prefect_api, make_web,
 
 
 async def test_a_harvest_that_fetched_nothing_fails_with_the_reason(prefect_api, sqlite_url):
-    from flows.harvest import harvest_flow
+    from harvester.flows.harvest import harvest_flow
 
     with socket.socket() as sock:  # a port nothing listens on: the unedited placeholder seed's situation
         sock.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ first release's retry automation (which retried any crash, also of a run that ne
 
 from __future__ import annotations
 
-from flows.healing import MAX_CRASH_RETRIES, automations, ensure_healing
+from harvester.flows.healing import MAX_CRASH_RETRIES, automations, ensure_healing
 
 
 async def test_healing_is_created_once_and_an_older_trigger_is_updated(prefect_api):
@@ -46,8 +46,8 @@ async def test_a_crash_past_the_retries_fails_the_run_saying_they_are_exhausted(
     from prefect.events.worker import EventsWorker
     from prefect.states import Crashed
 
-    from flows.harvest import harvest_flow
-    from flows.healing import EXHAUSTED
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.healing import EXHAUSTED
 
     await ensure_healing()
     async with get_client() as client:

@@ -110,8 +110,8 @@ async def test_the_operations_walkthrough_runs_as_written(prefect_api, make_web,
 def test_enter_home_names_the_variable_when_it_is_unset_or_wrong(monkeypatch: Any, tmp_path: Path) -> None:
     import pytest
 
-    from flows.home import enter_home
     from harvester.errors import ConfigError
+    from harvester.flows.home import enter_home
 
     monkeypatch.delenv("HARVESTER_HOME", raising=False)
     with pytest.raises(ConfigError, match="HARVESTER_HOME is not set on this worker"):

@@ -19,8 +19,8 @@ import pytest
 from conftest import prepared
 from pydantic import ValidationError
 
-from flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
 from harvester.errors import ConfigError
+from harvester.flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
 from harvester.settings import Settings
 
 
@@ -65,7 +65,7 @@ async def test_prefect_refuses_a_run_with_a_secret_before_storing_it(prefect_api
     """The deployment's parameter schema forbids unknown keys: the API refuses the run, so nothing is stored."""
     from prefect import get_client
 
-    from flows.harvest import harvest_flow
+    from harvester.flows.harvest import harvest_flow
 
     deployment_id = await (await harvest_flow.ato_deployment(name="parameters-check")).aapply()
     profile = {"name": "p", "seeds": ["http://127.0.0.1:9/"]}
@@ -87,7 +87,7 @@ def checked_deployment(prefect_api: dict[str, str]) -> Iterator[Any]:
     """One deployment of the harvest flow (its parameter schema as the server holds it), for the refusals below."""
     from prefect import get_client
 
-    from flows.harvest import harvest_flow
+    from harvester.flows.harvest import harvest_flow
 
     deployment_id = asyncio.run(_apply(harvest_flow))
     yield deployment_id
@@ -189,7 +189,7 @@ async def test_a_missing_config_file_fails_the_run_at_its_start_in_the_projects_
     from prefect.logging.handlers import APILogWorker
     from test_shutdown import run_logs
 
-    from flows.harvest import harvest_flow
+    from harvester.flows.harvest import harvest_flow
     from harvester.settings import SiteProfile
 
     prepared(sqlite_url)

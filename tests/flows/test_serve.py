@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import VENV_BIN, prepared, stop_group
 
-from flows.serve import HARVEST_CRON, RECRAWL_CRON
+from harvester.flows.serve import HARVEST_CRON, RECRAWL_CRON
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
 from harvester.testing.record import duplicates

@@ -109,7 +109,7 @@ async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
 ):
     from prefect import get_client
 
-    from flows.healing import ensure_healing
+    from harvester.flows.healing import ensure_healing
 
     await ensure_healing()
     web = make_web([HostSpec("p", pages=60, latency_s=0.15), HostSpec("q", pages=50, latency_s=0.15)], seed=33)
@@ -193,7 +193,7 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
     from prefect import get_client
     from prefect.states import Crashed
 
-    from flows.healing import ensure_healing
+    from harvester.flows.healing import ensure_healing
 
     await ensure_healing()
     web = make_web([HostSpec("m", pages=30, latency_s=0.15)], seed=34)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import VENV_BIN, stop_group
 
-from flows.serve import pool_yaml
-from flows.sites import load_sites
 from harvester.errors import ConfigError
+from harvester.flows.serve import pool_yaml
+from harvester.flows.sites import load_sites
 
 GOOD = """
 [sites.news]
@@ -66,7 +66,7 @@ def test_a_good_file_gives_each_site_its_profile_schedules_and_workers(tmp_path:
     text = pool_yaml(list(sites.values()))
     assert text.count("entrypoint: flows/harvest.py:harvest_flow") == 3
     assert text.count("entrypoint: flows/recrawl.py:recrawl_flow") == 3
-    assert "flows.home.enter_home" in text and "database" not in text
+    assert "harvester.flows.home.enter_home" in text and "database" not in text
     assert "Scheduled `0 1 * * 6` in time zone Europe/Berlin." in text
 
 
@@ -137,4 +137,4 @@ def test_deployments_without_a_server_says_no_automations_were_created(tmp_path:
     assert done.returncode == 0, done
     said = " ".join(done.stderr.split())
     assert "no healing automations were created: PREFECT_API_URL is not set" in said, said
-    assert "command: python -m flows.engine" in out.read_text(encoding="utf-8")
+    assert "command: python -m harvester.flows.engine" in out.read_text(encoding="utf-8")

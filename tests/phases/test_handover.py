@@ -104,7 +104,7 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
 
 
 async def test_a_stop_during_discovery_lets_extraction_write_what_it_had_in_flight(make_web, sqlite_url):
-    """A stop asked mid-harvest (``runtime.request_stop``: what ``flows.lifeline`` asks when a runner dies) while
+    """A stop mid-harvest (``runtime.request_stop``: what ``harvester.flows.lifeline`` asks when a runner dies) while
     discovery still runs beside extraction: the harvest ends ``Interrupted`` and every page the site answered is
     written. The phase that meets the stop first must leave the other to drain: cancelling it lost its answers in
     flight (tests/flows/test_lifeline.py saw them fetched twice by the rerun on a loaded machine)."""
