@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 PROGRESS_EVERY_S = 1.0
-"""How often ``run_hosts`` hands diagnostics to ``on_progress``."""
+"""How often ``run_hosts`` hands diagnostics to ``on_progress``, and the extraction phase its ``Progress``."""
 
 HOSTS_POLL_S = 0.5
 """While hosts are being served and there is room for more, ``work.hosts()`` is asked again this often: a host

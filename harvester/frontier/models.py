@@ -29,6 +29,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from harvester.runtime import aware
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -47,9 +49,7 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 
 def to_epoch_us(value: datetime) -> int:
     """Microseconds since the epoch; a naive datetime is taken to be UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - EPOCH
+    delta = aware(value) - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
@@ -83,7 +83,7 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         if dialect.name == "sqlite":
             return to_epoch_us(value)
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -91,7 +91,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         if isinstance(value, int):
             return from_epoch_us(value)
         assert isinstance(value, datetime)
-        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware(value)
 
 
 class Base(DeclarativeBase):

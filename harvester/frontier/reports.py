@@ -13,7 +13,6 @@ from sqlalchemy.orm import aliased
 
 from harvester.frontier.base import (
     FULL_URL,
-    PERMANENT_REDIRECTS,
 )
 from harvester.frontier.check import CheckMixin, Damage
 from harvester.frontier.models import (
@@ -33,6 +32,7 @@ from harvester.records import (
     UrlKind,
     UrlState,
 )
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ class ReportsMixin(CheckMixin):
                     Url.state.not_in(_NOT_CURRENT),
                     # A URL that answers with a permanent redirect now: its page lives at the target's address;
                     # one whose last answer was 404/410 (queued for a recheck, docs/operations.md §4b) is gone.
-                    or_(Url.last_status.is_(None), Url.last_status.not_in((*PERMANENT_REDIRECTS, 404, 410))),
+                    or_(Url.last_status.is_(None), Url.last_status.not_in((*sorted(PERMANENT_REDIRECTS), 404, 410))),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             return list(conn.execute(query).all())

@@ -19,7 +19,7 @@ from typing import Any
 from harvester.errors import StoreError
 from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.fetch.engine import PoliteClient
-from harvester.fetch.workers import run_hosts
+from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.discover_host import HostDiscovery, discover_hosts
@@ -497,7 +497,6 @@ def _settled(work: ExtractWork) -> int:
     return sum(work.writer.counters.values()) - work.counters["parked"]
 
 
-PROGRESS_EVERY_S = 1.0
 TICK_EVERY_S = 0.1
 
 

@@ -91,7 +91,7 @@ def _seed_due(known: dict[str, Any], now: datetime) -> bool:
     return known["state"] in (UrlState.QUEUED.value, UrlState.DONE.value) and (due_at is None or due_at <= now)
 
 
-FEED_TYPES = None
+ANY_MEDIA_TYPE = None
 """Feeds and sitemaps are served under many media types (text/xml, application/rss+xml, text/plain, gzip ...):
 accept any and let the parser decide."""
 
