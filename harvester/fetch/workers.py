@@ -46,7 +46,7 @@ class Job:
 
 
 class HostWork(Protocol):
-    """What extraction hands the engine (implemented by phases.py over the store)."""
+    """What extraction hands the engine (implemented by ``phases.extract_host.ExtractWork`` over the store)."""
 
     async def claim(self, host: str, n: int) -> Sequence[Job]:
         """Up to ``n`` jobs of ``host``; empty: the host has no more work now."""

@@ -1,7 +1,7 @@
 """The frontier's tables as typed declarative models; the schema itself only changes through ``migrations/``.
 
-No queries here (``store.py`` speaks SQL). Rows are kept compact because ``urls`` grows to millions: times are
-``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
+No queries here (the ``FrontierStore`` mixins speak SQL). Rows are kept compact because ``urls`` grows to millions:
+times are ``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ class QueueEntry(Base):
     a claim of 1,000 dirtied ~1,000 pages (30-50 ms on SQLite). Here a claim deletes adjacent rows of this small
     clustered table and inserts into ``leases``: a few pages. ``rank`` is ``-urls.score`` so that one ascending
     key order serves both databases (PostgreSQL primary keys have no DESC). ``due_at`` is the back-off of a
-    retried URL (None: due now). Kept in step with ``urls`` by ``store.py`` alone, like an index: no foreign
+    retried URL (None: due now). Kept in step with ``urls`` by the frontier alone, like an index: no foreign
     keys, so a bulk insert pays no parent lookups for it.
     """
 
@@ -214,7 +214,7 @@ class Lease(Base):
 
     Only in-flight claims live here (thousands, not millions), so the table stays a few pages and is scanned
     whole by the rare owner/expiry queries instead of carrying secondary indexes that every claim would pay for.
-    Like ``queue``, kept by ``store.py`` alone and without foreign keys: their per-row checks were 40% of a
+    Like ``queue``, kept by the frontier alone and without foreign keys: their per-row checks were 40% of a
     claim on PostgreSQL.
     """
 
