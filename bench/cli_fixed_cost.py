@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harvester.cli import PREFECT_QUIET_DEFAULTS
 from harvester.testing import HostSpec, TestWeb
 
 BIN = Path(sys.executable).parent
@@ -33,7 +34,7 @@ FLOWS = ("import asyncio, sys; from harvester.flows.harvest import harvest_flow;
 def arm(name: str, seeds: list[str], web: TestWeb, work: Path) -> tuple[float, float]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVESTER_", "PREFECT_API_URL"))}
     env |= {"HARVESTER_DATABASE_URL": f"sqlite:///{work / name}.db", "PREFECT_HOME": str(work / f"{name}-home"),
-            "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+            **PREFECT_QUIET_DEFAULTS}
     subprocess.run([str(BIN / "harvester"), "db", "upgrade"], env=env, check=True, capture_output=True)
     web.clear_records()
     command = [str(BIN / "harvester"), "harvest", *seeds] if name == "cli" else [sys.executable, "-c", FLOWS, *seeds]

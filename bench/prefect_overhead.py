@@ -32,16 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from seed4 import PER_HOST_LIMIT, scenario_specs
 
+from harvester.cli import PREFECT_QUIET_DEFAULTS
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import duplicates, politeness_limit
 
-QUIET = {
-    "DO_NOT_TRACK": "1",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_UI_ENABLED": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-}
+QUIET = {**PREFECT_QUIET_DEFAULTS, "PREFECT_UI_ENABLED": "false"}
+"""The CLI's quiet Prefect (one home: harvester.cli), and no UI for a server nobody looks at."""
 
 
 def start_prefect_server(home: Path) -> tuple[subprocess.Popen[bytes], str, float]:

@@ -123,7 +123,8 @@ def main() -> None:
         skipped = len(unchanged_known - requested_unchanged)
         with FrontierStore.open(settings) as store:
             states = store.url_states()
-            kinds = Counter(str((store.url_info(u) or {}).get("kind")) for urls in known.values() for u in urls)
+            infos = [store.url_info(u) for urls in known.values() for u in urls]
+            kinds = Counter(str(info.kind if info else None) for info in infos)
         gone_marked = sum(1 for u in gone if states.get(u, ("",))[0] == "gone")
         detail_bytes = sum(r.bytes for r in day2 if (r.host, r.path) in unchanged_known or (r.host, r.path) in by_key)
         statuses = Counter(r.status for r in day2)

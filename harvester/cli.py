@@ -180,12 +180,12 @@ def _run_with_progress(
     settings: Settings, title: str, coro: Coroutine[Any, Any, Any], *, settle: bool = True
 ) -> Any:
     """Run a flow (or the library's cycle) while a rich display shows the frontier filling and emptying."""
-    from harvester.frontier import FrontierStore
+    from harvester.phases import open_store
 
     lines = None if console.is_terminal else ProgressLines(title, _say_out)
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
-        with await db(FrontierStore.open, settings) as store:
+        async with open_store(settings) as store:
             while True:
                 finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
                 started = time.monotonic()

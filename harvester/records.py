@@ -1,7 +1,7 @@
 """The vocabulary passed between layers: frozen records and enums.
 
 No I/O and no policy here: discovery yields ``DiscoveredUrl``, the fetcher returns ``FetchResult``, the store
-hands out ``ClaimedUrl`` and takes ``Completion``. ORM rows never leave ``frontier/store.py``.
+hands out ``ClaimedUrl`` and takes ``Completion``. ORM rows never leave ``harvester/frontier/``.
 """
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ class HostDiagnostics:
         }
 
 
-# --- records the frontier store hands back (harvester/frontier/store.py) ---------------------------------
+# --- records the frontier store hands back (harvester/frontier/) ----------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

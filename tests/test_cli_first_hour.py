@@ -133,7 +133,7 @@ def first_column(rendered: str, title: str) -> list[str]:
 async def test_host_tables_at_80_columns_tell_every_host_apart(sqlite_url, capsys, monkeypatch):
     from harvester import cli_tables, phases
     from harvester.frontier import FrontierStore
-    from harvester.phases._core import PhaseResult
+    from harvester.phases import PhaseResult
     from harvester.records import DiscoveredUrl, UrlKind
 
     monkeypatch.setattr(cli_tables.console, "width", 80)  # a default terminal, a log file, CI

@@ -88,7 +88,7 @@ async def test_a_robots_txt_redirecting_to_a_refused_address_blames_that_address
         info = store.url_info(f"{origin}/story")
         problems = (store.last_run("discover") or {}).get("counters", {}).get("problems") or []
     assert asked == []  # nothing was sent to the refused address
-    assert info is not None and info["last_error_class"] == "address_refused", info
-    assert f"{refused}/robots.txt" in (info["last_error"] or ""), info["last_error"]
-    assert f"where {origin}/robots.txt redirects" in info["last_error"]
+    assert info is not None and info.last_error_class == "address_refused", info
+    assert f"{refused}/robots.txt" in (info.last_error or ""), info.last_error
+    assert f"where {origin}/robots.txt redirects" in info.last_error
     assert any(f"robots.txt unavailable (address_refused at {refused}/robots.txt)" in p for p in problems), problems

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ def _rows(store: FrontierStore) -> dict[str, dict[str, Any]]:
     for url in store.url_states():
         info = store.url_info(url)
         assert info is not None
-        row = {key: value for key, value in info.items() if key not in VOLATILE}
+        row = {key: value for key, value in asdict(info).items() if key not in VOLATILE}
         out[url] = row
     return out
 

@@ -1,4 +1,4 @@
-"""HTML bytes to an lxml tree with the right charset: header, BOM, meta, UTF-8, then windows-1252.
+"""HTML bytes to an lxml tree with the right charset: BOM, header, meta, UTF-8, then windows-1252.
 
 Never raises on hostile or broken markup (latin-1 bytes without a charset included); None when nothing parses.
 """
@@ -14,55 +14,70 @@ from urllib.parse import urljoin, urlsplit
 import lxml.html
 from lxml import etree
 
-_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
-_HEADER_CHARSET = re.compile(r"""charset\s*=\s*["']?([A-Za-z0-9._:-]+)""", re.IGNORECASE)
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
-_META_SCAN = 4096
-"""HTML §13.2.3.2: the encoding sniffer looks at the first 1024 bytes; allow generous heads."""
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+# WHATWG Encoding: labels that browsers decode as windows-1252, and declarations they ignore.
+_AS_CP1252 = frozenset({"iso-8859-1", "latin-1", "latin1", "iso8859-1", "l1", "ascii", "us-ascii", "x-user-defined"})
+CHARSET_PRESCAN_BYTES = 4096
+"""WHATWG's prescan looks at the first 1024 bytes; real pages put <meta charset> a little later, so be lenient."""
 
 
-def _codec(name: str | bytes | None) -> str | None:
-    if not name:
-        return None
-    text = name.decode("ascii", "ignore") if isinstance(name, bytes) else name
+def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
+    """Text and the encoding used: BOM, then the Content-Type charset, then ``<meta>``, then UTF-8.
+
+    The one charset rule for discovery and extraction alike, so a listing and its page never read the same bytes two
+    ways. The order is WHATWG's (a BOM wins over the header). Undeclared bytes that are not valid UTF-8 are decoded
+    as windows-1252, as browsers do, so a latin-1 page keeps its accents; nothing here raises.
+    """
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom):].decode(name, errors="replace"), name
+    for declared in (_charset_param(content_type), _meta_charset(body)):
+        codec = _codec(declared)
+        if codec is not None:
+            return body.decode(codec, errors="replace"), codec
     try:
-        codec = codecs.lookup(text.strip().lower()).name
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return body.decode("cp1252", errors="replace"), "cp1252"
+
+
+def _charset_param(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    for param in content_type.split(";")[1:]:
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip("\"'") or None
+    return None
+
+
+def _meta_charset(body: bytes) -> str | None:
+    match = _META_CHARSET.search(body[:CHARSET_PRESCAN_BYTES])
+    return match.group(1).decode("ascii", errors="ignore") if match else None
+
+
+def _codec(label: str | None) -> str | None:
+    """A Python codec for a declared charset label, or None when unknown (the declaration is then ignored)."""
+    if not label:
+        return None
+    label = label.strip().lower()
+    if label in _AS_CP1252:
+        return "cp1252"
+    try:
+        name = codecs.lookup(label).name
     except LookupError:
         return None
-    # WHATWG Encoding: "iso-8859-1"/"latin1"/"ascii" labels mean windows-1252.
-    return "cp1252" if codec in ("latin-1", "iso8859-1", "ascii") else codec
-
-
-def decode_html(body: bytes, content_type: str | None = None) -> str:
-    """``body`` as text: BOM, then the Content-Type charset, then ``<meta charset>``, UTF-8, windows-1252."""
-    for bom, codec in _BOMS:
-        if body.startswith(bom):
-            return body[len(bom) :].decode(codec, errors="replace")
-    candidates: list[str] = []
-    if content_type:
-        match = _HEADER_CHARSET.search(content_type)
-        if match and (declared := _codec(match.group(1))):
-            candidates.append(declared)
-    meta = _META_CHARSET.search(body[:_META_SCAN])
-    if meta and (in_meta := _codec(meta.group(1))):
-        candidates.append(in_meta)
-    for codec in candidates:
-        try:
-            return body.decode(codec)
-        except (UnicodeDecodeError, LookupError):
-            continue
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return body.decode(candidates[0] if candidates else "cp1252", errors="replace")
+    # WHATWG: a <meta> claiming UTF-16 in a byte stream without a BOM is treated as UTF-8.
+    return "utf-8" if name.startswith("utf-16") or name.startswith("utf-32") else name
 
 
 def parse_html(body: bytes, content_type: str | None = None) -> Any:
     """The lxml.html document root, or None for an empty or unparseable body."""
     if not body or not body.strip():
         return None
-    text = _XML_DECL.sub("", decode_html(body, content_type), count=1)
+    text = _XML_DECL.sub("", decode_html(body, content_type)[0], count=1)
     if not text.strip():
         return None
     try:

@@ -22,13 +22,14 @@ from harvester.discovery._html import HTML_SPACE, absolute_http, document_base, 
 from harvester.discovery.sitemap_model import mark_controls
 from harvester.errors import ContentRejected
 from harvester.rules.classify import FEEDISH_HREF, is_feed_url
+from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
 
 MAX_FEED_ENTRIES = 10_000
 """Entries kept per feed; real feeds carry 10–100, anything near this is a sitemap in disguise or hostile."""
 
-FEED_TYPES = frozenset(
+FEED_LINK_TYPES = frozenset(
     (
         "application/rss+xml",
         "application/atom+xml",
@@ -115,7 +116,7 @@ def names_a_feed(el: Any, href: str) -> bool:
         media = (el.get("type") or "").split(";")[0].strip().lower()
         if "alternate" not in rels and "feed" not in rels:
             return False
-        if media not in FEED_TYPES and "feed" not in rels:
+        if media not in FEED_LINK_TYPES and "feed" not in rels:
             return False
         return not (media in _GENERIC_TYPES and not FEEDISH_HREF.search(href))
     return is_feed_url(href)
@@ -273,7 +274,7 @@ def _rfc3339(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value.strip())
     except ValueError:
         return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    return aware(parsed)
 
 
 def _text(value: Any) -> str | None:

@@ -9,10 +9,11 @@ not: fetch, speak SQL or import Prefect.
 
 from __future__ import annotations
 
+from harvester.discovery._html import decode_html  # the one charset rule, shared with discovery
 from harvester.extraction.content import main_content_text
 from harvester.extraction.hook import hook_failed_everywhere, load_hook, resolve_hook
 from harvester.extraction.model import Extracted, ExtractorHook, Page
-from harvester.extraction.page import decode_html, extract_page, find_outlinks
+from harvester.extraction.page import extract_page, find_outlinks
 
 __all__ = [
     "Extracted",

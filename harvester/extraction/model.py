@@ -36,9 +36,6 @@ MAX_DESCRIPTION_CHARS = 10_000
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
-CHARSET_PRESCAN_BYTES = 4096
-"""WHATWG's prescan looks at the first 1024 bytes; real pages put <meta charset> a little later, so be lenient."""
-
 
 def html_parser() -> lxml.html.HTMLParser:
     # huge_tree=False keeps libxml2's depth (256) and text-node limits: deep nesting costs nothing extra.

@@ -6,7 +6,6 @@ document (huge, deeply nested, mis-declared charset) or a failing user hook take
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import logging
@@ -19,11 +18,11 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
+from harvester.discovery._html import decode_html
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links, links_of
 from harvester.extraction.content import elements, main_content_text, normalized_text
 from harvester.extraction.hook import robots_directives, with_hook
 from harvester.extraction.model import (
-    CHARSET_PRESCAN_BYTES,
     HTML_TYPES,
     MAX_DESCRIPTION_CHARS,
     MAX_JSONLD_BLOCKS,
@@ -47,13 +46,9 @@ logger = logging.getLogger(__name__)
 # class/id tokens of ads, cookie banners, share bars, widgets (readability's "unlikely candidates", narrowed
 # to whole tokens so that e.g. "header-image" inside an article is not caught by "ad").
 # Blocks whose direct text counts towards their container's density score.
-_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
 _LANG_TAG = re.compile(r"^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$")
 _LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*((?:;\s*[^,]*)*)""")
 
-# WHATWG Encoding: labels that browsers decode as windows-1252, and declarations they ignore.
-_AS_CP1252 = frozenset({"iso-8859-1", "latin-1", "latin1", "iso8859-1", "l1", "ascii", "us-ascii", "x-user-defined"})
-_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
 
 
 # --- the entry point ----------------------------------------------------------------------------------------
@@ -151,58 +146,6 @@ def _from_html(
         robots_noindex=links.robots_noindex,
     )
     return extracted, main_text
-
-
-# --- charset ------------------------------------------------------------------------------------------------
-
-
-def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
-    """Text and the encoding used: BOM, then the Content-Type charset, then ``<meta>``, then UTF-8.
-
-    The order is WHATWG's (a BOM wins over the header). Undeclared bytes that are not valid UTF-8 are decoded as
-    windows-1252, as browsers do, so a latin-1 page keeps its accents; nothing here raises.
-    """
-    for bom, name in _BOMS:
-        if body.startswith(bom):
-            return body[len(bom):].decode(name, errors="replace"), name
-    for declared in (_charset_param(content_type), _meta_charset(body)):
-        codec = _codec(declared)
-        if codec is not None:
-            return body.decode(codec, errors="replace"), codec
-    try:
-        return body.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        return body.decode("cp1252", errors="replace"), "cp1252"
-
-
-def _charset_param(content_type: str | None) -> str | None:
-    if not content_type:
-        return None
-    for param in content_type.split(";")[1:]:
-        key, _, value = param.partition("=")
-        if key.strip().lower() == "charset":
-            return value.strip().strip("\"'") or None
-    return None
-
-
-def _meta_charset(body: bytes) -> str | None:
-    match = _META_CHARSET.search(body[:CHARSET_PRESCAN_BYTES])
-    return match.group(1).decode("ascii", errors="ignore") if match else None
-
-
-def _codec(label: str | None) -> str | None:
-    """A Python codec for a declared charset label, or None when unknown (the declaration is then ignored)."""
-    if not label:
-        return None
-    label = label.strip().lower()
-    if label in _AS_CP1252:
-        return "cp1252"
-    try:
-        name = codecs.lookup(label).name
-    except LookupError:
-        return None
-    # WHATWG: a <meta> claiming UTF-16 in a byte stream without a BOM is treated as UTF-8.
-    return "utf-8" if name.startswith("utf-16") or name.startswith("utf-32") else name
 
 
 # --- parsing and metadata -----------------------------------------------------------------------------------

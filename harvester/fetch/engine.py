@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from harvester.errors import LeaseLost
 from harvester.fetch.http import NO_VALIDATORS, Fetcher, close_clients
@@ -20,7 +20,7 @@ from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.fetch.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.fetch.slots import HostSlots, _Host
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
-from harvester.runtime import check_stop, utcnow
+from harvester.runtime import aware, check_stop, utcnow
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -172,8 +172,7 @@ class PoliteClient(HostSlots):
         def mono(when: datetime | None) -> float:
             if when is None:
                 return 0.0
-            aware = when if when.tzinfo else when.replace(tzinfo=UTC)
-            return now_mono + (aware - now_wall).total_seconds()
+            return now_mono + (aware(when) - now_wall).total_seconds()
 
         until = mono(policy.blocked_until)
         if until > now_mono:

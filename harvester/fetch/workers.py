@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 PROGRESS_EVERY_S = 1.0
-"""How often ``run_hosts`` hands diagnostics to ``on_progress``."""
+"""How often ``run_hosts`` hands diagnostics to ``on_progress``, and the extraction phase its ``Progress``."""
 
 HOSTS_POLL_S = 0.5
 """While hosts are being served and there is room for more, ``work.hosts()`` is asked again this often: a host
@@ -46,7 +46,7 @@ class Job:
 
 
 class HostWork(Protocol):
-    """What extraction hands the engine (implemented by phases.py over the store)."""
+    """What extraction hands the engine (implemented by ``phases.extract_host.ExtractWork`` over the store)."""
 
     async def claim(self, host: str, n: int) -> Sequence[Job]:
         """Up to ``n`` jobs of ``host``; empty: the host has no more work now."""

@@ -9,7 +9,10 @@ import Prefect. Importing this package imports SQLAlchemy; modules outside it ta
 
 from __future__ import annotations
 
+from harvester.frontier.reports import UrlInfo
 from harvester.frontier.store import FrontierStore
 from harvester.records import AddResult, CompleteResult, HostPolicy, StoredFetch, StoredPage, StoreStats
 
-__all__ = ["AddResult", "CompleteResult", "FrontierStore", "HostPolicy", "StoreStats", "StoredFetch", "StoredPage"]
+__all__ = [
+    "AddResult", "CompleteResult", "FrontierStore", "HostPolicy", "StoreStats", "StoredFetch", "StoredPage", "UrlInfo",
+]

@@ -38,9 +38,6 @@ from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
 
-PERMANENT_REDIRECTS = (301, 308)
-"""Statuses that say a URL moved for good (RFC 9110 §15.4.2, §15.4.9)."""
-
 CHUNK = 5000
 """Most rows per statement (bounded by SQLite's parameter limit); settings.discovery.batch_size if smaller."""
 

@@ -1,7 +1,7 @@
 """Every dialect branch of the frontier in one place: engine setup, and SQLite/PostgreSQL SQL for the hot paths.
 
 The hot paths (bulk upsert, claims) run as driver-level SQL with positional parameters so a million URLs do not
-pay per-row ORM/Core overhead; everything else in ``store.py`` is dialect-neutral Core over ``models.py``. Any
+pay per-row ORM/Core overhead; everything else in the frontier's modules is dialect-neutral Core over ``models.py``. Any
 other database raises ``StoreError`` naming it. Never called from outside ``harvester/frontier/``.
 """
 

@@ -1,7 +1,7 @@
 """The frontier's tables as typed declarative models; the schema itself only changes through ``migrations/``.
 
-No queries here (``store.py`` speaks SQL). Rows are kept compact because ``urls`` grows to millions: times are
-``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
+No queries here (the ``FrontierStore`` mixins speak SQL). Rows are kept compact because ``urls`` grows to millions:
+times are ``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from harvester.runtime import aware
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -47,9 +49,7 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 
 def to_epoch_us(value: datetime) -> int:
     """Microseconds since the epoch; a naive datetime is taken to be UTC."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    delta = value - EPOCH
+    delta = aware(value) - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
@@ -83,7 +83,7 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         if dialect.name == "sqlite":
             return to_epoch_us(value)
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -91,7 +91,7 @@ class UtcDateTime(TypeDecorator[datetime]):
         if isinstance(value, int):
             return from_epoch_us(value)
         assert isinstance(value, datetime)
-        return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware(value)
 
 
 class Base(DeclarativeBase):
@@ -195,7 +195,7 @@ class QueueEntry(Base):
     a claim of 1,000 dirtied ~1,000 pages (30-50 ms on SQLite). Here a claim deletes adjacent rows of this small
     clustered table and inserts into ``leases``: a few pages. ``rank`` is ``-urls.score`` so that one ascending
     key order serves both databases (PostgreSQL primary keys have no DESC). ``due_at`` is the back-off of a
-    retried URL (None: due now). Kept in step with ``urls`` by ``store.py`` alone, like an index: no foreign
+    retried URL (None: due now). Kept in step with ``urls`` by the frontier alone, like an index: no foreign
     keys, so a bulk insert pays no parent lookups for it.
     """
 
@@ -214,7 +214,7 @@ class Lease(Base):
 
     Only in-flight claims live here (thousands, not millions), so the table stays a few pages and is scanned
     whole by the rare owner/expiry queries instead of carrying secondary indexes that every claim would pay for.
-    Like ``queue``, kept by ``store.py`` alone and without foreign keys: their per-row checks were 40% of a
+    Like ``queue``, kept by the frontier alone and without foreign keys: their per-row checks were 40% of a
     claim on PostgreSQL.
     """
 

@@ -14,9 +14,6 @@ from sqlalchemy import Connection, Table, exists, func, insert, or_, select, upd
 from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord, LeaseLost
-from harvester.frontier.base import (
-    PERMANENT_REDIRECTS,
-)
 from harvester.frontier.discovered import DiscoveredMixin
 from harvester.frontier.documents import DocumentsMixin
 from harvester.frontier.models import (
@@ -44,6 +41,7 @@ from harvester.records import (
     UrlState,
     Vanished,
 )
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
@@ -301,7 +299,7 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
                 Url.content_hash.in_(list(set(hashes))),
                 Url.state == UrlState.DONE.value,
                 or_(Url.next_fetch_at.is_(None), Url.next_fetch_at > now),
-                or_(Url.last_status.is_(None), Url.last_status.not_in(PERMANENT_REDIRECTS)),
+                or_(Url.last_status.is_(None), Url.last_status.not_in(sorted(PERMANENT_REDIRECTS))),
             )
             .group_by(Url.content_hash)
         )

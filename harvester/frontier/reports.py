@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
@@ -13,7 +14,6 @@ from sqlalchemy.orm import aliased
 
 from harvester.frontier.base import (
     FULL_URL,
-    PERMANENT_REDIRECTS,
 )
 from harvester.frontier.check import CheckMixin, Damage
 from harvester.frontier.models import (
@@ -33,9 +33,53 @@ from harvester.records import (
     UrlKind,
     UrlState,
 )
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class UrlInfo:
+    """Every column of one URL row, times as aware datetimes, and its lease: what ``url_info`` answers, typed so a
+    misspelt column fails at the type check rather than as a ``KeyError`` in a test or a seed's redirect check.
+    ``state`` is ``leased`` while a worker holds the URL (its row still says ``queued``)."""
+
+    url: str
+    id: int
+    path: str
+    canonical_version: int
+    host_id: int
+    source_id: int | None
+    kind: str
+    state: str
+    score: float
+    depth: int
+    first_seen: datetime
+    last_seen: datetime
+    lastmod: datetime | None
+    changefreq: str | None
+    priority: float | None
+    next_fetch_at: datetime | None
+    revisit_s: float | None
+    attempts: int
+    last_error_class: str | None
+    last_error: str | None
+    etag: str | None
+    last_modified: str | None
+    content_hash: str | None
+    last_status: int | None
+    last_fetched_at: datetime | None
+    changed_at: datetime | None
+    gone_at: datetime | None
+    final_url: str | None
+    duplicate_of: int | None
+    fetch_path: str | None
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+
+
+_URL_INFO_COLUMNS = frozenset(f.name for f in fields(UrlInfo)) - {"url", "lease_owner", "lease_until"}
 
 _NOT_CURRENT = tuple(s.value for s in (UrlState.GONE, UrlState.DUPLICATE, UrlState.DISALLOWED, UrlState.SKIPPED))
 """URL states whose stored pages a snapshot (``iter_pages(latest=True)``) leaves out."""
@@ -176,7 +220,7 @@ class ReportsMixin(CheckMixin):
                     Url.state.not_in(_NOT_CURRENT),
                     # A URL that answers with a permanent redirect now: its page lives at the target's address;
                     # one whose last answer was 404/410 (queued for a recheck, docs/operations.md §4b) is gone.
-                    or_(Url.last_status.is_(None), Url.last_status.not_in((*PERMANENT_REDIRECTS, 404, 410))),
+                    or_(Url.last_status.is_(None), Url.last_status.not_in((*sorted(PERMANENT_REDIRECTS), 404, 410))),
                     ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),  # ix_pages_url_id
                 )
             return list(conn.execute(query).all())
@@ -244,17 +288,18 @@ class ReportsMixin(CheckMixin):
             )
             return {origin + path: (state, content_hash) for origin, path, state, content_hash in rows}
 
-    def url_info(self, url: str) -> dict[str, Any] | None:
-        """Every column of one URL row (times as aware datetimes), for diagnostics and tests."""
+    def url_info(self, url: str) -> UrlInfo | None:
+        """One URL row and its lease, for diagnostics, tests and the seed's redirect check; None if not stored."""
         with self._tx(write=False) as tx:
             url_id = self._url_id(tx.conn, url)
             if url_id is None:
                 return None
-            row = dict(tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one())
+            row = tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one()
             lease = tx.conn.execute(select(Lease.owner, Lease.lease_until).where(Lease.url_id == url_id)).first()
-        row["lease_owner"], row["lease_until"] = (None, None) if lease is None else (lease[0], aware(lease[1]))
-        if lease is not None:
-            row["state"] = UrlState.LEASED.value
-        return {"url": url, **row}
+        columns = {key: value for key, value in row.items() if key in _URL_INFO_COLUMNS}
+        if lease is None:
+            return UrlInfo(url=url, **columns)
+        return UrlInfo(url=url, **{**columns, "state": UrlState.LEASED.value}, lease_owner=lease[0],
+                       lease_until=aware(lease[1]))
 
 

@@ -12,7 +12,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from harvester.errors import InvalidRecord
@@ -117,9 +117,7 @@ def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
             raise InvalidRecord(f"URL {url[:200]!r} has depth {depth!r}; expected an int 0..32767")
         if not record.source:
             raise InvalidRecord(f"URL {url[:200]!r} has no source")
-        lastmod = record.lastmod
-        if lastmod is not None and lastmod.tzinfo is None:
-            lastmod = lastmod.replace(tzinfo=UTC)
+        lastmod = aware(record.lastmod)
         prior = out.get(url)
         if prior is None:
             origin, path = match.groups()

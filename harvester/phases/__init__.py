@@ -2,29 +2,32 @@
 into the frontier), ``extract`` (claimed URLs fetched politely, outcomes written), ``harvest`` and ``recrawl``
 (their order of steps, written once). Flows, the CLI and library users all call these.
 
+By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``discover_*`` and ``extract_host`` the
+per-host work under them), ``runs`` (run and cycle bookkeeping, ``open_store``), ``results`` (``PhaseResult``,
+``Progress``), ``client`` (the polite client a phase fetches through), ``cycles`` (harvest and recrawl).
+
 May use every package below it: ``fetch``, ``discovery``, ``frontier``, ``rules``, ``extraction``. Must not:
 import Prefect (the flows wrap these functions, never the other way round).
 """
 
 from __future__ import annotations
 
-from harvester.phases._core import (
-    PhaseResult,
-    Progress,
-    StoreRobots,
+from harvester.phases.client import StoreRobots, polite_client
+from harvester.phases.discover_phase import discover
+from harvester.phases.extract_phase import extract
+from harvester.phases.results import PhaseResult, Progress
+from harvester.phases.runs import (
     begin_cycle,
     begin_run,
     close_cycle,
-    discover,
-    extract,
     finish_run,
     mark_due,
-    polite_client,
+    open_store,
     recover_leases,
     site_hosts,
 )
 
 __all__ = [
     "PhaseResult", "Progress", "StoreRobots", "begin_cycle", "begin_run", "close_cycle", "discover", "extract",
-    "finish_run", "mark_due", "polite_client", "recover_leases", "site_hosts",
+    "finish_run", "mark_due", "open_store", "polite_client", "recover_leases", "site_hosts",
 ]

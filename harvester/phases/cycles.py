@@ -23,22 +23,21 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from harvester.errors import ExtractorFailed, HarvesterError, NothingFetched
 from harvester.extraction import ExtractorHook, hook_failed_everywhere, resolve_hook
-from harvester.frontier import FrontierStore
-from harvester.phases._core import (
-    PhaseResult,
-    ProgressCallback,
+from harvester.phases.client import shared_politeness
+from harvester.phases.discover_phase import discover
+from harvester.phases.extract_phase import extract
+from harvester.phases.handover import Handover, handover, held
+from harvester.phases.results import PhaseResult, ProgressCallback
+from harvester.phases.runs import (
     begin_cycle,
     begin_run,
     close_cycle,
-    discover,
-    extract,
     finish_run,
     mark_due,
-    shared_politeness,
+    open_store,
     silence,
     site_hosts,
 )
-from harvester.phases.handover import Handover, handover, held
 from harvester.records import Changes
 from harvester.runtime import db, stop_requested
 from harvester.settings import Settings, SiteProfile
@@ -162,7 +161,7 @@ async def _close(settings: Settings, profile: SiteProfile, cycle_id: int, since:
     found = getattr(discovered, "counters", discovered)
     problems = _recorded_problems(discovered)
     if problems is None:
-        with await db(FrontierStore.open, settings) as store:
+        async with open_store(settings) as store:
             last = await db(store.last_run, "discover")
         problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
     return Cycle(discover=discovered, extract=extracted, changes=changes, fetches=changes["hosts"],
@@ -194,7 +193,7 @@ class LocalSteps:
 
     async def discover(self, *, refresh: bool, handover: str | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "discover", self.profile)
-        with await db(FrontierStore.open, self.settings) as store:
+        async with open_store(self.settings) as store:
             part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh,
                                   handover=handover)
         result, _ = await finish_run(self.settings, run_id, "discover", [part])
@@ -207,7 +206,7 @@ class LocalSteps:
         return result
 
     async def _worker(self, run_id: int, worker: int, handover: str | None) -> PhaseResult:
-        with await db(FrontierStore.open, self.settings) as store:
+        async with open_store(self.settings) as store:
             return await extract(store, self.settings, self.profile, run_id=run_id, worker=worker,
                                  on_progress=self.on_progress, extractor=self.extractor, handover=handover)
 

@@ -9,9 +9,10 @@ import re
 from collections import Counter, deque
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harvester.errors import DatabaseUnavailable, WriteConflict, WriterGone
+from harvester.frontier import UrlInfo
 from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import (
     AddResult,
@@ -85,13 +86,13 @@ MAX_FEED_ENTRIES_REMEMBERED = 200_000
 
 
 
-def _seed_due(known: dict[str, Any], now: datetime) -> bool:
+def _seed_due(known: UrlInfo, now: datetime) -> bool:
     """Whether the listing crawl claims this stored seed in this run (``FrontierStore.claim``'s rule)."""
-    due_at = known["next_fetch_at"]
-    return known["state"] in (UrlState.QUEUED.value, UrlState.DONE.value) and (due_at is None or due_at <= now)
+    due_at = known.next_fetch_at
+    return known.state in (UrlState.QUEUED.value, UrlState.DONE.value) and (due_at is None or due_at <= now)
 
 
-FEED_TYPES = None
+ANY_MEDIA_TYPE = None
 """Feeds and sitemaps are served under many media types (text/xml, application/rss+xml, text/plain, gzip ...):
 accept any and let the parser decide."""
 

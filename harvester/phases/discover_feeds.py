@@ -12,7 +12,7 @@ from typing import Any
 
 from harvester.discovery.feeds import FeedDoc, numbered_successors, parse_feed
 from harvester.phases.discover_base import (
-    FEED_TYPES,
+    ANY_MEDIA_TYPE,
     MAX_FEED_ENTRIES_REMEMBERED,
     DiscoveryBase,
     unreadable_count,
@@ -181,7 +181,7 @@ class FeedReading(DiscoveryBase):
             self.counters["feed_pages_guessed_unused"] += count
 
     def _fetch_feed(self, url: str, known: DocumentState | None) -> Coroutine[Any, Any, FetchResult]:
-        return self.client.fetch(url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+        return self.client.fetch(url, validators=known.validators if known else Validators(), accept=ANY_MEDIA_TYPE,
                                  max_bytes=self.settings.discovery.max_feed_bytes)
 
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:

@@ -163,7 +163,7 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
             result = await self._fetch_seed(seed, Validators())
             self._prefetched[seed] = result
             return await self._moved_to(seed, result, due=True)
-        validators = Validators(known["etag"], known["last_modified"])
+        validators = Validators(known.etag, known.last_modified)
         if _seed_due(known, utcnow()):
             result = await self.client.fetch(seed, validators=validators,
                                              accept=self.settings.http.allowed_content_types)
@@ -171,7 +171,7 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
             if result.error_class is not ErrorClass.OUT_OF_SCOPE or result.status not in revisit.PERMANENT_REDIRECTS:
                 return None
             return await self._moved_to(seed, await self._fetch_seed(seed, validators), due=True)
-        if known["last_status"] not in revisit.PERMANENT_REDIRECTS:
+        if known.last_status not in revisit.PERMANENT_REDIRECTS:
             return None
         return await self._moved_to(seed, await self._fetch_seed(seed, validators), due=False)
 

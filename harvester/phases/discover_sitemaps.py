@@ -15,7 +15,7 @@ from typing import Any
 from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
 from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.phases.discover_base import ADMIT_CHUNK, FEED_TYPES, DiscoveryBase, unreadable_count
+from harvester.phases.discover_base import ADMIT_CHUNK, ANY_MEDIA_TYPE, DiscoveryBase, unreadable_count
 from harvester.records import (
     AddResult,
     DiscoveredUrl,
@@ -330,7 +330,7 @@ class SitemapWalk(DiscoveryBase):
                 self.counters["sitemap_retries"] += 1
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.client.fetch(
-                url, validators=known.validators if known else Validators(), accept=FEED_TYPES,
+                url, validators=known.validators if known else Validators(), accept=ANY_MEDIA_TYPE,
                 max_bytes=self.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
             )
             if result.error_class not in revisit.RETRYABLE:

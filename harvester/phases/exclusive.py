@@ -15,9 +15,8 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy.engine import make_url
-
 from harvester.errors import FrontierBusy
+from harvester.frontier.base import sqlite_file
 from harvester.settings import Settings
 
 _HELD: dict[str, list[int]] = {}
@@ -26,10 +25,8 @@ _HELD: dict[str, list[int]] = {}
 
 def lock_path(settings: Settings) -> str | None:
     """The lock file of a SQLite frontier on disk (None: another database, or SQLite in memory)."""
-    if not settings.is_sqlite:
-        return None
-    database = make_url(settings.database_url).database
-    if not database or database == ":memory:" or database.startswith("file::memory:"):
+    database = sqlite_file(settings.database_url)  # the frontier reads its URL: phases speak no SQL
+    if database is None or str(database).startswith("file::memory:"):
         return None
     return os.path.abspath(database) + ".extract.lock"
 

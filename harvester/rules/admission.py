@@ -182,7 +182,7 @@ class Site:
         Sitemaps list up to 50,000 URLs per file, so per-URL call layers dominate ingestion: here the report is
         fed once per batch, lastmods are digested once per distinct value (sites repeat a few dates), and the
         kind and score are worked out inline. Entries need ``loc``, ``lastmod``, ``changefreq``, ``priority``
-        and optionally ``news`` and ``images`` (``SitemapEntry``). ``tests/test_pipeline.py`` proves it agrees
+        and optionally ``news`` and ``images`` (``SitemapEntry``). ``tests/rules/test_admission.py`` proves it agrees
         with ``admit`` entry by entry.
         """
         label = provenance(source, where)

@@ -203,7 +203,7 @@ class _Templates:
     def __init__(self, max_examples: int) -> None:
         self._max_examples = max_examples
         # Each group's examples as an ordered set: extraction teaches the newest detail URLs of the frontier again
-        # whenever discovery hands hosts over (``phases._core._rescope``), and kept as a list every sample was
+        # whenever discovery hands hosts over (``phases.extract_phase._rescope``), and kept as a list every sample was
         # appended again, up to ``max_examples`` per group: at 2,000 hosts the examples grew all through the run
         # (issue 22), and repeats weighed a section's words as if they were more URLs.
         self._groups: dict[tuple[str, int], dict[tuple[tuple[str, ...], str], None]] = {}

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from harvester.records import Source
+from harvester.runtime import aware
 
 MAX_TRACKED_URLS = 200_000
 """URLs whose source set is tracked for the overlap table; beyond it overlap is computed on the first ones."""
@@ -189,11 +190,9 @@ class DiscoveryReport:
         if lastmod is None:
             self.lastmod_missing += count
             return
-        if lastmod.tzinfo is None:
-            lastmod = lastmod.replace(tzinfo=UTC)
+        lastmod = aware(lastmod)
         if fetched_at is not None:
-            if fetched_at.tzinfo is None:
-                fetched_at = fetched_at.replace(tzinfo=UTC)
+            fetched_at = aware(fetched_at)
             if lastmod > fetched_at + timedelta(days=1):
                 self.lastmod_future += count
             elif abs((fetched_at - lastmod).total_seconds()) <= STAMPED_NOW_S:

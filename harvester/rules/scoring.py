@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 
 from harvester.records import Source, UrlKind
+from harvester.runtime import aware
 from harvester.settings import ScoreRule, SiteProfile
 
 KIND_WEIGHT: dict[UrlKind, float] = {
@@ -53,11 +54,7 @@ def recency(lastmod: datetime | None, now: datetime) -> float:
     """A value in [0, 1]: 1 for modified now (or in the future: clock skew), falling monotonically with age."""
     if lastmod is None:
         return 0.0
-    if lastmod.tzinfo is None:
-        lastmod = lastmod.replace(tzinfo=UTC)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    age_days = max(0.0, (now - lastmod).total_seconds() / 86_400.0)
+    age_days = max(0.0, (aware(now) - aware(lastmod)).total_seconds() / 86_400.0)
     # Two scales: days (a news cycle) and years (so a 2019 page still ranks above a 2015 one).
     return (2.0 * math.pow(2.0, -age_days / RECENCY_HALF_LIFE_DAYS) + 1.0 / (1.0 + age_days / 365.0)) / 3.0
 

@@ -41,7 +41,7 @@ def settings(**overrides) -> Settings:
 
 
 class ListWork(HostWork):
-    """HostWork over in-memory lists; 429s are requeued (as phases.py does), everything else is final."""
+    """HostWork over in-memory lists; 429s are requeued (as ``phases.extract_host`` does), everything else is final."""
 
     def __init__(self, urls: Sequence[str], *, requeue_429: bool = True, lease_lost_host: str | None = None) -> None:
         self.queues: dict[str, deque[Job]] = defaultdict(deque)

@@ -59,7 +59,7 @@ def test_two_processes_racing_claim_get_disjoint_urls_and_together_all(pg_url: s
             [DiscoveredUrl(f"{h}/p{i}", UrlKind.DETAIL, "seed", score=float(i % 5)) for h in hosts for i in range(150)],
             now=now,
         )
-        all_ids = {store.url_info(u)["id"] for u in store.url_states()}  # type: ignore[index]
+        all_ids = {store.url_info(u).id for u in store.url_states()}  # type: ignore[union-attr]
     a, b = _race(pg_url, hosts, tmp_path)
     assert len(a) == len(set(a))
     assert len(b) == len(set(b))

@@ -79,12 +79,12 @@ def test_upsert_keeps_best_score_and_merges_sources(store: FrontierStore) -> Non
     assert (again.inserted, again.updated) == (0, 1)
     info = store.url_info("https://a.test/p")
     assert info is not None
-    assert info["score"] == 5.0
-    assert info["last_seen"] == T0 + timedelta(hours=1)
-    assert info["first_seen"] == T0
+    assert info.score == 5.0
+    assert info.last_seen == T0 + timedelta(hours=1)
+    assert info.first_seen == T0
     assert store.sources_of("https://a.test/p") == [SITEMAP, FEED]
     store.add_discovered([found("https://a.test/p", source=FEED, score=9.0)], now=T0)
-    assert store.url_info("https://a.test/p")["score"] == 9.0  # type: ignore[index]
+    assert store.url_info("https://a.test/p").score == 9.0  # type: ignore[union-attr]
     assert store.sources_of("https://a.test/p") == [SITEMAP, FEED]  # no duplicate provenance
 
 
@@ -97,7 +97,7 @@ def test_upsert_keeps_least_depth_and_folds_duplicates_in_one_batch(store: Front
     store.add_discovered([found("https://a.test/d", depth=2)], now=T0)
     info = store.url_info("https://a.test/d")
     assert info is not None
-    assert (info["depth"], info["score"]) == (1, 4.0)
+    assert (info.depth, info.score) == (1, 4.0)
     assert store.sources_of("https://a.test/d") == [SITEMAP, FEED]
 
 
@@ -126,7 +126,7 @@ def test_newer_lastmod_makes_a_done_url_due(store: FrontierStore) -> None:
     assert claim_all(store, "w", ["https://a.test"], now=later) == []
     fresh = store.add_discovered([found("https://a.test/n", lastmod=T0 + timedelta(hours=5))], now=later)
     assert fresh.made_due == 1
-    assert store.url_info("https://a.test/n")["next_fetch_at"] == later  # type: ignore[index]
+    assert store.url_info("https://a.test/n").next_fetch_at == later  # type: ignore[union-attr]
     assert [c.url for c in claim_all(store, "w", ["https://a.test"], now=later)] == ["https://a.test/n"]
 
 
@@ -149,7 +149,7 @@ def test_invalid_urls_are_rejected_and_nothing_changes(store: FrontierStore, bad
                               found("https://a.test/keep", score=9.0)], now=T0)
     assert bad[:50] in str(err.value)
     assert store.url_states() == before
-    assert store.url_info("https://a.test/keep")["score"] == 1.0  # type: ignore[index]
+    assert store.url_info("https://a.test/keep").score == 1.0  # type: ignore[union-attr]
 
 
 def test_invalid_fields_are_rejected(store: FrontierStore) -> None:
@@ -186,7 +186,7 @@ def test_claim_is_fair_across_hosts_top_n_per_host(store: FrontierStore) -> None
 def test_claim_orders_by_score_with_stable_tie_break_by_id(store: FrontierStore) -> None:
     store.add_discovered([found(f"https://a.test/{i}", score=1.0 if i in (3, 5, 8) else 0.5) for i in range(10)],
                          now=T0)
-    ids = {u: store.url_info(u)["id"] for u in store.url_states()}  # type: ignore[index]
+    ids = {u: store.url_info(u).id for u in store.url_states()}  # type: ignore[union-attr]
     claimed = store.claim("w", hosts=["https://a.test"], per_host=4, lease_s=60, now=T0)
     assert [c.url for c in claimed] == ["https://a.test/3", "https://a.test/5", "https://a.test/8",
                                         "https://a.test/0"]
@@ -297,11 +297,11 @@ def test_complete_records_outcome_page_fetch_and_outlinks(store: FrontierStore) 
     )
     info = store.url_info("https://a.test/p")
     assert info is not None
-    assert (info["state"], info["last_status"], info["etag"], info["content_hash"]) == ("done", 200, '"v1"', "h1")
-    assert info["changed_at"] == T0
-    assert info["lease_owner"] is None
+    assert (info.state, info.last_status, info.etag, info.content_hash) == ("done", 200, '"v1"', "h1")
+    assert info.changed_at == T0
+    assert info.lease_owner is None
     assert store.url_states()["https://a.test/child"] == ("queued", None)
-    assert store.url_info("https://c.test/other")["depth"] == 1  # type: ignore[index]
+    assert store.url_info("https://c.test/other").depth == 1  # type: ignore[union-attr]
     assert store.run_fetch_counts(run_id) == {
         "https://a.test": {"fetched": 1, "not_modified": 0, "gone": 0, "failed": 0}
     }
@@ -317,7 +317,7 @@ def test_revisit_is_claimed_when_due_and_304_keeps_validators(store: FrontierSto
     store.complete("w", done(r.id, T0 + timedelta(days=1), status=304, next_fetch_at=T0 + timedelta(days=3)))
     info = store.url_info("https://a.test/r")
     assert info is not None
-    assert (info["state"], info["etag"], info["content_hash"], info["last_status"]) == ("done", '"v1"', "h1", 304)
+    assert (info.state, info.etag, info.content_hash, info.last_status) == ("done", '"v1"', "h1", 304)
     fetches = list(store.iter_fetches())
     assert [(f.status, f.outcome, f.page) for f in fetches] == [(200, "fetched", None), (304, "not_modified", None)]
 
@@ -379,9 +379,9 @@ def test_failed_fetch_is_retried_until_max_attempts(store: FrontierStore) -> Non
                                  error="503", next_fetch_at=at + timedelta(minutes=10)))
         info = store.url_info("https://a.test/f")
         assert info is not None
-        assert info["attempts"] == attempt
+        assert info.attempts == attempt
         expected = "failed" if attempt == max_attempts else "queued"
-        assert info["state"] == expected
+        assert info.state == expected
         assert claim_all(store, "w", ["https://a.test"], now=at + timedelta(minutes=5)) == []  # not due yet
         at += timedelta(minutes=10)
     assert claim_all(store, "w", ["https://a.test"], now=at + timedelta(days=1)) == []
@@ -495,7 +495,7 @@ def test_stats_counts_by_state_kind_and_host(store: FrontierStore) -> None:
     import json
 
     assert json.loads(json.dumps(as_dict))["by_state"]["gone"] == 1
-    assert store.url_info("https://b.test/1")["gone_at"] == T0  # type: ignore[index]
+    assert store.url_info("https://b.test/1").gone_at == T0  # type: ignore[union-attr]
 
 
 def test_state_counts_are_the_stats_by_state_leased_ones_included(store: FrontierStore) -> None:
@@ -611,7 +611,7 @@ def test_mixed_batches_count_and_merge_the_same_on_every_path(store: FrontierSto
     assert store.add_discovered(mostly_known, now=T0) == AddResult(inserted=2, updated=10, made_due=0)
     assert store.sources_of("https://a.test/3") == [SITEMAP, FEED, "listing:https://a.test/l"]
     assert store.sources_of("https://a.test/11") == ["listing:https://a.test/l"]
-    assert store.url_info("https://a.test/3")["score"] == 2.0  # type: ignore[index]
+    assert store.url_info("https://a.test/3").score == 2.0  # type: ignore[union-attr]
     fresh_twice = [found("https://a.test/new", source=SITEMAP), found("https://a.test/new", source=FEED)]
     assert store.add_discovered(fresh_twice, now=T0).inserted == 1
     assert store.sources_of("https://a.test/new") == [SITEMAP, FEED]
@@ -641,8 +641,8 @@ def test_declared_canonicals_and_demotion_to_duplicate(store: FrontierStore) -> 
     states = store.url_states()
     assert states["https://a.test/p/x?colour=blue"][0] == "duplicate"
     assert states["https://a.test/p/x"][0] == "done"
-    assert store.url_info("https://a.test/p/x?colour=blue")["duplicate_of"] == clean  # type: ignore[index]
-    assert store.url_info("https://a.test/p/x?colour=red")["duplicate_of"] == clean  # type: ignore[index]
+    assert store.url_info("https://a.test/p/x?colour=blue").duplicate_of == clean  # type: ignore[union-attr]
+    assert store.url_info("https://a.test/p/x?colour=red").duplicate_of == clean  # type: ignore[union-attr]
     assert states["https://a.test/q"][0] == "done"
     assert store.complete_many("w", [], demote=[(clean, variant)]).demoted == 0
 

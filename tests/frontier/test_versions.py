@@ -40,7 +40,7 @@ def complete(store: FrontierStore, items: list[Completion], *, run_id: int | Non
 
 def ids_of(store: FrontierStore, urls: list[str]) -> dict[str, int]:
     store.add_discovered([found(u) for u in urls], now=T0 - timedelta(days=2))
-    return {u: int(store.url_info(u)["id"]) for u in urls}  # type: ignore[index]
+    return {u: int(store.url_info(u).id) for u in urls}  # type: ignore[union-attr]
 
 
 def test_a_version_is_new_when_its_payload_is_and_identical_payloads_are_stored_once(store: FrontierStore) -> None:
@@ -71,7 +71,7 @@ def test_a_version_is_new_when_its_payload_is_and_identical_payloads_are_stored_
 
 def test_a_listing_page_keeps_its_versions_and_the_snapshot_its_latest_bytes(store: FrontierStore) -> None:
     store.add_discovered([found(f"{A}/list/", UrlKind.LISTING)], now=T0 - timedelta(days=2))
-    url_id = int(store.url_info(f"{A}/list/")["id"])  # type: ignore[index]
+    url_id = int(store.url_info(f"{A}/list/").id)  # type: ignore[union-attr]
     for n in range(3):
         body = f"<ul><li>item {n}</li></ul>".encode()
         store.make_due([A], now=T0 - timedelta(days=1))

@@ -185,7 +185,7 @@ async def harvest(settings: Settings, profile: SiteProfile) -> dict[str, tuple[s
     URL's state and error class as the frontier holds them."""
     await aharvest(settings, profile)
     with FrontierStore.open(settings) as store:
-        return {url: (info["state"], info["last_error_class"])
+        return {url: (info.state, info.last_error_class)
                 for url in store.url_states() if (info := store.url_info(url)) is not None}
 
 

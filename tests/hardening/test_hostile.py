@@ -26,7 +26,7 @@ import pytest
 from harvester import phases
 from harvester.errors import ConfigError
 from harvester.fetch.engine import PoliteClient
-from harvester.frontier import FrontierStore
+from harvester.frontier import FrontierStore, UrlInfo
 from harvester.records import ErrorClass, FetchResult
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, RobotsSpec, TestWeb
@@ -64,7 +64,7 @@ class Harvest:
     discovered: phases.PhaseResult
     extracted: phases.PhaseResult
     states: dict[str, tuple[str, str | None]]
-    infos: dict[str, dict[str, Any]]
+    infos: dict[str, UrlInfo]
     titles: dict[str, str | None]
     records: list[RequestRecord]
     peak: int
@@ -152,8 +152,8 @@ def test_the_whole_hostile_harvest_stays_within_memory_and_fetches_nothing_twice
 
 async def test_a_drip_page_is_cut_at_the_total_deadline(harvest: Harvest):
     info = harvest.infos[harvest.url("h", "/hostile/drip")]
-    assert info["last_error_class"] == ErrorClass.TIMEOUT.value
-    assert info["state"] == "failed" and info["attempts"] == harvest.settings.politeness.max_attempts
+    assert info.last_error_class == ErrorClass.TIMEOUT.value
+    assert info.state == "failed" and info.attempts == harvest.settings.politeness.max_attempts
     assert len(harvest.hits("h", "/hostile/drip")) == harvest.settings.politeness.max_attempts
     assert harvest.errors("h")["timeout"] >= 2
     result = await polite_fetch(harvest.settings, harvest.url("h", "/hostile/drip"))
@@ -164,7 +164,7 @@ async def test_a_drip_page_is_cut_at_the_total_deadline(harvest: Harvest):
 
 async def test_slow_headers_are_cut_at_the_total_deadline(harvest: Harvest):
     info = harvest.infos[harvest.url("h", "/hostile/slow-headers")]
-    assert info["last_error_class"] == ErrorClass.TIMEOUT.value
+    assert info.last_error_class == ErrorClass.TIMEOUT.value
     result = await polite_fetch(harvest.settings, harvest.url("h", "/hostile/slow-headers?s=20"))
     assert result.error_class is ErrorClass.TIMEOUT
     assert_bounded(result, harvest.settings)
@@ -176,7 +176,7 @@ async def test_slow_headers_are_cut_at_the_total_deadline(harvest: Harvest):
 @pytest.mark.parametrize("path", ["/hostile/huge", "/hostile/huge-chunked"])
 async def test_a_50_mib_body_is_refused_at_the_cap_in_bounded_memory(harvest: Harvest, path: str):
     info = harvest.infos[harvest.url("h", path)]
-    assert info["last_error_class"] == ErrorClass.TOO_LARGE.value
+    assert info.last_error_class == ErrorClass.TOO_LARGE.value
     assert harvest.url("h", path) not in harvest.titles  # nothing stored
     tracemalloc.start()
     try:
@@ -206,8 +206,8 @@ async def test_a_gzip_bomb_page_stops_at_the_decoded_cap(harvest: Harvest):
 
 def test_a_redirect_loop_is_refused(harvest: Harvest):
     info = harvest.infos[harvest.url("h", "/hostile/redirect-loop")]
-    assert info["last_error_class"] == ErrorClass.TOO_MANY_REDIRECTS.value
-    assert "loop" in info["last_error"]
+    assert info.last_error_class == ErrorClass.TOO_MANY_REDIRECTS.value
+    assert "loop" in info.last_error
     assert len(harvest.hits("h", "/hostile/redirect-loop")) == 1
     assert len(harvest.hits("h", "/hostile/redirect-loop-b")) == 1
     harvest.assert_survived("h")
@@ -215,7 +215,7 @@ def test_a_redirect_loop_is_refused(harvest: Harvest):
 
 async def test_a_15_hop_chain_stops_at_the_redirect_cap(harvest: Harvest):
     info = harvest.infos[harvest.url("h", "/hostile/redirect-chain/15")]
-    assert info["last_error_class"] == ErrorClass.TOO_MANY_REDIRECTS.value
+    assert info.last_error_class == ErrorClass.TOO_MANY_REDIRECTS.value
     cap = harvest.settings.http.max_redirects
     chain_hits = [r for r in harvest.records if r.host == "h" and r.path.startswith("/hostile/redirect-chain/")]
     assert len(chain_hits) == cap + 1  # the first request and `cap` hops, never the 15
@@ -238,8 +238,8 @@ def test_latin1_without_charset_is_decoded_not_mangled(harvest: Harvest):
 )
 def test_wrong_content_types_are_failed_as_bad_content_type(harvest: Harvest, path: str, ctype: str):
     info = harvest.infos[harvest.url("h", path)]
-    assert info["last_error_class"] == ErrorClass.BAD_CONTENT_TYPE.value
-    assert ctype in info["last_error"]
+    assert info.last_error_class == ErrorClass.BAD_CONTENT_TYPE.value
+    assert ctype in info.last_error
     assert harvest.url("h", path) not in harvest.titles
     assert harvest.errors("h")["bad_content_type"] >= 3
 

@@ -74,7 +74,7 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
     before) was running, the run saw "discovery over, nothing claimable left" and ended with the last host's URLs
     queued. Here the end lands exactly there: after the round's last look, before its verdict."""
     from harvester import phases
-    from harvester.phases import _core
+    from harvester.phases import extract_phase
     from harvester.phases.handover import handover, held
 
     web = make_web([HostSpec("late", pages=12)], seed=29)
@@ -83,7 +83,7 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
     details = set(web.truth["late"].allowed_detail_urls())
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)  # the URLs are due, the host not yet handed over
-        real, rounds = _core.run_hosts, []
+        real, rounds = extract_phase.run_hosts, []
         with handover() as key:
             ready = held(key)
             assert ready is not None
@@ -95,7 +95,7 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
                     ready.end()
                 return stats
 
-            monkeypatch.setattr(_core, "run_hosts", round_then_discovery_ends)
+            monkeypatch.setattr(extract_phase, "run_hosts", round_then_discovery_ends)
             await phases.extract(store, settings, profile, handover=key)
         states = store.url_states()
     assert rounds[:6] == [frozenset()] * 6, "the control: nothing was open before the end"

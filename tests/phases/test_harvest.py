@@ -189,7 +189,7 @@ async def test_a_hook_that_raises_fails_one_page_only(make_web, sqlite_url):
     finally:
         hooks_sample.EXPLODE_ON.discard(victim)
     # Failed with the hook's error (and retried only much later), nothing stored for it; the rest went on.
-    assert info is not None and info["last_error_class"] == "hook_failed" and "on purpose" in info["last_error"]
+    assert info is not None and info.last_error_class == "hook_failed" and "on purpose" in info.last_error
     assert states[victim][0] in ("failed", "queued")
     assert victim not in {page.url for page in pages}
     others = [u for u in web.truth["a"].allowed_detail_urls() if u != victim]
@@ -909,7 +909,7 @@ async def test_completions_written_after_a_failed_attempt_keep_their_canonical_t
         states = store.url_states()
         assert states[clean][0] == "done"
         assert states[variant][0] == "duplicate"
-        assert store.url_info(variant)["duplicate_of"] == ids[clean]
+        assert store.url_info(variant).duplicate_of == ids[clean]
 
 
 async def test_a_moved_sites_old_robots_txt_sitemap_is_followed_to_the_new_home(sqlite_url, serve):

@@ -43,10 +43,10 @@ async def test_a_moved_page_is_recorded_as_moved_and_its_target_fetched(make_web
             hops = [r for r in web.records() if r.path == path_of(old)]
             assert [r.status for r in hops] == [301], old  # asked once, answered "moved permanently"
             info = store.url_info(old)
-            assert info is not None and info["state"] == "done" and info["final_url"] == new, info
-            assert info["last_status"] == 301, info
+            assert info is not None and info.state == "done" and info.final_url == new, info
+            assert info.last_status == 301, info
             target = store.url_info(new)
-            assert target is not None and target["state"] == "done" and target["content_hash"], target
+            assert target is not None and target.state == "done" and target.content_hash, target
             assert "redirect:" + old in store.sources_of(new)
         # The target holds the page: not taken for a duplicate of the address it moved from.
         states = store.url_states()
@@ -203,14 +203,14 @@ async def test_urls_a_reread_sitemap_no_longer_lists_lose_their_lastmod(make_web
         assert first.counters["urls_vanished_rechecked"] == 0
         day = web.advance_day(changed=0.0, new=0.0, gone=0.05)
         gone = set(day.gone["g"])
-        dated_before = {url for url in gone if (store.url_info(url) or {}).get("lastmod") is not None}
+        dated_before = {url for url in gone if (info := store.url_info(url)) is not None and info.lastmod is not None}
         assert dated_before  # control: the vanished pages had a sitemap lastmod
         kept = [url for url, (state, _) in store.url_states().items() if url not in gone and "/p/" in url]
         await phases.mark_due(settings, profile)
         found = await phases.discover(store, settings, profile, refresh=True)
         assert found.counters["urls_vanished_rechecked"] == len(dated_before)
-        assert all(store.url_info(url)["lastmod"] is None for url in dated_before)
-        still_dated = [url for url in kept if store.url_info(url)["lastmod"] is not None]
+        assert all(store.url_info(url).lastmod is None for url in dated_before)
+        still_dated = [url for url in kept if store.url_info(url).lastmod is not None]
         assert len(still_dated) >= len(kept) * 0.8  # pages still listed keep theirs
 
 

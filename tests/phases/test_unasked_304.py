@@ -43,11 +43,11 @@ async def test_a_304_to_a_request_without_validators_is_a_failed_fetch_retried_l
         fetches = [f for f in store.iter_fetches() if f.url.endswith("/stuck")]
     assert stuck is not None and cached is not None
     # Never stored as harvested: failed for good after its attempts, with the class named, and no ETag kept.
-    assert (stuck["state"], stuck["last_error_class"], stuck["etag"]) == ("failed", "unasked_304", None)
+    assert (stuck.state, stuck.last_error_class, stuck.etag) == ("failed", "unasked_304", None)
     assert asked["/articles/stuck"] == 3
     assert [(f.outcome, f.error_class) for f in fetches] == [("failed", "unasked_304")] * 3
     # Retried, not believed: the second request went out unconditionally and brought the page.
-    assert cached["state"] == "done" and cached["etag"] == '"real"'
+    assert cached.state == "done" and cached.etag == '"real"'
     assert f"{origin}/articles/cached" in pages and f"{origin}/articles/stuck" not in pages
     assert [inm for path, inm in conditional if path == "/articles/cached"] == [None, None]
     assert all(inm is None for path, inm in conditional if path == "/articles/stuck")

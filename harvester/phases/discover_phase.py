@@ -1,0 +1,77 @@
+"""Phase one, ``discover``: robots.txt, sitemaps, feeds and listing pages of each host into the frontier.
+
+Idempotent and resumable from the database alone: a rerun of a run skips the documents it already processed and
+keeps its listing-page crawl in the frontier (leased, completed with its outlinks in one transaction). Each host's
+walk is ``discover_host.HostDiscovery``; this module runs the hosts and gathers their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harvester.frontier import FrontierStore
+from harvester.phases.client import phase_client
+from harvester.phases.discover_host import HostDiscovery, discover_hosts
+from harvester.phases.handover import held
+from harvester.phases.host_policy import PolicyKeeper
+from harvester.phases.results import PhaseResult
+from harvester.phases.runs import recover_leases, teach_classifier
+from harvester.rules.admission import Site
+from harvester.runtime import db, utcnow
+from harvester.settings import Settings, SiteProfile
+
+
+async def discover(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    hosts: Sequence[str] | None = None,
+    run_id: int | None = None,
+    refresh: bool = False,
+    handover: str | None = None,
+) -> PhaseResult:
+    """Phase one for ``hosts`` (default: the profile's seed hosts), concurrently, each politely.
+
+    A rerun with the same ``run_id`` skips every document already processed in that run; ``refresh`` asks
+    for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
+    ``handover`` (``phases.handover``): each host discovered is handed to the cycle's extraction at once.
+    """
+    ready = held(handover)
+    site = Site(settings, profile)
+    site.add_moved(await db(store.moved_hosts))
+    origins = list(hosts) if hosts else site.origins
+    started = await db(store.run_started_at, run_id) if run_id is not None else None
+    await recover_leases(store)
+    # A rerun skips the sitemaps it already processed, so it would not relearn their detail shapes and would
+    # classify the same links differently (as listings) after a crash: learn them from the frontier first.
+    await teach_classifier(store, site)
+    result = PhaseResult(phase="discover")
+    shared = ready.polite(site) if ready is not None else None
+    async with phase_client(shared, store, settings, profile, site) as client:
+        policies = shared.policies if shared is not None else PolicyKeeper(store, client)
+
+        def make(origin: str) -> HostDiscovery:
+            return HostDiscovery(store, settings, site, client, origin, run_id=run_id,
+                                 run_started=started or utcnow(), refresh=refresh, policies=policies)
+
+        def finished(item: HostDiscovery) -> None:
+            result.counters.update(item.counters)
+            result.problems.extend(item.problems)
+            if ready is not None:
+                ready.hand_over(item.homes())
+
+        try:
+            await discover_hosts(client, origins, make, finished, at_once=settings.politeness.max_active_hosts)
+        finally:
+            if shared is None:
+                await policies.aclose()
+        for origin, diag in client.diagnostics().items():
+            result.hosts[origin] = diag.as_dict()
+    # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
+    # every host's report and its summary at once was the peak of a wide run (issue 22: 2,000 hosts).
+    while site.reports:
+        origin = next(iter(site.reports))
+        result.reports[origin] = site.reports.pop(origin).to_dict()
+    site.forget_learned()
+    return result

@@ -1,0 +1,234 @@
+"""Phase two, ``extract``: one worker leases hosts with due detail URLs and fetches them politely, in rounds,
+until none is due; beside the rounds, a lease keeper renews its host leases and a writer flushes completions.
+
+Resumable from the database alone: leases whose holder died return to the queue, completions a failed attempt
+left unwritten are written first, and a completed URL is never fetched again in its cycle. Each host's work is
+``extract_host.ExtractWork``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from harvester.errors import StoreError
+from harvester.extraction import ExtractorHook, resolve_hook
+from harvester.fetch.engine import PoliteClient
+from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
+from harvester.frontier import FrontierStore
+from harvester.phases.budget import PageBudget, page_budget
+from harvester.phases.client import phase_client
+from harvester.phases.exclusive import one_extraction
+from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
+from harvester.phases.handover import Handover, held
+from harvester.phases.host_policy import PolicyKeeper
+from harvester.phases.results import PhaseResult, Progress, ProgressCallback
+from harvester.phases.runs import recover_leases, teach_classifier
+from harvester.rules.admission import Site
+from harvester.rules.stop import StopRule
+from harvester.runtime import check_stop, db, make_owner, retire_owner, task_group, utcnow
+from harvester.settings import Settings, SiteProfile
+
+logger = logging.getLogger(__name__)
+
+
+async def extract(
+    store: FrontierStore,
+    settings: Settings,
+    profile: SiteProfile,
+    *,
+    run_id: int | None = None,
+    worker: int = 0,
+    on_progress: ProgressCallback | None = None,
+    extractor: ExtractorHook | None = None,
+    handover: str | None = None,
+) -> PhaseResult:
+    """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
+
+    Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
+    of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
+    ``extractor`` is the user hook as a callable, for library callers (the profile names one as
+    ``module:function``; giving both is a ``ConfigError``). ``handover`` (``phases.handover``): the cycle's
+    discovery is running beside it; a host is taken once discovery hands it over.
+    """
+
+    hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
+    with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
+        return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
+                              hook=hook, handover=held(handover))
+
+
+async def _extract(
+    store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None, handover: Handover | None = None,
+) -> PhaseResult:
+    site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
+    site.add_moved(await db(store.moved_hosts))
+    written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
+    if written:
+        logger.info("wrote %d completions a failed attempt had left unwritten", written)
+    await recover_leases(store)
+    await teach_classifier(store, site)
+    owner = make_owner(f"extract-{worker}")
+    total = await db(store.due_count)
+    result = PhaseResult(phase="extract")
+    shared = handover.polite(site) if handover is not None else None
+    async with phase_client(shared, store, settings, profile, site) as client:
+        policies = shared.policies if shared is not None else PolicyKeeper(store, client)
+        # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
+        await policies.lift_expired([*site.origins, *site.moved.values()])
+        started = await db(store.run_started_at, run_id) if run_id is not None else None
+        budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
+        work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
+                           policies=policies, handover=handover)
+
+        def snapshot() -> Progress:
+            return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
+
+        try:
+            async with task_group() as tasks:
+                keepers = [tasks.create_task(_keep_leases(work)),
+                           tasks.create_task(_keep_writing(work, on_progress, snapshot))]
+                await _rounds(store, client, work, StopRule(max_idle_rounds=settings.politeness.max_attempts))
+                for keeper in keepers:
+                    keeper.cancel()
+        finally:
+            if shared is None:
+                await policies.aclose()
+            await _wind_down(store, work)
+        diagnostics = client.diagnostics()
+        if on_progress is not None:
+            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
+                                       final=True))
+    result.counters.update(work.counters)
+    result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
+    for origin, diag in diagnostics.items():
+        result.hosts[origin] = diag.as_dict()
+    for origin, deferred in budget.deferred.items():
+        result.hosts.setdefault(origin, {})["deferred_by_budget"] = deferred
+    return result
+
+
+async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork, stop: StopRule) -> None:
+    """Rounds of ``run_hosts`` over the hosts with due work, as long as ``stop`` says (``rules.stop``), or until
+    the process is asked to stop (``runtime.request_stop``: then the round drains and ``Interrupted`` ends it).
+
+    A run does not end while discovery of its cycle is still handing hosts over (``phases.handover``), while
+    hosts with work due are held by other live workers (it waits for them), or while hosts with work due are free
+    to take (a dead holder's, released after the round looked: another round takes them). What discovery hands
+    over may widen the site (a seed found moved) and teach it detail shapes: both are read again before the next
+    round."""
+    settings = work.settings
+    handover = work.handover
+    scoped = 0
+    while True:
+        seen = handover.version if handover is not None else 0
+        # Read before the round looks for hosts: discovery ending while the round runs opens hosts the round
+        # never looked at, so that round cannot be the last (ending then left a host's URLs queued).
+        handing_over = handover is not None and not handover.ended
+        if seen != scoped:
+            await _rescope(store, work)
+            scoped = seen
+        known_before = await db(store.url_high_water)
+        engine = await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts,
+                                 holds=work.holds.holds, ended=work.turn_over)
+        await work.give_back(engine.unsent)
+        await work.writer.flush()
+        check_stop()
+        work.exhausted.clear()
+        if (stop.again_now(added_urls=await db(store.url_high_water) > known_before)
+                and await db(store.due_count, kinds=("detail",)) > 0):
+            continue
+        soonest = await db(store.next_due_at, kinds=("detail",))
+        gap = stop.wait_s(next_due_in_s=None if soonest is None else (soonest - utcnow()).total_seconds(),
+                          settled=_settled(work))
+        if gap is None:
+            try:
+                await recover_leases(store)  # a holder that died here hands its hosts back now, not at lease expiry
+            except StoreError as exc:  # only a shortcut: their leases run out anyway; asked again next look
+                logger.warning("handing back dead holders' leases: %s", exc, extra={"error_class": "storage"})
+            claimable, held = await work.unfinished()
+            gap = stop.hold_s(claimable=len(claimable), held_elsewhere=len(held), handing_over=handing_over,
+                              settled=_settled(work))
+            if gap is None:
+                return
+        if handover is not None and handing_over:
+            await handover.changed(seen, gap)  # a host handed over starts the next round at once
+        else:
+            await asyncio.sleep(gap)
+
+
+async def _rescope(store: FrontierStore, work: ExtractWork) -> None:
+    """Read again what discovery may have learned since: hosts that moved (they join the scope) and detail shapes."""
+    work.site.add_moved(await db(store.moved_hosts))
+    work.rescope()
+    await teach_classifier(store, work.site)
+
+
+async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:
+    """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
+    in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease."""
+    try:
+        await work.writer.flush()
+        await db(store.release_owner, work.owner)
+    except StoreError as exc:
+        # Keep the unwritten completions (and their leases): a retry in this process writes them first.
+        stash_unwritten(work.settings.database_url, work.owner, work.writer.take_pending())
+        logger.warning(
+            "could not write or hand back leases of %s: %s", work.owner, exc, extra={"error_class": "storage"}
+        )
+    else:
+        retire_owner(work.owner)
+
+
+
+
+def _settled(work: ExtractWork) -> int:
+    """Completions written in this run, bar URLs handed back unfetched (a parked host, a redirect into one): a
+    round that adds none made no progress."""
+    return sum(work.writer.counters.values()) - work.counters["parked"]
+
+
+TICK_EVERY_S = 0.1
+
+
+async def _keep_leases(work: ExtractWork) -> None:
+    """Renew this worker's host leases well before they lapse (a third of the lease spent, on the clock
+    ``phases.leases`` keeps: after a freeze, at once). A task of its own: a completion batch slow to write (a
+    busy database) must not hold the renewal back until the leases have lapsed."""
+    while True:
+        await asyncio.sleep(TICK_EVERY_S)
+        if not work.holds.due_for_renewal(work.leased):
+            continue
+        try:
+            await work.renew()
+        except StoreError as exc:
+            # A lock or a lasting fault: asked again next tick. The workers' own writes meet the same fault and end
+            # the run if it lasts; this loop must not die first (its leases would lapse unseen). Meanwhile the
+            # local deadlines run out and the workers send nothing more for hosts that may be someone else's.
+            logger.warning("lease keeper: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+                           extra={"error_class": "storage"})
+
+
+async def _keep_writing(work: ExtractWork, on_progress: ProgressCallback | None,
+                        snapshot: Callable[[], Progress]) -> None:
+    """Flush idle completions and report progress."""
+    loop = asyncio.get_running_loop()
+    last_report = loop.time()
+    while True:
+        # Often: a quiet host's last completions are written within FLUSH_EVERY_S plus this, so a kill repeats
+        # no fetch answered more than half a second before it.
+        await asyncio.sleep(TICK_EVERY_S)
+        now = loop.time()
+        try:
+            await work.writer.tick()
+        except StoreError as exc:  # the batch stays pending and is asked again next tick
+            logger.warning("completions: %s; asked again in %.1f s", exc, TICK_EVERY_S,
+                           extra={"error_class": "storage"})
+        if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
+            last_report = now
+            try:
+                await on_progress(snapshot())
+            except Exception as exc:  # a progress report is never worth the run (an orchestrator API away)
+                logger.warning("progress report failed: %s", exc, extra={"error_class": type(exc).__name__})

@@ -1,0 +1,99 @@
+"""What a phase reports: ``PhaseResult`` (JSON-able counters, what a Prefect task returns) and ``Progress`` (the
+snapshots extraction hands its caller while it runs)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harvester.records import HostDiagnostics
+
+
+@dataclass
+class PhaseResult:
+    """Small, JSON-able counters of one phase (what a Prefect task returns and artifacts show)."""
+
+    phase: str
+    counters: Counter[str] = field(default_factory=Counter)
+    hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    reports: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase, "counters": dict(self.counters), "hosts": self.hosts, "reports": self.reports,
+            "problems": self.problems[:200],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PhaseResult:
+        return cls(
+            phase=data["phase"], counters=Counter(data.get("counters") or {}), hosts=dict(data.get("hosts") or {}),
+            reports=dict(data.get("reports") or {}), problems=list(data.get("problems") or []),
+        )
+
+    @classmethod
+    def merge(cls, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]) -> PhaseResult:
+        merged = cls(phase=phase)
+        for part in parts:
+            item = part if isinstance(part, PhaseResult) else cls.from_dict(part)
+            merged.counters.update(item.counters)
+            for origin, host in item.hosts.items():
+                merged.hosts[origin] = _merge_host(merged.hosts.get(origin), host)
+            merged.reports.update(item.reports)
+            merged.problems.extend(item.problems)
+        deferred = [host["deferred_by_budget"] for host in merged.hosts.values() if "deferred_by_budget" in host]
+        if deferred:
+            # Per host, not per worker: two workers of a run may each find one spent host (one took it up after the
+            # other handed it back) and count the same deferred URLs.
+            merged.counters["deferred_by_budget"] = sum(deferred)
+        return merged
+
+
+def _merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    if old is None:
+        return dict(new)
+    out = dict(old)
+    for key, value in new.items():
+        if key == "errors":
+            errors = Counter(out.get("errors") or {})
+            errors.update(value or {})
+            out["errors"] = dict(errors)
+        elif key in ("peak_in_flight", "limit", "rate_per_s", "deferred_by_budget"):
+            out[key] = max(out.get(key) or 0, value or 0)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = (out.get(key) or 0) + value
+        else:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A snapshot handed to ``on_progress`` during extraction."""
+
+    done: int
+    total: int
+    hosts: dict[str, HostDiagnostics]
+    final: bool = False
+    """The run's last snapshot: a reporter that throttles its updates must not drop this one."""
+
+    @property
+    def percent(self) -> float:
+        return 100.0 if self.total <= 0 else min(100.0, 100.0 * self.done / self.total)
+
+    def host_lines(self) -> list[str]:
+        lines = []
+        for origin, diag in sorted(self.hosts.items()):
+            errors = ",".join(f"{name}={count}" for name, count in sorted(diag.errors.items())) or "-"
+            lines.append(
+                f"{origin} fetched={diag.fetched} 304={diag.not_modified} in_flight={diag.in_flight}/{diag.limit} "
+                f"peak={diag.peak_in_flight} queue={diag.queue_depth} rate={diag.rate_per_s:.1f}/s errors={errors}"
+                + (f" parked={diag.parked_reason}" if diag.parked_reason else "")
+            )
+        return lines
+
+
+ProgressCallback = Callable[[Progress], Awaitable[None]]

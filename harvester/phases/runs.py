@@ -1,0 +1,129 @@
+"""Run and cycle bookkeeping around the phases: a run per phase (resumed when unfinished), a cycle per harvest
+or re-crawl, and what every phase does before its hosts (dead holders' leases back, learned shapes relearned).
+
+Each function opens the frontier for itself (``open_store``): the flows call them as separate Prefect tasks, so
+none may hold a store another task opened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from harvester.frontier import FrontierStore
+from harvester.phases.results import PhaseResult
+from harvester.records import Changes
+from harvester.rules.admission import Site
+from harvester.runtime import db, make_owner, owner_is_dead, utcnow
+from harvester.settings import Settings, SiteProfile
+
+logger = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[FrontierStore]:
+    """The frontier of ``settings``, opened off the event loop (opening may migrate or wait on a lock) and closed
+    when the block ends: the one way the phases, the cycle and the CLI open a store of their own."""
+    with await db(FrontierStore.open, settings) as store:
+        yield store
+
+
+async def recover_leases(store: FrontierStore) -> int:
+    """The crash-resume path: expired leases and leases of dead local processes go back to the queue."""
+    recovered = await db(store.requeue_expired)
+    for owner in await db(store.lease_owners):
+        if owner_is_dead(owner):
+            recovered += await db(store.release_owner, owner)
+    if recovered:
+        logger.info("requeued %d URLs whose lease holder died or expired", recovered)
+    return recovered
+
+
+async def teach_classifier(store: FrontierStore, site: Site) -> None:
+    """Detail URL shapes learned from what the frontier already holds, so outlinks are classified like discovery."""
+    site.classifier.learn_details(await db(store.sample_urls, kind="detail", limit=5_000))
+
+
+def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
+    """The seed origins of a profile: discovery runs one task per host."""
+    return Site(settings, profile).origins
+
+
+async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
+    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
+    async with open_store(settings) as store:
+        return await db(
+            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
+        )
+
+
+async def finish_run(
+    settings: Settings, run_id: int, phase: str, parts: Iterable[PhaseResult | dict[str, Any]]
+) -> tuple[PhaseResult, dict[str, Any]]:
+    """Merge the tasks' counters, close the run, and return them with the frontier's stats.
+
+    An extraction's per-host ``fetched``, ``not_modified``, ``gone`` and ``errors`` are its own requests, read from
+    the frontier, on every host of its line (one it never asked: none): the polite client's diagnostics also count
+    what discovery asked through it when a cycle shares it (robots.txt, sitemaps and their probes, listing pages)."""
+    result = PhaseResult.merge(phase, parts)
+    async with open_store(settings) as store:
+        if phase == "extract":
+            own = await db(store.run_fetch_counts, run_id)
+            for origin in {*result.hosts, *own}:
+                sent = own.get(origin, {})
+                result.hosts.setdefault(origin, {}).update(
+                    fetched=sent.get("fetched", 0), not_modified=sent.get("not_modified", 0),
+                    gone=sent.get("gone", 0),
+                    errors={key[6:]: n for key, n in sent.items() if key.startswith("error:")})
+        await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
+        stats = (await db(store.stats)).as_dict()
+    return result, stats
+
+
+async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:
+    """Make every known URL and discovery document of the profile's hosts due now (still conditional)."""
+    now = utcnow()
+    async with open_store(settings) as store:
+        await db(store.make_due, site_hosts(settings, profile), now=now)
+    return now
+
+
+async def begin_cycle(settings: Settings, kind: str, profile: SiteProfile) -> tuple[int, datetime, bool]:
+    """(cycle id, its start, resumed): the unfinished cycle of ``kind`` and profile an earlier attempt left (killed,
+    failed, retried), else a new one. Every phase run started meanwhile belongs to it."""
+    async with open_store(settings) as store:
+        cycle_id, resumed = await db(store.begin_cycle, kind, profile=profile.model_dump(mode="json"))
+        started = await db(store.cycle_started_at, cycle_id)
+    return cycle_id, started or utcnow(), resumed
+
+
+async def close_cycle(settings: Settings, cycle_id: int, origins: Sequence[str], *, failed: bool) -> Changes:
+    """Close the cycle and read its counts (``FrontierStore.cycle_counts``: the one source of what it reports)."""
+    async with open_store(settings) as store:
+        await db(store.finish_cycle, cycle_id, origins=origins, status="failed" if failed else "completed")
+        return await db(store.cycle_counts, cycle_id)
+
+
+async def silence(settings: Settings, profile: SiteProfile, since: datetime) -> str | None:
+    """Why a cycle begun at ``since`` counts as having fetched nothing, or None when some seed host answered.
+
+    Asked and silent (every seed host down, refused or not a web server, like an unedited placeholder seed) is
+    a failure; so is a frontier that never got an answer from any of them. A cycle that asked nothing of hosts
+    that answered before (everything cached and not yet due) is not."""
+    origins = site_hosts(settings, profile)
+    async with open_store(settings) as store:
+        answered, asked = await db(store.answered_since, since, origins)
+        if answered:
+            return None
+        if not asked:
+            ever, _ = await db(store.answered_since, datetime(1970, 1, 1, tzinfo=UTC), origins)
+            if ever:
+                return None
+    hosts = ", ".join(origins[:5]) + (f" and {len(origins) - 5} more" if len(origins) > 5 else "")
+    return (
+        f"no seed host answered any request (robots.txt, sitemaps, pages): {hosts}. Check that the seeds are the "
+        f"site's real addresses and that it is reachable from this machine"
+    )
