@@ -18,9 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
 from harvester.flows.parameters import RunOverrides
-from harvester.frontier import FrontierStore
 from harvester.phases import Progress
-from harvester.runtime import db
 from harvester.settings import Settings, SiteProfile
 
 PROGRESS_EVERY_S = 2.0
@@ -63,7 +61,7 @@ async def discover_host(
     """Discovery of one host; a rerun skips documents this run already processed. Done, the host is handed to
     the cycle's extraction (``handover``)."""
     settings = load_settings(config_file, overrides)
-    with await db(FrontierStore.open, settings) as store:
+    async with phases.open_store(settings) as store:
         result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh,
                                        handover=handover)
     return result.as_dict()
@@ -81,7 +79,7 @@ async def extract_worker(
     ``handover``, only hosts the cycle's discovery has handed over."""
     settings = load_settings(config_file, overrides)
     reporter = _Reporter(progress_id)
-    with await db(FrontierStore.open, settings) as store:
+    async with phases.open_store(settings) as store:
         result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter,
                                       handover=handover)
     return result.as_dict()
