@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -351,6 +351,7 @@ class ExtractWork:
     async def turn_over(self, host: str) -> None:
         """The host's turn has ended, none of its requests out: a host whose turn was ended goes back now."""
         if host in self.exhausted and host in self.leased and host not in self.spent:
+            await self.writer.flush()  # the turn's last records, written after its answers (``done``)
             await self._release(host)
 
     def _over_share(self) -> bool:
@@ -431,7 +432,13 @@ class ExtractWork:
         return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
 
-    async def done(self, job: Job, result: FetchResult) -> None:
+    async def done(self, job: Job, result: FetchResult) -> Awaitable[None]:
+        """Nothing here stops the host's next request (a park is the client's, decided from the answer's status;
+        a lapsed lease is the engine's check before each request): the parse, extraction and write are handed
+        back to run once the next request is on its way (``HostWork.done``)."""
+        return self._record(job, result)
+
+    async def _record(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
         completion, outlinks = self._complete(claimed, result)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
