@@ -6,6 +6,7 @@ their results."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -33,6 +34,10 @@ handed over by discovery, or freed by another worker, starts within this, not wh
 SETTLING_PER_WORKER = 2
 """Deferred records (``HostWork.done``'s awaitable) a host may have outstanding per worker before a worker waits
 for the oldest: parsing that cannot keep up with the answers slows the requests instead of piling up bodies."""
+
+SETTLE_WAIT_S = 0.1
+"""Longest a record waits for its worker's next request: a worker the gate holds back (a crawl-delay, a back-off)
+sends nothing for a while, and the answers it has must be written meanwhile, not lost to a kill."""
 
 
 
@@ -128,7 +133,8 @@ class _HostRun:
         task.add_done_callback(self.settling.discard)
 
     async def _settle(self, record: Awaitable[None], sent: asyncio.Event) -> None:
-        await sent.wait()
+        with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
+            await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
         try:
             await record
         except LeaseLost:
