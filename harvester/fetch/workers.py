@@ -6,6 +6,7 @@ their results."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -30,6 +31,14 @@ HOSTS_POLL_S = 0.5
 """While hosts are being served and there is room for more, ``work.hosts()`` is asked again this often: a host
 handed over by discovery, or freed by another worker, starts within this, not when a running host ends."""
 
+SETTLING_PER_WORKER = 2
+"""Deferred records (``HostWork.done``'s awaitable) a host may have outstanding per worker before a worker waits
+for the oldest: parsing that cannot keep up with the answers slows the requests instead of piling up bodies."""
+
+SETTLE_WAIT_S = 0.1
+"""Longest a record waits for its worker's next request: a worker the gate holds back (a crawl-delay, a back-off)
+sends nothing for a while, and the answers it has must be written meanwhile, not lost to a kill."""
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +61,13 @@ class HostWork(Protocol):
         """Up to ``n`` jobs of ``host``; empty: the host has no more work now."""
         ...
 
-    async def done(self, job: Job, result: FetchResult) -> None:
-        """Record one outcome (requeue vs failed is the caller's policy). May raise LeaseLost: stop the host."""
+    async def done(self, job: Job, result: FetchResult) -> Awaitable[None] | None:
+        """Record one outcome (requeue vs failed is the caller's policy). May raise LeaseLost: stop the host.
+
+        Whatever must stop the host's next request is decided here, before the worker moves on. What only
+        records the answer (parsing, extracting, writing) may be handed back as an awaitable instead: the engine
+        runs it once the worker's next request is on its way (``_HostRun._settle``), so it never holds the host's
+        request chain; it may raise LeaseLost too, which stops the host as soon as it is known."""
         ...
 
     async def hosts(self) -> Sequence[str]:
@@ -97,15 +111,41 @@ class _HostRun:
         self.stopped = False
         self.exhausted = False
         self.batch = client.settings.store.claim_batch
+        self.settling: set[asyncio.Task[None]] = set()
+        self.tasks: asyncio.TaskGroup | None = None
 
     async def run(self) -> None:
         workers = max(1, self.client.gate_config.max_limit)
         try:
             async with task_group() as tasks:
+                self.tasks = tasks
                 for i in range(workers):
                     tasks.create_task(self._worker(), name=f"worker {self.host} #{i}")
         finally:
             self.client.set_queue_depth(self.host, 0)
+
+    def _defer(self, record: Awaitable[None], sent: asyncio.Event) -> None:
+        """Run ``record`` (an answer's parse and write) once ``sent``: the worker's next request has passed every
+        wait (or the worker has none to send), so the record never delays the host's next request."""
+        assert self.tasks is not None
+        task = self.tasks.create_task(self._settle(record, sent), name=f"record {self.host}")
+        self.settling.add(task)
+        task.add_done_callback(self.settling.discard)
+
+    async def _settle(self, record: Awaitable[None], sent: asyncio.Event) -> None:
+        with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
+            await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
+        try:
+            await record
+        except LeaseLost:
+            self._lease_lost()
+
+    def _lease_lost(self) -> None:
+        logger.warning("lease on %s lost: stopping this host", self.host, extra={"host": self.host})
+        if self.host not in self.stats.lease_lost:
+            self.stats.lease_lost.append(self.host)
+        self.stopped = True
+        self.queue.clear()
 
     async def _next(self) -> Job | None:
         while not self.stopped:
@@ -137,9 +177,28 @@ class _HostRun:
         return None
 
     async def _worker(self) -> None:
+        sent = [asyncio.Event()]  # what this worker's last answer's record waits for (``_defer``)
+        try:
+            await self._work(sent)
+        finally:
+            sent[0].set()  # no request follows: record it now
+
+    def _hold(self, sent: asyncio.Event) -> Callable[[], bool]:
+        """The lease check before each request, which also lets the previous answer's record run: the request
+        is past every wait and goes out before the loop turns to it."""
+        def hold() -> bool:
+            sent.set()
+            return self.hold is None or self.hold()
+        return hold
+
+    async def _work(self, sent: list[asyncio.Event]) -> None:
         client = self.client
         origin_parked = client.parked
+        limit = SETTLING_PER_WORKER * max(1, client.gate_config.max_limit)
         while True:
+            while len(self.settling) >= limit:
+                sent[0].set()
+                await asyncio.wait(self.settling, return_when=asyncio.FIRST_COMPLETED)
             job = await self._next()
             if job is None:
                 return
@@ -152,7 +211,7 @@ class _HostRun:
                 else:
                     try:
                         result = await client.fetch(job.url, validators=job.validators, accept=job.accept,
-                                                    hold=self.hold)
+                                                    hold=self._hold(sent[0]))
                     except Interrupted:
                         return  # stopped before its request was sent: the job's lease goes back unfetched
                     except LeaseLost:
@@ -162,14 +221,14 @@ class _HostRun:
                 if result.status is not None and job.answered is None:
                     self.stats.fetched += 1
                 try:
-                    await self.work.done(job, result)
+                    record = await self.work.done(job, result)
                 except LeaseLost:
-                    logger.warning("lease on %s lost: stopping this host", self.host, extra={"host": self.host})
-                    if self.host not in self.stats.lease_lost:
-                        self.stats.lease_lost.append(self.host)
-                    self.stopped = True
-                    self.queue.clear()
+                    self._lease_lost()
                     return
+                if record is not None:
+                    sent[0].set()  # the previous record may go now; this one waits for the next request
+                    sent[0] = asyncio.Event()
+                    self._defer(record, sent[0])
             finally:
                 self.busy -= 1
             if self.queue:
@@ -198,7 +257,9 @@ class _HostRun:
             result = refused(job.url, ErrorClass.PARKED, reason)
             self.stats.results[ErrorClass.PARKED.value] += 1
             try:
-                await self.work.done(job, result)
+                record = await self.work.done(job, result)
+                if record is not None:
+                    await record  # no request follows a parked host's hand-back: nothing to wait for
             except LeaseLost:
                 self.stats.lease_lost.append(self.host)
                 break

@@ -9,15 +9,17 @@ most the completions of the last fraction of a second, whose leases a rerun recl
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
-from harvester.extraction import ExtractorHook, extract_page
+from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import Job
 from harvester.phases.leases import HostHolds, fair_take, lease_clock
 from harvester.records import (
@@ -42,6 +44,9 @@ if TYPE_CHECKING:
     from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
+
+EXTRACTION = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract")
+"""Where pages are parsed and hooks called (``ExtractWork._extract``): one thread, started on first use."""
 
 FLUSH_ITEMS = 64
 """Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
@@ -351,6 +356,7 @@ class ExtractWork:
     async def turn_over(self, host: str) -> None:
         """The host's turn has ended, none of its requests out: a host whose turn was ended goes back now."""
         if host in self.exhausted and host in self.leased and host not in self.spent:
+            await self.writer.flush()  # the turn's last records, written after its answers (``done``)
             await self._release(host)
 
     def _over_share(self) -> bool:
@@ -431,9 +437,15 @@ class ExtractWork:
         return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
 
-    async def done(self, job: Job, result: FetchResult) -> None:
+    async def done(self, job: Job, result: FetchResult) -> Awaitable[None]:
+        """Nothing here stops the host's next request (a park is the client's, decided from the answer's status;
+        a lapsed lease is the engine's check before each request): the parse, extraction and write are handed
+        back to run once the next request is on its way (``HostWork.done``)."""
+        return self._record(job, result)
+
+    async def _record(self, job: Job, result: FetchResult) -> None:
         claimed: ClaimedUrl = job.payload
-        completion, outlinks = self._complete(claimed, result)
+        completion, outlinks = self._complete(claimed, result, await self._extract(result))
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
         # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
         # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
@@ -450,14 +462,21 @@ class ExtractWork:
 
     # -- decisions ----------------------------------------------------------------------------------------------
 
-    def _complete(self, claimed: ClaimedUrl, result: FetchResult) -> tuple[Completion, list[DiscoveredUrl]]:
+    async def _extract(self, result: FetchResult) -> Extracted | None:
+        """The page's parse and the hook, off the event loop (in ``EXTRACTION``'s one thread, so a hook is never
+        called twice at once): the loop stays free to send the hosts' next requests and read their answers."""
+        if not (result.ok and result.body is not None):
+            return None
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(EXTRACTION, functools.partial(
+            extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
+
+    def _complete(self, claimed: ClaimedUrl, result: FetchResult,
+                  extracted: Extracted | None) -> tuple[Completion, list[DiscoveredUrl]]:
         now = utcnow()
-        extracted = None
         new_hash = None
         hook_error = None
-        if result.ok and result.body is not None:
-            extracted = extract_page(result, settings=self.settings, hook=self.hook,
-                                     user_agent=self.site.profile.user_agent)
+        if extracted is not None:
             new_hash = extracted.content_hash
             if extracted.failed:
                 hook_error = extracted.error

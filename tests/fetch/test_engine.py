@@ -368,3 +368,52 @@ async def test_policy_changes_are_announced_as_they_happen(make_web):
     assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
     assert changes and set(changes) == {origin}
     assert policy.blocked_until is not None and policy.concurrency_limit == 1
+
+
+class SlowRecordWork(ListWork):
+    """ListWork whose record of an answer (what extraction's parse and write are) is slow: it waits until the
+    server has answered the host's next request, up to ``patience_s`` of loop turns. Handed back as
+    ``HostWork.done``'s awaitable, or (``inline``) awaited inside ``done()`` as a parse there would be."""
+
+    def __init__(self, web, urls: Sequence[str], *, inline: bool, patience_s: float) -> None:
+        super().__init__(urls)
+        self.web, self.order, self.inline, self.patience_s = web, list(urls), inline, patience_s
+        self.next_sent_first: list[bool] = []
+
+    async def done(self, job: Job, result: FetchResult):
+        record = self._record(job)
+        if self.inline:
+            await record
+            return None
+        return record
+
+    async def _record(self, job: Job) -> None:
+        i = self.order.index(job.url)
+        if i + 1 == len(self.order):
+            return  # the last answer has no next request to race
+        following = self.order[i + 1].removeprefix(job.host)
+        seen = False
+        for _ in range(int(self.patience_s / 0.01)):
+            if any(r.path == following for r in self.web.records()):
+                seen = True
+                break
+            await asyncio.sleep(0.01)
+        self.next_sent_first.append(seen)
+        self.results.append((job, FetchResult(url=job.url, final_url=job.url, status=200, started_at=0.0,
+                                              elapsed_s=0.0)))
+
+
+@pytest.mark.parametrize(("inline", "expected"), [(False, True), (True, False)])
+async def test_the_next_request_goes_before_the_previous_answer_is_recorded(make_web, inline, expected):
+    """One worker on one host: each answer's record (parse, extract, store) waits for the host's next request to
+    have been answered. Deferred, every record sees it; recorded inside done() (the control), none can, since
+    the worker sends nothing until done() returns. Order only: the patience is a bound, not a measure."""
+    web = make_web([HostSpec("a", pages=6, page_bytes=SMALL)])
+    urls = urls_of(web, "a", 6 if not inline else 2)
+    work = SlowRecordWork(web, urls, inline=inline, patience_s=5.0 if not inline else 0.3)
+    async with PoliteClient(settings(), per_host_limit=1) as client:
+        await run_hosts(client, work, max_active_hosts=1)
+    assert work.next_sent_first == [expected] * (len(urls) - 1)
+    assert len(work.results) == len(urls) - 1  # every record ran before run_hosts returned
+    assert [r.path for r in (await log_of(web)) if r.path != "/robots.txt"] == [
+        u.removeprefix(web.origin("a")) for u in urls]
