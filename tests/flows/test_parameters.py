@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
 from harvester.errors import ConfigError
-from harvester.settings import Settings
+from harvester.settings import SEED_REFUSAL, Settings
 
 
 @pytest.mark.parametrize("name", sorted(RunOverrides.SETTING))
@@ -112,6 +112,9 @@ PROFILE = {"name": "p", "seeds": ["http://127.0.0.1:9/"]}
     ({"workers": 65}, "workers'. Failure reason: 65 is greater than the maximum of 64"),
     ({"overrides": {"database_url": "postgresql://u:pw@db/x"}}, "'database_url' should not be valid under "),
     ({"overrides": {"politeness.per_host_limit": 2}}, "'politeness.per_host_limit' is not one of ['connect_timeout_s'"),
+    ({"profile": {**PROFILE, "seeds": ["https://a.example/", "ftp://x/"]}},
+     f"seeds[1]'. Failure reason: 'ftp://x/' should not be valid under {{'description': 'a seed {SEED_REFUSAL}'}}"),
+    ({"profile": {**PROFILE, "seeds": ["example.org/news"]}}, "'example.org/news' should not be valid under"),
 ])
 async def test_the_server_refuses_a_bad_run_in_the_projects_words(checked_deployment, parameters, said) -> None:
     """Refused where the user types it (the UI form, `prefect deployment run`, the API): a 409 before storing."""
@@ -126,7 +129,8 @@ async def test_the_server_refuses_a_bad_run_in_the_projects_words(checked_deploy
     if "database_url" in str(parameters):
         assert PLAIN_TEXT_REFUSAL in body and "pw@db" not in body, body  # the project's words, never the value
     async with get_client() as client:  # control: the same run with good values is accepted
-        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE,
+        good = {**PROFILE, "seeds": ["HTTPS://a.example/", "http://127.0.0.1:9/"]}
+        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": good,
                                                                                           "workers": 64})
         await client.delete_flow_run(run.id)
 
