@@ -190,7 +190,8 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
     """Worker and run processes all killed at once: nothing reports. The run is marked Crashed (here as the
     heartbeat automation does it after 90 s of silence, with its message), retried by the retry automation, and
     the closing automation's run (on the pool's worker) or the rerun's start closes what the lost attempt left
-    Running (before: task runs of its subflows, Running for ever). The rerun, stopped by SIGTERM, leaves nothing Running either."""
+    Running (before: task runs of its subflows, Running for ever). The rerun, stopped by SIGTERM, leaves nothing
+    Running either."""
     from prefect import get_client
     from prefect.states import Crashed
 
