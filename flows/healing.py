@@ -133,7 +133,8 @@ async def ensure_healing() -> list[str]:
 
 CLOSER_NAME = "close-crashed-run"
 CLOSER_DEPLOYMENT = f"{CLOSER_NAME}/healing"
-"""The deployment the fourth automation runs (``harvester serve`` serves it, ``harvester deployments`` writes it)."""
+"""The deployment the fourth automation runs, as ``harvester deployments`` writes it for the pool; ``harvester
+serve`` serves its own, ``CLOSER_DEPLOYMENT-serve`` (never overwriting the pool's), used when the pool has none."""
 
 
 def closing_automation(closer: UUID) -> Automation:
@@ -152,10 +153,12 @@ def closing_automation(closer: UUID) -> Automation:
 
 
 async def _closer_deployment(client: PrefectClient) -> UUID | None:
-    try:
-        return (await client.read_deployment_by_name(CLOSER_DEPLOYMENT)).id
-    except ObjectNotFound:
-        return None
+    for name in (CLOSER_DEPLOYMENT, f"{CLOSER_DEPLOYMENT}-serve"):
+        try:
+            return (await client.read_deployment_by_name(name)).id
+        except ObjectNotFound:
+            continue
+    return None
 
 
 @flow(name=CLOSER_NAME)

@@ -106,7 +106,7 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
     for key, value in SERVE_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
     served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
-    served.append(cast("RunnerDeployment", close_crashed_run.to_deployment(name=CLOSER_DEPLOYMENT.split("/")[1])))
+    served.append(cast("RunnerDeployment", close_crashed_run.to_deployment(name=served_name("healing"))))
     runner = Runner(pause_on_shutdown=True, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]),
                     prefetch_seconds=float(os.environ["PREFECT_WORKER_PREFETCH_SECONDS"]))
     for deployment in served:

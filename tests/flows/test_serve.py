@@ -75,6 +75,7 @@ async def test_serve_registers_both_deployments_and_serves_an_edited_run(served)
     web: TestWeb = served["web"]
     harvest = await deployment("harvest/served-serve", served["proc"], served["log"])
     recrawl = await deployment("recrawl/served-serve", served["proc"], served["log"])
+    await deployment("close-crashed-run/healing-serve", served["proc"], served["log"])  # the closing automation's
     assert [s.schedule.cron for s in harvest.schedules] == [HARVEST_CRON]
     assert [s.schedule.cron for s in recrawl.schedules] == [RECRAWL_CRON]
     assert {"harvester", "harvest"} <= set(harvest.tags) and {"harvester", "recrawl"} <= set(recrawl.tags)

@@ -227,9 +227,12 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
             assert time.monotonic() < deadline, (left, log.read_text()[-3000:])
             await asyncio.sleep(0.5)
         # Closed by the closing automation's run on this worker, or by the rerun's start: whichever came first.
-        while (run := await read_run(created.id)).run_count < 2:
-            assert time.monotonic() < deadline, (run, log.read_text()[-3000:])
-            await asyncio.sleep(0.5)
+        # Then the rerun's body is waited for (a task run of its own), so the SIGTERM below meets a running crawl.
+        while not set(await running_task_runs(created.id)) - set(left):
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.2)
+        run = await read_run(created.id)
+        assert run.run_count == 2, run
     finally:
         stop_group(worker)  # SIGTERM: the rerun stops gracefully, and leaves nothing Running either
     await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log, within_s=FINAL_WITHIN_S)
