@@ -1,4 +1,4 @@
-"""Runs that heal themselves: two Prefect automations the project creates (``ensure_healing``), idempotently, when
+"""Runs that heal themselves: the Prefect automations the project creates (``ensure_healing``), idempotently, when
 it registers deployments (``harvester serve``, ``harvester deployments``).
 
 - **retry-crashed**: a harvester run (a deployment run tagged ``harvester``) that ends ``Crashed`` (its process
@@ -16,27 +16,32 @@ Retries are bounded in the trigger: only a crash of a run's first ``MAX_CRASH_RE
 (``EXHAUSTED``). A run that crashed before it ever started (run count 0: its pull step failed,
 ``HARVESTER_HOME`` unset, a missing dependency) is a fault of the worker's set-up that a rerun would only repeat, so
 it stays Crashed with its message instead of looping Crashed→Scheduled forever. The flow itself checks the bound
-again (``check_attempt``) for a run put back by other means.
+again (``check_attempt``) for a run put back by other means. A fourth, **close what a crashed run left running**,
+runs ``close_crashed_run`` on a worker when a harvester run is marked Crashed (``closing_automation``).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from uuid import UUID
 
-from prefect import get_client
+from prefect import flow, get_client
 from prefect.automations import Automation
+from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
+    FlowRunFilterStartTime,
     TaskRunFilter,
+    TaskRunFilterStartTime,
     TaskRunFilterState,
     TaskRunFilterStateType,
 )
 from prefect.client.schemas.objects import StateType
-from prefect.events.actions import ChangeFlowRunState
+from prefect.events.actions import ChangeFlowRunState, RunDeployment
 from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+from prefect.exceptions import ObjectNotFound
 from prefect.states import Crashed
 
 from harvester.errors import CrashedTooOften
@@ -107,7 +112,8 @@ async def ensure_healing() -> list[str]:
     name), so a fix to a trigger reaches servers already in use; returns what it did, e.g. ``created 'x'``."""
     done = []
     async with get_client() as client:
-        for automation in automations():
+        closer = await _closer_deployment(client)
+        for automation in [*automations(), *([closing_automation(closer)] if closer is not None else [])]:
             wanted = AutomationCore(**automation.model_dump(exclude={"id"}))
             held = await client.read_automations_by_name(automation.name)
             if not held:
@@ -125,19 +131,67 @@ async def ensure_healing() -> list[str]:
     return done
 
 
-async def close_earlier_attempts(flow_run_id: UUID) -> int:
-    """At a rerun's start: what an earlier attempt left Running is marked Crashed, its task runs and its subflow
-    runs with theirs; returns how many. A lost machine sends no last events: before, the task runs of completed
-    subflows stayed Running for ever (subflows carry no tags, no automation covered them), and the UI showed a
-    Completed subflow with Running tasks."""
-    message = "its process was lost; a later attempt of the run resumed from the frontier"
+CLOSER_NAME = "close-crashed-run"
+CLOSER_DEPLOYMENT = f"{CLOSER_NAME}/healing"
+"""The deployment the fourth automation runs, as ``harvester deployments`` writes it for the pool; ``harvester
+serve`` serves its own, ``CLOSER_DEPLOYMENT-serve`` (never overwriting the pool's), used when the pool has none."""
+
+
+def closing_automation(closer: UUID) -> Automation:
+    """When a harvester run is marked Crashed (by the heartbeat automation after a machine loss, or any other way),
+    run ``close_crashed_run`` for it: the server itself can only change the crashed run's own state, and what its
+    lost process left Running (task runs, subflows with theirs) stayed so until a rerun started, or for ever when
+    none did (retries exhausted, a run that never started)."""
+    return Automation(
+        name="harvester: close what a crashed run left running",
+        description="The task runs and subflow runs a crashed harvester run left Running are marked Crashed.",
+        trigger=EventTrigger(expect={"prefect.flow-run.Crashed"}, match={"prefect.resource.id": "prefect.flow-run.*"},
+                             match_related=_FOR_OUR_RUNS, posture=Posture.Reactive, threshold=1),
+        actions=[RunDeployment(source="selected", deployment_id=closer,
+                               parameters={"flow_run_id": "{{ event.resource.id }}"})],
+    )
+
+
+async def _closer_deployment(client: PrefectClient) -> UUID | None:
+    for name in (CLOSER_DEPLOYMENT, f"{CLOSER_DEPLOYMENT}-serve"):
+        try:
+            return (await client.read_deployment_by_name(name)).id
+        except ObjectNotFound:
+            continue
+    return None
+
+
+@flow(name=CLOSER_NAME)
+async def close_crashed_run(flow_run_id: str) -> int:
+    """Close what a crashed run left Running; returns how many. Only what started before its last crash: the
+    retry automation may have scheduled it again meanwhile, and a rerun's own task runs are not touched."""
+    run_id = UUID(flow_run_id.removeprefix("prefect.flow-run."))  # the crash event's resource
     async with get_client() as client:
-        subflows = await client.read_flow_runs(
-            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id])))
+        crashes = [state.timestamp for state in await client.read_flow_run_states(run_id)
+                   if state.is_crashed()]
+    if not crashes:
+        return 0
+    return await close_earlier_attempts(run_id, "its process was lost (the run was marked Crashed)",
+                                        before=max(crashes))
+
+
+async def close_earlier_attempts(
+    flow_run_id: UUID, message: str = "its process was lost; a later attempt of the run resumed from the frontier",
+    *, before: datetime | None = None,
+) -> int:
+    """At a rerun's start, or when the run is marked Crashed (``close_crashed_run``): what an earlier attempt left
+    Running is marked Crashed, its task runs and its subflow runs with theirs; returns how many. A lost machine
+    sends no last events: before, the task runs of completed subflows stayed Running for ever (subflows carry no
+    tags, no automation covered them), and the UI showed a Completed subflow with Running tasks."""
+    async with get_client() as client:
+        subflows = await client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]),
+            start_time=FlowRunFilterStartTime(before_=before) if before is not None else None))
         runs = [flow_run_id, *(subflow.id for subflow in subflows)]
         tasks = await client.read_task_runs(
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=runs)),
-            task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN))))
+            task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN)),
+                                          start_time=TaskRunFilterStartTime(before_=before) if before else None))
         for task_run in tasks:
             await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
         left = [subflow for subflow in subflows if subflow.state_type in _OPEN]

@@ -8,10 +8,12 @@ so a typo (``politness.per_host_limit``) is a clear error, not a ``KeyError`` de
 
 Where each refusal happens: the deployment's parameter schema (built from these types) is what Prefect's server
 checks when a run is created, from the UI form, ``prefect deployment run`` or the API, and it answers 409 before
-storing anything: ``workers`` outside 1-64, an override key it does not name (a dotted key too: the schema names the
+storing anything: ``workers`` outside 1-64, a seed that is not an absolute http(s) URL (``SEED_SCHEMA`` in
+``harvester.settings``), an override key it does not name (a dotted key too: the schema names the
 plain keys only), a secret (refused in the project's words, ``PLAIN_TEXT_REFUSAL``). A client that switches the check
 off (``enforce_parameter_schema=False``) gets the run stored; the flow then refuses it at its start with the same
-words, before anything else runs, and erases the parameter from the stored run (``refuse_secrets``).
+words, before anything else runs, and erases the parameter from the stored run (``refuse_secrets``). A
+``config_file`` names a file on the worker, which the server never sees: a missing one fails the run at its start.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from prefect.schedules import Cron
 
 from harvester.flows.engine import COMMAND as ENGINE_COMMAND
 from harvester.flows.harvest import harvest_flow
-from harvester.flows.healing import HEARTBEAT_S, ensure_healing
+from harvester.flows.healing import CLOSER_DEPLOYMENT, HEARTBEAT_S, close_crashed_run, ensure_healing
 from harvester.flows.recrawl import recrawl_flow
 from harvester.flows.shutdown import drain_on_sigterm
 from harvester.flows.sites import HARVEST_CRON, RECRAWL_CRON, SiteSpec
@@ -105,12 +105,13 @@ def serve_sites(sites: list[SiteSpec], *, config_file: str | None = None) -> Non
     own log lines (a database being waited for, a host parked) to their logs in the UI."""
     for key, value in SERVE_ENVIRONMENT.items():
         os.environ.setdefault(key, value)
-    asyncio.run(ensure_healing())
     served = [deployment for site in sites for deployment in deployments(site, config_file=config_file)]
+    served.append(cast("RunnerDeployment", close_crashed_run.to_deployment(name=served_name("healing"))))
     runner = Runner(pause_on_shutdown=True, query_seconds=float(os.environ["PREFECT_RUNNER_POLL_FREQUENCY"]),
                     prefetch_seconds=float(os.environ["PREFECT_WORKER_PREFETCH_SECONDS"]))
     for deployment in served:
         runner.add_deployment(deployment)
+    asyncio.run(ensure_healing())  # after the closer's deployment is registered: its automation runs it
     drain_on_sigterm(runner)  # SIGTERM stops the runs gracefully, then the runner (harvester.flows.shutdown)
     with suppress(KeyboardInterrupt):
         asyncio.run(runner.start())
@@ -131,7 +132,11 @@ def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: st
                 "work_pool": {"name": pool, "work_queue_name": "default", "job_variables": JOB_VARIABLES},
             }
             for site in sites for kind in KINDS
-        ],
+        ] + [{
+            "name": CLOSER_DEPLOYMENT.split("/")[1], "entrypoint": "flows/healing.py:close_crashed_run",
+            "description": "Run by harvester's healing automation when a run is marked Crashed.",
+            "work_pool": {"name": pool, "work_queue_name": "default", "job_variables": JOB_VARIABLES},
+        }],
     }
     header = ("# Written by `harvester deployments --sites`; deploy: prefect deploy --all --prefect-file <this>\n"
               "# Settings and secrets come from each worker's HARVESTER_* environment, never from here.\n")

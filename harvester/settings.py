@@ -96,6 +96,21 @@ def _odd_ipv4(host: str) -> str | None:
     return None
 
 
+SEED_REFUSAL = "is not an absolute http(s) URL like https://example.org/"
+"""What a seed of another form is told, by the Prefect server's schema check and by ``SiteProfile`` alike."""
+
+SEED_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    # jsonschema and the UI's JavaScript read this pattern alike (no inline flags): the scheme in any case, a host.
+    "if": {"not": {"pattern": r"^\s*[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+"}},
+    # "type" beside "not": jsonschema then reports this schema's message (it holds the project's words), not
+    # the pattern's "does not match '^\s*[Hh]...'"; the value typed is named, the refusal says the form wanted.
+    "then": {"type": "string", "not": {"description": f"a seed {SEED_REFUSAL}"}},
+}
+"""A seed's check in a deployment's parameter schema: the server answers 409 when a run is created with a seed
+``ftp://x/`` (the UI form, ``prefect deployment run``, the API), not the run at its start. The full check (host
+characters, IPv4 spellings, the port) is ``SiteProfile``'s, at the run's start."""
+
 _BAD_HOST_CHAR = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
 """Characters no host name (nor IDN) can hold: a seed with one is a typo to report, not a crawl of nothing."""
 
@@ -465,7 +480,8 @@ class SiteProfile(_Group):
     """One site's crawl: the typed parameters a Prefect UI run fills in (with defaults and validation)."""
 
     name: str = Field("site", min_length=1, max_length=100, description="Label used in runs and artifacts.")
-    seeds: tuple[str, ...] = Field(..., min_length=1, description="Absolute http(s) URLs to start from.")
+    seeds: tuple[str, ...] = Field(..., min_length=1, description="Absolute http(s) URLs to start from.",
+                                   json_schema_extra={"items": SEED_SCHEMA})
     scope: Scope = Scope()
     detail_patterns: tuple[str, ...] = Field((), description="Regexes that mark detail pages (overrides).")
     listing_patterns: tuple[str, ...] = Field((), description="Regexes that mark listing pages (overrides).")
@@ -498,7 +514,7 @@ class SiteProfile(_Group):
         for seed in seeds:
             parts = urlsplit(seed.strip())
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"seed {seed!r} is not an absolute http(s) URL like https://example.org/")
+                raise ValueError(f"seed {seed!r} {SEED_REFUSAL}")
             if _BAD_HOST_CHAR.search(parts.hostname):
                 raise ValueError(f"seed {seed!r}: the host name {parts.hostname!r} has characters no host name has")
             if (meant := _odd_ipv4(parts.hostname)) is not None:

@@ -23,7 +23,8 @@ async def test_healing_is_created_once_and_an_older_trigger_is_updated(prefect_a
         await client.create_automation(AutomationCore(**unbounded.model_dump(exclude={"id"})))
 
         done = await ensure_healing()
-        assert done == [f"updated {retry.name!r}", *(f"created {a.name!r}" for a in automations()[1:])], done
+        expected = [f"updated {retry.name!r}", *(f"created {a.name!r}" for a in automations()[1:])]
+        assert done[:len(expected)] == expected, done  # then the closer's, if its deployment is there
         assert await ensure_healing() == []  # idempotent: nothing to do the second time
 
         held = await client.read_automations_by_name(retry.name)
@@ -70,3 +71,62 @@ async def test_a_crash_past_the_retries_fails_the_run_saying_they_are_exhausted(
                 await client.set_flow_run_state(run.id, Crashed(message="killed again"), force=True)
         assert state.is_failed() and state.message == EXHAUSTED, state
         await client.delete_flow_run(run.id)
+
+
+async def test_a_run_marked_crashed_has_what_it_left_running_closed_without_a_rerun(prefect_api):
+    """After a machine loss the heartbeat automation marks the run Crashed (here set as it does); the fourth
+    automation then runs ``close_crashed_run`` for it, which a worker runs (here Prefect's engine in a process, as a
+    worker starts it): its task runs and its subflow's are closed at once, not when a rerun starts. Before: they
+    stayed Running until a rerun, or for ever when none came."""
+    import asyncio
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from prefect import get_client, task
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId, FlowRunFilter, FlowRunFilterId
+    from prefect.states import Completed, Crashed, Running
+
+    from harvester.flows.extract import extract_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.flows.healing import close_crashed_run
+
+    @task
+    def step() -> None: ...
+
+    closer = await (await close_crashed_run.ato_deployment(name="healing")).aapply()
+    assert any("close what a crashed run" in done for done in await ensure_healing())
+    async with get_client() as client:
+        parent = await client.create_flow_run(harvest_flow, parameters={"profile": {"seeds": ["http://127.0.0.1:9/"]}},
+                                              tags=["harvester"], state=Running())
+        holder = await client.create_task_run(step, parent.id, "extract", state=Running())
+        subflow = await client.create_flow_run(extract_flow, parameters={}, parent_task_run_id=holder.id,
+                                               state=Running())
+        left = [(await client.create_task_run(step, subflow.id, f"w{n}", state=Running())).id for n in range(2)]
+        await client.set_flow_run_state(subflow.id, Completed(), force=True)  # a Completed subflow, tasks Running
+        left.append((await client.create_task_run(step, parent.id, "publish", state=Running())).id)
+
+        async def running() -> list[object]:
+            runs = await client.read_task_runs(task_run_filter=None, flow_run_filter=FlowRunFilter(
+                id=FlowRunFilterId(any_=[parent.id, subflow.id])))
+            return [run.id for run in runs if run.state is not None and run.state.is_running()]
+
+        assert sorted(map(str, await running())) == sorted(map(str, left))  # control: 3 left Running
+        await client.set_flow_run_state(parent.id, Crashed(message="no heartbeat: its process is gone"), force=True)
+        deadline = time.monotonic() + 60
+        while not (asked := await client.read_flow_runs(deployment_filter=DeploymentFilter(
+                id=DeploymentFilterId(any_=[closer])))):
+            assert time.monotonic() < deadline, "the automation did not run close-crashed-run"
+            await asyncio.sleep(0.5)
+        assert asked[0].parameters == {"flow_run_id": f"prefect.flow-run.{parent.id}"}
+        env = {**prefect_api, "PREFECT__FLOW_RUN_ID": str(asked[0].id)}
+        subprocess.run([sys.executable, "-m", "prefect.engine"], env=env, cwd=Path(__file__).parents[2],
+                       capture_output=True, timeout=120, check=True)
+        assert await running() == []
+        assert (await client.read_flow_run(asked[0].id)).state.is_completed()
+        assert (await client.read_flow_run(parent.id)).run_count <= 1  # no rerun did it
+        await client.delete_deployment(closer)  # and its automation: the shared server's other tests expect none
+        for held in await client.read_automations_by_name("harvester: close what a crashed run left running"):
+            await client.delete_automation(held.id)
+        await client.delete_flow_run(parent.id)

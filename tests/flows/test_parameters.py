@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from pydantic import ValidationError
 
 from harvester.errors import ConfigError
 from harvester.flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
-from harvester.settings import Settings
+from harvester.settings import SEED_REFUSAL, Settings
 
 
 @pytest.mark.parametrize("name", sorted(RunOverrides.SETTING))
@@ -112,6 +114,9 @@ PROFILE = {"name": "p", "seeds": ["http://127.0.0.1:9/"]}
     ({"workers": 65}, "workers'. Failure reason: 65 is greater than the maximum of 64"),
     ({"overrides": {"database_url": "postgresql://u:pw@db/x"}}, "'database_url' should not be valid under "),
     ({"overrides": {"politeness.per_host_limit": 2}}, "'politeness.per_host_limit' is not one of ['connect_timeout_s'"),
+    ({"profile": {**PROFILE, "seeds": ["https://a.example/", "ftp://x/"]}},
+     f"seeds[1]'. Failure reason: 'ftp://x/' should not be valid under {{'description': 'a seed {SEED_REFUSAL}'}}"),
+    ({"profile": {**PROFILE, "seeds": ["example.org/news"]}}, "'example.org/news' should not be valid under"),
 ])
 async def test_the_server_refuses_a_bad_run_in_the_projects_words(checked_deployment, parameters, said) -> None:
     """Refused where the user types it (the UI form, `prefect deployment run`, the API): a 409 before storing."""
@@ -126,7 +131,8 @@ async def test_the_server_refuses_a_bad_run_in_the_projects_words(checked_deploy
     if "database_url" in str(parameters):
         assert PLAIN_TEXT_REFUSAL in body and "pw@db" not in body, body  # the project's words, never the value
     async with get_client() as client:  # control: the same run with good values is accepted
-        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE,
+        good = {**PROFILE, "seeds": ["HTTPS://a.example/", "http://127.0.0.1:9/"]}
+        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": good,
                                                                                           "workers": 64})
         await client.delete_flow_run(run.id)
 
@@ -200,3 +206,38 @@ async def test_a_missing_config_file_fails_the_run_at_its_start_in_the_projects_
     assert said in (state.message or ""), state.message
     await APILogWorker.drain_all(timeout=10)
     assert said in await run_logs(state.state_details.flow_run_id)
+
+
+@pytest.mark.parametrize("extra_loggers", [None, "harvester"])
+async def test_a_database_that_does_not_answer_is_waited_for_in_the_runs_logs(
+    checked_deployment, prefect_api, extra_loggers
+) -> None:
+    """A run whose database does not answer (a closed port here) says so in its logs in the UI, read from the API,
+    once, on a worker that set nothing for it (no ``PREFECT_LOGGING_EXTRA_LOGGERS``) as on one that did. Before, on
+    the first, the library's line went to the worker's stdout only: a run Running in silence for 180 s."""
+    from conftest import free_port
+    from prefect import get_client
+    from test_shutdown import run_logs
+
+    env = {key: value for key, value in prefect_api.items() if key != "PREFECT_LOGGING_EXTRA_LOGGERS"}
+    if extra_loggers is not None:
+        env["PREFECT_LOGGING_EXTRA_LOGGERS"] = extra_loggers
+    env.update(HARVESTER_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nobody_listens")
+    async with get_client() as client:
+        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE})
+    env["PREFECT__FLOW_RUN_ID"] = str(run.id)
+    engine = subprocess.Popen([sys.executable, "-m", "prefect.engine"], env=env, cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while "waiting up to" not in (said := await run_logs(run.id)):
+            assert engine.poll() is None and time.monotonic() < deadline, said
+            await asyncio.sleep(0.5)
+    finally:
+        os.killpg(engine.pid, signal.SIGKILL)
+        engine.wait()
+    lines = [line for line in said.splitlines() if "waiting up to" in line]
+    assert len(lines) == 1, said  # once: not once per handler
+    assert "database unavailable, waiting up to 180 s for it" in lines[0] and "nobody_listens" in lines[0], lines
+    async with get_client() as client:
+        await client.delete_flow_run(run.id)

@@ -75,6 +75,7 @@ async def test_serve_registers_both_deployments_and_serves_an_edited_run(served)
     web: TestWeb = served["web"]
     harvest = await deployment("harvest/served-serve", served["proc"], served["log"])
     recrawl = await deployment("recrawl/served-serve", served["proc"], served["log"])
+    await deployment("close-crashed-run/healing-serve", served["proc"], served["log"])  # the closing automation's
     assert [s.schedule.cron for s in harvest.schedules] == [HARVEST_CRON]
     assert [s.schedule.cron for s in recrawl.schedules] == [RECRAWL_CRON]
     assert {"harvester", "harvest"} <= set(harvest.tags) and {"harvester", "recrawl"} <= set(recrawl.tags)
@@ -108,11 +109,16 @@ async def test_an_invalid_parameter_is_rejected_or_fails_clearly(served):
             await client.create_flow_run_from_deployment(
                 harvest.id, parameters={"profile": {**harvest.parameters["profile"], "per_host_limit": 0}}
             )
-        # Schema-valid but not an http(s) URL: the run fails before any crawl, naming the seed.
+        # Not an http(s) URL: refused too, naming the seed.
+        with pytest.raises(Exception, match=r"'ftp://x' should not be valid under .*absolute http\(s\) URL"):
+            await client.create_flow_run_from_deployment(
+                harvest.id, parameters={"profile": {**harvest.parameters["profile"], "seeds": ["ftp://x"]}}
+            )
+        # Schema-valid, but an IPv4 spelling only the run's own check knows: it fails before any crawl, naming it.
         created = await client.create_flow_run_from_deployment(
-            harvest.id, parameters={"profile": {**harvest.parameters["profile"], "seeds": ["ftp://x"]}}
+            harvest.id, parameters={"profile": {**harvest.parameters["profile"], "seeds": ["http://0177.0.0.1/"]}}
         )
     run = await finished(created.id, served["log"])
     assert run.state.is_failed(), run.state
-    assert "ftp://x" in (run.state.message or ""), run.state.message
-    assert "http(s)" in (run.state.message or ""), run.state.message
+    assert "http://0177.0.0.1/" in (run.state.message or ""), run.state.message
+    assert "write '127.0.0.1'" in (run.state.message or ""), run.state.message

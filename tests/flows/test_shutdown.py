@@ -54,6 +54,7 @@ def pool(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
     yield {"name": name, "home": home, "env": env, "said": said}
     run([str(VENV_BIN / "prefect"), "deployment", "delete", "harvest/stop"], env, home)
     run([str(VENV_BIN / "prefect"), "deployment", "delete", "recrawl/stop"], env, home)
+    run([str(VENV_BIN / "prefect"), "deployment", "delete", "close-crashed-run/healing"], env, home)
 
 
 def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
@@ -188,8 +189,9 @@ def kill_run_processes(flow_run_id: Any) -> int:
 async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_api, make_web, sqlite_url, tmp_path):
     """Worker and run processes all killed at once: nothing reports. The run is marked Crashed (here as the
     heartbeat automation does it after 90 s of silence, with its message), retried by the retry automation, and
-    the rerun's start closes what the lost attempt left Running (before: task runs of its subflows, Running for
-    ever). The rerun, stopped by SIGTERM, leaves nothing Running either."""
+    the closing automation's run (on the pool's worker) or the rerun's start closes what the lost attempt left
+    Running (before: task runs of its subflows, Running for ever). The rerun, stopped by SIGTERM, leaves nothing
+    Running either."""
     from prefect import get_client
     from prefect.states import Crashed
 
@@ -224,6 +226,11 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
         while set(left) & set(await running_task_runs(created.id)):  # the rerun's own may be running: not those
             assert time.monotonic() < deadline, (left, log.read_text()[-3000:])
             await asyncio.sleep(0.5)
+        # Closed by the closing automation's run on this worker, or by the rerun's start: whichever came first.
+        # Then the rerun's body is waited for (a task run of its own), so the SIGTERM below meets a running crawl.
+        while not set(await running_task_runs(created.id)) - set(left):
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            await asyncio.sleep(0.2)
         run = await read_run(created.id)
         assert run.run_count == 2, run
     finally:
