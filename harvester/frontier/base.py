@@ -233,9 +233,25 @@ class StoreBase:
         self._engine.dispose()
 
     def upgrade(self) -> None:
-        """Alembic upgrade to head: ``migrations/`` is the only way the schema changes."""
-        with self._engine.begin() as conn:
-            migrate.upgrade(conn)
+        """Alembic upgrade to head: ``migrations/`` is the only way the schema changes.
+
+        On SQLite a migration alters a table by rebuilding it (a copy, DROP, rename), and with foreign keys on,
+        dropping a table that other rows point at fails (0008 on any frontier with fetches). SQLite's own recipe
+        (https://www.sqlite.org/lang_altertable.html, "other kinds of table schema changes"): keys off before
+        the transaction (the pragma does nothing inside one), ``foreign_key_check`` before committing, keys on."""
+        with self._engine.connect() as conn:
+            raw = conn.connection.dbapi_connection if self._d.is_sqlite else None
+            if raw is not None:
+                raw.execute("PRAGMA foreign_keys=OFF")
+            try:
+                with conn.begin():
+                    migrate.upgrade(conn)
+                    if raw is not None and (broken := conn.exec_driver_sql("PRAGMA foreign_key_check").all()):
+                        raise StoreError(f"upgrading {self.url_display} would leave {len(broken)} rows pointing at"
+                                         f" rows that do not exist (first: {tuple(broken[0])}); nothing was changed")
+            finally:
+                if raw is not None:
+                    raw.execute("PRAGMA foreign_keys=ON")
         logger.info("database %s upgraded to %s", self.url_display, migrate.head_revision())
 
     def _empty(self) -> bool:
