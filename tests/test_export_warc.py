@@ -140,3 +140,23 @@ def test_a_200_repeating_the_stored_payload_is_an_identical_payload_revisit_of_i
     assert got[1][1]["WARC-Refers-To"] == got[0][1]["WARC-Record-ID"]
     assert got[1][1]["WARC-Payload-Digest"] == sha1_digest(body)
     assert (counts.responses, counts.revisits, counts.not_stored) == (1, 1, 1)
+
+
+def test_a_304_after_a_payload_returned_to_refers_to_that_payload_not_the_one_between():
+    """A, then B, then A again (an identical-payload revisit of the first response): a 304 after that confirms A,
+    so it refers to A's response with A's digest, and its request sends the validators of the newest answer."""
+    a, b = b"<p>A</p>", b"<p>B</p>"
+    records, _ = write([
+        fetch(A, 0, 200, page(A, 0, a, '"a"'), change="new"),
+        fetch(A, 1, 200, page(A, 1, b, '"b"'), change="changed"),
+        fetch(A, 2, 200, page(A, 2, a, '"a2"'), change="changed"),
+        fetch(A, 3, 304, None, "not_modified"),
+    ])
+    got = answers(records)
+    assert [(kind, h.get("WARC-Profile")) for kind, h, _ in got] == [
+        ("response", None), ("response", None), ("revisit", REVISIT_IDENTICAL), ("revisit", REVISIT_NOT_MODIFIED)]
+    first, last = got[0][1], got[3][1]
+    assert last["WARC-Refers-To"] == first["WARC-Record-ID"]
+    assert last["WARC-Payload-Digest"] == sha1_digest(a)
+    requests = [r for r in records if r[0] == "request"]
+    assert b'If-None-Match: "a2"' in requests[3][2]

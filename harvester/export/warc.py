@@ -13,7 +13,7 @@ import logging
 from base64 import b32encode
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
 from typing import IO, Any
@@ -161,6 +161,10 @@ def _answer(
     same = by_digest.get((target, digest))
     if same is not None:
         by_digest.move_to_end((target, digest))
+        # The URL's newest version is now these bytes again: a later 304 confirms them, with this answer's
+        # validators (a payload A, then B, then A again: the 304 after it is A's, not B's).
+        latest[fetch.url] = replace(same, etag=page.etag, last_modified=page.last_modified)
+        latest.move_to_end(fetch.url)
         counts.revisits += 1
         return _revisit(writer, target, date, same, REVISIT_IDENTICAL, page, status=status)
     counts.responses += 1
