@@ -165,7 +165,9 @@ def check_completion(c: Completion) -> None:
         raise InvalidRecord(f"completion of URL id {c.url_id}: final_url is longer than {MAX_URL_LENGTH}")
 
 
-_NOT_SENT = frozenset({ErrorClass.PARKED, ErrorClass.ROBOTS_DISALLOWED, ErrorClass.ADDRESS_REFUSED})
+_NOT_SENT = frozenset({
+    ErrorClass.PARKED, ErrorClass.ROBOTS_DISALLOWED, ErrorClass.ADDRESS_REFUSED, ErrorClass.INVALID_URL,
+})
 """Failures decided before any request left: nothing was asked of the site."""
 
 
