@@ -42,7 +42,7 @@ class CyclesMixin(StoreBase):
         with self._tx() as tx:
             rows = tx.conn.execute(
                 select(Cycle.id, Cycle.kind, Cycle.profile).where(Cycle.status == "running")
-                .order_by(Cycle.id.desc()).limit(50)
+                .order_by(Cycle.id.desc())  # every one: at most one runs per profile, so as many as sites
             ).all()
             for cycle_id, stored_kind, stored in rows:
                 if stored != profile:
@@ -60,7 +60,7 @@ class CyclesMixin(StoreBase):
     def open_cycle(self, conn: Connection, profile: dict[str, Any] | None) -> int | None:
         """The unfinished cycle of ``profile`` a phase run starting now belongs to (None: a phase on its own)."""
         for cycle_id, stored in conn.execute(
-            select(Cycle.id, Cycle.profile).where(Cycle.status == "running").order_by(Cycle.id.desc()).limit(50)
+            select(Cycle.id, Cycle.profile).where(Cycle.status == "running").order_by(Cycle.id.desc())
         ):
             if stored == profile:
                 return int(cycle_id)
