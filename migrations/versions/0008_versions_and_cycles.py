@@ -78,25 +78,27 @@ def upgrade() -> None:
 
 
 def _move_bodies() -> None:
-    """Each page's body into ``bodies`` under its digest (already compressed: the bytes move as they are)."""
+    """Each page's body into ``bodies`` under its digest (already compressed: the bytes move as they are). Which
+    digests are stored is asked per batch of the database, not held: memory stays flat in the number of pages."""
     conn = op.get_bind()
-    known: dict[str, int] = {}
     last = 0
     while True:
         rows = conn.execute(sa.text("SELECT id, body FROM pages WHERE id > :last ORDER BY id LIMIT :n"),
                             {"last": last, "n": BATCH}).all()
         if not rows:
             return
-        for page_id, stored in rows:
-            raw = zlib.decompress(stored)
-            digest = hashlib.sha256(raw).hexdigest()
+        digests = [(page_id, hashlib.sha256(zlib.decompress(stored)).hexdigest(), stored) for page_id, stored in rows]
+        known = {str(d): int(i) for i, d in conn.execute(
+            sa.select(sa.column("id"), sa.column("digest")).select_from(sa.table("bodies"))
+            .where(sa.column("digest").in_(sorted({d for _, d, _ in digests}))))}
+        for page_id, digest, stored in digests:
             body_id = known.get(digest)
             if body_id is None:
-                body_id = conn.execute(
+                body_id = int(conn.execute(
                     sa.text("INSERT INTO bodies (digest, size, body) VALUES (:d, :s, :b) RETURNING id"),
-                    {"d": digest, "s": len(raw), "b": bytes(stored)},
-                ).scalar_one()
-                known[digest] = int(body_id)
+                    {"d": digest, "s": len(zlib.decompress(stored)), "b": bytes(stored)},
+                ).scalar_one())
+                known[digest] = body_id
             conn.execute(sa.text("UPDATE pages SET body_id = :b WHERE id = :p"), {"b": body_id, "p": page_id})
         last = rows[-1][0]
 
