@@ -137,7 +137,7 @@ def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], int] 
     if store.dialect != "sqlite":
         yield None
         return
-    raw = store._engine.raw_connection()  # the store's pragmas, its file; the bench measures below the API
+    raw = store.db.engine.raw_connection()  # the store's pragmas, its file; the bench measures below the API
     conn = raw.driver_connection
     assert conn is not None
     host_ids = [row[0] for row in conn.execute("SELECT id FROM hosts ORDER BY origin")]
@@ -180,7 +180,7 @@ def floor_of(store: FrontierStore, per_host: int) -> Iterator[Callable[[], int] 
 
 def sqlite_size(path: Path) -> Any:
     def size(store: FrontierStore) -> int:
-        raw = store._engine.raw_connection()  # the bench measures the file, not the API
+        raw = store.db.engine.raw_connection()  # the bench measures the file, not the API
         try:
             raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
         finally:

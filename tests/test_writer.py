@@ -108,15 +108,15 @@ async def test_a_deadlock_the_writer_loses_comes_back_as_a_write_conflict_and_th
         try:
             def crossing() -> None:
                 """Hold x, let the child take y and wait on x, then want y: PostgreSQL must break the cycle."""
-                with store._tx() as tx:
+                with store.db.tx() as tx:
                     # The child's deadlock check (1 s) comes first, so the child is the victim.
                     tx.conn.exec_driver_sql("SET LOCAL deadlock_timeout = '20s'")
-                    store._upsert(tx, merge([x]), datetime.now(UTC))
+                    store.discovered.upsert(tx, merge([x]), datetime.now(UTC))
                     deadline = time.monotonic() + 10
                     while not _waiting_on_a_lock(pg_url):
                         assert time.monotonic() < deadline, "the child never waited on x"
                         time.sleep(0.05)
-                    store._upsert(tx, merge([y]), datetime.now(UTC))
+                    store.discovered.upsert(tx, merge([y]), datetime.now(UTC))
 
             holder = asyncio.create_task(asyncio.to_thread(crossing))
             with pytest.raises(WriteConflict, match="deadlock"):

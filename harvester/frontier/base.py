@@ -1,7 +1,9 @@
-"""The frontier's core: one engine, one dialect, one transaction helper, and the id caches every concern shares.
+"""The frontier's core: the ``Database`` (one engine, one dialect, one transaction helper, fixed once open) every
+concern shares, and ``Part``, the base of a concern.
 
-Each concern of the frontier (found URLs, the queue and leases, outcomes, hosts, documents, runs, reports) is a
-mixin over this base in its own module; ``store.FrontierStore`` joins them. Only the frontier speaks SQL.
+Each concern of the frontier (found URLs, the queue and leases, outcomes, hosts, documents, runs, cycles, reports)
+is an object of its own module that owns its state (its caches) and runs its queries in ``Database.tx``;
+``store.FrontierStore`` builds them over one ``Database``. Only the frontier speaks SQL.
 """
 
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
@@ -10,30 +12,22 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
-from sqlalchemy import Connection, Engine, inspect, select, update
+from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from harvester.errors import DatabaseUnavailable, InvalidRecord, SchemaOutOfDate, StoreError, WriteConflict
 from harvester.frontier import migrate
-from harvester.frontier.dialects import dialect_for, disk_full, make_engine
-from harvester.frontier.models import (
-    Host,
-    Url,
-)
-from harvester.frontier.rows import (
-    ORIGIN,
-    source_kind,
-    split_url,
-)
-from harvester.rules.urls import CANONICAL_VERSION
+from harvester.frontier.dialects import Dialect, dialect_for, disk_full, make_engine
+from harvester.frontier.models import Host, Url
+from harvester.frontier.rows import split_url
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
@@ -146,27 +140,28 @@ def refusal_fix(exc: DBAPIError) -> str | None:
 
 @dataclass(slots=True)
 class Transaction:
-    """An open transaction plus the ids it created, published to the caches only after commit."""
+    """An open transaction plus the ids it created, published to their cache (``keys.Keys``) only after commit."""
 
     conn: Connection
     hosts: dict[str, int] = field(default_factory=dict)
     sources: dict[str, int] = field(default_factory=dict)
+    committed: list[Callable[[Transaction], None]] = field(default_factory=list)
+    """Called with this transaction once it has committed (never after a rollback)."""
+
+    def on_commit(self, action: Callable[[Transaction], None]) -> None:
+        if action not in self.committed:
+            self.committed.append(action)
 
 
-
-class StoreBase:
-    """Engine, dialect, transactions and the host and source id caches; build a store with ``FrontierStore.open``."""
+class Database:
+    """The engine, the dialect and the transaction every concern of the frontier runs in; nothing in it changes
+    after ``open``, so the concerns share it without sharing state. Build a store with ``FrontierStore.open``."""
 
     def __init__(self, settings: Settings, engine: Engine) -> None:
         self.settings = settings
-        self._engine = engine
-        self._d = dialect_for(engine.dialect.name)
-        self._host_ids: dict[str, int] = {}
-        self._source_ids: dict[str, int] = {}
-        self._source_kinds: dict[int, str] = {}
-        self._canonical_version = CANONICAL_VERSION
-        self._chunk = max(1, min(settings.discovery.batch_size, CHUNK))
-        self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
+        self.engine = engine
+        self.dialect = dialect_for(engine.dialect.name)
+        self.chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self.read_only = False
         """Opened read-only (``open``): a SQLite file this process cannot write."""
 
@@ -174,7 +169,7 @@ class StoreBase:
 
     @classmethod
     def open(cls, settings: Settings, *, upgrade: bool | None = None, read_only: bool = False) -> Self:
-        """Open the frontier at ``settings.database_url``.
+        """Open the database at ``settings.database_url``.
 
         ``upgrade`` None upgrades the embedded default SQLite file (creating its directory) and sets up any new,
         empty SQLite file (nothing in it to migrate with care); any other database behind the head revision
@@ -199,27 +194,27 @@ class StoreBase:
                                  "create it, or name a file in an existing directory")
         if is_default and mode is None and path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-        store = cls(settings, make_engine(settings, read_only=mode))
+        db = cls(settings, make_engine(settings, read_only=mode))
         if mode is not None:
             upgrade = False
         try:
-            if read_only and upgrade is None and store._empty():
+            if read_only and upgrade is None and db.empty():
                 upgrade = False  # set nothing up in an empty database: say there is no frontier there
-            if upgrade or (upgrade is None and (is_default or (store._d.is_sqlite and store._empty()))):
-                store.upgrade()  # a reader too brings the default file's schema up to date, as before
+            if upgrade or (upgrade is None and (is_default or (db.dialect.is_sqlite and db.empty()))):
+                db.upgrade()  # a reader too brings the default file's schema up to date, as before
             else:
-                store._check_revision(read_only=read_only)
+                db.check_revision(read_only=read_only)
         except DBAPIError as exc:  # e.g. a SQLite file locked past sqlite_busy_timeout_s, a server down
-            store.close()
+            db.close()
             if (fix := refusal_fix(exc)) is not None:
-                raise StoreError(f"cannot open the frontier at {store.url_display}: {fix}") from exc
-            error = DatabaseUnavailable if not store._d.is_sqlite and _unreachable(exc) else StoreError
-            raise error(f"cannot open the frontier at {store.url_display}: {exc.orig}") from exc
+                raise StoreError(f"cannot open the frontier at {db.url_display}: {fix}") from exc
+            error = DatabaseUnavailable if not db.dialect.is_sqlite and _unreachable(exc) else StoreError
+            raise error(f"cannot open the frontier at {db.url_display}: {exc.orig}") from exc
         except BaseException:
-            store.close()
+            db.close()
             raise
-        store.read_only = mode is not None
-        return store
+        db.read_only = mode is not None
+        return db
 
     def __enter__(self) -> Self:
         return self
@@ -230,7 +225,7 @@ class StoreBase:
         self.close()
 
     def close(self) -> None:
-        self._engine.dispose()
+        self.engine.dispose()
 
     def upgrade(self) -> None:
         """Alembic upgrade to head: ``migrations/`` is the only way the schema changes.
@@ -239,8 +234,8 @@ class StoreBase:
         dropping a table that other rows point at fails (0008 on any frontier with fetches). SQLite's own recipe
         (https://www.sqlite.org/lang_altertable.html, "other kinds of table schema changes"): keys off before
         the transaction (the pragma does nothing inside one), ``foreign_key_check`` before committing, keys on."""
-        with self._engine.connect() as conn:
-            raw = conn.connection.dbapi_connection if self._d.is_sqlite else None
+        with self.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection if self.dialect.is_sqlite else None
             if raw is not None:
                 raw.execute("PRAGMA foreign_keys=OFF")
             try:
@@ -254,13 +249,13 @@ class StoreBase:
                     raw.execute("PRAGMA foreign_keys=ON")
         logger.info("database %s upgraded to %s", self.url_display, migrate.head_revision())
 
-    def _empty(self) -> bool:
+    def empty(self) -> bool:
         """No table at all: a database file just created (by SQLite on first open, or by the user)."""
-        with self._engine.connect() as conn:
+        with self.engine.connect() as conn:
             return not inspect(conn).get_table_names()
 
-    def _check_revision(self, *, read_only: bool = False) -> None:
-        with self._engine.connect() as conn:
+    def check_revision(self, *, read_only: bool = False) -> None:
+        with self.engine.connect() as conn:
             current = migrate.current_revision(conn)
         head = migrate.head_revision()
         if current is None and read_only:
@@ -275,19 +270,15 @@ class StoreBase:
     @property
     def url_display(self) -> str:
         """The database URL with any password masked: safe to log and print."""
-        url = self._engine.url if self._engine.url.database else make_url(self.settings.database_url)  # read-only
+        url = self.engine.url if self.engine.url.database else make_url(self.settings.database_url)  # read-only
         return url.render_as_string(hide_password=True)
 
-    @property
-    def dialect(self) -> str:
-        return self._d.name
-
     @contextmanager
-    def _tx(self, *, write: bool = True) -> Iterator[Transaction]:
+    def tx(self, *, write: bool = True) -> Iterator[Transaction]:
         """One transaction. On SQLite a writer takes the write lock up front (BEGIN IMMEDIATE), so a
         read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord."""
         try:
-            with self._engine.connect() as conn:
+            with self.engine.connect() as conn:
                 conn.execution_options(harvester_write=write)
                 tx = Transaction(conn)
                 with conn.begin():
@@ -295,7 +286,7 @@ class StoreBase:
         except IntegrityError as exc:
             raise InvalidRecord(f"the database refused the unit of work (nothing was written): {exc.orig}") from exc
         except DBAPIError as exc:
-            if not self._d.is_sqlite and _unreachable(exc):
+            if not self.dialect.is_sqlite and _unreachable(exc):
                 raise DatabaseUnavailable(f"database {self.url_display} unavailable: {exc.orig}") from exc
             if getattr(exc.orig, "sqlstate", None) in CONFLICT_STATES:
                 raise WriteConflict(f"write conflict on {self.url_display}: {exc.orig}") from exc
@@ -310,77 +301,28 @@ class StoreBase:
             hint = f"; {DAMAGED_HINT}" if damaged_file(exc) else ""
             raise StoreError(disk_full(self.url_display, exc) or f"database error on {self.url_display}: {exc}{hint}"
                              ) from exc
-        self._host_ids.update(tx.hosts)
-        self._source_ids.update(tx.sources)
-
-    # --- hosts and sources --------------------------------------------------------------------------------
-
-    def _ensure_hosts(self, tx: Transaction, origins: Sequence[str]) -> dict[str, int]:
-        wanted = {o: self._host_ids.get(o) or tx.hosts.get(o) for o in set(origins)}
-        missing = [o for o, i in wanted.items() if i is None]
-        if missing:
-            d = self._d
-            tx.conn.exec_driver_sql(
-                d.insert_ignore("hosts", ("origin", "failures", "lastmod_checks", "lastmod_hits"), ("origin",)),
-                [(o, 0, 0, 0) for o in missing],
-            )
-            for start in range(0, len(missing), self._chunk):
-                part = missing[start : start + self._chunk]
-                where, params = d.any_of("origin", part)
-                for host_id, origin in tx.conn.exec_driver_sql(
-                    f"SELECT id, origin FROM hosts WHERE {where}", tuple(params)
-                ):
-                    tx.hosts[origin] = host_id
-                    wanted[origin] = host_id
-        return {o: i for o, i in wanted.items() if i is not None}
-
-    def _ensure_sources(self, tx: Transaction, labels: Sequence[str]) -> dict[str, int]:
-        wanted = {s: self._source_ids.get(s) or tx.sources.get(s) for s in set(labels)}
-        missing = [s for s, i in wanted.items() if i is None]
-        if missing:
-            d = self._d
-            tx.conn.exec_driver_sql(
-                d.insert_ignore("sources", ("label", "kind"), ("label",)), [(s, source_kind(s)) for s in missing]
-            )
-            where, params = d.any_of("label", missing)
-            for source_id, label in tx.conn.exec_driver_sql(
-                f"SELECT id, label FROM sources WHERE {where}", tuple(params)
-            ):
-                tx.sources[label] = source_id
-                wanted[label] = source_id
-        return {s: i for s, i in wanted.items() if i is not None}
-
-    def _host_row(self, conn: Connection, origin: str) -> Any:
-        return conn.execute(select(Host.__table__).where(Host.origin == origin)).mappings().first()
-
-    def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
-        """Rows for (host_id, path) keys: one statement per host and chunk, through the unique index."""
-        d = self._d
-        rows: list[Any] = []
-        for host_id, paths in paths_by_host.items():
-            for start in range(0, len(paths), self._chunk):
-                where, params = d.any_of("path", paths[start : start + self._chunk])
-                rows += conn.exec_driver_sql(
-                    f"SELECT host_id, path, {columns} FROM urls WHERE host_id = {d.p} AND {where}",
-                    (host_id, *params),
-                ).all()
-        return rows
+        for action in tx.committed:
+            action(tx)
 
 
-    def _url_id(self, conn: Connection, url: str) -> int | None:
-        origin, path = split_url(url)
-        p = self._d.p
-        row = conn.exec_driver_sql(
-            f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE h.origin = {p} AND u.path = {p}",
-            (origin, path),
-        ).first()
-        return None if row is None else int(row[0])
+class Part:
+    """One concern of the frontier (its own object, its own state) over the shared ``Database``: the settings,
+    dialect, chunk size and transaction under the names its queries use."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.settings = db.settings
+        self._d = db.dialect
+        self._chunk = db.chunk
+        self._tx = db.tx
 
 
-    def _update_host(self, origin: str, values: dict[str, Any]) -> None:
-        if not ORIGIN.fullmatch(origin):
-            raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
-        with self._tx() as tx:
-            host_id = self._ensure_hosts(tx, [origin])[origin]
-            tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))
-
+def url_id_of(conn: Connection, d: Dialect, url: str) -> int | None:
+    """The id of a stored URL (canonical) in ``conn``'s transaction, or None."""
+    origin, path = split_url(url)
+    p = d.p
+    row = conn.exec_driver_sql(
+        f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE h.origin = {p} AND u.path = {p}",
+        (origin, path),
+    ).first()
+    return None if row is None else int(row[0])

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from harvester.errors import StoreError
-from harvester.frontier.base import StoreBase, damaged_file
+from harvester.frontier.base import Part, damaged_file
 
 MOST_PROBLEMS = 100
 """Problems an integrity check lists at most (SQLite stops looking after that many)."""
@@ -75,7 +75,7 @@ RangeRead = Callable[[Connection, int, int | None, int | None, Sequence[int] | N
 most ``limit`` (None: all of them); or, ``ids`` given, the rows with those ids (each sought on its own)."""
 
 
-class CheckMixin(StoreBase):
+class Check(Part):
     """Integrity checks and reads that go around a damaged part of the file."""
 
     def integrity(self, *, full: bool = False, most: int = MOST_PROBLEMS) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, case, func, insert, select, update
 
 from harvester.errors import InvalidRecord
-from harvester.frontier.base import FULL_URL, StoreBase
+from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
 from harvester.records import ChangeKind, Changes, UrlKind, UrlState
 from harvester.runtime import aware, utcnow
@@ -31,7 +31,7 @@ label: gone over everything (never also changed), a first version over a later c
 _COUNTED = (ChangeKind.NEW, ChangeKind.CHANGED, ChangeKind.RESTYLED, ChangeKind.GONE, ChangeKind.MISSING)
 
 
-class CyclesMixin(StoreBase):
+class Cycles(Part):
     """Cycles (``cycles``) and the counts of one."""
 
     def begin_cycle(self, kind: str, *, profile: dict[str, Any] | None) -> tuple[int, bool]:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, select
 
-from harvester.frontier.base import (
-    FULL_URL,
-    StoreBase,
-    Transaction,
-)
+from harvester.frontier.base import FULL_URL, Database, Part, Transaction, url_id_of
+from harvester.frontier.keys import Keys
 from harvester.frontier.models import (
     Host,
     Source,
@@ -24,6 +22,7 @@ from harvester.records import (
     AddResult,
     DiscoveredUrl,
 )
+from harvester.rules.urls import CANONICAL_VERSION
 from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
@@ -35,8 +34,14 @@ _LISTS = frozenset({"seed", "sitemap", "feed", "listing", "pagination"})
 """Source kinds that list a site's pages (re-read on a schedule), as against a link on a page or a redirect."""
 
 
-class DiscoveredMixin(StoreBase):
+class Discovered(Part):
     """URLs discovery and extraction found: bulk upserts keeping best score, least depth, every source."""
+
+    def __init__(self, db: Database, keys: Keys) -> None:
+        super().__init__(db)
+        self._keys = keys
+        self._canonical_version = CANONICAL_VERSION
+        self._known_share: dict[int, float] = {}  # per host: share of the last chunk that was already stored
 
     def add_discovered(self, batch: Sequence[DiscoveredUrl], *, now: datetime | None = None) -> AddResult:
         """Bulk upsert of discovered URLs (one statement per chunk, never one per URL).
@@ -50,13 +55,14 @@ class DiscoveredMixin(StoreBase):
         if not merged:
             return AddResult(0, 0, 0)
         with self._tx() as tx:
-            return self._upsert(tx, merged, aware(now) or utcnow())
+            return self.upsert(tx, merged, aware(now) or utcnow())
 
 
-    def _upsert(self, tx: Transaction, merged: list[Merged], now: datetime) -> AddResult:
+    def upsert(self, tx: Transaction, merged: list[Merged], now: datetime) -> AddResult:
+        """``merged`` into the frontier in ``tx`` (``add_discovered``, and a completion's outlinks)."""
         d, conn = self._d, tx.conn
-        host_of = self._ensure_hosts(tx, list({m.origin for m in merged}))
-        source_of = self._ensure_sources(tx, list({s for m in merged for s in m.sources}))
+        host_of = self._keys.host_ids(tx, list({m.origin for m in merged}))
+        source_of = self._keys.source_ids(tx, list({s for m in merged for s in m.sources}))
         total = AddResult(0, 0, 0)
         for start in range(0, len(merged), self._chunk):
             chunk = merged[start : start + self._chunk]
@@ -228,6 +234,19 @@ class DiscoveredMixin(StoreBase):
                     made_due += 1
         return known, made_due, revive
 
+    def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
+        """Rows for (host_id, path) keys: one statement per host and chunk, through the unique index."""
+        d = self._d
+        rows: list[Any] = []
+        for host_id, paths in paths_by_host.items():
+            for start in range(0, len(paths), self._chunk):
+                where, params = d.any_of("path", paths[start : start + self._chunk])
+                rows += conn.exec_driver_sql(
+                    f"SELECT host_id, path, {columns} FROM urls WHERE host_id = {d.p} AND {where}",
+                    (host_id, *params),
+                ).all()
+        return rows
+
     def known_urls(self, urls: Sequence[str], *, before: datetime | None = None) -> set[str]:
         """The canonical ``urls`` the frontier already holds (any state), first seen before ``before`` when given;
         through the unique index."""
@@ -288,13 +307,13 @@ class DiscoveredMixin(StoreBase):
     def url_id(self, url: str) -> int | None:
         """The id of a stored URL (canonical), or None when the frontier does not hold it."""
         with self._tx(write=False) as tx:
-            return self._url_id(tx.conn, url)
+            return url_id_of(tx.conn, self._d, url)
 
     def sources_of(self, url: str) -> list[str]:
         """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""
         p = self._d.p
         with self._tx(write=False) as tx:
-            url_id = self._url_id(tx.conn, url)
+            url_id = url_id_of(tx.conn, self._d, url)
             if url_id is None:
                 return []
             rows = tx.conn.exec_driver_sql(

@@ -10,9 +10,7 @@ from typing import Any, cast
 
 from sqlalchemy import Connection, Table, bindparam, case, insert, literal, or_, select, update
 
-from harvester.frontier.base import (
-    StoreBase,
-)
+from harvester.frontier.base import Part
 from harvester.frontier.models import (
     Document,
     Fetch,
@@ -49,7 +47,7 @@ _INSERT_DOCUMENT = insert(_DOCUMENTS).values(url=bindparam("doc_url"), **_SAVED_
 ORM's DML path) cost more than running them."""
 
 
-class DocumentsMixin(StoreBase):
+class Documents(Part):
     """Documents and the URLs they stopped naming (re-checked in the transaction that saves the new reading)."""
 
     def get_document(self, url: str) -> DocumentState | None:
@@ -80,12 +78,12 @@ class DocumentsMixin(StoreBase):
         rechecked = 0
         with self._tx() as tx:
             if vanished is not None:
-                rechecked = self._recheck_vanished(tx.conn, vanished)
+                rechecked = self.recheck_vanished(tx.conn, vanished)
             if not tx.conn.execute(_UPDATE_DOCUMENT, values).rowcount:
                 tx.conn.execute(_INSERT_DOCUMENT, values)
         return rechecked
 
-    def _note_documents(self, conn: Connection, urls: Sequence[str], *, kind: str) -> None:
+    def note_documents(self, conn: Connection, urls: Sequence[str], *, kind: str) -> None:
         """Documents found (feeds a page links to) that the frontier does not hold yet: rows with no fetch, so due.
         Two hosts' discoveries may name one feed at once: a conflict on the URL leaves the first."""
         d = self._d
@@ -101,7 +99,7 @@ class DocumentsMixin(StoreBase):
             ).scalar_one_or_none()
         return aware(moment) if moment is not None else None
 
-    def _recheck_vanished(self, conn: Connection, vanished: Vanished) -> int:
+    def recheck_vanished(self, conn: Connection, vanished: Vanished) -> int:
         """Finished URLs of ``vanished.origins`` found through ``vanished.label`` and last named in
         ``[named_since, seen_before)``: named by the document's previous full read, not by this one (nor by
         anything read since ``seen_before``). They lose their published lastmod (no lastmod may say they are

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Connection, select, update
 
 from harvester.errors import InvalidRecord
-from harvester.frontier.base import (
-    StoreBase,
-)
+from harvester.frontier.base import Database, Part
+from harvester.frontier.keys import Keys
 from harvester.frontier.models import (
     Host,
 )
@@ -26,8 +26,12 @@ from harvester.runtime import aware
 logger = logging.getLogger(__name__)
 
 
-class HostsMixin(StoreBase):
+class Hosts(Part):
     """Hosts' persisted robots.txt and politeness, moved seed hosts and lastmod tallies."""
+
+    def __init__(self, db: Database, keys: Keys) -> None:
+        super().__init__(db)
+        self._keys = keys
 
     def ensure_hosts(self, origins: Sequence[str]) -> None:
         """Create host rows for ``origins`` (``scheme://host[:port]``) that do not exist yet."""
@@ -35,7 +39,7 @@ class HostsMixin(StoreBase):
             if not ORIGIN.fullmatch(origin):
                 raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
         with self._tx() as tx:
-            self._ensure_hosts(tx, origins)
+            self._keys.host_ids(tx, origins)
 
 
     def host_origins(self) -> list[str]:
@@ -110,7 +114,7 @@ class HostsMixin(StoreBase):
         if not tallies:
             return
         with self._tx() as tx:
-            host_ids = self._ensure_hosts(tx, list(tallies))
+            host_ids = self._keys.host_ids(tx, list(tallies))
             for origin, (checks, hits) in tallies.items():
                 tx.conn.execute(
                     update(Host).where(Host.id == host_ids[origin]).values(
@@ -126,3 +130,12 @@ class HostsMixin(StoreBase):
             ).first()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
+    def _host_row(self, conn: Connection, origin: str) -> Any:
+        return conn.execute(select(Host.__table__).where(Host.origin == origin)).mappings().first()
+
+    def _update_host(self, origin: str, values: dict[str, Any]) -> None:
+        if not ORIGIN.fullmatch(origin):
+            raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        with self._tx() as tx:
+            host_id = self._keys.host_ids(tx, [origin])[origin]
+            tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))

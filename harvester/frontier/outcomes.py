@@ -14,8 +14,9 @@ from sqlalchemy import Connection, Table, exists, func, insert, or_, select, upd
 from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord, LeaseLost
-from harvester.frontier.discovered import DiscoveredMixin
-from harvester.frontier.documents import DocumentsMixin
+from harvester.frontier.base import Database, Part
+from harvester.frontier.discovered import Discovered
+from harvester.frontier.documents import Documents
 from harvester.frontier.models import (
     Fetch,
     Page,
@@ -94,8 +95,14 @@ def _check_batch(items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]]) ->
         seen.add(completion.url_id)
 
 
-class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
-    """Completions, and the content-duplicate bookkeeping that goes with them."""
+class Outcomes(Part):
+    """Completions, and the content-duplicate bookkeeping that goes with them. A completion's outlinks go in
+    through ``discovered`` and the feeds and lists it names through ``documents``, in the completion's transaction."""
+
+    def __init__(self, db: Database, discovered: Discovered, documents: Documents) -> None:
+        super().__init__(db)
+        self._discovered = discovered
+        self._documents = documents
 
     def complete(
         self, owner: str, completion: Completion, outlinks: Sequence[DiscoveredUrl] = (), *, run_id: int | None = None
@@ -113,7 +120,7 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
         """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
 
         ``vanished`` (url id → what that listing page may have stopped naming) re-checks, for each completion
-        written, the URLs it no longer names (see ``_recheck_vanished``). ``feeds`` found on these pages are
+        written, the URLs it no longer names (see ``Documents.recheck_vanished``). ``feeds`` found on these pages are
         recorded as discovery documents not yet read, so a kill right after this commit cannot lose them: the
         next discovery of their host reads every such document.
 
@@ -143,13 +150,13 @@ class OutcomesMixin(DiscoveredMixin, DocumentsMixin):
             added = AddResult(0, 0, 0)
             if links:
                 now = max(c.fetched_at for c, _ in mine)
-                added = self._upsert(tx, fold(links), aware(now) or utcnow())
+                added = self._discovered.upsert(tx, fold(links), aware(now) or utcnow())
             demoted = self._demote(conn, [(old, new) for old, new in demote if new in held])
             for url_id, gone_from in (vanished or {}).items():
                 if url_id in held:
-                    self._recheck_vanished(conn, gone_from)
+                    self._documents.recheck_vanished(conn, gone_from)
             if feeds and mine:
-                self._note_documents(conn, feeds, kind="feed")
+                self._documents.note_documents(conn, feeds, kind="feed")
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), stored, added, lost_ids, demoted)

@@ -10,9 +10,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, exists, func, or_, select, update
 
-from harvester.frontier.base import (
-    StoreBase,
-)
+from harvester.frontier.base import Database, Part
 from harvester.frontier.dialects import PROMOTE_BATCH
 from harvester.frontier.models import (
     Document,
@@ -40,8 +38,13 @@ SOURCE_KINDS_CACHED = 100_000
 """Source kinds a store remembers (one per sitemap, feed or listing page) before it starts again."""
 
 
-class QueueMixin(StoreBase):
+class Queue(Part):
     """Claims (host leases, then URL leases, never one URL to two claimers), releases and due counts."""
+
+    def __init__(self, db: Database) -> None:
+        super().__init__(db)
+        self._source_kinds: dict[int, str] = {}
+        """Source id -> kind of the claimed URLs' first sources (``_learn_sources``)."""
 
     def claim_hosts(
         self, owner: str, *, limit: int, lease_s: float, now: datetime | None = None,

@@ -12,10 +12,8 @@ from typing import Any
 from sqlalchemy import Connection, Select, and_, case, exists, func, or_, select
 from sqlalchemy.orm import aliased
 
-from harvester.frontier.base import (
-    FULL_URL,
-)
-from harvester.frontier.check import CheckMixin, Damage
+from harvester.frontier.base import FULL_URL, Database, Part, url_id_of
+from harvester.frontier.check import Check, Damage
 from harvester.frontier.models import (
     Body,
     Document,
@@ -93,8 +91,13 @@ def _pages_query() -> Select[Any]:
     )
 
 
-class ReportsMixin(CheckMixin):
-    """What the CLI, the flows' artifacts, the exports and the tests read."""
+class Reports(Part):
+    """What the CLI, the flows' artifacts, the exports and the tests read; a read of every row goes around a
+    damaged part of the file through ``check``."""
+
+    def __init__(self, db: Database, check: Check) -> None:
+        super().__init__(db)
+        self._check = check
 
     def answered_since(self, since: datetime, origins: Sequence[str]) -> tuple[set[str], set[str]]:
         """(hosts of ``origins`` that answered anything at or after ``since``, hosts asked anything then): their
@@ -226,7 +229,7 @@ class ReportsMixin(CheckMixin):
             return list(conn.execute(query).all())
 
         whole = since is None and not latest and kinds is None  # a filter leaves gaps that are not damage
-        for rows in self.rows_around_damage("pages", read, batch=batch, damage=damage, expect_all=whole):
+        for rows in self._check.rows_around_damage("pages", read, batch=batch, damage=damage, expect_all=whole):
             for row in rows:
                 yield stored_page(row)
 
@@ -270,7 +273,8 @@ class ReportsMixin(CheckMixin):
                             damage.add("pages", page_id)
             return rows
 
-        for rows in self.rows_around_damage("fetches", read, batch=batch, damage=damage, expect_all=since is None):
+        for rows in self._check.rows_around_damage("fetches", read, batch=batch, damage=damage,
+                                                   expect_all=since is None):
             for r in rows:
                 yield StoredFetch(
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
@@ -291,7 +295,7 @@ class ReportsMixin(CheckMixin):
     def url_info(self, url: str) -> UrlInfo | None:
         """One URL row and its lease, for diagnostics, tests and the seed's redirect check; None if not stored."""
         with self._tx(write=False) as tx:
-            url_id = self._url_id(tx.conn, url)
+            url_id = url_id_of(tx.conn, self._d, url)
             if url_id is None:
                 return None
             row = tx.conn.execute(select(Url.__table__).where(Url.id == url_id)).mappings().one()

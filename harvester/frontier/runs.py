@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from harvester.errors import InvalidRecord
-from harvester.frontier.cycles import CyclesMixin
+from harvester.frontier.base import Database, Part
+from harvester.frontier.cycles import Cycles
 from harvester.frontier.models import (
     Cycle,
     Run,
@@ -21,16 +22,20 @@ from harvester.runtime import aware, utcnow
 logger = logging.getLogger(__name__)
 
 
-class RunsMixin(CyclesMixin):
-    """One row per phase run."""
+class Runs(Part):
+    """One row per phase run, each in the crawl cycle open for its profile (``cycles``)."""
+
+    def __init__(self, db: Database, cycles: Cycles) -> None:
+        super().__init__(db)
+        self._cycles = cycles
 
     def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
-        """A new run of ``phase``, in the cycle open for ``profile`` (``CyclesMixin.open_cycle``) if any. An
+        """A new run of ``phase``, in the cycle open for ``profile`` (``Cycles.open_cycle``) if any. An
         extraction with no cycle open (``harvester extract`` on its own) opens one of its own (kind ``extract``,
         closed by ``finish_run``): the first versions it stores are new in a cycle, once, like any other's."""
         now = utcnow()
         with self._tx() as tx:
-            cycle_id = self.open_cycle(tx.conn, profile)
+            cycle_id = self._cycles.open_cycle(tx.conn, profile)
             if cycle_id is None and phase == "extract":
                 cycle_id = int(tx.conn.execute(
                     insert(Cycle).values(kind="extract", started_at=now, status="running", profile=profile)
@@ -49,7 +54,7 @@ class RunsMixin(CyclesMixin):
         resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
         fetches are that cycle's."""
         with self._tx(write=False) as tx:
-            cycle = self.open_cycle(tx.conn, profile)
+            cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
                 select(Run.id, Run.profile, Run.cycle_id).where(Run.phase == phase, Run.status == "running")
                 .order_by(Run.id.desc()).limit(20)
@@ -77,7 +82,7 @@ class RunsMixin(CyclesMixin):
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
         if own is not None:
-            self.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
+            self._cycles.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:
         """The profile of the most recent run (of ``phase``) that recorded one."""

@@ -6,18 +6,155 @@ async callers use ``asyncio.to_thread``. Never fetches, never parses pages, neve
 """
 from __future__ import annotations
 
-from harvester.frontier.hosts import HostsMixin
-from harvester.frontier.outcomes import OutcomesMixin
-from harvester.frontier.queue import QueueMixin
-from harvester.frontier.reports import ReportsMixin
-from harvester.frontier.runs import RunsMixin
+from types import TracebackType
+from typing import Self
+
+from harvester.frontier.base import Database
+from harvester.frontier.check import Check
+from harvester.frontier.cycles import Cycles
+from harvester.frontier.discovered import Discovered
+from harvester.frontier.documents import Documents
+from harvester.frontier.hosts import Hosts
+from harvester.frontier.keys import Keys
+from harvester.frontier.outcomes import Outcomes
+from harvester.frontier.queue import Queue
+from harvester.frontier.reports import Reports
+from harvester.frontier.runs import Runs
+from harvester.settings import Settings
 
 __all__ = ["FrontierStore"]
 
 
-class FrontierStore(OutcomesMixin, QueueMixin, HostsMixin, RunsMixin, ReportsMixin):
+class FrontierStore:
     """The frontier: URLs, hosts, documents, pages, fetches and runs. Build it with ``FrontierStore.open``.
 
-    One class for callers, one module per concern behind it: ``discovered`` (upserts), ``queue`` (claims and
-    leases), ``outcomes`` (completions), ``documents``, ``hosts``, ``runs``, ``reports``; ``base`` holds the engine,
-    the dialect and the transaction every concern runs in."""
+    One object for callers, one object per concern behind it, each in its own module and owning its own state
+    over one shared ``Database`` (engine, dialect, transaction; fixed once open): ``discovered`` (upserts),
+    ``queue`` (claims and leases), ``outcomes`` (completions), ``documents``, ``hosts``, ``cycles``, ``runs``,
+    ``reports``, ``check`` (a damaged file). A concern that needs another is handed it (``outcomes`` writes
+    outlinks through ``discovered``); the two caches live in ``keys`` (host and source ids, for ``discovered``
+    and ``hosts``) and ``queue`` (source kinds).
+
+    The methods callers use are the concerns' own, named here: ``store.claim`` is ``store.queue.claim``. Read
+    the concern's module for what one does."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.settings = db.settings
+        keys = Keys(db)
+        self.discovered = Discovered(db, keys)
+        self.documents = Documents(db)
+        self.outcomes = Outcomes(db, self.discovered, self.documents)
+        self.queue = Queue(db)
+        self.hosts = Hosts(db, keys)
+        self.cycles = Cycles(db)
+        self.runs = Runs(db, self.cycles)
+        self.check = Check(db)
+        self.reports = Reports(db, self.check)
+        discovered = self.discovered
+        self.add_discovered = discovered.add_discovered
+        self.known_urls = discovered.known_urls
+        self.first_sources = discovered.first_sources
+        self.url_id = discovered.url_id
+        self.sources_of = discovered.sources_of
+        self.sample_urls = discovered.sample_urls
+        documents = self.documents
+        self.get_document = documents.get_document
+        self.host_documents = documents.host_documents
+        self.save_document = documents.save_document
+        self.last_read_at = documents.last_read_at
+        outcomes = self.outcomes
+        self.complete = outcomes.complete
+        self.complete_many = outcomes.complete_many
+        self.duplicates_of = outcomes.duplicates_of
+        self.declared_canonicals = outcomes.declared_canonicals
+        queue = self.queue
+        self.claim_hosts = queue.claim_hosts
+        self.renew_hosts = queue.renew_hosts
+        self.release_hosts = queue.release_hosts
+        self.claim = queue.claim
+        self.release = queue.release
+        self.requeue_expired = queue.requeue_expired
+        self.lease_owners = queue.lease_owners
+        self.release_owner = queue.release_owner
+        self.make_due = queue.make_due
+        self.url_high_water = queue.url_high_water
+        self.due_count = queue.due_count
+        self.next_due_at = queue.next_due_at
+        self.unfinished = queue.unfinished
+        self.sharing = queue.sharing
+        self.fetched_since = queue.fetched_since
+        self.due_on = queue.due_on
+        hosts = self.hosts
+        self.ensure_hosts = hosts.ensure_hosts
+        self.host_origins = hosts.host_origins
+        self.load_robots = hosts.load_robots
+        self.save_robots = hosts.save_robots
+        self.host_policy = hosts.host_policy
+        self.save_host_policy = hosts.save_host_policy
+        self.set_moved_to = hosts.set_moved_to
+        self.moved_hosts = hosts.moved_hosts
+        self.record_lastmod_check = hosts.record_lastmod_check
+        self.add_lastmod_checks = hosts.add_lastmod_checks
+        self.lastmod_truthfulness = hosts.lastmod_truthfulness
+        cycles = self.cycles
+        self.begin_cycle = cycles.begin_cycle
+        self.finish_cycle = cycles.finish_cycle
+        self.cycle_started_at = cycles.cycle_started_at
+        self.last_cycle = cycles.last_cycle
+        self.cycle_counts = cycles.cycle_counts
+        self.run_fetch_counts = cycles.run_fetch_counts
+        runs = self.runs
+        self.start_run = runs.start_run
+        self.resume_or_start_run = runs.resume_or_start_run
+        self.run_started_at = runs.run_started_at
+        self.finish_run = runs.finish_run
+        self.last_profile = runs.last_profile
+        self.last_run = runs.last_run
+        self.get_run = runs.get_run
+        reports = self.reports
+        self.answered_since = reports.answered_since
+        self.state_counts = reports.state_counts
+        self.stats = reports.stats
+        self.iter_pages = reports.iter_pages
+        self.iter_fetches = reports.iter_fetches
+        self.url_states = reports.url_states
+        self.url_info = reports.url_info
+        check = self.check
+        self.integrity = check.integrity
+
+    @classmethod
+    def open(cls, settings: Settings, *, upgrade: bool | None = None, read_only: bool = False) -> Self:
+        """The frontier at ``settings.database_url``: ``Database.open`` says how it is opened, upgraded or
+        refused."""
+        return cls(Database.open(settings, upgrade=upgrade, read_only=read_only))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def upgrade(self) -> None:
+        """Alembic upgrade to head (``Database.upgrade``)."""
+        self.db.upgrade()
+
+    @property
+    def read_only(self) -> bool:
+        """Opened read-only: a SQLite file this process cannot write."""
+        return self.db.read_only
+
+    @property
+    def url_display(self) -> str:
+        """The database URL with any password masked: safe to log and print."""
+        return self.db.url_display
+
+    @property
+    def dialect(self) -> str:
+        """The database's dialect name (``sqlite``, ``postgresql``)."""
+        return self.db.dialect.name

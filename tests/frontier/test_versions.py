@@ -61,7 +61,7 @@ def test_a_version_is_new_when_its_payload_is_and_identical_payloads_are_stored_
     assert all(v.payload_digest == hashlib.sha256(v.body).hexdigest() for v in versions)
     latest = {v.url: v.body for v in store.iter_pages(latest=True)}
     assert latest == {f"{A}/p": b"<p>two</p><ad>2</ad>", f"{A}/q": b"<p>one</p><ad>1</ad>"}
-    with store._tx(write=False) as tx:
+    with store.db.tx(write=False) as tx:
         bodies = tx.conn.exec_driver_sql("SELECT count(*) FROM bodies").scalar_one()
     assert bodies == 3  # four versions, three distinct payloads
     fetches = [(f.url, f.change, f.page.page_id if f.page else None) for f in store.iter_fetches()]

@@ -33,7 +33,7 @@ class Meeting:
 
 def crossing_updates(store: FrontierStore, first: str, second: str, meeting: Meeting) -> None:
     """One transaction that locks ``first``'s row, waits for the other, then wants ``second``'s: a deadlock."""
-    with store._tx() as tx:
+    with store.db.tx() as tx:
         tx.conn.exec_driver_sql("UPDATE hosts SET failures = failures + 1 WHERE origin = %s", (first,))
         meeting.wait()
         tx.conn.exec_driver_sql("UPDATE hosts SET failures = failures + 1 WHERE origin = %s", (second,))
@@ -69,7 +69,7 @@ async def test_a_deadlock_victim_is_a_write_conflict_and_is_asked_again(pg_url):
         meeting = Meeting()
         await asyncio.gather(db(crossing_updates, a, "http://a.test", "http://b.test", meeting),
                              db(crossing_updates, b, "http://b.test", "http://a.test", meeting))
-        with a._tx(write=False) as tx:
+        with a.db.tx(write=False) as tx:
             failures = dict(tx.conn.exec_driver_sql("SELECT origin, failures FROM hosts").all())
     # First round: one writer's two updates (the victim's rolled back); second: both, the victim's asked again.
     assert failures == {"http://a.test": 3, "http://b.test": 3}, failures
