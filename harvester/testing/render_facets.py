@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from html import escape
 
-from harvester.testing.render_feeds import FeedRendering
+from harvester.testing.render_layout import Layout
 from harvester.testing.resources import HTML, Resource, make_resource
-from harvester.testing.sites import BASE_EPOCH, LISTING_FACETS, HostSpec, SiteModel
+from harvester.testing.sites import BASE_EPOCH, LISTING_FACETS
 
 PRESENTATION_LINKS = ("sort=price", "view=grid", "per_page=48")
 """Links of every faceted listing page that only re-present it (sorted, as a grid, longer pages)."""
@@ -22,28 +22,19 @@ def facet_query(query: str) -> tuple[str, str] | None:
     return None
 
 
-class FacetRendering(FeedRendering):
-    """Filter pages of a ``ServedSite`` (a mixin over the feeds': the site's model, spec and page helpers are its
-    own)."""
+class FacetPages:
+    """One site's filter pages and the filter links of its listing pages."""
 
-    spec: HostSpec
-    model: SiteModel
-    facet_pages: dict[tuple[str, str, str], Resource]
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.spec = layout.spec
+        self.model = layout.model
 
-    def listing_path(self, topic: str, n: int = 1) -> str:
-        raise NotImplementedError
-
-    def spell(self, target: str, source: str, k: int) -> str:
-        raise NotImplementedError
-
-    def _chrome(self, title: str, path: str, head_extra: str = "") -> tuple[str, str]:
-        raise NotImplementedError
-
-    def facet_nav(self, topic: str) -> str:
+    def nav(self, topic: str) -> str:
         """The filter and presentation links of a faceted listing page ("" on a host without facets)."""
         if not self.spec.facets:
             return ""
-        base = self.listing_path(topic)
+        base = self.layout.listing_path(topic)
         groups = [
             f"<li>{name}: " + " ".join(f'<a href="{base}?{name}={value}">{value}</a>' for value in values) + "</li>"
             for name, values in LISTING_FACETS.items()
@@ -51,24 +42,27 @@ class FacetRendering(FeedRendering):
         shown = " ".join(f'<a href="{base}?{query}">{query.partition("=")[2]}</a>' for query in PRESENTATION_LINKS)
         return f'<aside class="filters"><ul>{"".join(groups)}</ul><p>Show: {shown}</p></aside>\n'
 
-    def _build_facets(self) -> None:
-        self.facet_pages = {}
+    def build(self) -> dict[tuple[str, str, str], Resource]:
+        """(topic, filter name, value) -> the filter page ({} on a host without facets)."""
+        pages: dict[tuple[str, str, str], Resource] = {}
         if not self.spec.facets:
-            return
+            return pages
         for topic in self.model.topics:
             for name, values in LISTING_FACETS.items():
                 for value in values:
-                    self.facet_pages[(topic, name, value)] = self._facet_page(topic, name, value)
+                    pages[(topic, name, value)] = self._facet_page(topic, name, value)
+        return pages
 
     def _facet_page(self, topic: str, name: str, value: str) -> Resource:
-        path = f"{self.listing_path(topic)}?{name}={value}"
+        path = f"{self.layout.listing_path(topic)}?{name}={value}"
         items = self.model.facet_items(topic, name, value)
-        head, foot = self._chrome(f"{topic.capitalize()} — {name} {value}", path)
+        head, foot = self.layout.chrome(f"{topic.capitalize()} — {name} {value}", path)
         rows = "\n".join(
-            f'<li><a href="{self.spell(p.path, path, p.id)}">{escape(self._title(p))}</a></li>' for p in items
+            f'<li><a href="{self.layout.spell(p.path, path, p.id)}">{escape(self.layout.title(p))}</a></li>'
+            for p in items
         )
         html = (
-            f'{head}<main><h1>{topic.capitalize()}: {escape(value)}</h1>\n{self.facet_nav(topic)}'
+            f'{head}<main><h1>{topic.capitalize()}: {escape(value)}</h1>\n{self.nav(topic)}'
             f'<ul class="list">\n{rows}\n</ul></main>\n{foot}'
         )
         first = max((p.modified_ts for p in items), default=BASE_EPOCH)

@@ -6,13 +6,9 @@ from __future__ import annotations
 import re
 from html import escape
 
+from harvester.testing.render_layout import Carried, Layout
 from harvester.testing.resources import Resource, http_date, w3c_date
-from harvester.testing.sites import (
-    BASE_EPOCH,
-    HostSpec,
-    PageModel,
-    SiteModel,
-)
+from harvester.testing.sites import BASE_EPOCH, PageModel
 
 
 def feed_page_url(head_url: str, n: int) -> str:
@@ -30,28 +26,23 @@ def feed_key(query: str) -> str:
     return f"{m.group(1)}={int(m.group(2))}"
 
 
-class FeedRendering:
-    """Feeds of a ``ServedSite`` (a mixin: the site's model, origin and resources are its own)."""
+class FeedDocs:
+    """Builds one site's feed documents from its model; what they built is the caller's (``ServedSite``)."""
 
-    spec: HostSpec
-    model: SiteModel
-    origin: str
-    feeds: dict[str, dict[str, Resource]]
+    def __init__(self, layout: Layout, carried: Carried) -> None:
+        self.layout = layout
+        self.spec = layout.spec
+        self.model = layout.model
+        self.origin = layout.origin
+        self.carried = carried
 
-    def feed_paths(self) -> dict[str, str]:
-        raise NotImplementedError
-
-    def _carry(self, path: str, ctype: str, body: str | bytes, first_lm: float, *, weak: bool = False) -> Resource:
-        raise NotImplementedError
-
-    def _title(self, p: PageModel) -> str:
-        return p.slug.replace("-", " ").capitalize()
-
-    def _build_feeds(self) -> None:
-        """Feed documents per ``HostSpec.feed_paging``: the head lists the newest ``feed_entries`` entries."""
+    def build(self) -> dict[str, dict[str, Resource]]:
+        """Feed path -> its documents by ``feed_key``, per ``HostSpec.feed_paging``: the head lists the newest
+        ``feed_entries`` entries."""
+        feeds: dict[str, dict[str, Resource]] = {}
         spec = self.spec
         size = spec.feed_entries
-        for kind, path in self.feed_paths().items():
+        for kind, path in self.layout.feed_paths().items():
             if kind not in ("rss", "atom"):
                 continue
             items = self.model.feed_items("updated" if kind == "atom" else "published")
@@ -82,7 +73,8 @@ class FeedRendering:
                     docs[f"archive={j}"] = self._feed_doc(kind, path, chunk, links, archive=True, key=-j)
             else:
                 docs[""] = self._feed_doc(kind, path, items[:size], [("self", head_url)], archive=False, key=0)
-            self.feeds[path] = docs
+            feeds[path] = docs
+        return feeds
 
     def _feed_doc(
         self, kind: str, path: str, items: list[PageModel], links: list[tuple[str, str]], *, archive: bool, key: int
@@ -102,7 +94,7 @@ class FeedRendering:
             for p in items:
                 link = self.origin + p.path + ("?utm_source=rss&amp;utm_medium=feed" if p.id % 2 else "")
                 parts.append(
-                    f"<item><title>{escape(self._title(p))}</title><link>{link}</link>"
+                    f"<item><title>{escape(self.layout.title(p))}</title><link>{link}</link>"
                     f'<guid isPermaLink="false">{name}-{p.id}</guid><pubDate>{http_date(p.published_ts)}'
                     f"</pubDate><description>Story {p.id} in {p.topic}.</description></item>"
                 )
@@ -117,7 +109,7 @@ class FeedRendering:
             ]
             for p in items:
                 parts.append(
-                    f'<entry><title>{escape(self._title(p))}</title><link href="{self.origin}{p.path}"/>'
+                    f'<entry><title>{escape(self.layout.title(p))}</title><link href="{self.origin}{p.path}"/>'
                     f"<id>tag:{name},2026:{p.id}</id><published>{w3c_date(p.published_ts)}</published>"
                     f"<updated>{w3c_date(p.modified_ts)}</updated><summary>Story {p.id} in {p.topic}."
                     "</summary></entry>"
@@ -125,4 +117,4 @@ class FeedRendering:
             parts.append("</feed>\n")
             ctype = "application/atom+xml"
         body = "\n".join(parts).encode()
-        return self._carry(f"{path}#{key}", ctype, body, newest)
+        return self.carried.carry(f"{path}#{key}", ctype, body, newest)

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from harvester.testing.render import TRAP_PREFIXES
+from harvester.testing.render_pages import robots_text
+from harvester.testing.render_traps import TRAP_PREFIXES
 from harvester.testing.sites import HostSpec, SiteModel
 
 __all__ = ["DayChange", "HostTruth", "Truth"]
@@ -151,10 +152,7 @@ class HostTruth:
 
     def robots_text(self) -> str:
         if self._robots_text is None:
-            from harvester.testing.render import ServedSite
-
-            # Rendering robots needs no port-specific state beyond the origin; build it without a server.
-            self._robots_text = ServedSite.robots_text(_RobotsOnly(self.spec, self.origin))  # type: ignore[arg-type]
+            self._robots_text = robots_text(self.spec, self.origin)  # needs no server, only the origin
         return self._robots_text
 
     def is_allowed(self, url_or_path: str, user_agent: str | None = "harvester") -> bool:
@@ -169,14 +167,6 @@ class HostTruth:
             self._robots = Protego.parse(self.robots_text())
         url = url_or_path if "://" in url_or_path else self.origin + url_or_path
         return bool(self._robots.can_fetch(url, user_agent or "*"))
-
-
-class _RobotsOnly:
-    """Just enough of a ServedSite for ``ServedSite.robots_text``."""
-
-    def __init__(self, spec: HostSpec, origin: str) -> None:
-        self.spec = spec
-        self.origin = origin
 
 
 class Truth:

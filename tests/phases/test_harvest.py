@@ -16,7 +16,7 @@ from harvester.records import Completion, ErrorClass, UrlKind, UrlState
 from harvester.runtime import utcnow
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.record import disallowed_hits, duplicates
-from harvester.testing.render import TRAP_PREFIXES
+from harvester.testing.render_traps import TRAP_PREFIXES
 from harvester.testing.sites import HostSpec, RobotsSpec
 
 SPECS = [
