@@ -188,7 +188,7 @@ def _sqlite_execute_rows(
     """Run ``count`` rows of ``width`` parameters (``flat``, row after row) as multi-row statements of
     ``SQLITE_ROWS_PER_STATEMENT`` rows (``sql_for(n)``: the statement for n rows; its text is the same each time,
     so the prepared statement is reused), the remainder one row per step. Straight on the driver connection:
-    SQLAlchemy's per-call overhead was a visible share of a claim (store._tx translates driver errors)."""
+    SQLAlchemy's per-call overhead was a visible share of a claim (Database.tx translates driver errors)."""
     driver = conn.connection.driver_connection
     assert driver is not None
     full, _ = divmod(count, SQLITE_ROWS_PER_STATEMENT)

@@ -1,6 +1,6 @@
 """The frontier's tables as typed declarative models; the schema itself only changes through ``migrations/``.
 
-No queries here (the ``FrontierStore`` mixins speak SQL). Rows are kept compact because ``urls`` grows to millions:
+No queries here (the ``FrontierStore`` concerns speak SQL). Rows are kept compact because ``urls`` grows to millions:
 times are ``timestamptz`` on PostgreSQL but integer microseconds on SQLite (8 bytes instead of a 26-byte ISO string).
 """
 
