@@ -1,4 +1,5 @@
-"""FrontierStore: the durable frontier and the only module that speaks SQL (SQLite or PostgreSQL).
+"""FrontierStore: the durable frontier (SQLite or PostgreSQL) as one object for callers, built from one object per
+concern over one ``base.Database``.
 
 Each public method is one transaction keeping one invariant (``complete_many`` writes outcomes, pages, fetches
 and outlinks together or not at all). Synchronous and thread safe (one Engine, a pooled connection per call):
@@ -42,33 +43,34 @@ class FrontierStore:
         self.db = db
         self.settings = db.settings
         keys = Keys(db)
-        self.discovered = Discovered(db, keys)
-        self.documents = Documents(db)
-        self.outcomes = Outcomes(db, self.discovered, self.documents)
-        self.queue = Queue(db)
-        self.hosts = Hosts(db, keys)
-        self.cycles = Cycles(db)
-        self.runs = Runs(db, self.cycles)
-        self.check = Check(db)
-        self.reports = Reports(db, self.check)
-        discovered = self.discovered
+        self.discovered = discovered = Discovered(db, keys)
+        self.documents = documents = Documents(db)
+        self.outcomes = outcomes = Outcomes(db, discovered, documents)
+        self.queue = queue = Queue(db)
+        self.hosts = hosts = Hosts(db, keys)
+        self.cycles = cycles = Cycles(db)
+        self.runs = runs = Runs(db, cycles)
+        self.check = check = Check(db)
+        self.reports = reports = Reports(db, check)
+
+        # The names callers use, by concern: a caller never needs to know which concern answers.
         self.add_discovered = discovered.add_discovered
         self.known_urls = discovered.known_urls
         self.first_sources = discovered.first_sources
         self.url_id = discovered.url_id
         self.sources_of = discovered.sources_of
         self.sample_urls = discovered.sample_urls
-        documents = self.documents
+
         self.get_document = documents.get_document
         self.host_documents = documents.host_documents
         self.save_document = documents.save_document
         self.last_read_at = documents.last_read_at
-        outcomes = self.outcomes
+
         self.complete = outcomes.complete
         self.complete_many = outcomes.complete_many
         self.duplicates_of = outcomes.duplicates_of
         self.declared_canonicals = outcomes.declared_canonicals
-        queue = self.queue
+
         self.claim_hosts = queue.claim_hosts
         self.renew_hosts = queue.renew_hosts
         self.release_hosts = queue.release_hosts
@@ -85,7 +87,7 @@ class FrontierStore:
         self.sharing = queue.sharing
         self.fetched_since = queue.fetched_since
         self.due_on = queue.due_on
-        hosts = self.hosts
+
         self.ensure_hosts = hosts.ensure_hosts
         self.host_origins = hosts.host_origins
         self.load_robots = hosts.load_robots
@@ -97,14 +99,14 @@ class FrontierStore:
         self.record_lastmod_check = hosts.record_lastmod_check
         self.add_lastmod_checks = hosts.add_lastmod_checks
         self.lastmod_truthfulness = hosts.lastmod_truthfulness
-        cycles = self.cycles
+
         self.begin_cycle = cycles.begin_cycle
         self.finish_cycle = cycles.finish_cycle
         self.cycle_started_at = cycles.cycle_started_at
         self.last_cycle = cycles.last_cycle
         self.cycle_counts = cycles.cycle_counts
         self.run_fetch_counts = cycles.run_fetch_counts
-        runs = self.runs
+
         self.start_run = runs.start_run
         self.resume_or_start_run = runs.resume_or_start_run
         self.run_started_at = runs.run_started_at
@@ -112,7 +114,7 @@ class FrontierStore:
         self.last_profile = runs.last_profile
         self.last_run = runs.last_run
         self.get_run = runs.get_run
-        reports = self.reports
+
         self.answered_since = reports.answered_since
         self.state_counts = reports.state_counts
         self.stats = reports.stats
@@ -120,7 +122,7 @@ class FrontierStore:
         self.iter_fetches = reports.iter_fetches
         self.url_states = reports.url_states
         self.url_info = reports.url_info
-        check = self.check
+
         self.integrity = check.integrity
 
     @classmethod
