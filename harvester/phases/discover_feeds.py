@@ -135,9 +135,9 @@ class FeedReader:
     """The feeds of one host: taken from its ``FeedQueue`` one at a time, each read newest page first, a feed that
     repeats another recognised (by the entries of the feeds read before it in this run)."""
 
-    def __init__(self, host: HostContext, queue: FeedQueue) -> None:
+    def __init__(self, host: HostContext, feeds: FeedQueue) -> None:
         self.host = host
-        self.queue = queue
+        self.feeds = feeds
         self._docs_seen: set[str] = set()
         """Feed documents (heads, pages, archives) read in this run."""
         self._entries: set[str] = set()
@@ -147,7 +147,7 @@ class FeedReader:
 
     async def read_queued(self) -> None:
         """Read every feed queued, and those queued meanwhile."""
-        while (url := self.queue.next()) is not None:
+        while (url := self.feeds.next()) is not None:
             await self._feed(url)
 
     def read_beside(self) -> None:
@@ -157,7 +157,7 @@ class FeedReader:
         limit still bounds both (one polite client). Called again after each batch of listing pages: a reader
         that finished is started again for the feeds queued since."""
         host = self.host
-        if self.queue and host.site.profile.use_feeds and (self._beside is None or self._beside.done()):
+        if self.feeds and host.site.profile.use_feeds and (self._beside is None or self._beside.done()):
             if self._beside is not None:
                 self._beside.result()  # a failed read surfaces here, not lost with its task
             self._beside = asyncio.get_running_loop().create_task(self.read_queued(), name=f"feeds {host.origin}")

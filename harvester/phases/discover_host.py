@@ -85,10 +85,11 @@ class HostDiscovery:
 
     def __init__(self, host: HostContext) -> None:
         self.host = host
-        feeds = FeedQueue(host.site)
-        self.feeds = FeedReader(host, feeds)
-        self.sitemaps = SitemapWalk(host, feeds)
-        self.listings = ListingCrawl(host, feeds, between_batches=self.feeds.read_beside)
+        self.feeds = FeedQueue(host.site)
+        """Feeds found by any step (a seed, a sitemap, a listing page), for the reader."""
+        self.reader = FeedReader(host, self.feeds)
+        self.sitemaps = SitemapWalk(host, self.feeds)
+        self.listings = ListingCrawl(host, self.feeds, between_batches=self.reader.read_beside)
 
     @property
     def counters(self) -> Counter[str]:
@@ -145,7 +146,7 @@ class HostDiscovery:
         self.sitemaps.add_seeds([url for url, kind in published.items() if kind is UrlKind.SITEMAP])
         for url, kind in published.items():
             if kind is UrlKind.FEED:
-                self.feeds.queue.offer(url)
+                self.feeds.offer(url)
             if not (profile.use_sitemaps if kind is UrlKind.SITEMAP else profile.use_feeds):
                 host.problem(f"{host.origin}: the seed {url} is a {kind.value}, which this profile does not read")
         seed_urls = [url for url in seed_urls if url not in published]
@@ -170,14 +171,14 @@ class HostDiscovery:
         try:
             await self.listings.crawl()  # the feeds found so far read beside it (``FeedReader.read_beside``)
         except BaseException:
-            await self.feeds.stop()
+            await self.reader.stop()
             raise
-        await self.feeds.caught_up()
+        await self.reader.caught_up()
         if profile.use_feeds:
             # Feeds read before are polled on their own schedule, whether or not a page advertising them changed.
             for known in await db(host.store.host_documents, host.origin, kinds=("feed", "feed_mirror")):
-                self.feeds.queue.offer(known.url)
-            await self.feeds.read_queued()
+                self.feeds.offer(known.url)
+            await self.reader.read_queued()
         host.report.add_rejections({}, source="link")
 
     async def _seed_moved(self, seed: str) -> str | None:

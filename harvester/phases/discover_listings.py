@@ -43,8 +43,9 @@ class ListingCrawl:
     page of news. Feeds a page names are offered to ``feeds``; ``between_batches`` is called before the first batch
     of pages and after each (the host's discovery starts its feed reader beside the crawl there)."""
 
-    def __init__(self, host: HostContext, feeds: FeedQueue, *, between_batches: Callable[[], None] = lambda: None,
-                 ) -> None:
+    def __init__(
+        self, host: HostContext, feeds: FeedQueue, *, between_batches: Callable[[], None] = lambda: None
+    ) -> None:
         self.host = host
         self.feeds = feeds
         self._between_batches = between_batches
