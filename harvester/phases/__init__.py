@@ -2,7 +2,8 @@
 into the frontier), ``extract`` (claimed URLs fetched politely, outcomes written), ``harvest`` and ``recrawl``
 (their order of steps, written once). Flows, the CLI and library users all call these.
 
-By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``discover_*`` and ``extract_host`` the
+By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``discover_host`` over
+``discover_context``, ``discover_sitemaps``, ``discover_listings``, ``discover_feeds``, and ``extract_host``, the
 per-host work under them), ``runs`` (run and cycle bookkeeping, ``open_store``), ``results`` (``PhaseResult``,
 ``Progress``), ``client`` (the polite client a phase fetches through), ``cycles`` (harvest and recrawl).
 

@@ -1,22 +1,19 @@
-"""The feeds of one host: read incrementally (RFC 5005 pages and archives), a feed that repeats another recognised."""
+"""The feeds of one host: found by the other steps and offered to the reader (``FeedQueue``, the one channel between
+discovery's steps), read incrementally (RFC 5005 pages and archives), a feed that repeats another recognised."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import logging
+from collections import deque
 from collections.abc import Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harvester.discovery.feeds import FeedDoc, numbered_successors, parse_feed
-from harvester.phases.discover_base import (
-    ANY_MEDIA_TYPE,
-    MAX_FEED_ENTRIES_REMEMBERED,
-    DiscoveryBase,
-    unreadable_count,
-)
+from harvester.phases.discover_context import ANY_MEDIA_TYPE, HostContext
 from harvester.records import (
     DiscoveredUrl,
     DocumentState,
@@ -26,9 +23,50 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
+from harvester.rules.revisit_documents import unreadable_count
 from harvester.runtime import aware, db, settle, utcnow
 
+if TYPE_CHECKING:
+    from harvester.rules.admission import Site
+
 logger = logging.getLogger(__name__)
+
+MAX_FEED_ENTRIES_REMEMBERED = 200_000
+"""Entry URLs of this run's feeds kept per host to recognise a feed that repeats another; beyond it, none is."""
+
+
+class FeedQueue:
+    """Feeds found by any step of a host's discovery (a seed, a sitemap that is a feed, a listing page's links),
+    waiting for the feed reader: the one channel between the steps. Each feed is offered once a run."""
+
+    def __init__(self, site: Site) -> None:
+        self._site = site
+        self._waiting: deque[str] = deque()
+        self._seen: set[str] = set()
+        self._found: list[str] = []
+        """Feeds offered since the listing crawl last wrote a page: written with it, so a kill cannot lose them."""
+
+    def __bool__(self) -> bool:
+        return bool(self._waiting)
+
+    def offer(self, url: str) -> None:
+        """Queue ``url`` for the reader when it is in scope and new in this run."""
+        canonical = self._site.canonicalize(url)
+        if canonical is None or canonical in self._seen or not self._site.in_scope(canonical):
+            return
+        if self._site.profile.use_feeds:
+            self._found.append(canonical)
+        self._seen.add(canonical)
+        self._waiting.append(canonical)
+
+    def take_found(self) -> list[str]:
+        """The feeds found since the last call (the listing crawl writes them with the page it completes)."""
+        found, self._found = self._found, []
+        return found
+
+    def next(self) -> str | None:
+        """The feed waiting longest, or None."""
+        return self._waiting.popleft() if self._waiting else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +131,49 @@ class _Ahead:
         return len(tasks)
 
 
-class FeedReading(DiscoveryBase):
-    """Feeds: queued as found, read newest page first, a feed that repeats another recognised."""
+class FeedReader:
+    """The feeds of one host: taken from its ``FeedQueue`` one at a time, each read newest page first, a feed that
+    repeats another recognised (by the entries of the feeds read before it in this run)."""
 
-    async def _drain_feeds(self) -> None:
-        while self._feeds:
-            await self._feed(self._feeds.popleft())
+    def __init__(self, host: HostContext, feeds: FeedQueue) -> None:
+        self.host = host
+        self.feeds = feeds
+        self._docs_seen: set[str] = set()
+        """Feed documents (heads, pages, archives) read in this run."""
+        self._entries: set[str] = set()
+        """Entry URLs of the feeds read in this run (up to ``MAX_FEED_ENTRIES_REMEMBERED``)."""
+        self._beside: asyncio.Task[None] | None = None
+        """The reader of queued feeds while the listing crawl runs (``read_beside``)."""
+
+    async def read_queued(self) -> None:
+        """Read every feed queued, and those queued meanwhile."""
+        while (url := self.feeds.next()) is not None:
+            await self._feed(url)
+
+    def read_beside(self) -> None:
+        """Read the queued feeds beside the listing crawl, one feed at a time (a feed's mirror is told by what
+        the feeds before it listed). A paged feed and a listing's pagination are each a chain of requests, each
+        waiting on the one before: side by side they take the longer chain's time, not the sum, and the host's
+        limit still bounds both (one polite client). Called again after each batch of listing pages: a reader
+        that finished is started again for the feeds queued since."""
+        host = self.host
+        if self.feeds and host.site.profile.use_feeds and (self._beside is None or self._beside.done()):
+            if self._beside is not None:
+                self._beside.result()  # a failed read surfaces here, not lost with its task
+            self._beside = asyncio.get_running_loop().create_task(self.read_queued(), name=f"feeds {host.origin}")
+
+    async def caught_up(self) -> None:
+        """Wait until every feed queued so far is read."""
+        while self._beside is not None:
+            task, self._beside = self._beside, None
+            await task
+            self.read_beside()  # queued after that reader's last look
+
+    async def stop(self) -> None:
+        """End the reader beside the listing crawl (the crawl failed or is being stopped)."""
+        if self._beside is not None:
+            self._beside.cancel()
+            await asyncio.gather(self._beside, return_exceptions=True)
 
     async def _feed(self, url: str) -> None:
         """A feed head, then its older documents (RFC 5005) while they may hold entries not seen before.
@@ -109,12 +184,12 @@ class FeedReading(DiscoveryBase):
         or, undated, URLs new to the frontier), since a feed lists newest first; archives never change
         (RFC 5005 §4), so known ones are walked past without a request and only new ones are read.
         """
-        known = await db(self.store.get_document, url)
-        if known is not None and not self._due(known):
-            self.counters["documents_skipped"] += 1
+        known = await db(self.host.store.get_document, url)
+        if known is not None and not self.host.due(known):
+            self.host.counters["documents_skipped"] += 1
             return
         if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
-            self.counters["feed_mirrors_skipped"] += 1
+            self.host.counters["feed_mirrors_skipped"] += 1
             return
         last_read = known.fetched_at if known is not None and known.content_hash is not None else None
         head = await self._feed_document(url, "feed", known, last_read)
@@ -125,25 +200,25 @@ class FeedReading(DiscoveryBase):
             # feed, a category feed): poll it again only after feed_mirror_recheck_s, and read no older pages.
             # Once a mirror, its head is still read (an Atom twin ordered by `updated` shows edits of old
             # entries, which then differ from the twin's head) but its history is the twin's: never walked.
-            self.counters["feeds_mirrored"] += 1
-            await db(self.store.save_document, replace(head.state, kind="feed_mirror"))
+            self.host.counters["feeds_mirrored"] += 1
+            await db(self.host.store.save_document, replace(head.state, kind="feed_mirror"))
             return
         rereading = known is not None and known.content_hash is not None
         reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
-        budget = self.settings.discovery.max_feed_pages - 1
+        budget = self.host.settings.discovery.max_feed_pages - 1
         page: _FeedRead | None = head
         at, ahead = url, _Ahead()
         guessing = not rereading  # a first read takes every page: the next ones may be asked beside this one
         try:
             while page is not None and page.doc.next_page and budget > 0:
                 if rereading and not page.only_news(reference):
-                    self.counters["feed_pages_not_needed"] += 1
+                    self.host.counters["feed_pages_not_needed"] += 1
                     break
                 target = page.doc.next_page
-                if target in self._feed_docs_seen or not self.site.in_scope(target):
+                if target in self._docs_seen or not self.host.site.in_scope(target):
                     break
                 budget -= 1
-                page_known = await db(self.store.get_document, target)
+                page_known = await db(self.host.store.get_document, target)
                 asked = ahead.take(target)
                 if guessing and asked is None and ahead:
                     # The page named one we did not guess: this feed is not numbered by a constant step. No more
@@ -161,40 +236,41 @@ class FeedReading(DiscoveryBase):
             raise
         self._unused_guesses(await ahead.drop(cancel=False))
         archive = head.doc.prev_archive
-        while archive is not None and budget > 0 and archive not in self._feed_docs_seen:
-            if not self.site.in_scope(archive):
+        while archive is not None and budget > 0 and archive not in self._docs_seen:
+            if not self.host.site.in_scope(archive):
                 break
-            known_archive = await db(self.store.get_document, archive)
+            known_archive = await db(self.host.store.get_document, archive)
             if known_archive is not None and known_archive.content_hash is not None:
-                self._feed_docs_seen.add(archive)
-                self.counters["feed_archives_known"] += 1
+                self._docs_seen.add(archive)
+                self.host.counters["feed_archives_known"] += 1
                 archive = known_archive.children[0] if known_archive.children else None
                 continue
             budget -= 1
             read = await self._feed_document(archive, "feed_archive", known_archive, None)
             archive = read.doc.prev_archive if read is not None else None
         if budget <= 0 and ((page is not None and page.doc.next_page) or archive is not None):
-            self._problem(f"feed {url}: more than {self.settings.discovery.max_feed_pages} documents; rest skipped")
+            most = self.host.settings.discovery.max_feed_pages
+            self.host.problem(f"feed {url}: more than {most} documents; rest skipped")
 
     def _unused_guesses(self, count: int) -> None:
         if count:
-            self.counters["feed_pages_guessed_unused"] += count
+            self.host.counters["feed_pages_guessed_unused"] += count
 
     def _fetch_feed(self, url: str, known: DocumentState | None) -> Coroutine[Any, Any, FetchResult]:
-        return self.client.fetch(url, validators=known.validators if known else Validators(), accept=ANY_MEDIA_TYPE,
-                                 max_bytes=self.settings.discovery.max_feed_bytes)
+        return self.host.client.fetch(url, validators=known.validators if known else Validators(),
+                                      accept=ANY_MEDIA_TYPE, max_bytes=self.host.settings.discovery.max_feed_bytes)
 
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
         """Ask the pages after ``target`` beside it, when ``at`` → ``target`` stepped one number of the URL: as
         many as the host's limit, within the page budget (``target`` itself is most often a guess already
         answered, so the next ones fill the host's slots; any beyond them wait for a slot as every request
         does). A paced host (Crawl-delay, request rate, a minimum delay) gains nothing from it: never guessed for."""
-        gate = self.client.gate(origin_of(target))  # the feed's own host: it may be another one in scope
+        gate = self.host.client.gate(origin_of(target))  # the feed's own host: it may be another one in scope
         if gate.interval_s > 0 or gate.crawl_delay_s or gate.request_rate_s:
             return
         for guess in numbered_successors(at, target, min(gate.limit, budget, MAX_FEED_PAGES_AHEAD)):
-            if guess not in ahead and guess not in self._feed_docs_seen and self.site.in_scope(guess):
-                self.counters["feed_pages_guessed"] += 1
+            if guess not in ahead and guess not in self._docs_seen and self.host.site.in_scope(guess):
+                self.host.counters["feed_pages_guessed"] += 1
                 ahead.ask(guess, self._fetch_feed(guess, None))
 
     async def _feed_document(
@@ -204,59 +280,59 @@ class FeedReading(DiscoveryBase):
         """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
         ``last_read``: our previous read of the feed, to tell entries found since (None: all are new);
         ``asked``: its fetch, already under way (a guess the page before named, see ``_ask_ahead``)."""
-        assert self.rules is not None
-        self._feed_docs_seen.add(url)
+        self._docs_seen.add(url)
         result = await (asked if asked is not None else self._fetch_feed(url, known))
         now = utcnow()
         if result.not_modified and known is not None and unreadable_count(known.error):
-            await db(self.store.save_document, self._failed(url, kind, result, now, known, unusable=True))
+            await db(self.host.store.save_document, self.host.failed(url, kind, result, now, known, unusable=True))
             return None
         if result.not_modified and known is not None:
-            self.counters["feeds_not_modified"] += 1
-            await db(self.store.save_document, self._refetched(known, now))
+            self.host.counters["feeds_not_modified"] += 1
+            await db(self.host.store.save_document, self.host.not_modified(known, now))
             return None
         if not result.ok or result.body is None:
-            self._failed_document(url, "feed", result)
-            await db(self.store.save_document, self._failed(url, kind, result, now, known))
+            self.host.failed_document(url, "feed", result)
+            await db(self.host.store.save_document, self.host.failed(url, kind, result, now, known))
             return None
         # Off the event loop: feedparser reads a megabyte in about half a second (a malformed one, through its
         # loose parser, in more than one), and every other host's discovery would wait that long.
         doc = await asyncio.to_thread(parse_feed, result.body, url=url)
         for problem in doc.problems[:5]:
-            self._problem(f"feed {url}: {problem}")
+            self.host.problem(f"feed {url}: {problem}")
         batch: list[DiscoveredUrl] = []
         dates: list[datetime | None] = []
         for entry in doc.entries:
             # Only a modification date (Atom updated, JSON Feed date_modified) is stored as lastmod: an RSS
             # pubDate stays put when the page is edited, so as "lastmod" it would predict "unchanged" forever.
-            item = self.site.admit(
-                entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.rules.allowed,
+            item = self.host.site.admit(
+                entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.host.rules.allowed,
                 lastmod=entry.updated, published=entry.published, trusted=True, fetched_at=now,
-                report_to=self.origin,
+                report_to=self.host.origin,
             )
             if item is not None:
                 batch.append(item)
                 dates.append(entry.lastmod)
         admitted = len(batch)
         urls = frozenset(item.url for item in batch)
-        repeats = bool(urls) and urls <= self._feed_entries
-        if len(self._feed_entries) < MAX_FEED_ENTRIES_REMEMBERED:
-            self._feed_entries |= urls
-        seen_before = await db(self.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
-        await self._flush(batch)
-        self.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
-        revisit_s = self.settings.discovery.feed_revisit_s
+        repeats = bool(urls) and urls <= self._entries
+        if len(self._entries) < MAX_FEED_ENTRIES_REMEMBERED:
+            self._entries |= urls
+        seen_before = await db(self.host.store.known_urls, list(urls), before=last_read) if last_read and urls else ()
+        await self.host.urls.add(batch)
+        self.host.counters["feeds_parsed" if kind == "feed" else "feed_pages_parsed"] += 1
+        revisit_s = self.host.settings.discovery.feed_revisit_s
         state = DocumentState(
             url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
             content_hash=hashlib.sha256(result.body).hexdigest(), fetched_at=now, read_at=now,
-            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=len(doc.entries),
+            next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), url_count=len(doc.entries),
             # An archive leads to the one before it, so a later read can walk past known archives.
             children=(doc.prev_archive,) if kind == "feed_archive" and doc.prev_archive else (),
         )
         # A feed's head is re-read every run: an entry it showed last time and not now has been pushed out by
         # newer ones or deleted, and one conditional request tells which. Pages past the head shift every day.
-        vanished = self._vanished(Source.FEED, url, known, now) if kind == "feed" else None
-        self.counters["urls_vanished_rechecked"] += await db(self.store.save_document, state, vanished=vanished)
+        vanished = self.host.vanished(Source.FEED, url, known, now) if kind == "feed" else None
+        rechecked = await db(self.host.store.save_document, state, vanished=vanished)
+        self.host.counters["urls_vanished_rechecked"] += rechecked
         return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
                          state=state, repeats=repeats)
 
@@ -265,6 +341,5 @@ class FeedReading(DiscoveryBase):
         if known.fetched_at is None:
             return False
         age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
-        return age_s < self.settings.discovery.feed_mirror_recheck_s
+        return age_s < self.host.settings.discovery.feed_mirror_recheck_s
 
-    # -- documents ----------------------------------------------------------------------------------------------

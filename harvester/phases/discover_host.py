@@ -1,8 +1,10 @@
-"""Discovery of one host through the polite client: robots.txt, sitemaps, listing pages, then feeds.
+"""Discovery of one host through the polite client: robots.txt, seeds, then its steps in order: the sitemap walk
+(``discover_sitemaps``), the listing crawl (``discover_listings``) with the feed reader beside it, then the feeds
+left (``discover_feeds``). Each step is its own object over the host's ``HostContext`` (``discover_context``); the
+feeds the others find reach the reader through its ``FeedQueue``.
 
-Composes the pure parsers of ``harvester.discovery`` with the fetch engine and the frontier. Resumable: a
-document already processed in this run is not fetched again, and the listing crawl lives in the frontier
-(listing URLs are leased and completed with their outlinks in one transaction), so a killed discovery
+Resumable: a document already processed in this run is not fetched again, and the listing crawl lives in the
+frontier (listing URLs are leased and completed with their outlinks in one transaction), so a killed discovery
 picks up where it stopped.
 """
 
@@ -14,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from harvester.fetch.workers import turn_ended
-from harvester.phases.discover_base import _seed_due
+from harvester.phases.discover_feeds import FeedQueue, FeedReader
 from harvester.phases.discover_listings import ListingCrawl
 from harvester.phases.discover_sitemaps import SitemapWalk
 from harvester.records import (
@@ -22,6 +24,7 @@ from harvester.records import (
     FetchResult,
     Source,
     UrlKind,
+    UrlState,
     Validators,
     origin_of,
 )
@@ -29,7 +32,12 @@ from harvester.rules import revisit
 from harvester.runtime import db, retire_owner, utcnow
 
 if TYPE_CHECKING:
+    from collections import Counter
+    from datetime import datetime
+
     from harvester.fetch.engine import PoliteClient
+    from harvester.frontier import UrlInfo
+    from harvester.phases.discover_context import HostContext
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +61,7 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
             try:
                 await item.run()
             finally:
-                retire_owner(item.owner)
+                retire_owner(item.host.owner)
             finished(item)
             for home in item.homes():
                 turn_ended(client, home, closing)
@@ -65,85 +73,113 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
             await asyncio.gather(*closing, return_exceptions=True)
 
 
-class HostDiscovery(SitemapWalk, ListingCrawl):
-    """One host's discovery in one run: robots.txt, seeds, sitemaps, listing pages, then feeds (each step a mixin
-    over ``DiscoveryBase``'s shared state). ``counters`` and ``problems`` are what the task reports."""
+def _seed_due(known: UrlInfo, now: datetime) -> bool:
+    """Whether the listing crawl claims this stored seed in this run (``FrontierStore.claim``'s rule)."""
+    due_at = known.next_fetch_at
+    return known.state in (UrlState.QUEUED.value, UrlState.DONE.value) and (due_at is None or due_at <= now)
+
+
+class HostDiscovery:
+    """One host's discovery in one run: robots.txt, seeds, then the sitemap walk, the listing crawl (the feed reader
+    beside it) and the feeds left, in that order, each step an object of its own over ``host``."""
+
+    def __init__(self, host: HostContext) -> None:
+        self.host = host
+        self.feeds = FeedQueue(host.site)
+        """Feeds found by any step (a seed, a sitemap, a listing page), for the reader."""
+        self.reader = FeedReader(host, self.feeds)
+        self.sitemaps = SitemapWalk(host, self.feeds)
+        self.listings = ListingCrawl(host, self.feeds, between_batches=self.reader.read_beside)
+
+    @property
+    def counters(self) -> Counter[str]:
+        """What the task reports, with ``problems``."""
+        return self.host.counters
+
+    @property
+    def problems(self) -> list[str]:
+        return self.host.problems
+
+    def homes(self) -> list[str]:
+        return self.host.homes()
 
     async def run(self) -> None:
         """Discover the host. Its persisted politeness state applies first: a host still parked from an earlier
         run gets no request at all, and a back-off still running delays the first one (robots.txt included)."""
+        host = self.host
         try:
             await self._run()
         finally:
-            await self._drop_asked_sitemaps(cancel=True)  # asked beside the seed, never walked (a failure between)
-            if self._writer is not None:
-                await self._writer.aclose()
-                if self._writer.batches:
-                    self.counters["writer_process_batches"] += self._writer.batches
-            if self.policies is not None:
-                for home in self.homes():
-                    await self.policies.save(home)
+            await self.sitemaps.drop_asked(cancel=True)  # asked beside the seed, never walked (a failure between)
+            await host.urls.aclose()
+            if host.policies is not None:
+                for home in host.homes():
+                    await host.policies.save(home)
 
     async def _run(self) -> None:
-        if self.policies is not None:
-            parked = await self.policies.load(self.origin)
+        host, site = self.host, self.host.site
+        if host.policies is not None:
+            parked = await host.policies.load(host.origin)
             if parked:
-                self.counters["hosts_parked"] += 1
-                self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
+                host.counters["hosts_parked"] += 1
+                host.problem(f"{host.origin}: parked ({parked}); nothing discovered")
                 return
-        # robots.txt names the sitemaps and may have changed the rules: asked (conditionally) once a run.
-        self.rules = await self.client.robots(self.origin, fresh_since=self.run_started)
-        if self.rules.mode == "disallow":  # RFC 9309 §2.3.1.4: 5xx or unreachable means disallow all
-            state = self.rules.state
+        rules = await host.read_robots()
+        if rules.mode == "disallow":  # RFC 9309 §2.3.1.4: 5xx or unreachable means disallow all
+            state = rules.state
             why = state.error_class.value if state.error_class is not None else f"http_{state.status}"
-            self.counters[f"robots_unavailable:{why}"] += 1
+            host.counters[f"robots_unavailable:{why}"] += 1
             # Name what was refused: the address robots.txt redirected to, not the seed's own origin.
-            at = f" at {state.refused}" if state.refused and not state.refused.startswith(self.origin + "/") else ""
-            self._problem(f"{self.origin}: robots.txt unavailable ({why}{at}): everything is disallowed until it "
-                          "answers")
-        parked = self.client.parked(self.origin)
+            at = f" at {state.refused}" if state.refused and not state.refused.startswith(host.origin + "/") else ""
+            host.problem(f"{host.origin}: robots.txt unavailable ({why}{at}): everything is disallowed until it "
+                         "answers")
+        parked = host.client.parked(host.origin)
         if parked:
-            self._problem(f"{self.origin}: parked ({parked}); nothing discovered")
+            host.problem(f"{host.origin}: parked ({parked}); nothing discovered")
             return
-        profile = self.site.profile
-        seed_urls = self.site.seeds_of(self.origin) or [self.origin + "/"]
+        profile = site.profile
+        seed_urls = site.seeds_of(host.origin) or [host.origin + "/"]
         # A seed that names a sitemap or a feed (https://example.org/sitemap_index.xml) is read as one: it is the
         # operator's pointer to what the site publishes, not a page whose links to follow.
         published = {url: kind for url in seed_urls
-                     if (kind := self.site.classifier.classify(url)) in (UrlKind.SITEMAP, UrlKind.FEED)}
-        self._seed_sitemaps = [url for url, kind in published.items() if kind is UrlKind.SITEMAP]
+                     if (kind := site.classifier.classify(url)) in (UrlKind.SITEMAP, UrlKind.FEED)}
+        self.sitemaps.add_seeds([url for url, kind in published.items() if kind is UrlKind.SITEMAP])
         for url, kind in published.items():
             if kind is UrlKind.FEED:
-                self._queue_feed(url)
+                self.feeds.offer(url)
             if not (profile.use_sitemaps if kind is UrlKind.SITEMAP else profile.use_feeds):
-                self._problem(f"{self.origin}: the seed {url} is a {kind.value}, which this profile does not read")
+                host.problem(f"{host.origin}: the seed {url} is a {kind.value}, which this profile does not read")
         seed_urls = [url for url in seed_urls if url not in published]
-        if profile.use_sitemaps and not self.site.moved.get(self.origin) and seed_urls:
-            self._ask_named_sitemaps()  # beside the seed's request, which the walk waits for
-        if self.site.moved.get(self.origin):
-            self._moved = self.site.moved[self.origin]
-        elif seed_urls:
-            self._moved = await self._seed_moved(seed_urls[0])
-        if self._moved is not None and self.policies is not None:
-            # Read as part of this host from here on: its persisted back-off or park holds for our requests.
-            await self.policies.load(self._moved)
+        if profile.use_sitemaps and not site.moved.get(host.origin) and seed_urls:
+            self.sitemaps.ask_ahead()  # beside the seed's request, which the walk waits for
+        moved = site.moved.get(host.origin) or (await self._seed_moved(seed_urls[0]) if seed_urls else None)
+        if moved is not None:
+            host.move_to(moved)
+            if host.policies is not None:
+                # Read as part of this host from here on: its persisted back-off or park holds for our requests.
+                await host.policies.load(moved)
         now = utcnow()
         seeds = [
             item for url in seed_urls
-            if (item := self.site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
-                                        allowed=self.rules.allowed, kind=UrlKind.LISTING, trusted=True))
+            if (item := site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
+                                   allowed=rules.allowed, kind=UrlKind.LISTING, trusted=True))
         ]
         if seeds:
-            await db(self.store.add_discovered, seeds)
+            await db(host.store.add_discovered, seeds)
         if profile.use_sitemaps:
-            await self._sitemaps()
-        await self._listings()
+            await self.sitemaps.walk()
+        try:
+            await self.listings.crawl()  # the feeds found so far read beside it (``FeedReader.read_beside``)
+        except BaseException:
+            await self.reader.stop()
+            raise
+        await self.reader.caught_up()
         if profile.use_feeds:
             # Feeds read before are polled on their own schedule, whether or not a page advertising them changed.
-            for known in await db(self.store.host_documents, self.origin, kinds=("feed", "feed_mirror")):
-                self._queue_feed(known.url)
-            await self._drain_feeds()
-        self.report.add_rejections({}, source="link")
+            for known in await db(host.store.host_documents, host.origin, kinds=("feed", "feed_mirror")):
+                self.feeds.offer(known.url)
+            await self.reader.read_queued()
+        host.report.add_rejections({}, source="link")
 
     async def _seed_moved(self, seed: str) -> str | None:
         """The origin the seed permanently redirects to (301/308 only), when that is outside the crawl's scope (a
@@ -158,16 +194,16 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
         then followed, with a second request. A seed whose last answer was a permanent redirect (which the listing
         crawl recorded as out of scope and does not ask again) is asked once a run. So a site that moves after its
         first harvest is followed, and a seed that redirects for now costs nothing more than it did."""
-        known = await db(self.store.url_info, seed)
+        known = await db(self.host.store.url_info, seed)
         if known is None:
             result = await self._fetch_seed(seed, Validators())
-            self._prefetched[seed] = result
+            self.listings.keep_answer(seed, result)
             return await self._moved_to(seed, result, due=True)
         validators = Validators(known.etag, known.last_modified)
         if _seed_due(known, utcnow()):
-            result = await self.client.fetch(seed, validators=validators,
-                                             accept=self.settings.http.allowed_content_types)
-            self._prefetched[seed] = result
+            result = await self.host.client.fetch(seed, validators=validators,
+                                                  accept=self.host.settings.http.allowed_content_types)
+            self.listings.keep_answer(seed, result)
             if result.error_class is not ErrorClass.OUT_OF_SCOPE or result.status not in revisit.PERMANENT_REDIRECTS:
                 return None
             return await self._moved_to(seed, await self._fetch_seed(seed, validators), due=True)
@@ -177,9 +213,9 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
 
     async def _fetch_seed(self, seed: str, validators: Validators) -> FetchResult:
         """The seed asked following any redirect (off the scope too, the deny patterns holding on every hop)."""
-        denied = self.site.filter.denied
-        return await self.client.fetch(
-            seed, accept=self.settings.http.allowed_content_types, validators=validators,
+        denied = self.host.site.filter.denied
+        return await self.host.client.fetch(
+            seed, accept=self.host.settings.http.allowed_content_types, validators=validators,
             in_scope=lambda hop: hop.startswith(("http://", "https://")) and not denied(hop),
         )
 
@@ -188,22 +224,21 @@ class HostDiscovery(SitemapWalk, ListingCrawl):
         the seed itself in this run, else the page it leads to is admitted to be read in its place."""
         final = result.final_url or result.url
         target = origin_of(final)
-        if (not result.ok or not revisit.is_permanent_move(result) or target == self.origin
-                or self.site.in_scope(final)):
+        if (not result.ok or not revisit.is_permanent_move(result) or target == self.host.origin
+                or self.host.site.in_scope(final)):
             return None
         if due:
-            self._prefetched[seed] = result
-        await db(self.store.set_moved_to, self.origin, target)
-        self.site.add_moved({self.origin: target})
-        self.counters["seeds_moved"] += 1
-        self._problem(f"{self.origin}: the seed {seed} redirects to {final}; {target} is crawled as this site")
+            self.listings.keep_answer(seed, result)
+        await db(self.host.store.set_moved_to, self.host.origin, target)
+        self.host.site.add_moved({self.host.origin: target})
+        self.host.counters["seeds_moved"] += 1
+        self.host.problem(f"{self.host.origin}: the seed {seed} redirects to {final}; {target} is crawled as this site")
         if not due:
             # The seed stays as its redirect left it: the page it leads to is read in its place, with this answer.
-            home = self.site.admit(final, base=None, source=Source.SEED, where="", depth=0, now=utcnow(),
-                                   kind=UrlKind.LISTING, trusted=True)
+            home = self.host.site.admit(final, base=None, source=Source.SEED, where="", depth=0, now=utcnow(),
+                                        kind=UrlKind.LISTING, trusted=True)
             if home is not None:
-                await db(self.store.add_discovered, [home])
-                self._prefetched[home.url] = result
+                await db(self.host.store.add_discovered, [home])
+                self.listings.keep_answer(home.url, result)
         return target
 
-    # -- sitemaps -------------------------------------------------------------------------------------------

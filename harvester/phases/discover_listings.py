@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.fetch.robots import robots_token
-from harvester.phases.discover_base import FOLLOW_NEW_SHARE
-from harvester.phases.discover_feeds import FeedReading
+from harvester.phases.discover_context import HostContext
+from harvester.phases.discover_feeds import FeedQueue
 from harvester.records import (
     ClaimedUrl,
     Completion,
@@ -32,39 +33,39 @@ from harvester.runtime import aware, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
 
+FOLLOW_NEW_SHARE = 0.5
+"""A revisited listing page whose detail links are at least this share new to the frontier may continue on its
+next page (a full page of news; sticky posts on top and widgets of known links keep the share below 1)."""
 
-class ListingCrawl(FeedReading):
-    """Listing pages: leased from the frontier, links classified and admitted, next pages after a page of news."""
 
-    async def _listings(self) -> None:
-        """The listing crawl, with the feeds it finds read beside it (``_read_feeds``); both done on return."""
-        try:
-            await self._listing_pages()
-        except BaseException:
-            if self._feed_task is not None:
-                self._feed_task.cancel()
-                await asyncio.gather(self._feed_task, return_exceptions=True)
-            raise
-        await self._feeds_read()
+class ListingCrawl:
+    """The listing pages of one host: leased from the frontier, links classified and admitted, next pages after a
+    page of news. Feeds a page names are offered to ``feeds``; ``between_batches`` is called before the first batch
+    of pages and after each (the host's discovery starts its feed reader beside the crawl there)."""
 
-    def _read_feeds(self) -> None:
-        """Read the queued feeds beside the listing crawl, one feed at a time (a feed's mirror is told by what
-        the feeds before it listed). A paged feed and a listing's pagination are each a chain of requests, each
-        waiting on the one before: side by side they take the longer chain's time, not the sum, and the host's
-        limit still bounds both (one polite client)."""
-        if self._feeds and self.site.profile.use_feeds and (self._feed_task is None or self._feed_task.done()):
-            if self._feed_task is not None:
-                self._feed_task.result()  # a failed read surfaces here, not lost with its task
-            self._feed_task = asyncio.get_running_loop().create_task(self._drain_feeds(), name=f"feeds {self.origin}")
+    def __init__(
+        self, host: HostContext, feeds: FeedQueue, *, between_batches: Callable[[], None] = lambda: None
+    ) -> None:
+        self.host = host
+        self.feeds = feeds
+        self._between_batches = between_batches
+        self._prefetched: dict[str, FetchResult] = {}
+        """Pages already asked by the host's discovery (its seed, see ``keep_answer``): read from here, not again."""
+        self._follows: dict[str, bool] = {}
+        """Listing pages read (or passed over) in this run → whether their next pages may hold news."""
+        self._listed_details: set[str] = set()
+        """Detail URLs the listing pages read in this run listed: what a facet variant must add to be useful."""
+        self._started = host.run_started
+        """When this host's listing crawl began: items the frontier held before it were found by other pages."""
+        self._vanished_from: dict[int, Vanished] = {}
+        """Listing pages read in this batch → what they may have stopped naming (written with their completion)."""
 
-    async def _feeds_read(self) -> None:
-        """Wait until every feed queued so far is read."""
-        while self._feed_task is not None:
-            task, self._feed_task = self._feed_task, None
-            await task
-            self._read_feeds()  # queued after that reader's last look
+    def keep_answer(self, url: str, result: FetchResult) -> None:
+        """``url`` was asked already (the seed, by the host's discovery): the crawl reads this answer when it
+        claims it, instead of asking again."""
+        self._prefetched[url] = result
 
-    async def _listing_pages(self) -> None:
+    async def crawl(self) -> None:
         """Breadth-first over listing pages held in the frontier, within the depth and page budget.
 
         A listing page known only as the next page of others (a pure continuation) is, on a revisit, read
@@ -76,18 +77,19 @@ class ListingCrawl(FeedReading):
         is left to claim: judged before the pagination reached its items, a filter listing page 9's items on
         page 1 looked useful and every variant of it was read. Then the held ones are read one at a time.
         """
-        discovery = self.settings.discovery
+        discovery = self.host.settings.discovery
         budget = discovery.listing_page_budget
         fetched = 0
-        limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
-        self._listings_started = utcnow()
-        self._read_feeds()  # feeds the seeds named
+        limit = max(1, self.host.site.profile.per_host_limit or self.host.settings.politeness.per_host_limit)
+        self._started = utcnow()
+        self._between_batches()  # feeds the seeds named
         held: dict[int, ClaimedUrl] = {}
         """Facet variants to be judged, waiting (claimed) for the plain listing's end."""
         while fetched < budget:
             claimed = await db(
-                self.store.claim, self.owner, hosts=self.homes(), per_host=min(2 * limit, budget - fetched),
-                lease_s=self.settings.store.lease_s, kinds=(UrlKind.LISTING,),
+                self.host.store.claim, self.host.owner, hosts=self.host.homes(),
+                per_host=min(2 * limit, budget - fetched), lease_s=self.host.settings.store.lease_s,
+                kinds=(UrlKind.LISTING,),
             )
             ending = not claimed
             if ending:
@@ -100,7 +102,7 @@ class ListingCrawl(FeedReading):
             continuations: list[tuple[ClaimedUrl, list[str]]] = []
             items: list[tuple[Completion, list[DiscoveredUrl]]] = []
             for item in claimed:
-                choice = self.site.facets.choose(item.url)
+                choice = self.host.site.facets.choose(item.url)
                 if choice is FacetChoice.USELESS:
                     items.append(self._variant_not_needed(item))
                     continue
@@ -128,37 +130,37 @@ class ListingCrawl(FeedReading):
             for item in probes:
                 # One at a time, after the plain pages of the batch: each verdict is in before the next variant
                 # is asked, so a site whose filters add nothing costs a few requests however many were claimed.
-                if self.site.facets.choose(item.url) is FacetChoice.USELESS:
+                if self.host.site.facets.choose(item.url) is FacetChoice.USELESS:
                     lost += await self._write_listings([self._variant_not_needed(item)])
                 else:
-                    self.counters["listing_variants_probed"] += 1
+                    self.host.counters["listing_variants_probed"] += 1
                     lost += await self._write_listings([await self._listing(item)])
             for item, before in continuations:
                 lost += await self._write_listings([await self._continuation(item, before)])
             taken = len(claimed) - sum(1 for item in claimed if item.id in held)
-            self.counters["listing_pages"] += taken - lost
+            self.host.counters["listing_pages"] += taken - lost
             fetched += taken
-            self._read_feeds()
+            self._between_batches()
         if held:  # the budget ran out first: the variants waiting go back to the queue for a later run
-            await db(self.store.release, self.owner, list(held))
+            await db(self.host.store.release, self.host.owner, list(held))
         if fetched >= budget:
-            self._problem(f"{self.origin}: listing page budget of {budget} reached")
+            self.host.problem(f"{self.host.origin}: listing page budget of {budget} reached")
 
     async def _write_listings(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> int:
         """Complete listing pages read (with what they named, what they stopped naming and the feeds found so far)
         in one transaction; returns how many were lost (their lease gone)."""
         ids = {completion.url_id for completion, _ in items}
         vanished = {url_id: self._vanished_from.pop(url_id) for url_id in ids if url_id in self._vanished_from}
-        feeds, self._feeds_found = self._feeds_found, []
-        done = await db(self.store.complete_many, self.owner, items, run_id=self.run_id, vanished=vanished,
-                        feeds=feeds)
+        feeds = self.feeds.take_found()
+        done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
+                        vanished=vanished, feeds=feeds)
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
         """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way."""
         if claimed.last_fetched_at is None or claimed.content_hash is None:
             return []
-        labels = await db(self.store.sources_of, claimed.url)
+        labels = await db(self.host.store.sources_of, claimed.url)
         prefix = f"{Source.PAGINATION.value}:"
         if not labels or not all(label.startswith(prefix) for label in labels):
             return []
@@ -174,15 +176,15 @@ class ListingCrawl(FeedReading):
         now = utcnow()
         assert claimed.last_fetched_at is not None
         age = (now - aware(claimed.last_fetched_at)).total_seconds()
-        if any(verdicts) or not verdicts or age >= self.settings.discovery.pagination_recheck_s:
+        if any(verdicts) or not verdicts or age >= self.host.settings.discovery.pagination_recheck_s:
             return await self._listing(claimed)
         self._follows[claimed.url] = False
-        self.counters["listing_pages_not_needed"] += 1
-        revisit_s = self.settings.discovery.listing_revisit_s
+        self.host.counters["listing_pages_not_needed"] += 1
+        revisit_s = self.host.settings.discovery.listing_revisit_s
         return Completion(
             url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at,
             content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
-            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
         ), []
 
     async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
@@ -197,48 +199,47 @@ class ListingCrawl(FeedReading):
         """Tell the site's ``FacetLearner`` what a facet variant read added: the details it lists that no listing
         page read before it listed and that the frontier held before this listing crawl from anything but a
         variant (an item only a filter reaches was first found by that filter, and it keeps counting as its)."""
-        facets = self.site.facets
+        facets = self.host.site.facets
         if not facets.is_variant(url):
             facets.read_plain(url)
         elif facets.choose(url) is FacetChoice.PROBE:
             new = [detail for detail in details if detail not in self._listed_details]
             if new:
-                firsts = await db(self.store.first_sources, new, before=self._listings_started)
+                firsts = await db(self.host.store.first_sources, new, before=self._started)
                 new = [detail for detail in new if detail not in firsts or self._from_variant(firsts[detail])]
             facets.learned(url, added=len(new))
-            self.counters["listing_variants_useful" if new else "listing_variants_useless"] += 1
+            self.host.counters["listing_variants_useful" if new else "listing_variants_useless"] += 1
         self._listed_details.update(details)
 
     def _from_variant(self, label: str) -> bool:
         kind, _, where = label.partition(":")
-        return kind in (Source.LISTING.value, Source.PAGINATION.value) and self.site.facets.is_variant(where)
+        return kind in (Source.LISTING.value, Source.PAGINATION.value) and self.host.site.facets.is_variant(where)
 
     def _variant_not_needed(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
         """A queued facet variant whose parameters turned out to add nothing on this site: completed without a
         request (due again at the listing revisit, when the next run judges afresh) and counted in the report."""
-        self.counters["listing_variants_not_fetched"] += 1
-        self.report.add_unfetched(Source.LISTING, FacetChoice.USELESS.value)
+        self.host.counters["listing_variants_not_fetched"] += 1
+        self.host.report.add_unfetched(Source.LISTING, FacetChoice.USELESS.value)
         now = utcnow()
-        revisit_s = self.settings.discovery.listing_revisit_s
+        revisit_s = self.host.settings.discovery.listing_revisit_s
         return Completion(
             url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at or now,
             content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
-            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
         ), []
 
     async def _read_listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl], bool | None]:
         """One listing page; the flag says whether its next pages may hold news (it was mostly news itself),
         None when the fetch failed and says nothing about them."""
-        assert self.rules is not None
-        result = self._prefetched.pop(claimed.url, None) or await self.client.fetch(
-            claimed.target, validators=claimed.validators, accept=self.settings.http.allowed_content_types
+        result = self._prefetched.pop(claimed.url, None) or await self.host.client.fetch(
+            claimed.target, validators=claimed.validators, accept=self.host.settings.http.allowed_content_types
         )
         now = utcnow()
-        revisit_s = self.settings.discovery.listing_revisit_s
+        revisit_s = self.host.settings.discovery.listing_revisit_s
         base = Completion(
             url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
             etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
-            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), revisit_s=revisit_s,
+            next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
             bytes_read=result.bytes_read,
         )
         if result.not_modified and (claimed.etag or claimed.last_modified):  # else a failure (UNASKED_304)
@@ -247,10 +248,10 @@ class ListingCrawl(FeedReading):
             return self._listing_failure(claimed, result, base), [], None
         page = apply_robots_header(
             extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
-            result.headers.get("x-robots-tag"), robots_token(self.client.user_agent, self.settings.robots),
+            result.headers.get("x-robots-tag"), robots_token(self.host.client.user_agent, self.host.settings.robots),
         )
         for feed in page.feeds:
-            self._queue_feed(feed)
+            self.feeds.offer(feed)
         digest = hashlib.sha256(result.body).hexdigest()
         # The page's bytes are kept as a version like any page's (the store dedups by digest): a list is content.
         kept = PageRecord(final_url=result.final_url, status=result.status or 200, content_type=result.content_type,
@@ -260,33 +261,33 @@ class ListingCrawl(FeedReading):
         completion = replace(base, content_hash=digest, changed=True, page=kept)
         if page.robots_nofollow:
             return completion, [], False
-        outlinks = self._listing_outlinks(claimed, page, now)
+        outlinks = self.outlinks(claimed, page, now)
         if claimed.content_hash is not None:
             # Read before: what it named then and does not name now is asked again in this run (moved down the
             # list, a conditional request says so; deleted, a 404/410 marks it gone).
             self._vanished_from[claimed.id] = Vanished(
                 labels=(provenance(Source.LISTING, claimed.url), provenance(Source.PAGINATION, claimed.url)),
-                origins=tuple(self.homes()), named_since=await db(self.store.last_read_at, claimed.id),
-                seen_before=self.run_started, now=now,
+                origins=tuple(self.host.homes()), named_since=await db(self.host.store.last_read_at, claimed.id),
+                seen_before=self.host.run_started, now=now,
             )
         next_pages = set(page.next_pages)
         details = [item.url for item in outlinks.values() if item.kind is UrlKind.DETAIL]
         follows = False
         if details and next_pages:
             # News: details first found after our last read of this page (today's sitemap may know them already).
-            known = await db(self.store.known_urls, details, before=claimed.last_fetched_at or now)
+            known = await db(self.host.store.known_urls, details, before=claimed.last_fetched_at or now)
             follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
         return completion, list(outlinks.values()), follows
 
-    def _listing_outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
+    def outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
         """The details and listing pages a listing page links to, admitted (feeds found are queued)."""
-        assert self.rules is not None
         # Shapes are learned and judged on canonical forms: "/p/./250" and "/p/250?utm_source=x" are the post
         # "/p/250", which a raw-form classifier would not recognize (and would drop).
-        canonical = {link: self.site.canonicalize(link) or link for link in page.links + page.next_pages}
-        self.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
+        canonical = {link: self.host.site.canonicalize(link) or link for link in page.links + page.next_pages}
+        self.host.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
         depth = claimed.depth + 1
-        follow_listings = self.site.profile.use_listings and depth <= self.settings.discovery.listing_max_depth
+        follow_listings = (self.host.site.profile.use_listings
+                           and depth <= self.host.settings.discovery.listing_max_depth)
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
         next_pages = set(page.next_pages)
@@ -294,45 +295,46 @@ class ListingCrawl(FeedReading):
         for link in page.links + page.next_pages:
             if link in nofollow:
                 continue
-            kind = self.site.classifier.classify(canonical[link])
+            kind = self.host.site.classifier.classify(canonical[link])
             if kind is None and claimed.depth == 0:
-                kind = self.site.classifier.guess_navigation(canonical[link])
+                kind = self.host.site.classifier.guess_navigation(canonical[link])
             decided.append((link, kind))
         paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
-        items = self.site.classifier.repeated_items(
+        items = self.host.site.classifier.repeated_items(
             canonical[link] for link, kind in decided
-            if kind is None and link not in next_pages and self.site.in_scope(canonical[link])
+            if kind is None and link not in next_pages and self.host.site.in_scope(canonical[link])
         ) if paginated_list else set()
         for link, kind in decided:
             if kind is None and canonical[link] in items:
                 kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
-                self.counters["links_as_items"] += 1
+                self.host.counters["links_as_items"] += 1
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:
                 kind = UrlKind.LISTING
             if kind is UrlKind.FEED:
-                self._queue_feed(link)
+                self.feeds.offer(link)
                 continue
             if kind is None:
-                self.counters["links_unclassified"] += 1  # neither a detail nor a listing by any rule: not followed
+                # Neither a detail nor a listing by any rule: not followed.
+                self.host.counters["links_unclassified"] += 1
             if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
                 continue
-            if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.site.profile.use_listings)):
+            if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.host.site.profile.use_listings)):
                 continue
             if kind is UrlKind.LISTING and (refusal := self._facet_refusal(claimed.url, canonical[link])):
-                self.report.add_entry(
+                self.host.report.add_entry(
                     provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
                     refusal,
                 )
-                self.counters[f"listing_links_refused:{refusal}"] += 1
+                self.host.counters[f"listing_links_refused:{refusal}"] += 1
                 continue
             # The next page of a listing is the same listing, one step on: it does not count as a level of depth
             # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
-            item = self.site.admit(
+            item = self.host.site.admit(
                 link, base=None, source=Source.PAGINATION if paginated else Source.LISTING, where=claimed.url,
-                depth=claimed.depth if paginated else depth, now=now, allowed=self.rules.allowed, kind=kind,
-                report_to=self.origin,
+                depth=claimed.depth if paginated else depth, now=now, allowed=self.host.rules.allowed, kind=kind,
+                report_to=self.host.origin,
             )
             if item is not None:
                 outlinks[item.url] = item
@@ -341,7 +343,7 @@ class ListingCrawl(FeedReading):
     def _facet_refusal(self, page: str, link: str) -> str | None:
         """Why the listing link ``link`` (canonical) found on ``page`` is not crawled, or None: the same list
         re-presented, or a variant of facet parameters that added nothing on this site (``rules.facets``)."""
-        facets = self.site.facets
+        facets = self.host.site.facets
         if facets.presentation(link, found_on=page):
             return FacetChoice.PRESENTATION.value
         if facets.choose(link) is FacetChoice.USELESS:
@@ -350,7 +352,7 @@ class ListingCrawl(FeedReading):
 
     def _listing_failure(self, claimed: ClaimedUrl, result: FetchResult, base: Completion) -> Completion:
         """Gone, disallowed or failed: the same fetch-to-state rules as extraction (``revisit.classify_outcome``)."""
-        outcome = revisit.classify_outcome(claimed, result, None, settings=self.settings, now=utcnow())
+        outcome = revisit.classify_outcome(claimed, result, None, settings=self.host.settings, now=utcnow())
         return replace(
             base, state=outcome.state, error_class=outcome.error_class, error=outcome.error,
             next_fetch_at=outcome.next_fetch_at or base.next_fetch_at,
@@ -358,4 +360,3 @@ class ListingCrawl(FeedReading):
             etag=claimed.etag, last_modified=claimed.last_modified,
         )
 
-    # -- feeds --------------------------------------------------------------------------------------------------

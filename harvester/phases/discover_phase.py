@@ -2,7 +2,8 @@
 
 Idempotent and resumable from the database alone: a rerun of a run skips the documents it already processed and
 keeps its listing-page crawl in the frontier (leased, completed with its outlinks in one transaction). Each host's
-walk is ``discover_host.HostDiscovery``; this module runs the hosts and gathers their results.
+walk is ``discover_host.HostDiscovery`` over its ``discover_context.HostContext``; this module runs the hosts and
+gathers their results.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 
 from harvester.frontier import FrontierStore
 from harvester.phases.client import phase_client
+from harvester.phases.discover_context import HostContext
 from harvester.phases.discover_host import HostDiscovery, discover_hosts
 from harvester.phases.handover import held
 from harvester.phases.host_policy import PolicyKeeper
@@ -52,8 +54,8 @@ async def discover(
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
 
         def make(origin: str) -> HostDiscovery:
-            return HostDiscovery(store, settings, site, client, origin, run_id=run_id,
-                                 run_started=started or utcnow(), refresh=refresh, policies=policies)
+            return HostDiscovery(HostContext(store, settings, site, client, origin, run_id=run_id,
+                                             run_started=started or utcnow(), refresh=refresh, policies=policies))
 
         def finished(item: HostDiscovery) -> None:
             result.counters.update(item.counters)

@@ -15,7 +15,8 @@ from typing import Any
 from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
 from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
 from harvester.errors import ContentRejected, NotASitemap
-from harvester.phases.discover_base import ADMIT_CHUNK, ANY_MEDIA_TYPE, DiscoveryBase, unreadable_count
+from harvester.phases.discover_context import ANY_MEDIA_TYPE, HostContext
+from harvester.phases.discover_feeds import FeedQueue
 from harvester.records import (
     AddResult,
     DiscoveredUrl,
@@ -27,11 +28,15 @@ from harvester.records import (
     origin_of,
     provenance,
 )
-from harvester.rules import revisit
+from harvester.rules import revisit, revisit_documents
+from harvester.rules.revisit_documents import unreadable_count
 from harvester.runtime import aware, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
 
+ADMIT_CHUNK = 1_000
+"""Sitemap entries admitted per ``Site.admit_published`` call: large enough to spread its per-call costs,
+small enough that a 50,000-URL file is never held as records at once."""
 
 SITEMAPS_AHEAD = 1
 """Sitemaps robots.txt names asked while the seed's answer is awaited (most often the index). With the one file
@@ -52,56 +57,70 @@ runs ask directly (conditionally, with the target's own validators) until the re
 target, which then answered in full every run."""
 
 
-class SitemapWalk(DiscoveryBase):
-    """Sitemaps: named by robots.txt or seeds (or probed), indexes walked, entries admitted in batches."""
+class SitemapWalk:
+    """The sitemaps of one host: named by robots.txt or seeds (or probed), indexes walked, entries admitted in
+    batches. A sitemap that turns out to be a feed is offered to ``feeds``."""
 
-    def _ask_named_sitemaps(self) -> None:
+    def __init__(self, host: HostContext, feeds: FeedQueue) -> None:
+        self.host = host
+        self.feeds = feeds
+        self._seeds: list[str] = []
+        """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
+        self._asked: dict[str, asyncio.Task[tuple[DocumentState | None, FetchResult | None]]] = {}
+        """Sitemaps asked ahead of the walk (``_ask_sitemap``): taken when it reaches them."""
+        self._reached: set[str] = set()
+        """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
+
+    def add_seeds(self, urls: list[str]) -> None:
+        """Seeds that name a sitemap: asked ahead and walked first, as robots.txt's sitemaps are."""
+        self._seeds.extend(urls)
+
+    def ask_ahead(self) -> None:
         """Ask the first sitemaps robots.txt (or a seed) names before the seed's own answer is in: the walk
-        (``_sitemaps``) waits for that answer (the site may have moved), and they are needed either way."""
-        assert self.rules is not None
-        for url in [*self._seed_sitemaps, *self.rules.sitemaps][:SITEMAPS_AHEAD]:
-            canonical = self.site.canonicalize(url, self.origin + "/robots.txt")
+        (``walk``) waits for that answer (the site may have moved), and they are needed either way."""
+        for url in [*self._seeds, *self.host.rules.sitemaps][:SITEMAPS_AHEAD]:
+            canonical = self.host.site.canonicalize(url, self.host.origin + "/robots.txt")
             if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
 
     def _cross_host_allowed(self, url: str) -> bool:
         """Whether ``url`` is on this host (or where it moved) or, on another host, within the run's bound."""
-        return origin_of(url) in self.homes() or self.counters["sitemaps_cross_host"] < CROSS_HOST_SITEMAPS
+        return origin_of(url) in self.host.homes() or self.host.counters["sitemaps_cross_host"] < CROSS_HOST_SITEMAPS
 
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
-        if url not in self._sitemaps_asked:
-            self._sitemaps_asked[url] = asyncio.ensure_future(self._sitemap_answer(url, probing, dated))
+        if url not in self._asked:
+            self._asked[url] = asyncio.ensure_future(self._sitemap_answer(url, probing, dated))
 
-    async def _sitemaps(self) -> None:
+    async def walk(self) -> None:
+        """Walk the host's sitemaps (robots.txt's and the seeds', else the known paths)."""
         try:
             await self._walk_named_sitemaps()
         except BaseException:
-            await self._drop_asked_sitemaps(cancel=True)
+            await self.drop_asked(cancel=True)
             raise
-        await self._drop_asked_sitemaps(cancel=False)
+        await self.drop_asked(cancel=False)
 
-    async def _drop_asked_sitemaps(self, *, cancel: bool) -> None:
+    async def drop_asked(self, *, cancel: bool) -> None:
         """End what was asked and never walked to: no task outlives the host. Cancelled only when the walk failed
         or is being stopped: a request cancelled in flight frees its slot while the server may still be
         answering it (``_Ahead.drop``)."""
-        tasks: list[asyncio.Task[Any]] = list(self._sitemaps_asked.values())
-        self._sitemaps_asked.clear()
+        tasks: list[asyncio.Task[Any]] = list(self._asked.values())
+        self._asked.clear()
         await settle(tasks, cancel=cancel)
 
     async def _walk_named_sitemaps(self) -> None:
-        assert self.rules is not None
-        discovery = self.settings.discovery
+        discovery = self.host.settings.discovery
         # A Sitemap line may be relative ("Sitemap: /sitemap.xml"): resolved against robots.txt's own URL. It may
         # name another host (sitemaps.org cross-submission: a CDN, the bare domain of a www site): robots.txt
         # speaks for the site, so the file is read, through that host's own gate and robots.txt, and its entries
         # are admitted by this crawl's scope as any sitemap's are.
-        homes = [(self.origin, self.rules)]
-        if self._moved is not None:
-            homes.append((self._moved, await self.client.robots(self._moved)))
+        homes = [(self.host.origin, self.host.rules)]
+        if self.host.moved is not None:
+            homes.append((self.host.moved, await self.host.client.robots(self.host.moved)))
         named = list(dict.fromkeys([
-            *self._seed_sitemaps,
+            *self._seeds,
             *(url for home, rules in homes for line in rules.sitemaps
-              if (url := self.site.canonicalize(line, home + "/robots.txt"))),
+              if (url := self.host.site.canonicalize(line, home + "/robots.txt"))),
         ]))
         seen: set[str] = set()
         read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
@@ -109,8 +128,8 @@ class SitemapWalk(DiscoveryBase):
             # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
             # regardless).
             if named:
-                self._problem(f"{self.origin}: none of the {len(named)} sitemaps robots.txt names could be read; "
-                              "the known paths are probed instead")
+                self.host.problem(f"{self.host.origin}: none of the {len(named)} sitemaps robots.txt names could be "
+                                  "read; the known paths are probed instead")
             probes = [home + path for home, _ in homes for path in discovery.known_sitemap_paths]
             await self._walk_sitemaps([url for url in probes if url not in seen], probing=True, seen=seen)
 
@@ -120,34 +139,35 @@ class SitemapWalk(DiscoveryBase):
 
         A child is followed when it is in the crawl's scope or on its index's own origin (an index on a CDN lists
         its siblings there); an index cannot send the crawl to a third host."""
-        discovery = self.settings.discovery
+        discovery = self.host.settings.discovery
         # (url, depth, lastmod in its index, probed): only the start can be a guess; an index's children are named.
         queue: deque[tuple[str, int, datetime | None, bool]] = deque((url, 1, None, probing) for url in start)
         read = 0
         while queue:
             url, depth, dated, probed = queue.popleft()
-            canonical = self.site.canonicalize(url)
-            if canonical is None or canonical in seen or canonical in self._sitemaps_reached:
+            canonical = self.host.site.canonicalize(url)
+            if canonical is None or canonical in seen or canonical in self._reached:
                 if canonical is not None:
-                    self.counters["sitemap_loops"] += 1
+                    self.host.counters["sitemap_loops"] += 1
                 continue
             if len(seen) >= discovery.max_sitemaps_per_host:
-                self._problem(f"{self.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; rest skipped")
+                self.host.problem(f"{self.host.origin}: more than {discovery.max_sitemaps_per_host} sitemaps; "
+                                  "rest skipped")
                 break
             if not self._cross_host_allowed(canonical):
-                if not self.counters["sitemaps_cross_host_skipped"]:
-                    self._problem(f"{self.origin}: more than {CROSS_HOST_SITEMAPS} sitemaps on other hosts; "
-                                  "the rest are skipped in this run")
-                self.counters["sitemaps_cross_host_skipped"] += 1
+                if not self.host.counters["sitemaps_cross_host_skipped"]:
+                    self.host.problem(f"{self.host.origin}: more than {CROSS_HOST_SITEMAPS} sitemaps on other hosts; "
+                                      "the rest are skipped in this run")
+                self.host.counters["sitemaps_cross_host_skipped"] += 1
                 continue
-            if origin_of(canonical) not in self.homes():
-                self.counters["sitemaps_cross_host"] += 1
+            if origin_of(canonical) not in self.host.homes():
+                self.host.counters["sitemaps_cross_host"] += 1
             seen.add(canonical)
             if queue and not queue[0][3] and len(seen) < discovery.max_sitemaps_per_host:
                 # The next file is asked while this one is parsed and written: one round trip less per file. Not a
                 # guessed path: the one before may redirect to it (/sitemap.xml to /sitemap_index.xml).
                 following, _, next_dated, next_probed = queue[0]
-                ahead = self.site.canonicalize(following)
+                ahead = self.host.site.canonicalize(following)
                 if ahead is not None and ahead not in seen and self._cross_host_allowed(ahead):
                     self._ask_sitemap(ahead, probing=next_probed, dated=next_dated)
             children = await self._sitemap(canonical, probed, dated)
@@ -157,12 +177,12 @@ class SitemapWalk(DiscoveryBase):
             home = origin_of(canonical)
             for child, child_lastmod in children:
                 if depth >= discovery.max_sitemap_depth:
-                    self._problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
+                    self.host.problem(f"sitemap index {canonical} nests deeper than {discovery.max_sitemap_depth}")
                     break
-                if self.site.in_scope(child) or origin_of(child) == home:
+                if self.host.site.in_scope(child) or origin_of(child) == home:
                     queue.append((child, depth + 1, child_lastmod, False))
                 else:
-                    self.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
+                    self.host.report.add_entry(provenance(Source.SITEMAP, canonical), child, "out_of_scope")
         return read
 
     async def _sitemap(
@@ -171,37 +191,37 @@ class SitemapWalk(DiscoveryBase):
         """Process one sitemap file; returns the children of an index with the lastmod the index gives each
         (known children, undated, when it is unchanged), or None when it could not be read. ``dated``: this
         file's lastmod in its parent index."""
-        asked = self._sitemaps_asked.pop(url, None)
+        asked = self._asked.pop(url, None)
         known, result = await (asked if asked is not None else self._sitemap_answer(url, probing, dated))
-        if asked is not None and self._moved is not None and result is not None and (
+        if asked is not None and self.host.moved is not None and result is not None and (
                 result.error_class is ErrorClass.OUT_OF_SCOPE):
             # Asked before the seed showed the site moved: its redirect to the new home was out of the scope
             # then and is in it now.
             known, result = await self._sitemap_answer(url, probing, dated)
         if result is None:
             if known is not None and known.kind == REDIRECT_KIND:
-                self.counters["sitemap_redirects_remembered"] += 1
+                self.host.counters["sitemap_redirects_remembered"] += 1
                 return [(target, dated) for target in known.children[:1]]  # walked in its place
             # Not asked: not due, or unchanged per its index. Never read (only failures so far): still unreadable
             # until it is due again, so the probes go on.
             return None if known is None or known.content_hash is None else [(c, None) for c in known.children]
         now = utcnow()
-        target = self.site.canonicalize(result.final_url) if result.redirects else None
+        target = self.host.site.canonicalize(result.final_url) if result.redirects else None
         if target is not None and target != url:
             url, known = target, await self._redirected(url, target, result, now)
         if result.not_modified and known is not None and unreadable_count(known.error):
             # The answer its parser refused is unchanged: still unusable, asked again later still.
-            await db(self.store.save_document, self._failed(url, "sitemap", result, now, known, unusable=True))
+            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known, unusable=True))
             return None if known.content_hash is None else [(c, None) for c in known.children]
         if result.not_modified and known is not None:
-            self.counters["sitemaps_not_modified"] += 1
-            self.report.add_sitemap(url, known.kind, not_modified=True)
-            await db(self.store.save_document, self._refetched(known, now))
+            self.host.counters["sitemaps_not_modified"] += 1
+            self.host.report.add_sitemap(url, known.kind, not_modified=True)
+            await db(self.host.store.save_document, self.host.not_modified(known, now))
             return [(child, None) for child in known.children]
         if not result.ok or result.body is None:
             if not (probing and result.status == 404):
-                self._failed_document(url, "sitemap", result)
-            await db(self.store.save_document, self._failed(url, "sitemap", result, now, known))
+                self.host.failed_document(url, "sitemap", result)
+            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known))
             return None
         parsed = await self._parse_sitemap(url, result, result.body, probing=probing, known=known, now=now)
         if parsed is None:
@@ -212,25 +232,25 @@ class SitemapWalk(DiscoveryBase):
         """``url`` redirected to ``target``: remembered (the next runs ask ``target`` directly) and ``target``
         marked read in this run. Returns what we hold of ``target``: its answer is recorded as its own."""
         status = result.redirect_statuses[0] if result.redirect_statuses else None
-        revisit_s = self.settings.discovery.sitemap_index_revisit_s
-        await db(self.store.save_document, DocumentState(
+        revisit_s = self.host.settings.discovery.sitemap_index_revisit_s
+        await db(self.host.store.save_document, DocumentState(
             url=url, kind=REDIRECT_KIND, status=status, fetched_at=now, children=(target,),
-            next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit),
+            next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit),
         ))
-        self._sitemaps_reached.add(target)
-        return await db(self.store.get_document, target)
+        self._reached.add(target)
+        return await db(self.host.store.get_document, target)
 
     async def _sitemap_answer(
         self, url: str, probing: bool, dated: datetime | None
     ) -> tuple[DocumentState | None, FetchResult | None]:
         """What we hold of ``url`` and its answer now; no answer when no request is due (a document not due
         yet, or one its index dates no later than our copy)."""
-        known = await db(self.store.get_document, url)
-        if known is not None and not self._due(known):
-            self.counters["documents_skipped"] += 1
+        known = await db(self.host.store.get_document, url)
+        if known is not None and not self.host.due(known):
+            self.host.counters["documents_skipped"] += 1
             return known, None
         if known is not None and self._unchanged_per_index(known, dated):
-            self.counters["sitemaps_unchanged_per_index"] += 1
+            self.host.counters["sitemaps_unchanged_per_index"] += 1
             return known, None
         return known, await self._fetch_sitemap(url, known, retry=not probing)
 
@@ -243,7 +263,7 @@ class SitemapWalk(DiscoveryBase):
             # Inflating, proving and (for a plain urlset) scanning a large file is tens of milliseconds of CPU:
             # in a worker thread, so the other hosts' requests go on meanwhile. lxml's parser, if needed, is made
             # here, on the loop thread that reads its entries.
-            settings = self.settings.discovery
+            settings = self.host.settings.discovery
             prepared = await asyncio.to_thread(prepare_sitemap, body, url=url, settings=settings)
             if isinstance(prepared, SitemapDoc):
                 doc = prepared
@@ -252,23 +272,23 @@ class SitemapWalk(DiscoveryBase):
                 if doc.parser == FEED_UNREAD:  # a feed named as a sitemap: feedparser in a thread, as for feeds
                     doc = await asyncio.to_thread(finish_sitemap, prepared, settings=settings)
             if doc.kind in ("rss", "atom"):
-                self._queue_feed(url)
+                self.feeds.offer(url)
             return doc, await self._ingest_entries(doc.entries, source=url, fetched_at=now)
         except NotASitemap as exc:
             # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
             if not probing:
-                self._problem(str(exc))
-            await db(self.store.save_document,
-                     self._failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
+                self.host.problem(str(exc))
+            await db(self.host.store.save_document,
+                     self.host.failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
             return None
         except ContentRejected as exc:
-            self.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
-            self._problem(f"sitemap {url} refused: {exc}")
+            self.host.counters[f"rejected:{ErrorClass.BAD_CONTENT.value}"] += 1
+            self.host.problem(f"sitemap {url} refused: {exc}")
             logger.warning(
-                "sitemap %s refused: %s", url, exc, extra={"host": self.origin, "error_class": "bad_content"}
+                "sitemap %s refused: %s", url, exc, extra={"host": self.host.origin, "error_class": "bad_content"}
             )
-            await db(self.store.save_document,
-                     self._failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
+            await db(self.host.store.save_document,
+                     self.host.failed(url, "sitemap", result, now, known, error=str(exc), unusable=True))
             return None
 
     async def _record_sitemap(
@@ -281,36 +301,36 @@ class SitemapWalk(DiscoveryBase):
         kind = "sitemap_index" if doc.kind == "index" else "sitemap"
         # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
         # the host's every URL for nothing), and only a whole one says what it no longer lists.
-        vanished = self._vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
+        vanished = self.host.vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
             doc.over_limit or doc.truncated) else None
-        children = [child for child in doc.children if self.site.canonicalize(child) != url]
+        children = [child for child in doc.children if self.host.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
-            self.counters["sitemap_loops"] += 1
+            self.host.counters["sitemap_loops"] += 1
             doc.problem("the index lists itself")
-        self.counters["sitemaps_parsed"] += 1
-        self.report.add_sitemap(url, kind, entries=count, over_limit=doc.over_limit, problems=doc.problems)
+        self.host.counters["sitemaps_parsed"] += 1
+        self.host.report.add_sitemap(url, kind, entries=count, over_limit=doc.over_limit, problems=doc.problems)
         if doc.over_limit:  # data left unread: the operator hears of it, not only the report
-            self._problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
-                          f"read: {'; '.join(doc.problems)}")
+            self.host.problem(f"{kind.replace('_', ' ')} {url} is over the protocol's limits, only its first part was "
+                              f"read: {'; '.join(doc.problems)}")
         elif doc.truncated:  # so is a file that ends early: what it lost is unknown
-            self._problem(f"{kind.replace('_', ' ')} {url} ends early, only its whole entries were read: "
-                          f"{'; '.join(doc.problems)}")
-        revisit_s = self._revisit_s(kind)
+            self.host.problem(f"{kind.replace('_', ' ')} {url} ends early, only its whole entries were read: "
+                              f"{'; '.join(doc.problems)}")
+        revisit_s = revisit_documents.revisit_s(kind, self.host.settings)
         dated_children = [
-            (c, doc.child_lastmod.get(child)) for child in children if (c := self.site.canonicalize(child))
+            (c, doc.child_lastmod.get(child)) for child in children if (c := self.host.site.canonicalize(child))
         ]
         canonical_children = [c for c, _ in dated_children]
         rechecked = await db(
-            self.store.save_document,
+            self.host.store.save_document,
             DocumentState(
                 url=url, kind=kind, status=result.status, etag=result.etag, last_modified=result.last_modified,
                 content_hash=hashlib.sha256(body).hexdigest(), fetched_at=now, read_at=now,
-                next_fetch_at=revisit.due_at(now, revisit_s, self.settings.revisit), url_count=count,
+                next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), url_count=count,
                 children=tuple(canonical_children),
             ),
             vanished=vanished,
         )
-        self.counters["urls_vanished_rechecked"] += rechecked
+        self.host.counters["urls_vanished_rechecked"] += rechecked
         return dated_children
 
     async def _fetch_sitemap(self, url: str, known: DocumentState | None, *, retry: bool) -> FetchResult:
@@ -319,19 +339,19 @@ class SitemapWalk(DiscoveryBase):
         without its sitemap until the next revisit. The client keeps Retry-After and its back-off between attempts
         (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
         retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
-        politeness = self.settings.politeness
+        politeness = self.host.settings.politeness
         home = origin_of(url)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
-            return origin_of(hop) == home or self.site.in_scope(hop)
+            return origin_of(hop) == home or self.host.site.in_scope(hop)
 
         for attempt in range(politeness.max_attempts if retry else 1):
             if attempt:
-                self.counters["sitemap_retries"] += 1
+                self.host.counters["sitemap_retries"] += 1
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
-            result = await self.client.fetch(
+            result = await self.host.client.fetch(
                 url, validators=known.validators if known else Validators(), accept=ANY_MEDIA_TYPE,
-                max_bytes=self.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
+                max_bytes=self.host.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
             )
             if result.error_class not in revisit.RETRYABLE:
                 break
@@ -345,7 +365,7 @@ class SitemapWalk(DiscoveryBase):
         if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
             return False
         age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
-        if age_s >= self.settings.discovery.sitemap_index_trust_s:
+        if age_s >= self.host.settings.discovery.sitemap_index_trust_s:
             return False
         return revisit.newer_than_copy(dated, known.last_modified) is False
 
@@ -358,25 +378,24 @@ class SitemapWalk(DiscoveryBase):
         sitemap's document state is never saved ahead of its URLs. The loop yields to the event loop after
         each chunk, so one large sitemap never stalls the other hosts' timers.
         """
-        assert self.rules is not None
         batch: list[DiscoveredUrl] = []
         count = 0
-        size = self.settings.discovery.batch_size
+        size = self.host.settings.discovery.batch_size
         chunk_size = min(size, ADMIT_CHUNK)
         iterator = iter(entries)
         writing: asyncio.Future[AddResult] | None = None
         try:
             while chunk := list(islice(iterator, chunk_size)):
                 count += len(chunk)
-                batch += self.site.admit_published(
-                    chunk, where=source, origin=self.origin, now=fetched_at, fetched_at=fetched_at,
-                    allowed=self.rules.allowed,
+                batch += self.host.site.admit_published(
+                    chunk, where=source, origin=self.host.origin, now=fetched_at, fetched_at=fetched_at,
+                    allowed=self.host.rules.allowed,
                 )
                 if len(batch) >= size:
                     if writing is not None:
                         pending, writing = writing, None  # its error, if any, is raised here and only here
                         await pending
-                    writing = asyncio.ensure_future(self._flush(batch))
+                    writing = asyncio.ensure_future(self.host.urls.add(batch))
                     batch = []
                 await asyncio.sleep(0)
         except BaseException:
@@ -386,10 +405,10 @@ class SitemapWalk(DiscoveryBase):
                 try:
                     await writing
                 except Exception as exc:  # logged: the error raised is the one that stopped the parse
-                    logger.warning("%s: a write in flight failed too: %s", self.origin, exc,
+                    logger.warning("%s: a write in flight failed too: %s", self.host.origin, exc,
                                    extra={"error_class": "storage"})
             raise
         if writing is not None:
             await writing
-        await self._flush(batch)
+        await self.host.urls.add(batch)
         return count

@@ -2,7 +2,8 @@
 
 Pure functions over records and an explicit ``now``: the adaptive revisit interval, a host's lastmod
 truthfulness, the skip-without-request rule, and ``classify_outcome`` (a fetch → the URL's next state). All the
-mapping rules live here so ``phases`` stays a thin loop. Never fetches, never speaks SQL, never sleeps.
+mapping rules live here so ``phases`` stays a thin loop; discovery documents' schedule is ``revisit_documents``.
+Never fetches, never speaks SQL, never sleeps.
 """
 
 from __future__ import annotations

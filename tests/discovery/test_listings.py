@@ -280,7 +280,9 @@ def test_a_listing_link_spelled_with_dot_segments_is_judged_by_its_canonical_sha
 
     from harvester.discovery.listings import PageLinks
     from harvester.fetch.robots import RobotsRules
-    from harvester.phases.discover_host import HostDiscovery
+    from harvester.phases.discover_context import HostContext
+    from harvester.phases.discover_feeds import FeedQueue
+    from harvester.phases.discover_listings import ListingCrawl
     from harvester.records import ClaimedUrl, RobotsState
     from harvester.rules.admission import Site
 
@@ -288,13 +290,14 @@ def test_a_listing_link_spelled_with_dot_segments_is_judged_by_its_canonical_sha
     settings = Settings.load()
     site = Site(settings, SiteProfile.build(seeds=(origin + "/",)))
     site.classifier.learn_details(f"{origin}/p/{n}" for n in range(100, 140))
-    discovery = HostDiscovery(None, settings, site, None, origin, run_id=None,  # type: ignore[arg-type]
-                              run_started=datetime.now(UTC), refresh=False)
-    discovery.rules = RobotsRules(RobotsState(origin=origin, status=404, fetched_at=None, expires_at=None),
-                                  user_agent=settings.http.user_agent, settings=settings.robots)
+    rules = RobotsRules(RobotsState(origin=origin, status=404, fetched_at=None, expires_at=None),
+                        user_agent=settings.http.user_agent, settings=settings.robots)
+    host = HostContext(None, settings, site, None, origin, run_id=None,  # type: ignore[arg-type]
+                       run_started=datetime.now(UTC), refresh=False, robots=rules)
+    discovery = ListingCrawl(host, FeedQueue(site))
     listing = ClaimedUrl(1, f"{origin}/topics/tech/", origin, UrlKind.LISTING, 1, 5.0, 0, datetime.now(UTC))
     links = [f"{origin}/p/./250", f"{origin}/p/251?utm_source=x", f"{origin}/p/252#comments", f"{origin}/p/253"]
-    found = discovery._listing_outlinks(listing, PageLinks(links=links), datetime.now(UTC))
+    found = discovery.outlinks(listing, PageLinks(links=links), datetime.now(UTC))
     assert sorted(found) == [f"{origin}/p/{n}" for n in (250, 251, 252, 253)]
     assert {item.kind for item in found.values()} == {UrlKind.DETAIL}
 

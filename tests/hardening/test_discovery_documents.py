@@ -18,7 +18,7 @@ from aiohttp import web
 
 from harvester import phases
 from harvester.frontier import FrontierStore
-from harvester.phases.discover_base import unreadable_wait_s
+from harvester.rules.revisit_documents import unreadable_wait_s
 from harvester.runtime import CLOCK
 from harvester.settings import Settings, SiteProfile
 
