@@ -22,6 +22,7 @@ from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import Job
 from harvester.phases.leases import HostHolds, fair_take, lease_clock
+from harvester.phases.moved_answers import MovedAnswers
 from harvester.records import (
     ClaimedUrl,
     CompleteResult,
@@ -57,9 +58,6 @@ FLUSH_EVERY_S = 0.25
 WRITE_ATTEMPTS = 5
 WRITE_BACKOFF_S = 0.25
 """A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
-
-MOVED_ANSWERS_BYTES = 32 * 2**20
-"""Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
 
 
 _UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
@@ -253,9 +251,7 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
-        self._moved_answers: dict[str, FetchResult] = {}
-        """Canonical target URL -> the answer its permanent redirect gave (``_keep_moved_answer``), oldest first."""
-        self._moved_bytes = 0
+        self._moved = MovedAnswers()
         self._in_scope: dict[str, bool] = {}
 
     # -- engine protocol --------------------------------------------------------------------------------------
@@ -430,9 +426,8 @@ class ExtractWork:
                     [],
                 )
                 return None
-        answered = self._moved_answers.pop(item.url, None)
+        answered = self._moved.take(item.url)
         if answered is not None:
-            self._moved_bytes -= len(answered.body or b"")
             self.counters["moved_target_read_once"] += 1
         return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
@@ -511,22 +506,8 @@ class ExtractWork:
             )
             if target is not None:
                 outlinks.append(target)
-                self._keep_moved_answer(target.url, result)
+                self._moved.keep(target.url, result)
         return completion, outlinks
-
-    def _keep_moved_answer(self, target: str, result: FetchResult) -> None:
-        """The answer of a permanent redirect is the target's page: kept so that the target, queued as a URL of
-        its own, is recorded from it when claimed instead of being downloaded a second time. In memory and
-        bounded: a target claimed by another worker, or after a restart, is simply fetched."""
-        answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
-        earlier = self._moved_answers.pop(target, None)  # many old addresses may lead to one target
-        if earlier is not None:
-            self._moved_bytes -= len(earlier.body or b"")
-        self._moved_answers[target] = answer
-        self._moved_bytes += len(answer.body or b"")
-        while self._moved_bytes > MOVED_ANSWERS_BYTES and self._moved_answers:
-            dropped = self._moved_answers.pop(next(iter(self._moved_answers)))
-            self._moved_bytes -= len(dropped.body or b"")
 
     def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:
         """Links of a detail page that look like details too: the pages sitemaps and listings missed."""
