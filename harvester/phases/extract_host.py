@@ -252,6 +252,9 @@ class ExtractWork:
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
         self._moved = MovedAnswers()
+        self.hook_retries: set[int] = set()
+        """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
+        their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
         self._in_scope: dict[str, bool] = {}
 
     # -- engine protocol --------------------------------------------------------------------------------------
@@ -407,7 +410,7 @@ class ExtractWork:
         revisit_settings = self.settings.revisit
         # A lastmod vouches for a page only where a list that names every page carries it: a feed entry's date
         # says nothing once the entry has left the feed, nor of a page deleted since.
-        if item.content_hash and revisit.listed(item) and revisit.may_skip(
+        if item.content_hash and item.id not in self.hook_retries and revisit.listed(item) and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
             threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
         ):
@@ -475,6 +478,9 @@ class ExtractWork:
             new_hash = extracted.content_hash
             if extracted.failed:
                 hook_error = extracted.error
+                self.hook_retries.add(claimed.id)
+            else:
+                self.hook_retries.discard(claimed.id)
         outcome = revisit.classify_outcome(
             claimed, result, new_hash, settings=self.settings, now=now, hook_error=hook_error
         )
@@ -486,8 +492,9 @@ class ExtractWork:
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.target else None,
-            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again; a failure
-            # (a 304 nobody asked for among them) says nothing of our copy: the store keeps the validators it has.
+            # A failed hook keeps no validators on the URL (its page keeps them), so the next fetch is unconditional
+            # and the hook runs again; a failure (a 304 nobody asked for among them) says nothing of our copy: the
+            # store keeps the validators it has.
             etag=None if hook_error or failed else result.etag or (claimed.etag if result.not_modified else None),
             last_modified=None if hook_error or failed else (
                 result.last_modified or (claimed.last_modified if result.not_modified else None)

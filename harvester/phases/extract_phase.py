@@ -82,6 +82,9 @@ async def _extract(
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
                            policies=policies, handover=handover)
+        if hook is not None:  # pages the hook failed on before this run: asked again now, so a fixed hook repairs
+            work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
+                                              before=started or utcnow()))
 
         def snapshot() -> Progress:
             return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
