@@ -19,8 +19,9 @@ from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.client import phase_client
+from harvester.phases.completions import stash_unwritten, write_unwritten
 from harvester.phases.exclusive import one_extraction
-from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
+from harvester.phases.extract_host import ExtractWork
 from harvester.phases.handover import Handover, held
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.results import PhaseResult, Progress, ProgressCallback
