@@ -34,9 +34,9 @@ HOOK = """
 class Cli:
     """``harvester`` run as a user runs it, on one database, at a clock the test sets (HARVESTER_NOW)."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, db: str) -> None:
         self.cwd = tmp_path
-        self.db = f"sqlite:///{tmp_path / 'h.db'}"
+        self.db = db
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVESTER_", "PREFECT_API"))}
 
     def __call__(self, when: datetime, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
@@ -56,7 +56,7 @@ class Cli:
 
 
 def test_pages_the_hook_failed_on_are_stored_counted_exported_and_repaired_by_the_fixed_hook_next_day(
-        make_web, tmp_path):
+        make_web, tmp_path, db_url):
     web = make_web([HostSpec("a", pages=12)], seed=34)
     urls = web.truth["a"].allowed_detail_urls()
     broken = set(urls[:3])
@@ -65,8 +65,9 @@ def test_pages_the_hook_failed_on_are_stored_counted_exported_and_repaired_by_th
     # Pages are revisited every other day: what the next day's run asks of an unchanged page is the hook's repair only.
     (tmp_path / "harvester.toml").write_text(
         "[revisit]\nmin_s = 172800\ndefault_s = 172800\nunlisted_max_s = 172800\n", encoding="utf-8")
-    cli = Cli(tmp_path)
+    cli = Cli(tmp_path, db_url)
 
+    cli(run_at(0), "db", "upgrade")  # PostgreSQL is never migrated silently
     day0 = cli(run_at(0), "harvest", *web.seeds, "--extractor", "./ext.py:words")
     assert "hook failed: 3" in day0.stdout and "failed: 0" in day0.stdout.replace("hook failed: 3", "")
     cycle = cli.last_cycle(run_at(0, hour=8))
