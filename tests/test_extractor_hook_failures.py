@@ -10,14 +10,28 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+from aiohttp import web
+
+from harvester import aharvest, arecrawl
+from harvester.frontier import FrontierStore
+from harvester.runtime import CLOCK
+from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 
 HARVESTER = str(Path(sys.executable).with_name("harvester"))
+
+
+@pytest.fixture
+def clock() -> Iterator[None]:
+    yield
+    CLOCK.reset()
 
 HOOK = """
     from pathlib import Path
@@ -117,3 +131,68 @@ def test_pages_the_hook_failed_on_are_stored_counted_exported_and_repaired_by_th
     assert changed <= full and not (set(urls) - changed) & full
     latest = {line["url"]: line for line in cli.export(run_at(2, hour=8), "--latest")}
     assert all(latest[url]["hook_error"] is None and latest[url]["fields"]["words"] > 0 for url in urls)
+    # The site did not change overnight: the same bytes are the same version, given its fields in place.
+    versions = [line for line in cli.export(run_at(2, hour=8)) if line["url"] in changed]
+    assert sorted(line["change"] for line in versions) == sorted(["new", "changed"] * len(changed))
+    assert all(line["hook_error"] is None and line["fields"]["words"] > 0 for line in versions)
+
+
+STEADY = ("<html><head><title>Item {n}</title></head><body><main><h1>Item {n}</h1><p>" + "Same words every day. " * 40
+          + "</p></main></body></html>")
+
+
+async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_its_version(serve, db_url, clock):
+    """A site that serves the very same bytes each day (no per-request noise): the hook fixed, the next day's run
+    asks the page in full, finds the payload it holds and gives that version its fields, clearing the error: no
+    second version, no change counted. From then on the page is asked conditionally again (its validators back)."""
+    asked: list[tuple[str, str | None]] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nAllow: /\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            body = "".join(f"<url><loc>{origin}/item/{n}</loc></url>" for n in (1, 2))
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{body}</urlset>'))
+        if request.path in ("/item/1", "/item/2"):
+            asked.append((request.path, request.headers.get("If-None-Match")))
+            etag = f'"v1-{request.path[-1]}"'
+            if request.headers.get("If-None-Match") == etag:
+                return web.Response(status=304, headers={"ETag": etag})
+            return web.Response(content_type="text/html", text=STEADY.format(n=request.path[-1]),
+                                headers={"ETag": etag, "Last-Modified": "Mon, 05 Jan 2026 00:00:00 GMT"})
+        return web.Response(status=404)
+
+    origin = await serve(handle)
+    broken = {origin + "/item/1"}
+
+    def hook(page: Any) -> dict[str, Any]:
+        if page.url in broken:
+            raise KeyError("price")
+        return {"words": len(page.main_text.split())}
+
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=(origin + "/",), detail_patterns=(r"/item/",))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        CLOCK.travel_to(run_at(0))
+        first = await aharvest(settings, profile, extractor=hook)
+        assert first.changes["hook_failed"] == 1 and first.changes["new"] == 2
+        (held,) = [page for page in store.iter_pages() if page.url in broken]
+        assert held.hook_error == {"class": "KeyError", "message": "'price'"} and held.etag == '"v1-1"'
+
+        broken.clear()  # the hook is fixed
+        asked.clear()
+        CLOCK.travel_to(run_at(1))
+        second = await arecrawl(settings, profile, extractor=hook)
+        assert sorted(asked) == [("/item/1", None), ("/item/2", '"v1-2"')]  # the one the hook failed on: in full
+        assert {key: second.changes[key] for key in ("new", "changed", "restyled", "hook_failed")} == {
+            "new": 0, "changed": 0, "restyled": 0, "hook_failed": 0}
+        versions = [page for page in store.iter_pages() if page.url == origin + "/item/1"]
+        assert [(page.page_id, page.hook_error, page.fields["words"] > 0) for page in versions] == [
+            (held.page_id, None, True)]
+
+        asked.clear()
+        CLOCK.travel_to(run_at(3))
+        await arecrawl(settings, profile, extractor=hook)
+        assert sorted(asked) == [("/item/1", '"v1-1"'), ("/item/2", '"v1-2"')]  # conditional again
