@@ -106,7 +106,7 @@ def cycle_line(kind: str, site: str, cycle: Cycle[Any]) -> str:
         f"{kind} of {site}: {changes['new']} new, {changes['changed']} changed, {changes['restyled']} restyled, "
         f"{changes['gone']} gone, {changes['missing']} missing, {changes['deferred']} deferred; "
         f"{changes['fetched']} fetched, {changes['not_modified']} not modified, {changes['failed']} failed"
-        + (f" ({failures})" if failures else "")
+        + (f" ({failures})" if failures else "") + f", {changes['hook_failed']} hook failed"
     )
 
 
@@ -119,11 +119,12 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
     lines += [f"| {name.replace('_', ' ')} | {changes[name]} |" for name in CYCLE_COUNTS]
     if cycle.fetches:
-        lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures |",
-                  "|---|---|---|---|---|---|"]
+        lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures | hook failed |",
+                  "|---|---|---|---|---|---|---|"]
         for origin, counts in sorted(cycle.fetches.items()):
             lines.append(f"| {origin} | {counts.get('fetched', 0)} | {counts.get('not_modified', 0)} | "
-                         f"{counts.get('gone', 0)} | {counts.get('failed', 0)} | {_failures(counts) or '-'} |")
+                         f"{counts.get('gone', 0)} | {counts.get('failed', 0)} | {_failures(counts) or '-'} | "
+                         f"{counts.get('hook_failed', 0)} |")
     if cycle.problems:
         lines += ["", f"## Discovery problems ({len(cycle.problems)})", ""]
         lines += [f"- {problem}" for problem in cycle.problems[:MAX_EXAMPLES]]

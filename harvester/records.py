@@ -254,6 +254,9 @@ class PageRecord:
     fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     robots: tuple[str, ...] = ()
     """The robots directives of ``<meta>`` tags and ``X-Robots-Tag`` that applied to us: ``noindex``, ``nofollow``."""
+    hook_error: dict[str, str] | None = None
+    """Why the extractor hook failed on this payload (``class``: the exception's class, ``message``); ``fields`` are
+    then none. The page is stored all the same: what the site served is true whatever the hook made of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,6 +473,8 @@ class StoredPage:
     """How this version differs from the one before (``ChangeKind``: new, changed, restyled); None before 0008."""
     kind: str | None = None
     """The URL's kind: ``detail`` or ``listing`` (listing pages' versions are kept too)."""
+    hook_error: dict[str, str] | None = None
+    """As ``PageRecord.hook_error``: the extractor hook failed on this version, ``fields`` hold nothing of it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -501,7 +506,9 @@ class Changes(TypedDict):
     version before; ``restyled``: a new payload, same main text; ``gone``: 404/410 after a stored version (never
     also changed); ``missing``: 404/410 never stored (a broken link). Over requests (every kind of page):
     ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
-    ``failures`` by class. ``deferred``: detail URLs left due when the cycle closed (the page budget's)."""
+    ``failures`` by class. ``hook_failed``: URLs whose page was fetched and stored but the extractor hook failed on
+    it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs left due when
+    the cycle closed (the page budget's)."""
 
     cycle: int | None
     new: int
@@ -514,15 +521,17 @@ class Changes(TypedDict):
     not_modified: int
     failed: int
     failures: dict[str, int]
+    hook_failed: int
     new_urls: list[str]
     changed_urls: list[str]
     restyled_urls: list[str]
     gone_urls: list[str]
     hosts: dict[str, dict[str, int]]
-    """Per host: fetched, not_modified, gone, failed (requests) and failures as ``error:<class>``."""
+    """Per host: fetched, not_modified, gone, failed (requests), failures as ``error:<class>``, hook_failed (URLs)."""
 
 
-CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "deferred", "fetched", "not_modified", "failed")
+CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "deferred", "fetched", "not_modified", "failed",
+                "hook_failed")
 """The counts of ``Changes`` in the order every summary shows them (CLI, status, artifacts, event payload)."""
 
 

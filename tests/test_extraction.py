@@ -326,6 +326,7 @@ def test_hook_that_raises_fails_the_page_with_its_error(hook_module):
     assert out.error_class is ErrorClass.HOOK_FAILED
     assert "RuntimeError: selector .price not found" in (out.error or "")
     assert out.page.fields == {}
+    assert out.page.hook_error == {"class": "RuntimeError", "message": "selector .price not found"}  # stored so
     # control: the same page without the hook does not fail
     assert not extract_page(fetched(page("article_day1.html")), settings=SETTINGS).failed
 
@@ -335,6 +336,8 @@ def test_hook_returning_non_json_fails_the_page(hook_module, name):
     out = extract_page(fetched(page("article_day1.html")), settings=SETTINGS, hook=load_hook(f"{hook_module}:{name}"))
     assert out.error_class is ErrorClass.HOOK_FAILED
     assert "JSON" in (out.error or "")
+    assert out.page.hook_error is not None and out.page.hook_error["class"] == "BadReturn"
+    assert "JSON" in out.page.hook_error["message"]
 
 
 def test_hook_gets_a_read_only_page_and_a_copy_of_jsonld(hook_module):

@@ -1,6 +1,7 @@
 """The extractor hook as a user meets it: named by its file (``./myext.py:words``) or its module, handed the page
-object the docs describe, its fields stored; a hook that fails on some pages fails those pages, one that fails on
-every page fails the run (exit status, first traceback)."""
+object the docs describe, its fields stored; a hook that fails on some pages leaves those pages stored with its
+error and no fields, one that fails on every page fails the run (exit status, first traceback). The next days of
+such pages: tests/test_extractor_hook_failures.py."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_the_page_object_has_the_documented_fields_and_types(make_web, tmp_path)
     assert all(f["h1"] for f in fields.values() if f)
 
 
-def test_a_hook_failing_on_some_pages_fails_those_pages_and_the_counters_say_how_many(make_web, tmp_path):
+def test_a_hook_failing_on_some_pages_stores_them_with_its_error_and_the_counts_say_how_many(make_web, tmp_path):
     web = make_web([HostSpec("a", pages=10)], seed=7)
     urls = web.truth["a"].allowed_detail_urls()
     broken = set(urls[:3])
@@ -107,11 +108,17 @@ def test_a_hook_failing_on_some_pages_fails_those_pages_and_the_counters_say_how
     db = f"sqlite:///{tmp_path / 'h.db'}"
     cycle = harvest(Settings.load(database_url=db), SiteProfile.build(seeds=tuple(web.seeds)), extractor=sometimes)
     assert cycle.extract.counters["hook_failed"] == 3
-    assert set(stored_fields(db)) & broken == set()
+    assert (cycle.changes["hook_failed"], cycle.changes["failed"], cycle.changes["failures"]) == (3, 0, {})
     with FrontierStore.open(Settings.load(database_url=db)) as store:
         states = store.url_states()
-    assert {states[url][0] for url in broken} <= {"failed", "queued"}  # asked again later, by the retry rules
-    assert all(states[url][0] == "done" for url in set(urls) - broken)
+        pages = {page.url: page for page in store.iter_pages(latest=True)}
+        info = store.url_info(urls[0])
+    assert all(states[url][0] == "done" for url in urls)  # a good fetch: the page is the site's truth
+    assert {url for url in urls if pages[url].hook_error} == broken
+    assert all(pages[url].hook_error == {"class": "ValueError", "message": "no price on this page"}
+               for url in broken)
+    assert all(pages[url].fields == {"ok": True} for url in set(urls) - broken)
+    assert info is not None and info.last_error_class == "hook_failed" and "no price" in (info.last_error or "")
 
 
 def test_a_hook_failing_on_every_page_fails_the_run_with_its_first_traceback(make_web, tmp_path):
@@ -133,6 +140,9 @@ def test_a_hook_failing_on_every_page_fails_the_run_with_its_first_traceback(mak
     assert done.stderr.count("Traceback (most recent call last)") == 1  # the first failure's, not one per page
     assert 'in helper\n    raise KeyError("price")' in done.stderr
     assert done.stderr.count("extractor hook raised KeyError: 'price' on") == 6  # each page says why
+    with FrontierStore.open(Settings.load(database_url=f"sqlite:///{tmp_path / 'h.db'}")) as store:
+        errors = [page.hook_error for page in store.iter_pages(latest=True) if page.kind == "detail"]
+    assert errors == [{"class": "KeyError", "message": "'price'"}] * 6  # stored, each with the hook's error
 
 
 def test_the_library_raises_extractor_failed_and_a_good_page_saves_the_run(make_web, tmp_path):

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 JSONL_FIELDS = (
     "url", "final_url", "kind", "status", "fetched_at", "change", "payload_digest", "content_type", "etag",
-    "last_modified", "content_hash", "canonical", "title", "description", "language", "jsonld", "fields", "robots",
-    "state",
+    "last_modified", "content_hash", "canonical", "title", "description", "language", "jsonld", "fields", "hook_error",
+    "robots", "state",
 )
 """The keys of every JSONL line, in this order; ``main`` follows them when text is asked for."""
 
@@ -60,7 +60,9 @@ def page_record(page: StoredPage) -> dict[str, Any]:
         "description": page.description,
         "language": page.language,
         "jsonld": page.jsonld,
-        "fields": page.fields,
+        # null, never {} nor an older version's, when the hook failed on this version: hook_error says why.
+        "fields": None if page.hook_error else page.fields,
+        "hook_error": page.hook_error,  # {"class": "KeyError", "message": "'price'"}, or null
         # What the page's robots directives asked of us (["noindex"] ...): filter on it to honour noindex
         # downstream. null for a page stored before they were recorded.
         "robots": None if page.robots is None else list(page.robots),

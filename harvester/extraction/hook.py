@@ -1,5 +1,6 @@
 """The user's extractor hook: named as "module:function" in a profile or passed as a callable, called on each page,
-its fields kept as bounded JSON; a failing hook fails the page's extraction, never the run."""
+its fields kept as bounded JSON; a hook failing on a page leaves that page stored with the hook's error and no
+fields (repaired by the hook's next run), never fails the run, unless it failed on every page."""
 
 from __future__ import annotations
 
@@ -139,14 +140,14 @@ HOOK_OK_COUNTERS = ("text_changed", "text_same", "duplicate")
 
 def hook_failed_everywhere(counters: Mapping[str, int]) -> str | None:
     """Why a run must fail when its hook failed on every page it was given (None otherwise): a hook broken for
-    every page stores nothing, and an exit status of 0 hid that (issue 34). Some pages failing is the pages'
-    problem (each keeps its error, the counters say how many), not the run's."""
+    every page extracts nothing, and an exit status of 0 hid that (issue 34). Some pages failing is the pages'
+    problem (each is stored with its error, the counts say how many), not the run's."""
     failed = int(counters.get("hook_failed", 0))
     if failed == 0 or any(counters.get(name, 0) for name in HOOK_OK_COUNTERS):
         return None
-    return (f"the extractor hook failed on all {failed} pages it was given (the log has the first traceback) and "
-            "none was stored: fix the hook and harvest again into a fresh database (another --db, or delete this "
-            "one); in this one those pages are asked again only when their retry comes due (revisit.max_s)")
+    return (f"the extractor hook failed on all {failed} pages it was given (the log has the first traceback); the "
+            "pages are stored, each with the hook's error and no fields: fix the hook and run again (harvester "
+            "recrawl), and the next run asks those pages again and runs the hook on them")
 
 
 def robots_directives(links: PageLinks) -> tuple[str, ...]:
@@ -168,12 +169,12 @@ def with_hook(
         _traced.add(id(hook))
         logger.warning("%s on %s", message, page.final_url, exc_info=exc if first else None,
                        extra={"host": host_of(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
-        return _failed(extracted, message)
+        return _failed(extracted, message, type(exc).__name__, str(exc))
     fields, problem = _json_fields(returned)
     if problem is not None:
         logger.warning("%s on %s", problem, page.final_url,
                        extra={"host": host_of(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
-        return _failed(extracted, problem)
+        return _failed(extracted, problem, BAD_RETURN, problem)
     return replace(extracted, page=replace(extracted.page, fields=fields))
 
 
@@ -194,5 +195,15 @@ def _json_fields(returned: object) -> tuple[dict[str, Any], str | None]:
     return fields, None
 
 
-def _failed(extracted: Extracted, message: str) -> Extracted:
-    return replace(extracted, error_class=ErrorClass.HOOK_FAILED, error=message)
+BAD_RETURN = "BadReturn"
+"""The ``class`` of a page's hook error when the hook returned instead of raising, but not a JSON-able dict."""
+
+HOOK_MESSAGE_CHARS = 300
+"""A stored hook error's message is cut here: enough to tell one bug from another, small beside the page."""
+
+
+def _failed(extracted: Extracted, message: str, kind: str, detail: str) -> Extracted:
+    """The page as extracted without the hook, carrying its error: stored like any page (its fields none), so the
+    payload, validators and change label are kept, and repaired by the hook's next run on it."""
+    page = replace(extracted.page, fields={}, hook_error={"class": kind, "message": detail[:HOOK_MESSAGE_CHARS]})
+    return replace(extracted, page=page, error_class=ErrorClass.HOOK_FAILED, error=message)

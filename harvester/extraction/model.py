@@ -103,8 +103,8 @@ class Extracted:
     """What ``extract_page`` made of one fetch.
 
     A failed hook is a value, not an exception: ``error_class`` is ``HOOK_FAILED`` and ``error`` says why;
-    ``page`` is still filled (without hook fields) so the caller can log it, but must not store it as a
-    success (``revisit.classify_outcome(..., hook_error=...)`` turns it into a FAILED completion).
+    ``page`` is still filled, without hook fields and with its ``hook_error``, and is stored like any page
+    (``revisit.classify_outcome(..., hook_error=...)`` labels the completion with the hook's failure).
     """
 
     page: PageRecord

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, case, func, insert, select, update
 from harvester.errors import InvalidRecord
 from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
-from harvester.records import ChangeKind, Changes, UrlKind, UrlState
+from harvester.records import ChangeKind, Changes, ErrorClass, UrlKind, UrlState
 from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,8 @@ class Cycles(Part):
 
         Page changes are counted per detail URL under its strongest label (``_RANK``); requests (``fetched``,
         ``not_modified``, ``failed``, per host) over every page fetch of the cycle's runs, listing pages too, and
-        never a completion that sent no request (``outcome`` ``unsent``)."""
+        never a completion that sent no request (``outcome`` ``unsent``). ``hook_failed`` counts URLs (each once)
+        whose page was fetched and stored but the extractor hook failed on it: a good request, not a failure."""
         with self._tx(write=False) as tx:
             conn = tx.conn
             cycle = conn.execute(select(Cycle.deferred, Cycle.profile, Cycle.finished_at)
@@ -140,6 +141,7 @@ class Cycles(Part):
             "fetched": totals.get("fetched", 0), "not_modified": totals.get("not_modified", 0),
             "failed": totals.get("failed", 0),
             "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
+            "hook_failed": totals.get("hook_failed", 0),
             "new_urls": urls[ChangeKind.NEW], "changed_urls": urls[ChangeKind.CHANGED],
             "restyled_urls": urls[ChangeKind.RESTYLED], "gone_urls": urls[ChangeKind.GONE], "hosts": hosts,
         }
@@ -154,7 +156,8 @@ class Cycles(Part):
 
 def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Per host and in total: requests sent (``fetched``), 304s to conditional requests, 404/410 (``gone``),
-    failed requests and failures by ``error:<class>``, over the fetch rows ``where`` selects."""
+    failed requests and failures by ``error:<class>``, over the fetch rows ``where`` selects; and ``hook_failed``,
+    the URLs whose fetched page the hook failed on (a fetch the hook failed on is no failed request)."""
     hosts: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     query = (
@@ -167,12 +170,23 @@ def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, i
         keys = ["fetched"]
         if outcome in ("not_modified", "gone", "failed"):
             keys.append(outcome)
-        if error_class:
+        if error_class and (error_class != _HOOK_FAILED or outcome == "failed"):  # before 0009 the page failed
             keys.append(f"error:{error_class}")
         for key in keys:
             counts[key] = counts.get(key, 0) + int(n)
             totals[key] = totals.get(key, 0) + int(n)
+    hooked = (
+        select(Host.origin, func.count(func.distinct(Fetch.url_id)))
+        .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+        .where(*where, Fetch.error_class == _HOOK_FAILED, Fetch.outcome != "failed").group_by(Host.origin)
+    )
+    for origin, n in conn.execute(hooked):
+        hosts.setdefault(origin, {"fetched": 0, "not_modified": 0, "gone": 0, "failed": 0})["hook_failed"] = int(n)
+        totals["hook_failed"] = totals.get("hook_failed", 0) + int(n)
     return hosts, totals
+
+
+_HOOK_FAILED = ErrorClass.HOOK_FAILED.value
 
 
 def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> list[str]:

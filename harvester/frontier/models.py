@@ -138,6 +138,11 @@ class Source(Base):
     kind: Mapped[str] = mapped_column(String(20))
 
 
+HOOK_FAILED_ROWS = text("last_error_class = 'hook_failed'")
+"""URLs whose last page the extractor hook failed on (``ErrorClass.HOOK_FAILED``), as written in the partial index
+and in the queries that must use it (a bound parameter would not match the index's predicate on SQLite)."""
+
+
 class Url(Base):
     """One canonical URL and its crawl cycle: the URL is ``hosts.origin || path`` (path = everything after the
     origin). The first source is ``source_id``; further ones are in url_sources. A QUEUED URL waits in ``queue``
@@ -154,6 +159,9 @@ class Url(Base):
         # The duplicates of one URL, re-pointed when it is demoted to a duplicate itself (rare, so partial: the
         # million URLs that are no one's duplicate cost nothing here).
         Index("ix_urls_duplicate_of", "duplicate_of", sqlite_where=text("duplicate_of IS NOT NULL")),
+        # The URLs whose page the extractor hook failed on, asked again at each run's start (``due_hook_retries``):
+        # partial, so a run finds the few without reading every finished URL. 0009.
+        Index("ix_urls_hook_failed", "host_id", sqlite_where=HOOK_FAILED_ROWS),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -291,7 +299,7 @@ class Page(Base):
     description: Mapped[str | None] = mapped_column(Text)
     language: Mapped[str | None] = mapped_column(String(40))
     jsonld: Mapped[list[Any] | None] = mapped_column(JSON)
-    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))  # NULL: the hook failed
     robots: Mapped[str | None] = mapped_column(String(40))
     """The robots directives that applied to us, comma-separated (``noindex,nofollow``); '' for none; NULL for a
     page stored before they were recorded."""
@@ -299,6 +307,9 @@ class Page(Base):
     body_size: Mapped[int] = mapped_column(Integer)
     change: Mapped[str | None] = mapped_column(String(10))
     """``new``, ``changed`` or ``restyled`` (records.ChangeKind); NULL for a version stored before 0008."""
+    hook_error: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
+    """Why the extractor hook failed on this version (``class``, ``message``; ``fields`` then NULL); NULL when it
+    did not (or none ran). Since 0009."""
 
 
 class Cycle(Base):

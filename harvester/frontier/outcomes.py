@@ -18,7 +18,9 @@ from harvester.frontier.base import Database, Part
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
 from harvester.frontier.models import (
+    HOOK_FAILED_ROWS,
     Fetch,
+    Host,
     Page,
     Url,
 )
@@ -39,6 +41,7 @@ from harvester.records import (
     Completion,
     DiscoveredUrl,
     PageRecord,
+    UrlKind,
     UrlState,
     Vanished,
 )
@@ -186,8 +189,10 @@ class Outcomes(Part):
         """Each 2xx payload against its URL's latest stored version: a new payload (by digest) is a new version
         (``pages`` row, its bytes in ``bodies`` once per digest), a repeated one points at the stored version;
         404/410 are ``gone`` after a stored version and ``missing`` without one, and nothing when the URL's last
-        answer was a 404/410 already (a gone URL re-checked and still gone changed nothing). Returns url id -> page
-        id the answer served, url id -> its ``ChangeKind``, and how many versions were added."""
+        answer was a 404/410 already (a gone URL re-checked and still gone changed nothing). A repeated payload whose
+        stored version lacks its hook's fields (``hook_error``) gets them from this answer when the hook succeeded
+        on it: a fixed hook repairs the version in place. Returns url id -> page id the answer served, url id -> its
+        ``ChangeKind``, and how many versions were added."""
         answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE]
         if not answered:
             return {}, {}, 0
@@ -202,10 +207,13 @@ class Outcomes(Part):
                     changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
                 continue
             digest = hashlib.sha256(c.page.body).hexdigest()
-            change = version_change(None if before is None else before[1:], digest, c.page.content_hash)
+            change = version_change(None if before is None else before[1:3], digest, c.page.content_hash)
             changes[c.url_id] = change
             if change is ChangeKind.SAME and before is not None:
                 page_ids[c.url_id] = before[0]
+                if before[3] and c.page.hook_error is None:
+                    conn.execute(update(Page).where(Page.id == before[0])
+                                 .values(fields=dict(c.page.fields), hook_error=None))
             else:
                 fresh.append((c, c.page, digest, change))
         if fresh:
@@ -217,13 +225,15 @@ class Outcomes(Part):
             page_ids.update({c.url_id: row[0] for (c, _, _, _), row in zip(fresh, inserted, strict=True)})
         return page_ids, changes, len(fresh)
 
-    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, tuple[int, str, str]]:
-        """url id -> (page id, payload digest, content hash) of its newest stored version (ix_pages_url_id)."""
+    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, tuple[int, str, str, bool]]:
+        """url id -> (page id, payload digest, content hash, whether the hook failed on it) of its newest stored
+        version (ix_pages_url_id)."""
         where, params = self._d.any_of("url_id", list(url_ids))
         return {
-            int(url_id): (int(page_id), str(digest), str(content_hash))
-            for url_id, page_id, digest, content_hash in conn.exec_driver_sql(
-                "SELECT p.url_id, p.id, b.digest, p.content_hash FROM pages p JOIN bodies b ON b.id = p.body_id"
+            int(url_id): (int(page_id), str(digest), str(content_hash), bool(hook_failed))
+            for url_id, page_id, digest, content_hash, hook_failed in conn.exec_driver_sql(
+                "SELECT p.url_id, p.id, b.digest, p.content_hash, p.hook_error IS NOT NULL"
+                " FROM pages p JOIN bodies b ON b.id = p.body_id"
                 f" WHERE p.id IN (SELECT max(id) FROM pages WHERE {where} GROUP BY url_id)", tuple(params))
         }
 
@@ -271,6 +281,25 @@ class Outcomes(Part):
             conn.execute(insert(Fetch), fetch_rows)
         if retries:
             conn.exec_driver_sql(d.enqueue_sql, retries)
+
+    def due_hook_retries(self, origins: Sequence[str], *, before: datetime, now: datetime | None = None) -> list[int]:
+        """Detail URLs of ``origins`` the extractor hook failed on, last fetched before ``before`` (the run's start),
+        become due now; returns their ids. Their page is stored without its fields and their URL keeps no
+        validators, so the run asks them in full and runs the (fixed) hook on them, whatever their revisit
+        interval: fixing the hook and running again repairs them. Each once per run, however many workers ask."""
+        if not origins:
+            return []
+        now = aware(now) or utcnow()
+        with self._tx() as tx:
+            host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
+            ids = [int(i) for i in tx.conn.execute(
+                select(Url.id).where(
+                    Url.host_id.in_(host_ids), Url.kind == UrlKind.DETAIL.value, Url.state == UrlState.DONE.value,
+                    HOOK_FAILED_ROWS, Url.last_fetched_at < aware(before))
+            ).scalars()]
+            for start in range(0, len(ids), 500):
+                tx.conn.execute(update(Url).where(Url.id.in_(ids[start:start + 500])).values(next_fetch_at=now))
+        return ids
 
     @staticmethod
     def _demote(conn: Connection, pairs: Sequence[tuple[int, int]]) -> int:

@@ -253,8 +253,10 @@ def page_row(url_id: int, fetched_at: datetime, page: PageRecord, body_id: int, 
         "content_type": page.content_type, "etag": page.etag, "last_modified": page.last_modified,
         "content_hash": page.content_hash, "canonical_url": page.canonical_url, "title": page.title,
         "description": page.description, "language": page.language, "jsonld": list(page.jsonld),
-        "fields": dict(page.fields), "robots": ",".join(page.robots), "body_id": body_id,
-        "body_size": len(page.body), "change": change,
+        # A failed hook left no fields: none stored (null), never an empty or an older version's.
+        "fields": None if page.hook_error else dict(page.fields), "robots": ",".join(page.robots),
+        "body_id": body_id, "body_size": len(page.body), "change": change,
+        "hook_error": dict(page.hook_error) if page.hook_error else None,
     }
 
 
@@ -278,4 +280,5 @@ def stored_page(row: Any) -> StoredPage:
         fields=dict(row.fields or {}),
         robots=None if row.robots is None else tuple(part for part in row.robots.split(",") if part),
         url_state=row.url_state, payload_digest=row.digest, change=row.change, kind=row.url_kind,
+        hook_error=dict(row.hook_error) if row.hook_error else None,
     )

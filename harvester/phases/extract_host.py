@@ -1,9 +1,8 @@
 """Extraction's unit of work over the frontier: leased hosts in, completions (with outlinks) out.
 
 ``ExtractWork`` is what the fetch engine's per-host workers pull jobs from and hand results to. It turns a
-fetch into the URL's next state (``revisit.classify_outcome``), extracts the page, spots duplicates, and
-writes completions in small batched transactions (each URL atomically with its outlinks). A crash loses at
-most the completions of the last fraction of a second, whose leases a rerun reclaims.
+fetch into the URL's next state (``revisit.classify_outcome``) and extracts the page; its ``CompletionBatcher``
+(``completions``) spots duplicates and writes completions in small batched transactions.
 """
 
 from __future__ import annotations
@@ -11,20 +10,18 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import Job
+from harvester.phases.completions import CompletionBatcher
 from harvester.phases.leases import HostHolds, fair_take, lease_clock
+from harvester.phases.moved_answers import MovedAnswers
 from harvester.records import (
     ClaimedUrl,
-    CompleteResult,
     Completion,
     DiscoveredUrl,
     FetchResult,
@@ -33,7 +30,7 @@ from harvester.records import (
     UrlState,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, retire_owner, utcnow
+from harvester.runtime import db, utcnow
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
@@ -47,179 +44,6 @@ logger = logging.getLogger(__name__)
 
 EXTRACTION = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract")
 """Where pages are parsed and hooks called (``ExtractWork._extract``): one thread, started on first use."""
-
-FLUSH_ITEMS = 64
-"""Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
-
-FLUSH_EVERY_S = 0.25
-"""A pending completion waits at most this long before it is written."""
-
-WRITE_ATTEMPTS = 5
-WRITE_BACKOFF_S = 0.25
-"""A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
-
-MOVED_ANSWERS_BYTES = 32 * 2**20
-"""Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
-
-
-_UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
-"""Completions a failed attempt could not write, per database, with the owner whose leases they need. A retry
-in the same process (a Prefect task retry) writes them before anything else, so those fetches are not repeated."""
-
-
-def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> None:
-    if items:
-        _UNWRITTEN.setdefault(database_url, []).append((owner, items))
-
-
-async def write_unwritten(
-    store: FrontierStore, database_url: str, *, run_id: int | None,
-    canonicalize: Callable[[str], str | None] | None = None,
-) -> int:
-    """Write what an earlier failed attempt of this process left behind; raises if the database still fails.
-    Content duplicates are marked again first, so a holder a stashed page takes over (rel=canonical) is demoted
-    with it: the pairs the failed write carried were not stashed."""
-    written = 0
-    batches = _UNWRITTEN.get(database_url, [])
-    while batches:
-        owner, items = batches[0]
-        marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
-        items, demote = await marker._mark_duplicates(items)
-        batches[0] = (owner, items)
-        await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
-        batches.pop(0)
-        retire_owner(owner)  # its other leases now return through recover_leases
-        written += len(items)
-    _UNWRITTEN.pop(database_url, None)
-    return written
-
-
-class CompletionBatcher:
-    """Batches completions into ``complete_many`` transactions, marking content duplicates on the way."""
-
-    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None,
-                 canonicalize: Callable[[str], str | None] | None = None) -> None:
-        self._store = store
-        self._canonicalize = canonicalize or (lambda url: url)
-        self._owner = owner
-        self._run_id = run_id
-        self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
-        self._first_at = 0.0
-        self._lock = asyncio.Lock()
-        self._lastmod: dict[str, tuple[int, int]] = {}
-        self.counters: Counter[str] = Counter()
-
-    def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
-        items, self._pending = self._pending, []
-        return items
-
-    def note_lastmod(self, host: str, *, hit: bool) -> None:
-        """One lastmod check (a change seen on a page whose lastmod made a prediction) and whether the lastmod
-        announced it; written with the next batch, not a transaction per URL."""
-        checks, hits = self._lastmod.get(host, (0, 0))
-        self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
-
-    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
-        if not self._pending:
-            self._first_at = time.monotonic()
-        self._pending.append((completion, outlinks))
-        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
-            await self.flush()
-
-    async def tick(self) -> None:
-        """Called periodically so a quiet host's last completions are not held back."""
-        if self._pending and time.monotonic() - self._first_at >= FLUSH_EVERY_S:
-            await self.flush()
-
-    async def flush(self) -> None:
-        """Write what is pending. A passing database fault (a lock, a restart) is waited out a few times, so
-        completed fetches are not lost to it; a lasting one raises with the batch kept for the next flush."""
-        async with self._lock:
-            items, self._pending = self._pending, []
-            if not items:
-                return
-            try:
-                items, demoted = await self._mark_duplicates(items)
-                result = await self._write(items, demoted)
-            except BaseException:
-                self._pending[:0] = items
-                raise
-            self.counters["duplicate"] += result.demoted
-            self.counters["lease_lost"] += result.lost
-            if self._lastmod:
-                tallies, self._lastmod = self._lastmod, {}
-                await db(self._store.add_lastmod_checks, tallies)
-            for completion, _ in items:
-                # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
-                failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
-                self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
-
-    async def _write(
-        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]]
-    ) -> CompleteResult:
-        for attempt in range(WRITE_ATTEMPTS):
-            try:
-                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote)
-            except (InvalidRecord, LeaseLost):
-                raise
-            except StoreError as exc:
-                if attempt + 1 == WRITE_ATTEMPTS:
-                    raise
-                delay = WRITE_BACKOFF_S * 2**attempt
-                logger.warning("completions not written (%s); retrying in %.1f s", exc, delay,
-                               extra={"error_class": "storage"})
-                await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
-
-    async def _mark_duplicates(
-        self, items: list[tuple[Completion, list[DiscoveredUrl]]]
-    ) -> tuple[list[tuple[Completion, list[DiscoveredUrl]]], list[tuple[int, int]]]:
-        """A page whose main content is already held by another URL is a duplicate; its links are not expanded.
-
-        Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
-        canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
-        its duplicate (returned as (holder, new holder) pairs, demoted as this batch is written). Otherwise the
-        first URL read keeps it."""
-        fresh = [c for c, _ in items if c.page is not None and c.content_hash]
-        if not fresh:
-            return items, []
-        known = await db(
-            self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
-            exclude_ids=[c.url_id for c in fresh],
-        )
-        # What each holder's page names as canonical (in canonical form): stored holders from the store, this
-        # batch's from the batch.
-        canon = self._canonicalize
-        declared = {url_id: canon(url) for url_id, url in
-                    (await db(self._store.declared_canonicals, list(set(known.values())))).items()}
-        position: dict[int, int] = {}
-        demoted: list[tuple[int, int]] = []
-        out: list[tuple[Completion, list[DiscoveredUrl]]] = []
-        for completion, outlinks in items:
-            digest, page = completion.content_hash, completion.page
-            if page is not None and digest:
-                holder = known.get(digest)
-                if holder is None or holder == completion.url_id:
-                    known[digest] = completion.url_id
-                elif (completion.final_url is None and page.canonical_url is not None  # read at its own address
-                      and (here := canon(page.final_url)) is not None and here == canon(page.canonical_url)
-                      and declared.get(holder) == here):
-                    known[digest] = completion.url_id  # the holder points here: this URL takes the content over
-                    if holder in position:  # read in this same batch: not stored yet, simply its duplicate
-                        index = position.pop(holder)
-                        out[index] = (replace(out[index][0], state=UrlState.DUPLICATE, duplicate_of=completion.url_id,
-                                              page=None), [])
-                    else:
-                        demoted.append((holder, completion.url_id))
-                else:
-                    completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=holder, page=None)
-                    outlinks = []
-                if known[digest] == completion.url_id:
-                    position[completion.url_id] = len(out)
-                    if page.canonical_url is not None:
-                        declared[completion.url_id] = canon(page.canonical_url)
-            out.append((completion, outlinks))
-        return out, demoted
 
 
 class ExtractWork:
@@ -253,9 +77,10 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
-        self._moved_answers: dict[str, FetchResult] = {}
-        """Canonical target URL -> the answer its permanent redirect gave (``_keep_moved_answer``), oldest first."""
-        self._moved_bytes = 0
+        self._moved = MovedAnswers()
+        self.hook_retries: set[int] = set()
+        """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
+        their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
         self._in_scope: dict[str, bool] = {}
 
     # -- engine protocol --------------------------------------------------------------------------------------
@@ -411,7 +236,7 @@ class ExtractWork:
         revisit_settings = self.settings.revisit
         # A lastmod vouches for a page only where a list that names every page carries it: a feed entry's date
         # says nothing once the entry has left the feed, nor of a page deleted since.
-        if item.content_hash and revisit.listed(item) and revisit.may_skip(
+        if item.content_hash and item.id not in self.hook_retries and revisit.listed(item) and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
             threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
         ):
@@ -430,9 +255,8 @@ class ExtractWork:
                     [],
                 )
                 return None
-        answered = self._moved_answers.pop(item.url, None)
+        answered = self._moved.take(item.url)
         if answered is not None:
-            self._moved_bytes -= len(answered.body or b"")
             self.counters["moved_target_read_once"] += 1
         return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
@@ -480,6 +304,9 @@ class ExtractWork:
             new_hash = extracted.content_hash
             if extracted.failed:
                 hook_error = extracted.error
+                self.hook_retries.add(claimed.id)
+            else:
+                self.hook_retries.discard(claimed.id)
         outcome = revisit.classify_outcome(
             claimed, result, new_hash, settings=self.settings, now=now, hook_error=hook_error
         )
@@ -491,8 +318,9 @@ class ExtractWork:
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.target else None,
-            # A failed hook keeps no validators, so the next fetch is unconditional and the hook runs again; a failure
-            # (a 304 nobody asked for among them) says nothing of our copy: the store keeps the validators it has.
+            # A failed hook keeps no validators on the URL (its page keeps them), so the next fetch is unconditional
+            # and the hook runs again; a failure (a 304 nobody asked for among them) says nothing of our copy: the
+            # store keeps the validators it has.
             etag=None if hook_error or failed else result.etag or (claimed.etag if result.not_modified else None),
             last_modified=None if hook_error or failed else (
                 result.last_modified or (claimed.last_modified if result.not_modified else None)
@@ -511,22 +339,8 @@ class ExtractWork:
             )
             if target is not None:
                 outlinks.append(target)
-                self._keep_moved_answer(target.url, result)
+                self._moved.keep(target.url, result)
         return completion, outlinks
-
-    def _keep_moved_answer(self, target: str, result: FetchResult) -> None:
-        """The answer of a permanent redirect is the target's page: kept so that the target, queued as a URL of
-        its own, is recorded from it when claimed instead of being downloaded a second time. In memory and
-        bounded: a target claimed by another worker, or after a restart, is simply fetched."""
-        answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
-        earlier = self._moved_answers.pop(target, None)  # many old addresses may lead to one target
-        if earlier is not None:
-            self._moved_bytes -= len(earlier.body or b"")
-        self._moved_answers[target] = answer
-        self._moved_bytes += len(answer.body or b"")
-        while self._moved_bytes > MOVED_ANSWERS_BYTES and self._moved_answers:
-            dropped = self._moved_answers.pop(next(iter(self._moved_answers)))
-            self._moved_bytes -= len(dropped.body or b"")
 
     def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:
         """Links of a detail page that look like details too: the pages sitemaps and listings missed."""

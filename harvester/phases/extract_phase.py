@@ -19,8 +19,9 @@ from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.client import phase_client
+from harvester.phases.completions import stash_unwritten, write_unwritten
 from harvester.phases.exclusive import one_extraction
-from harvester.phases.extract_host import ExtractWork, stash_unwritten, write_unwritten
+from harvester.phases.extract_host import ExtractWork
 from harvester.phases.handover import Handover, held
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.results import PhaseResult, Progress, ProgressCallback
@@ -82,6 +83,9 @@ async def _extract(
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
                            policies=policies, handover=handover)
+        if hook is not None:  # pages the hook failed on before this run: asked again now, so a fixed hook repairs
+            work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
+                                              before=started or utcnow()))
 
         def snapshot() -> Progress:
             return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())

@@ -269,15 +269,16 @@ def classify_outcome(
       (Retry-After when the server gave one, else ``backoff_base_s × 2^attempts``, capped by
       ``backoff_max_s``); the others (4xx, too large, wrong type) only after ``revisit.max_s``, since they
       would fail the same way now. A parked host (no request sent) → QUEUED, no attempt counted.
-    - 2xx with a failed hook → FAILED with HOOK_FAILED and the hook's error, like a non-retryable failure.
-      The caller must not keep the response's validators (pass etag/last_modified None), so the next fetch
-      is unconditional and the (fixed) hook runs again.
     - 2xx reached through permanent redirects only (301/308) → DONE, ``moved_to`` the final URL (the caller
       enqueues it), nothing stored here, revisited rarely (``max_s``).
     - 2xx whose main content is held by another URL (``duplicate_of``) → DUPLICATE, links not expanded.
     - 2xx with the known content hash → DONE, unchanged; with a new hash → DONE, changed, links expanded,
       interval shrinks. Either way the payload goes to the store (``store_page``), which keeps it as a new version
       when its digest differs from the stored one's: the main text decides the revisit, never what is kept.
+    - 2xx with a failed hook → as any 2xx (DONE, the page stored, links expanded), labelled HOOK_FAILED with
+      the hook's error (counter ``hook_failed``): the request succeeded, the hook did not. The caller keeps no
+      validators on the URL (pass etag/last_modified None), so its next fetch is unconditional and the (fixed)
+      hook runs again; the phase makes such URLs due at its next run (``FrontierStore.due_hook_retries``).
     """
     status = result.status
     if status == 304:
@@ -292,10 +293,6 @@ def classify_outcome(
                        revisit_s=recheck_s, next_fetch_at=due_at(now, recheck_s, settings.revisit))
     if result.error_class is not None or status is None or not 200 <= status < 300:
         return _failure(claimed, result, settings, now)
-    if hook_error is not None:
-        last = claimed.attempts + 1 >= settings.politeness.max_attempts
-        next_at = None if last else aware(now) + timedelta(seconds=settings.revisit.max_s)
-        return _failed(claimed, ErrorClass.HOOK_FAILED, hook_error, next_at, counter="hook_failed", retry=False)
     if is_permanent_move(result):
         return Outcome(
             state=UrlState.DONE, changed=False, counter="moved", next_fetch_at=aware(now) + timedelta(
@@ -305,10 +302,14 @@ def classify_outcome(
         return Outcome(state=UrlState.DUPLICATE, changed=False, counter="duplicate", content_hash=new_hash)
     changed = new_hash is not None and new_hash != claimed.content_hash
     if not changed:
-        return _done(claimed, settings, now, changed=False, counter="text_same",
+        done = _done(claimed, settings, now, changed=False, counter="text_same",
                      content_hash=new_hash or claimed.content_hash, store_page=True)
-    return _done(claimed, settings, now, changed=True, counter="text_changed", content_hash=new_hash, store_page=True,
-                 expand_links=True)
+    else:
+        done = _done(claimed, settings, now, changed=True, counter="text_changed", content_hash=new_hash,
+                     store_page=True, expand_links=True)
+    if hook_error is not None:  # the fetch and the page are good: only the hook's fields are missing
+        return replace(done, counter="hook_failed", error_class=ErrorClass.HOOK_FAILED, error=hook_error)
+    return done
 
 
 def is_permanent_move(result: FetchResult) -> bool:

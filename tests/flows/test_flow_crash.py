@@ -17,7 +17,7 @@ import time
 from conftest import VENV_BIN, prepared, stop_group
 
 from harvester.frontier import FrontierStore
-from harvester.phases.extract_host import FLUSH_ITEMS
+from harvester.phases.completions import FLUSH_ITEMS
 from harvester.settings import Settings
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,7 @@ def test_a_postgresql_engine_gives_every_partial_index_its_predicate() -> None:
     make_engine(Settings.load(database_url="postgresql://nobody@127.0.0.1:9/none")).dispose()  # connects to nothing
     partial = [index for table in metadata.tables.values() for index in table.indexes
                if index.dialect_options["sqlite"]["where"] is not None]
-    assert len(partial) == 3
+    assert len(partial) == 4
     for index in partial:
         assert index.dialect_options["postgresql"]["where"] is index.dialect_options["sqlite"]["where"]
 
@@ -221,3 +222,36 @@ def test_upgrade_to_0008_keeps_every_body_once_by_digest_and_labels_what_was_sto
     with FrontierStore.open(Settings(database_url=db_url), upgrade=False) as store:
         read = [(page.page_id, page.body) for page in store.iter_pages()]
     assert read == [(1, b"<p>same</p>"), (2, b"<p>other</p>"), (3, b"<p>same</p>")]
+
+
+def test_upgrade_to_0009_keeps_stored_versions_and_gives_them_no_hook_error(db_url: str) -> None:
+    """0009 adds ``pages.hook_error``: a version stored before it keeps its fields and carries none (before 0009 a
+    page the hook failed on was not stored at all); a version stored after it carries the hook's error."""
+    engine = create_engine(db_url)
+    t0 = "1735689600000000" if db_url.startswith("sqlite") else "'2025-01-01 00:00:00+00'"
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn, "0008")
+            conn.exec_driver_sql("INSERT INTO hosts (id, origin, failures, lastmod_checks, lastmod_hits)"
+                                 " VALUES (1, 'https://a.test', 0, 0, 0)")
+            conn.exec_driver_sql("INSERT INTO urls (id, path, host_id, kind, state, score, first_seen, last_seen)"
+                                 f" VALUES (1, '/1', 1, 'detail', 'done', 0, {t0}, {t0})")
+            conn.execute(text("INSERT INTO bodies (id, digest, size, body) VALUES (1, :digest, 9, :body)"),
+                         {"digest": "d" * 64, "body": zlib.compress(b"<p>a</p>")})
+            conn.execute(text(
+                "INSERT INTO pages (id, url_id, fetched_at, status, final_url, content_hash, fields, body_id,"
+                f" body_size, change) VALUES (1, 1, {t0}, 200, 'https://a.test/1', 'h', :fields, 1, 9, 'new')"),
+                {"fields": '{"price": 3}'})
+        with FrontierStore.open(Settings(database_url=db_url), upgrade=True):
+            pass
+        with engine.begin() as conn:
+            assert migrate.current_revision(conn) == "0009"
+            conn.exec_driver_sql("INSERT INTO pages (id, url_id, fetched_at, status, final_url, content_hash,"
+                                 f" hook_error, body_id, body_size, change) VALUES (2, 1, {t0}, 200,"
+                                 " 'https://a.test/1', 'h2', '{\"class\": \"KeyError\", \"message\": \"x\"}', 1, 9,"
+                                 " 'changed')")
+    finally:
+        engine.dispose()
+    with FrontierStore.open(Settings(database_url=db_url), upgrade=False) as store:
+        read = [(page.page_id, page.fields, page.hook_error) for page in store.iter_pages()]
+    assert read == [(1, {"price": 3}, None), (2, {}, {"class": "KeyError", "message": "x"})]

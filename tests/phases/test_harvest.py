@@ -188,13 +188,15 @@ async def test_a_hook_that_raises_fails_one_page_only(make_web, sqlite_url):
             info = store.url_info(victim)
     finally:
         hooks_sample.EXPLODE_ON.discard(victim)
-    # Failed with the hook's error (and retried only much later), nothing stored for it; the rest went on.
+    # Stored like any page, with the hook's error and none of its fields (its next run retries the hook); the rest
+    # went on.
     assert info is not None and info.last_error_class == "hook_failed" and "on purpose" in info.last_error
-    assert states[victim][0] in ("failed", "queued")
-    assert victim not in {page.url for page in pages}
+    assert states[victim][0] == "done"
+    assert [(page.fields, page.hook_error) for page in pages if page.url == victim] == [
+        ({}, {"class": "RuntimeError", "message": "this hook fails on purpose"})]
     others = [u for u in web.truth["a"].allowed_detail_urls() if u != victim]
     assert all(states[u][0] == "done" for u in others)
-    assert pages and all("title_length" in page.fields for page in pages)
+    assert all("title_length" in page.fields for page in pages if page.url != victim)
 
 
 @pytest.mark.parametrize(
@@ -885,7 +887,7 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
 async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
     """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
     holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
-    from harvester.phases.extract_host import stash_unwritten, write_unwritten
+    from harvester.phases.completions import stash_unwritten, write_unwritten
     from harvester.records import DiscoveredUrl, PageRecord
 
     origin = "https://shop.test"

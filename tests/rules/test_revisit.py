@@ -299,13 +299,15 @@ def test_parked_host_is_requeued_without_an_attempt():
     assert out.next_fetch_at is not None
 
 
-def test_hook_failure_fails_the_page():
+def test_a_hook_failure_stores_the_page_labelled_with_the_hooks_error():
+    """The request and the page are good (stored, links followed, revisited as usual); only the hook failed."""
     out = classify_outcome(claimed(), result(200, body=b"x"), "h1", settings=SETTINGS, now=NOW,
                            hook_error="extractor hook raised KeyError: 'x'")
-    assert out.state is UrlState.FAILED
+    good = classify_outcome(claimed(), result(200, body=b"x"), "h1", settings=SETTINGS, now=NOW)
+    assert out.state is UrlState.DONE and out.store_page and out.expand_links and out.counter == "hook_failed"
     assert out.error_class is ErrorClass.HOOK_FAILED
     assert out.error == "extractor hook raised KeyError: 'x'"
-    assert not out.store_page
+    assert (out.next_fetch_at, out.revisit_s, out.content_hash) == (good.next_fetch_at, good.revisit_s, "h1")
 
 
 def test_duplicate_is_not_expanded():

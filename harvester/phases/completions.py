@@ -1,0 +1,195 @@
+"""Writing extraction's completions: batched into small ``complete_many`` transactions (each URL atomically with its
+outlinks), content duplicates marked on the way, and what a failed attempt could not write kept for its retry.
+
+A crash loses at most the completions of the last fraction of a second (``FLUSH_EVERY_S``), whose leases a rerun
+reclaims. ``ExtractWork`` (``extract_host``) feeds one ``CompletionBatcher`` per worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from harvester.errors import InvalidRecord, LeaseLost, StoreError
+from harvester.records import CompleteResult, Completion, DiscoveredUrl, UrlState
+from harvester.runtime import db, retire_owner
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
+
+logger = logging.getLogger(__name__)
+
+FLUSH_ITEMS = 64
+"""Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
+
+FLUSH_EVERY_S = 0.25
+"""A pending completion waits at most this long before it is written."""
+
+WRITE_ATTEMPTS = 5
+WRITE_BACKOFF_S = 0.25
+"""A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
+
+
+_UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
+"""Completions a failed attempt could not write, per database, with the owner whose leases they need. A retry
+in the same process (a Prefect task retry) writes them before anything else, so those fetches are not repeated."""
+
+
+def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> None:
+    if items:
+        _UNWRITTEN.setdefault(database_url, []).append((owner, items))
+
+
+async def write_unwritten(
+    store: FrontierStore, database_url: str, *, run_id: int | None,
+    canonicalize: Callable[[str], str | None] | None = None,
+) -> int:
+    """Write what an earlier failed attempt of this process left behind; raises if the database still fails.
+    Content duplicates are marked again first, so a holder a stashed page takes over (rel=canonical) is demoted
+    with it: the pairs the failed write carried were not stashed."""
+    written = 0
+    batches = _UNWRITTEN.get(database_url, [])
+    while batches:
+        owner, items = batches[0]
+        marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
+        items, demote = await marker._mark_duplicates(items)
+        batches[0] = (owner, items)
+        await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
+        batches.pop(0)
+        retire_owner(owner)  # its other leases now return through recover_leases
+        written += len(items)
+    _UNWRITTEN.pop(database_url, None)
+    return written
+
+
+class CompletionBatcher:
+    """Batches completions into ``complete_many`` transactions, marking content duplicates on the way."""
+
+    def __init__(self, store: FrontierStore, owner: str, *, run_id: int | None,
+                 canonicalize: Callable[[str], str | None] | None = None) -> None:
+        self._store = store
+        self._canonicalize = canonicalize or (lambda url: url)
+        self._owner = owner
+        self._run_id = run_id
+        self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
+        self._first_at = 0.0
+        self._lock = asyncio.Lock()
+        self._lastmod: dict[str, tuple[int, int]] = {}
+        self.counters: Counter[str] = Counter()
+
+    def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
+        items, self._pending = self._pending, []
+        return items
+
+    def note_lastmod(self, host: str, *, hit: bool) -> None:
+        """One lastmod check (a change seen on a page whose lastmod made a prediction) and whether the lastmod
+        announced it; written with the next batch, not a transaction per URL."""
+        checks, hits = self._lastmod.get(host, (0, 0))
+        self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
+
+    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        if not self._pending:
+            self._first_at = time.monotonic()
+        self._pending.append((completion, outlinks))
+        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def tick(self) -> None:
+        """Called periodically so a quiet host's last completions are not held back."""
+        if self._pending and time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write what is pending. A passing database fault (a lock, a restart) is waited out a few times, so
+        completed fetches are not lost to it; a lasting one raises with the batch kept for the next flush."""
+        async with self._lock:
+            items, self._pending = self._pending, []
+            if not items:
+                return
+            try:
+                items, demoted = await self._mark_duplicates(items)
+                result = await self._write(items, demoted)
+            except BaseException:
+                self._pending[:0] = items
+                raise
+            self.counters["duplicate"] += result.demoted
+            self.counters["lease_lost"] += result.lost
+            if self._lastmod:
+                tallies, self._lastmod = self._lastmod, {}
+                await db(self._store.add_lastmod_checks, tallies)
+            for completion, _ in items:
+                # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
+                failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
+                self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
+
+    async def _write(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]]
+    ) -> CompleteResult:
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote)
+            except (InvalidRecord, LeaseLost):
+                raise
+            except StoreError as exc:
+                if attempt + 1 == WRITE_ATTEMPTS:
+                    raise
+                delay = WRITE_BACKOFF_S * 2**attempt
+                logger.warning("completions not written (%s); retrying in %.1f s", exc, delay,
+                               extra={"error_class": "storage"})
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable")
+
+    async def _mark_duplicates(
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]]
+    ) -> tuple[list[tuple[Completion, list[DiscoveredUrl]]], list[tuple[int, int]]]:
+        """A page whose main content is already held by another URL is a duplicate; its links are not expanded.
+
+        Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
+        canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
+        its duplicate (returned as (holder, new holder) pairs, demoted as this batch is written). Otherwise the
+        first URL read keeps it."""
+        fresh = [c for c, _ in items if c.page is not None and c.content_hash]
+        if not fresh:
+            return items, []
+        known = await db(
+            self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
+            exclude_ids=[c.url_id for c in fresh],
+        )
+        # What each holder's page names as canonical (in canonical form): stored holders from the store, this
+        # batch's from the batch.
+        canon = self._canonicalize
+        declared = {url_id: canon(url) for url_id, url in
+                    (await db(self._store.declared_canonicals, list(set(known.values())))).items()}
+        position: dict[int, int] = {}
+        demoted: list[tuple[int, int]] = []
+        out: list[tuple[Completion, list[DiscoveredUrl]]] = []
+        for completion, outlinks in items:
+            digest, page = completion.content_hash, completion.page
+            if page is not None and digest:
+                holder = known.get(digest)
+                if holder is None or holder == completion.url_id:
+                    known[digest] = completion.url_id
+                elif (completion.final_url is None and page.canonical_url is not None  # read at its own address
+                      and (here := canon(page.final_url)) is not None and here == canon(page.canonical_url)
+                      and declared.get(holder) == here):
+                    known[digest] = completion.url_id  # the holder points here: this URL takes the content over
+                    if holder in position:  # read in this same batch: not stored yet, simply its duplicate
+                        index = position.pop(holder)
+                        out[index] = (replace(out[index][0], state=UrlState.DUPLICATE, duplicate_of=completion.url_id,
+                                              page=None), [])
+                    else:
+                        demoted.append((holder, completion.url_id))
+                else:
+                    completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=holder, page=None)
+                    outlinks = []
+                if known[digest] == completion.url_id:
+                    position[completion.url_id] = len(out)
+                    if page.canonical_url is not None:
+                        declared[completion.url_id] = canon(page.canonical_url)
+            out.append((completion, outlinks))
+        return out, demoted
