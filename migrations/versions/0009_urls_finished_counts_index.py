@@ -1,0 +1,32 @@
+"""``harvester status`` counts a million-URL frontier without reading every URL row (issue 32, scale32).
+
+``ix_urls_finished``: finished URLs (every state but ``queued``) by host, kind and state, partial, so the counts
+of finished URLs are one index-only walk of this index, and queued URLs are counted from ``queue`` and
+``leases``, which hold exactly them. Three scans of ``urls`` with temporary sort trees took 5.8 s and 125 MB at
+1,000,000 URLs. A queued URL is not in it: adding a URL costs nothing more, finishing one adds one entry.
+
+Revision ID: 0009
+Revises: 0008
+Create Date: 2026-12-06
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = '0009'
+down_revision: str | None = '0008'
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    op.create_index('ix_urls_finished', 'urls', ['host_id', 'kind', 'state'], unique=False,
+                    sqlite_where=sa.text("state <> 'queued'"), postgresql_where=sa.text("state <> 'queued'"))
+
+
+def downgrade() -> None:
+    op.drop_index('ix_urls_finished', table_name='urls')
