@@ -3,17 +3,21 @@
     .venv/bin/python bench/frontier_scale.py [--sizes 10000,100000,1000000] [--hosts 100] [--pages 2000]
                                              [--outlinks 5] [--no-postgres] [--no-sqlite]
 
+PostgreSQL at 127.0.0.1:5432, or at the port in BENCH_PG_PORT (a server of its own, e.g. made with initdb and
+started with ``pg_ctl``, which no other user restarts), in scratch databases created and dropped here.
+
 Each frontier is built with bench/frontier.py's sitemap-shaped URLs over ``--hosts`` hosts, and a tenth of it (up
 to 50,000 URLs) completed with a stored 8 KB page of its own first, so ``status`` and ``export`` have pages to read.
 Then, in a fresh process, as one extraction worker does it, ``--pages`` URLs are taken in claims of
 ``store.claim_batch`` per host (``claim_hosts`` + ``claim``) and completed in batches of 64, each with its page and
 ``--outlinks`` links (one new URL of its host, the others URLs the frontier has: admission's upsert).
 Printed per size and database: claim latency p50/p99 (ms), extraction's store CPU per page (the worker's CPU over
-the claims and completions: for SQLite that includes the database engine, for PostgreSQL the client only; the
-wall per page is shown beside it), the worker process's peak RSS, the database's size, and the wall time and
-peak RSS of ``harvester status`` and ``harvester export --latest`` as a user runs them (a CLI's start-up
-included); then each figure at the largest size over the smallest. The machine is shared: run it on a quiet one
-for figures to quote.
+the claims and completions: for SQLite that includes the database engine; for PostgreSQL the client, and beside
+it the CPU of the server backends that served it, read from /proc), the wall per page, the worker process's peak
+RSS, the database's size, and the wall time, CPU and peak RSS of ``harvester status`` and ``harvester export
+--latest`` as a user runs them (a CLI's start-up included; export writes every tenth URL's page, so its time
+grows with the pages it writes); then each figure at the largest size over the smallest. The machine is shared:
+on a busy one the walls are mostly waiting for a core, and the CPU figures are the ones to compare.
 """
 
 from __future__ import annotations
@@ -42,7 +46,9 @@ from harvester.settings import Settings
 sys.path.insert(0, str(Path(__file__).parent))
 from frontier import make_batches
 
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+PG_PORT = int(os.environ.get("BENCH_PG_PORT", "5432"))
+"""The PostgreSQL server on loopback (BENCH_PG_PORT: a server of the bench's own, which nobody else restarts)."""
+PG_ADMIN = f"host=127.0.0.1 port={PG_PORT} user=postgres dbname=postgres connect_timeout=3"
 BODY = b"<html><body>" + b"word " * 1600 + b"</body></html>"
 
 
@@ -51,12 +57,15 @@ class Figures:
     claim_p50_ms: float
     claim_p99_ms: float
     cpu_ms_per_page: float
+    server_ms_per_page: float
     wall_ms_per_page: float
     worker_rss_mb: float
     db_mb: float
     status_s: float
+    status_cpu_s: float
     status_rss_mb: float
     export_s: float
+    export_cpu_s: float
     export_rss_mb: float
 
 
@@ -108,8 +117,31 @@ def worker(db_url: str, pages: int, links: int) -> None:
     """The measured part, in a process of its own (``--work``): its peak RSS is a worker's, not the builder's."""
     settings = Settings.load(database_url=db_url)
     with FrontierStore.open(settings) as store:
+        server0 = server_cpu_s(db_url)
         latencies, done, cpu, wall = work(store, "bench-worker", pages, settings.store.claim_batch, links)
-    print(json.dumps({"latencies": latencies, "done": done, "cpu": cpu, "wall": wall, "rss_mb": peak_rss_mb()}))
+        server = sum(server_cpu_s(db_url).values()) - sum(server0.values())
+    print(json.dumps({"latencies": latencies, "done": done, "cpu": cpu, "wall": wall, "rss_mb": peak_rss_mb(),
+                      "server_cpu": server}))
+
+
+def server_cpu_s(db_url: str) -> dict[int, float]:
+    """PostgreSQL: backend pid -> CPU seconds of this database's client backends (this worker's pool: the
+    database is its own), read from /proc (the server runs on this machine); empty for SQLite (in-process)."""
+    if not db_url.startswith("postgresql"):
+        return {}
+    name = db_url.rsplit("/", 1)[1]
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        pids = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend'", (name,))]
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return out
 
 
 def peak_rss_mb() -> float:
@@ -121,8 +153,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def timed_cli(args: list[str], db_url: str, cwd: Path) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of one harvester command, as a user runs it."""
+def timed_cli(args: list[str], db_url: str, cwd: Path) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB, CPU s) of one harvester command, as a user runs it (on a busy machine the wall is
+    mostly waiting for a core: the CPU says what the command costs)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HARVESTER_"))}
     command = [str(Path(sys.executable).parent / "harvester"), *args, "--db", db_url]
     started = time.perf_counter()
@@ -131,13 +164,15 @@ def timed_cli(args: list[str], db_url: str, cwd: Path) -> tuple[float, float]:
                           text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"harvester {' '.join(args)} failed: {done.stderr[-2000:]}")
-    return time.perf_counter() - started, int(done.stdout.split()[-1]) / 1024
+    maxrss, cpu = done.stdout.split()[-2:]
+    return time.perf_counter() - started, int(maxrss) / 1024, float(cpu)
 
 
 LAUNCHER = """
 import resource, subprocess, sys
 code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
 sys.exit(code)
 """
 
@@ -174,13 +209,14 @@ def measure(db_url: str, size_of: object, n: int, hosts: int, pages: int, links:
     result = json.loads(done.stdout.splitlines()[-1])
     with FrontierStore.open(settings) as store:
         db_mb = size_of(store) / 1e6  # type: ignore[operator]
-    status_s, status_rss = timed_cli(["status"], db_url, tmp)
-    export_s, export_rss = timed_cli(["export", "--latest", "-o", str(tmp / "out.jsonl")], db_url, tmp)
+    status_s, status_rss, status_cpu = timed_cli(["status"], db_url, tmp)
+    export_s, export_rss, export_cpu = timed_cli(["export", "--latest", "-o", str(tmp / "out.jsonl")], db_url, tmp)
     lat = sorted(result["latencies"])
     count = max(1, result["done"])
     return Figures(1000 * statistics.median(lat), 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
-                   1000 * result["cpu"] / count, 1000 * result["wall"] / count, result["rss_mb"], db_mb, status_s,
-                   status_rss, export_s, export_rss)
+                   1000 * result["cpu"] / count, 1000 * result["server_cpu"] / count,
+                   1000 * result["wall"] / count, result["rss_mb"], db_mb, status_s,
+                   status_cpu, status_rss, export_s, export_cpu, export_rss)
 
 
 def sqlite_run(n: int, hosts: int, pages: int, links: int, tmp: Path) -> Figures:
@@ -199,16 +235,17 @@ def pg_run(n: int, hosts: int, pages: int, links: int, tmp: Path) -> Figures:
                 row = conn.execute("SELECT pg_database_size(%s)", (name,)).fetchone()
             return int(row[0]) if row else 0
 
-        return measure(f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}", size, n, hosts, pages, links, tmp)
+        return measure(f"postgresql+psycopg://postgres@127.0.0.1:{PG_PORT}/{name}", size, n, hosts, pages, links, tmp)
     finally:
         with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 COLUMNS = (("claim p50 ms", "claim_p50_ms"), ("claim p99 ms", "claim_p99_ms"), ("CPU ms/page", "cpu_ms_per_page"),
+           ("server ms/pg", "server_ms_per_page"),
            ("wall ms/page", "wall_ms_per_page"), ("worker MB", "worker_rss_mb"), ("db MB", "db_mb"),
-           ("status s", "status_s"), ("status MB", "status_rss_mb"), ("export s", "export_s"),
-           ("export MB", "export_rss_mb"))
+           ("status s", "status_s"), ("status cpu s", "status_cpu_s"), ("status MB", "status_rss_mb"),
+           ("export s", "export_s"), ("export cpu s", "export_cpu_s"), ("export MB", "export_rss_mb"))
 
 
 def main() -> None:
