@@ -7,7 +7,8 @@ PostgreSQL at 127.0.0.1:5432, or at the port in BENCH_PG_PORT (a server of its o
 started with ``pg_ctl``, which no other user restarts), in scratch databases created and dropped here.
 
 Each frontier is built with bench/frontier.py's sitemap-shaped URLs over ``--hosts`` hosts, and a tenth of it (up
-to 50,000 URLs) completed with a stored 8 KB page of its own first, so ``status`` and ``export`` have pages to read.
+to 50,000 URLs) completed with a stored 8 KB page of its own first, in a harvest cycle, so ``status`` has a cycle
+to count and ``export`` pages to read.
 Then, in a fresh process, as one extraction worker does it, ``--pages`` URLs are taken in claims of
 ``store.claim_batch`` per host (``claim_hosts`` + ``claim``) and completed in batches of 64, each with its page and
 ``--outlinks`` links (one new URL of its host, the others URLs the frontier has: admission's upsert).
@@ -182,6 +183,10 @@ def fill(store: FrontierStore, n: int, hosts: int) -> None:
     for batch in make_batches(n, hosts, 10_000):
         store.add_discovered(batch)
     owner = "bench-fill"
+    # As a harvest: in a cycle, whose counts ``status`` shows after it ("Last cycle").
+    profile = {"name": "frontier-scale"}
+    cycle, _ = store.begin_cycle("harvest", profile=profile)
+    run = store.start_run("extract", profile=profile)
     store.claim_hosts(owner, limit=hosts, lease_s=3_600)
     origins = store.host_origins()
     left = min(n // 10, 50_000)
@@ -193,9 +198,12 @@ def fill(store: FrontierStore, n: int, hosts: int) -> None:
         mine = claimed[:left]
         store.release(owner, [c.id for c in claimed[left:]])
         for start in range(0, len(mine), 500):
-            store.complete_many(owner, [(page_completion(c.id, c.url, now), []) for c in mine[start:start + 500]])
+            store.complete_many(owner, [(page_completion(c.id, c.url, now), []) for c in mine[start:start + 500]],
+                                run_id=run)
         left -= len(mine)
     store.release_owner(owner)
+    store.finish_run(run, status="completed", counters={})
+    store.finish_cycle(cycle, origins=origins)
 
 
 def measure(db_url: str, size_of: object, n: int, hosts: int, pages: int, links: int, tmp: Path) -> Figures:
