@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, case, func, insert, select, update
 
@@ -27,6 +27,9 @@ _RANK = {ChangeKind.GONE: 6, ChangeKind.NEW: 5, ChangeKind.CHANGED: 4, ChangeKin
          ChangeKind.MISSING: 2, ChangeKind.SAME: 1}
 """A URL answered twice in one cycle (a failure retried, a resumed attempt) counts once, under its strongest
 label: gone over everything (never also changed), a first version over a later change in the same cycle."""
+
+EXAMPLES = 50
+"""URLs a cycle's counts name per kind of change (``cycle_counts``; what a finished cycle keeps)."""
 
 _COUNTED = (ChangeKind.NEW, ChangeKind.CHANGED, ChangeKind.RESTYLED, ChangeKind.GONE, ChangeKind.MISSING)
 
@@ -73,10 +76,15 @@ class Cycles(Part):
             deferred = _due_details(tx.conn, _cycle_hosts(tx.conn, cycle_id, origins), utcnow())
             changed = tx.conn.execute(
                 update(Cycle).where(Cycle.id == cycle_id)
-                .values(finished_at=utcnow(), status=status, deferred=deferred)
+                .values(finished_at=utcnow(), status=status, deferred=deferred, counts=None)
             ).rowcount
         if not changed:
             raise InvalidRecord(f"cycle {cycle_id} does not exist")
+        # Its counts are final now: kept, so that reading them again (every ``harvester status``) reads one row
+        # instead of every fetch of the cycle (6.5 s of CPU after a cycle of 1,000,000 pages).
+        counts = self.cycle_counts(cycle_id)
+        with self._tx() as tx:
+            tx.conn.execute(update(Cycle).where(Cycle.id == cycle_id).values(counts=dict(counts)))
 
     def cycle_started_at(self, cycle_id: int) -> datetime | None:
         with self._tx(write=False) as tx:
@@ -93,7 +101,7 @@ class Cycles(Part):
         return None if row is None else dict(row)
 
     def cycle_counts(
-        self, cycle_id: int, *, origins: Sequence[str] | None = None, examples: int = 50
+        self, cycle_id: int, *, origins: Sequence[str] | None = None, examples: int = EXAMPLES
     ) -> Changes:
         """Every count of one cycle over all its attempts (docs/operations.md, "What the counts mean"), on
         ``origins`` (None: every host). The only source of the numbers a cycle reports, wherever they are shown.
@@ -104,10 +112,12 @@ class Cycles(Part):
         whose page was fetched and stored but the extractor hook failed on it: a good request, not a failure."""
         with self._tx(write=False) as tx:
             conn = tx.conn
-            cycle = conn.execute(select(Cycle.deferred, Cycle.profile, Cycle.finished_at)
+            cycle = conn.execute(select(Cycle.deferred, Cycle.profile, Cycle.finished_at, Cycle.status, Cycle.counts)
                                  .where(Cycle.id == cycle_id)).first()
             if cycle is None:
                 raise InvalidRecord(f"cycle {cycle_id} does not exist")
+            if cycle.counts is not None and cycle.status != "running" and origins is None and examples == EXAMPLES:
+                return cast("Changes", cycle.counts)  # kept by finish_cycle: final
             runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
             mine = [Fetch.run_id.in_(runs)]
             if origins is not None:

@@ -162,6 +162,9 @@ class Url(Base):
         # The URLs whose page the extractor hook failed on, asked again at each run's start (``due_hook_retries``):
         # partial, so a run finds the few without reading every finished URL. 0009.
         Index("ix_urls_hook_failed", "host_id", sqlite_where=HOOK_FAILED_ROWS),
+        # Finished URLs counted per host, kind and state by an index-only walk (``stats``); queued ones are
+        # counted in ``queue`` and ``leases``, so adding a URL pays nothing for it (migration 0010).
+        Index("ix_urls_finished", "host_id", "kind", "state", sqlite_where=text("state <> 'queued'")),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -326,6 +329,9 @@ class Cycle(Base):
     status: Mapped[str] = mapped_column(String(20))
     profile: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     deferred: Mapped[int | None] = mapped_column(Integer)
+    counts: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    """What ``cycle_counts`` read when the cycle finished (every host): they never change after, and reading them
+    again from a million fetches took seconds on every ``harvester status``. None while it runs (migration 0010)."""
 
 
 class Run(Base):
