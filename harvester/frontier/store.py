@@ -70,6 +70,7 @@ class FrontierStore:
         self.complete_many = outcomes.complete_many
         self.duplicates_of = outcomes.duplicates_of
         self.declared_canonicals = outcomes.declared_canonicals
+        self.due_hook_retries = outcomes.due_hook_retries
 
         self.claim_hosts = queue.claim_hosts
         self.renew_hosts = queue.renew_hosts
