@@ -18,7 +18,7 @@ from .test_store import T0, claim_all, done, found, page
 def _truth(store: FrontierStore) -> dict[tuple[str, str, str], int]:
     """(origin, kind, state) -> URLs, read from every URL row: what the counts must equal."""
     out: dict[tuple[str, str, str], int] = {}
-    engine = store._engine  # the URL rows themselves, which the counts stand for
+    engine = store.db.engine  # the URL rows themselves, which the counts stand for
     with engine.connect() as conn:
         for origin, kind, state, n in conn.exec_driver_sql(
             "SELECT h.origin, u.kind, CASE WHEN l.url_id IS NULL THEN u.state ELSE 'leased' END, count(*)"
@@ -152,7 +152,7 @@ def test_a_finished_cycle_keeps_its_counts_and_a_running_one_is_counted_live(sto
     kept = store.cycle_counts(cycle)
     assert kept["new"] == 4 and kept["fetched"] == 4 and kept["deferred"] == 2
     assert len(kept["new_urls"]) == 4
-    with store._engine.begin() as conn:  # the kept counts are what counting the fetches again gives
+    with store.db.engine.begin() as conn:  # the kept counts are what counting the fetches again gives
         stored = conn.exec_driver_sql(f"SELECT counts FROM cycles WHERE id = {cycle}").scalar_one()
         assert stored is not None
         conn.exec_driver_sql(f"UPDATE cycles SET counts = NULL WHERE id = {cycle}")
