@@ -236,6 +236,11 @@ class Database:
         the transaction (the pragma does nothing inside one), ``foreign_key_check`` before committing, keys on."""
         with self.engine.connect() as conn:
             raw = conn.connection.dbapi_connection if self.dialect.is_sqlite else None
+            fresh = raw is not None and not inspect(conn).get_table_names()
+            conn.rollback()  # the look began a transaction: the set-up or the migration runs its own
+            if fresh and migrate.set_up_empty_sqlite(conn):
+                logger.info("database %s set up at %s", self.url_display, migrate.head_revision())
+                return  # a new file: the head schema in one script, no migration to replay
             if raw is not None:
                 raw.execute("PRAGMA foreign_keys=OFF")
             try:
