@@ -10,7 +10,7 @@ from prefect import flow, get_run_logger
 from harvester import phases
 from harvester.flows.artifacts import publish, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
-from harvester.flows.tasks import extract_worker, host_line, load_settings
+from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.settings import SiteProfile
 
 
@@ -22,6 +22,7 @@ async def extract_flow(
     """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time.
     ``handover`` is set by the harvest and recrawl flows (``harvester.phases.handover``); leave it empty."""
     settings = load_settings(config_file, overrides)
+    profile = run_profile(profile, overrides)
     run_id = await phases.begin_run(settings, "extract", profile)
     progress_id = await start_progress("extract")
     results = await asyncio.gather(

@@ -46,8 +46,16 @@ def load_settings(config_file: str | None, overrides: RunOverrides | dict[str, A
     """Settings at the edge: the run's overrides, then HARVESTER_* env, then the TOML file."""
     if overrides is None:
         return Settings.load(config_file)
-    typed = overrides if isinstance(overrides, RunOverrides) else RunOverrides.model_validate(overrides)
-    return Settings.load(config_file).with_overrides(**typed.dotted())
+    return Settings.load(config_file).with_overrides(**_typed(overrides).dotted())
+
+
+def run_profile(profile: SiteProfile, overrides: RunOverrides | dict[str, Any] | None) -> SiteProfile:
+    """The profile at the edge: with the site's limits the run's overrides change (``RunOverrides.SITE``)."""
+    return profile if overrides is None else _typed(overrides).site_profile(profile)
+
+
+def _typed(overrides: RunOverrides | dict[str, Any]) -> RunOverrides:
+    return overrides if isinstance(overrides, RunOverrides) else RunOverrides.model_validate(overrides)
 
 
 @task(

@@ -79,7 +79,7 @@ class ListingCrawl(FeedReading):
         discovery = self.settings.discovery
         budget = discovery.listing_page_budget
         fetched = 0
-        limit = max(1, self.site.profile.per_host_limit or self.settings.politeness.per_host_limit)
+        limit = self.client.gate_config.start_limit  # the site's limit as its gates start (GateConfig.from_settings)
         self._listings_started = utcnow()
         self._read_feeds()  # feeds the seeds named
         held: dict[int, ClaimedUrl] = {}

@@ -738,7 +738,7 @@ async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serv
             f"<body><main>the product {request.path}</main></body></html>"))
 
     origin = await serve(shop)
-    settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1})
+    settings = settings_for(sqlite_url, **{"politeness.per_host_start": 1})
     with FrontierStore.open(settings, upgrade=True) as store:
         await aharvest(settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
         states = store.url_states()
@@ -954,7 +954,7 @@ async def test_the_next_request_goes_out_while_the_previous_page_is_extracted(ma
     hooks_sample.NEXT_REQUEST_SENT = lambda n: sum(1 for r in web.records() if r.path in details) >= n
     hooks_sample.NEXT_SENT_FIRST.clear()
     try:
-        settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1, "politeness.max_per_host_limit": 1})
+        settings = settings_for(sqlite_url, **{"politeness.per_host_start": 1, "politeness.max_per_host_limit": 1})
         profile = SiteProfile.build(seeds=tuple(web.seeds), extractor="hooks_sample:waits_for_next_request")
         await aharvest(settings, profile)
         verdicts = list(hooks_sample.NEXT_SENT_FIRST)
