@@ -8,11 +8,11 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from harvester.flows.artifacts import publish_cycle
-from harvester.flows.exclusive import one_run_per_site
 from harvester.flows.guards import erase_secrets, run_name
 from harvester.flows.healing import check_attempt, close_earlier_attempts
 from harvester.flows.lifeline import parent_lifeline
 from harvester.flows.parameters import RunOverrides, Workers
+from harvester.flows.site_slot import one_run_per_site
 from harvester.flows.steps import SubflowSteps
 from harvester.flows.tasks import load_settings, run_profile
 from harvester.phases.cycles import loud, recrawl_steps

@@ -19,6 +19,7 @@ from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
 from harvester.flows.parameters import RunOverrides
 from harvester.phases import Progress
+from harvester.phases.cycle_state import find_cycle
 from harvester.settings import Settings, SiteProfile
 
 PROGRESS_EVERY_S = 2.0
@@ -67,11 +68,11 @@ async def discover_host(
     overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
     """Discovery of one host; a rerun skips documents this run already processed. Done, the host is handed to
-    the cycle's extraction (``handover``)."""
+    the cycle's extraction (``handover``: the key of the cycle's state in this process, ``find_cycle``)."""
     settings = load_settings(config_file, overrides)
     async with phases.open_store(settings) as store:
         result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh,
-                                       handover=handover)
+                                       cycle=find_cycle(handover))
     return result.as_dict()
 
 
@@ -83,13 +84,14 @@ async def extract_worker(
     profile: SiteProfile, worker: int, run_id: int, progress_id: str | None, config_file: str | None,
     overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
-    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs; with
-    ``handover``, only hosts the cycle's discovery has handed over."""
+    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs; ``handover``
+    finds the cycle's state in this process (``find_cycle``): only hosts its discovery has handed over, and what an
+    earlier attempt of this task could not write."""
     settings = load_settings(config_file, overrides)
     reporter = _Reporter(progress_id)
     async with phases.open_store(settings) as store:
         result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter,
-                                      handover=handover)
+                                      cycle=find_cycle(handover))
     return result.as_dict()
 
 

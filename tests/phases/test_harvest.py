@@ -885,7 +885,8 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
 async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
     """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
     holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
-    from harvester.phases.extract_host import stash_unwritten, write_unwritten
+    from harvester.phases.cycle_state import Unwritten
+    from harvester.phases.extract_host import write_unwritten
     from harvester.records import DiscoveredUrl, PageRecord
 
     origin = "https://shop.test"
@@ -902,10 +903,12 @@ async def test_completions_written_after_a_failed_attempt_keep_their_canonical_t
         ids = {c.url: c.id for c in store.claim("w", hosts=[origin], per_host=10, lease_s=60)}
         store.complete("w", Completion(url_id=ids[variant], state=UrlState.DONE, fetched_at=now, status=200,
                                        content_hash="h1", page=page(variant)))
-        stash_unwritten(settings.database_url, "w", [(Completion(
+        unwritten = Unwritten()
+        unwritten.keep("w", [(Completion(
             url_id=ids[clean], state=UrlState.DONE, fetched_at=now, status=200, content_hash="h1", page=page(clean),
         ), [])])
-        assert await write_unwritten(store, settings.database_url, run_id=None) == 1
+        assert await write_unwritten(store, unwritten, run_id=None) == 1
+        assert unwritten.batches == []
         states = store.url_states()
         assert states[clean][0] == "done"
         assert states[variant][0] == "duplicate"
