@@ -17,13 +17,11 @@ from prefect.cache_policies import NO_CACHE
 
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
+from harvester.fetch.workers import PROGRESS_EVERY_S
 from harvester.flows.parameters import RunOverrides
 from harvester.phases import Progress
 from harvester.phases.cycle_state import find_cycle
 from harvester.settings import Settings, SiteProfile
-
-PROGRESS_EVERY_S = 2.0
-"""How often the progress artifact is updated during extraction."""
 
 LOG_EVERY_S = 15.0
 """How often a worker logs how far it got: one line, never a line per URL or per host (each host gets one line per
@@ -96,7 +94,8 @@ async def extract_worker(
 
 
 class _Reporter:
-    """Turns the library's progress callbacks into a progress artifact and a throttled progress line."""
+    """Turns the library's progress callbacks into a progress artifact (at most every ``PROGRESS_EVERY_S``, the
+    library's pace of them) and a throttled progress line."""
 
     def __init__(self, progress_id: str | None) -> None:
         self._progress_id = progress_id
