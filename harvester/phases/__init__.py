@@ -4,7 +4,8 @@ into the frontier), ``extract`` (claimed URLs fetched politely, outcomes written
 
 By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``discover_*`` and ``extract_host`` the
 per-host work under them), ``runs`` (run and cycle bookkeeping, ``open_store``), ``results`` (``PhaseResult``,
-``Progress``), ``client`` (the polite client a phase fetches through), ``cycles`` (harvest and recrawl).
+``Progress``), ``client`` (the polite client a phase fetches through), ``cycles`` (harvest and recrawl),
+``cycle_state`` (what a cycle's two phases share, passed to both).
 
 May use every package below it: ``fetch``, ``discovery``, ``frontier``, ``rules``, ``extraction``. Must not:
 import Prefect (the flows wrap these functions, never the other way round).
