@@ -112,10 +112,10 @@ def scenario(name: str, args: argparse.Namespace, workdir: Path) -> None:
     if name == "10k":
         specs = [HostSpec(f"h{i:02d}", pages=args.pages, latency_s=0.005, disallowed_in_sitemap=0.0)
                  for i in range(args.hosts)]
-        extra: dict[str, Any] = {"politeness.per_host_limit": 2, "politeness.max_per_host_limit": 4}
+        extra: dict[str, Any] = {"politeness.per_host_start": 2, "politeness.max_per_host_limit": 4}
     else:
         specs = scenario_specs(300)
-        extra = {"politeness.per_host_limit": PER_HOST_LIMIT, "politeness.max_per_host_limit": PER_HOST_LIMIT}
+        extra = {"politeness.per_host_start": PER_HOST_LIMIT, "politeness.max_per_host_limit": PER_HOST_LIMIT}
     runs: list[Run] = []
     with TestWeb(specs, seed=4, mode="process") as web:
         print(f"\n== {name}: {len(specs)} hosts, {sum(s.pages for s in specs)} detail pages, process-mode test web")

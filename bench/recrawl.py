@@ -86,7 +86,7 @@ def main() -> None:
     ] + (quirky_hosts(args.pages, args.feed_entries) if args.quirks else [])
     with tempfile.TemporaryDirectory() as tmp, TestWeb(specs, seed=args.seed, mode="process") as web:
         settings = Settings(database_url=f"sqlite:///{Path(tmp) / 'recrawl.db'}").with_overrides(
-            **{"politeness.per_host_limit": 4, "politeness.max_per_host_limit": 8}
+            **{"politeness.per_host_start": 4, "politeness.max_per_host_limit": 8}
         )
         profile = SiteProfile.build(name="recrawl-bench", seeds=tuple(web.seeds),
                                     scope={"deny_patterns": (r"/hostile/(?!sitemap)",)})

@@ -40,7 +40,7 @@ class BudgetWork:
 
 async def design(scenario) -> int:  # type: ignore[no-untyped-def]
     settings = Settings().with_overrides(**{
-        "politeness.per_host_limit": scenario.per_host_limit,
+        "politeness.per_host_start": scenario.per_host_limit,
         "politeness.max_per_host_limit": scenario.per_host_limit,
         "store.claim_batch": 1,  # one job per claim: the shared budget goes where hosts are fast
     })

@@ -10,7 +10,7 @@ from prefect import flow
 from harvester import phases
 from harvester.flows.artifacts import publish
 from harvester.flows.parameters import RunOverrides
-from harvester.flows.tasks import discover_host, load_settings
+from harvester.flows.tasks import discover_host, load_settings, run_profile
 from harvester.settings import SiteProfile
 
 
@@ -20,8 +20,10 @@ async def discover_flow(
     handover: str | None = None,
 ) -> dict[str, Any]:
     """Find the site's URLs from what it publishes; ``refresh`` re-asks every document (conditionally).
-    ``handover`` is set by the harvest and recrawl flows (``harvester.phases.handover``); leave it empty."""
+    ``handover`` is set by the harvest and recrawl flows (the key of the cycle's state, ``phases.cycle_state``);
+    leave it empty."""
     settings = load_settings(config_file, overrides)
+    profile = run_profile(profile, overrides)
     run_id = await phases.begin_run(settings, "discover", profile)
     origins = phases.site_hosts(settings, profile)
     results = await asyncio.gather(

@@ -10,7 +10,9 @@ from prefect import flow, get_run_logger
 from harvester import phases
 from harvester.flows.artifacts import publish, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
-from harvester.flows.tasks import extract_worker, host_line, load_settings
+from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
+from harvester.phases.cycle_state import CycleState, find_cycle
+from harvester.runtime import shared_as
 from harvester.settings import SiteProfile
 
 
@@ -20,14 +22,19 @@ async def extract_flow(
     handover: str | None = None,
 ) -> dict[str, Any]:
     """Fetch what is due. Workers hold host leases, so each host is served by one of them at a time.
-    ``handover`` is set by the harvest and recrawl flows (``harvester.phases.handover``); leave it empty."""
+    ``handover`` is set by the harvest and recrawl flows (the key of the cycle's state, ``phases.cycle_state``);
+    leave it empty. Without one, the run keeps a state of its own: its tasks' retries find what an earlier attempt
+    could not write."""
     settings = load_settings(config_file, overrides)
+    profile = run_profile(profile, overrides)
     run_id = await phases.begin_run(settings, "extract", profile)
     progress_id = await start_progress("extract")
-    results = await asyncio.gather(
-        *(extract_worker(profile, n, run_id, progress_id, config_file, overrides, handover)
-          for n in range(max(1, workers)))
-    )
+    cycle = find_cycle(handover) or CycleState()  # none given, or its cycle runs elsewhere: not pipelined
+    with shared_as(cycle.key, cycle) as key:
+        results = await asyncio.gather(
+            *(extract_worker(profile, n, run_id, progress_id, config_file, overrides, key)
+              for n in range(max(1, workers)))
+        )
     result, stats = await phases.finish_run(settings, run_id, "extract", results)
     logger = get_run_logger()
     for origin, host in sorted(result.hosts.items()):  # one line per host per run, whichever worker served it

@@ -4,7 +4,7 @@ Whatever a run's parameters hold is stored in Prefect's database in plain text, 
 there are offered, each typed with the bounds of its ``harvester.settings`` field: limits, timeouts, the User-Agent.
 Secrets and where the data goes (``database_url``, the store's settings) never are: they come from each worker's
 ``HARVESTER_*`` environment or ``harvester.toml``. A key that is not offered is refused naming the valid ones,
-so a typo (``politness.per_host_limit``) is a clear error, not a ``KeyError`` deep in a run.
+so a typo (``politness.per_host_start``) is a clear error, not a ``KeyError`` deep in a run.
 
 Where each refusal happens: the deployment's parameter schema (built from these types) is what Prefect's server
 checks when a run is created, from the UI form, ``prefect deployment run`` or the API, and it answers 409 before
@@ -22,6 +22,8 @@ import re
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harvester.settings import RENAMED_PER_HOST, SiteProfile
 
 SECRET_HINTS = ("database", "password", "secret", "token", "credential", "dsn", "store.")
 """A key containing any of these is taken for a secret (or for where the data goes) and refused as such."""
@@ -54,13 +56,21 @@ def _refuse_secret_keys(schema: dict[str, Any]) -> None:
 
 
 class RunOverrides(BaseModel):
-    """Settings changed for one run; None keeps the worker's own. In Python (``model_validate``, the CLI) a dotted
-    key (``politeness.per_host_limit``) is taken for its plain one; a deployment's run takes the plain keys only
-    (its schema names no other, and the server answers 409)."""
+    """What one run changes; None keeps what the profile and the worker's settings say.
+
+    A site's limits (``per_host_limit``, ``min_delay_s``, ``max_pages_per_host``: ``SITE``) write the run's profile,
+    the field of the same name and meaning that ``--per-host``, ``--budget`` and a sites file write
+    (``site_profile``): ``per_host_limit`` fixes the requests in flight per host, start and ceiling. The other keys
+    are the worker's settings (``SETTING``): ``per_host_start`` is where the adaptive limit starts,
+    ``max_per_host_limit`` how high it may rise. In Python (``model_validate``, the CLI) a setting's dotted key
+    (``politeness.per_host_start``) is taken for its plain one; a deployment's run takes the plain keys only (its
+    schema names no other, and the server answers 409)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_refuse_secret_keys)
 
-    per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host at the start.")
+    per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host, fixed.")
+    per_host_start: int | None = Field(None, ge=1, le=64, description="Requests in flight per host at the start "
+                                                                       "(adaptive; no per_host_limit).")
     max_per_host_limit: int | None = Field(None, ge=1, le=64, description="Ceiling AIMD may raise the limit to.")
     max_active_hosts: int | None = Field(None, ge=1, le=10_000, description="Hosts fetched at once.")
     min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests to a host.")
@@ -74,11 +84,13 @@ class RunOverrides(BaseModel):
     listing_max_depth: int | None = Field(None, ge=0, le=20, description="Listing hops from a seed.")
     max_pages_per_host: int | None = Field(None, ge=1, description="Pages answered per host per extraction run.")
 
+    SITE: ClassVar[tuple[str, ...]] = ("per_host_limit", "min_delay_s", "max_pages_per_host")
+    """The site's limits: fields of ``harvester.settings.SiteProfile`` of the same name (same bounds: tested)."""
+
     SETTING: ClassVar[dict[str, str]] = {
-        "per_host_limit": "politeness.per_host_limit",
+        "per_host_start": "politeness.per_host_start",
         "max_per_host_limit": "politeness.max_per_host_limit",
         "max_active_hosts": "politeness.max_active_hosts",
-        "min_delay_s": "politeness.min_delay_s",
         "max_crawl_delay_s": "politeness.max_crawl_delay_s",
         "max_attempts": "politeness.max_attempts",
         "user_agent": "http.user_agent",
@@ -87,9 +99,8 @@ class RunOverrides(BaseModel):
         "max_body_bytes": "http.max_body_bytes",
         "listing_page_budget": "discovery.listing_page_budget",
         "listing_max_depth": "discovery.listing_max_depth",
-        "max_pages_per_host": "max_pages_per_host",
     }
-    """Each field's key in ``harvester.settings.Settings`` (tests/flows/test_parameters.py checks the bounds match)."""
+    """Each other field's key in ``harvester.settings.Settings`` (tests/flows/test_parameters.py checks the bounds)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -100,17 +111,25 @@ class RunOverrides(BaseModel):
         out: dict[str, Any] = {}
         for key, value in data.items():
             name = by_setting.get(key, key)
-            if name in cls.SETTING:
+            if name in cls.SETTING or name in cls.SITE:
                 out[name] = value
                 continue
+            if key == "politeness.per_host_limit":
+                raise ValueError(f"{RENAMED_PER_HOST}; as a run's override: per_host_start, or per_host_limit")
             if is_secret(key):
                 raise ValueError(f"{key!r} {PLAIN_TEXT_REFUSAL}")
-            raise ValueError(f"unknown override {key!r}; valid: {', '.join(sorted(cls.SETTING))}")
+            raise ValueError(f"unknown override {key!r}; valid: {', '.join(sorted((*cls.SETTING, *cls.SITE)))}")
         return out
 
     def dotted(self) -> dict[str, Any]:
-        """The overrides given, as ``Settings.with_overrides`` takes them."""
-        return {self.SETTING[name]: value for name, value in self.model_dump(exclude_none=True).items()}
+        """The settings given, as ``Settings.with_overrides`` takes them (the site's limits are not settings)."""
+        return {self.SETTING[name]: value for name, value in self.model_dump(exclude_none=True).items()
+                if name in self.SETTING}
+
+    def site_profile(self, profile: SiteProfile) -> SiteProfile:
+        """``profile`` with the site's limits this run changes (``SITE``)."""
+        changes = {name: value for name, value in self.model_dump(exclude_none=True).items() if name in self.SITE}
+        return profile.model_copy(update=changes) if changes else profile
 
 
 def is_secret(key: object) -> bool:

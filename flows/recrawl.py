@@ -8,13 +8,13 @@ from prefect import flow
 from prefect.runtime import flow_run
 
 from harvester.flows.artifacts import publish_cycle
-from harvester.flows.exclusive import one_run_per_site
 from harvester.flows.guards import erase_secrets, run_name
 from harvester.flows.healing import check_attempt, close_earlier_attempts
 from harvester.flows.lifeline import parent_lifeline
 from harvester.flows.parameters import RunOverrides, Workers
+from harvester.flows.site_slot import one_run_per_site
 from harvester.flows.steps import SubflowSteps
-from harvester.flows.tasks import load_settings
+from harvester.flows.tasks import load_settings, run_profile
 from harvester.phases.cycles import loud, recrawl_steps
 from harvester.settings import SiteProfile
 
@@ -34,6 +34,7 @@ async def recrawl_flow(
     if flow_run.run_count > 1:
         await close_earlier_attempts(flow_run.id)
     settings = load_settings(config_file, overrides)
+    profile = run_profile(profile, overrides)
     steps = SubflowSteps(profile, workers, config_file, overrides)
     async with parent_lifeline(), one_run_per_site(profile.name):
         cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)

@@ -1,5 +1,8 @@
 """The library's cycle steps as Prefect subflows, so ``harvest_flow`` and ``recrawl_flow`` run the order of steps
-written once in ``harvester.phases.cycles`` (the library's ``harvest()`` and ``recrawl()`` run the same order)."""
+written once in ``harvester.phases.cycles`` (the library's ``harvest()`` and ``recrawl()`` run the same order).
+
+A subflow's parameters are strings, so the cycle's shared state goes by its key: shared in this process for the
+subflow's run (``runtime.shared_as``), found again by its tasks (``phases.cycle_state.find_cycle``)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from typing import Any
 from harvester.flows.discover import discover_flow
 from harvester.flows.extract import extract_flow
 from harvester.flows.parameters import RunOverrides
+from harvester.phases.cycle_state import CycleState
+from harvester.runtime import shared_as
 from harvester.settings import SiteProfile
 
 
@@ -21,15 +26,17 @@ class SubflowSteps:
     config_file: str | None = None
     overrides: RunOverrides | None = None
 
-    async def discover(self, *, refresh: bool, handover: str | None = None) -> dict[str, Any]:
-        counters: dict[str, Any] = await discover_flow(
-            self.profile, refresh=refresh, config_file=self.config_file, overrides=self.overrides, handover=handover
-        )
+    async def discover(self, *, refresh: bool, cycle: CycleState) -> dict[str, Any]:
+        with shared_as(cycle.key, cycle) as key:
+            counters: dict[str, Any] = await discover_flow(
+                self.profile, refresh=refresh, config_file=self.config_file, overrides=self.overrides, handover=key
+            )
         return counters
 
-    async def extract(self, *, handover: str | None = None) -> dict[str, Any]:
-        counters: dict[str, Any] = await extract_flow(
-            self.profile, workers=self.workers, config_file=self.config_file, overrides=self.overrides,
-            handover=handover,
-        )
+    async def extract(self, *, cycle: CycleState) -> dict[str, Any]:
+        with shared_as(cycle.key, cycle) as key:
+            counters: dict[str, Any] = await extract_flow(
+                self.profile, workers=self.workers, config_file=self.config_file, overrides=self.overrides,
+                handover=key,
+            )
         return counters

@@ -17,12 +17,11 @@ from prefect.cache_policies import NO_CACHE
 
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
+from harvester.fetch.workers import PROGRESS_EVERY_S
 from harvester.flows.parameters import RunOverrides
 from harvester.phases import Progress
+from harvester.phases.cycle_state import find_cycle
 from harvester.settings import Settings, SiteProfile
-
-PROGRESS_EVERY_S = 2.0
-"""How often the progress artifact is updated during extraction."""
 
 LOG_EVERY_S = 15.0
 """How often a worker logs how far it got: one line, never a line per URL or per host (each host gets one line per
@@ -46,8 +45,16 @@ def load_settings(config_file: str | None, overrides: RunOverrides | dict[str, A
     """Settings at the edge: the run's overrides, then HARVESTER_* env, then the TOML file."""
     if overrides is None:
         return Settings.load(config_file)
-    typed = overrides if isinstance(overrides, RunOverrides) else RunOverrides.model_validate(overrides)
-    return Settings.load(config_file).with_overrides(**typed.dotted())
+    return Settings.load(config_file).with_overrides(**_typed(overrides).dotted())
+
+
+def run_profile(profile: SiteProfile, overrides: RunOverrides | dict[str, Any] | None) -> SiteProfile:
+    """The profile at the edge: with the site's limits the run's overrides change (``RunOverrides.SITE``)."""
+    return profile if overrides is None else _typed(overrides).site_profile(profile)
+
+
+def _typed(overrides: RunOverrides | dict[str, Any]) -> RunOverrides:
+    return overrides if isinstance(overrides, RunOverrides) else RunOverrides.model_validate(overrides)
 
 
 @task(
@@ -59,11 +66,11 @@ async def discover_host(
     overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
     """Discovery of one host; a rerun skips documents this run already processed. Done, the host is handed to
-    the cycle's extraction (``handover``)."""
+    the cycle's extraction (``handover``: the key of the cycle's state in this process, ``find_cycle``)."""
     settings = load_settings(config_file, overrides)
     async with phases.open_store(settings) as store:
         result = await phases.discover(store, settings, profile, hosts=[origin], run_id=run_id, refresh=refresh,
-                                       handover=handover)
+                                       cycle=find_cycle(handover))
     return result.as_dict()
 
 
@@ -75,18 +82,20 @@ async def extract_worker(
     profile: SiteProfile, worker: int, run_id: int, progress_id: str | None, config_file: str | None,
     overrides: RunOverrides | None, handover: str | None = None,
 ) -> dict[str, Any]:
-    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs; with
-    ``handover``, only hosts the cycle's discovery has handed over."""
+    """One extraction worker: leases hosts (SKIP LOCKED on PostgreSQL) and fetches their due URLs; ``handover``
+    finds the cycle's state in this process (``find_cycle``): only hosts its discovery has handed over, and what an
+    earlier attempt of this task could not write."""
     settings = load_settings(config_file, overrides)
     reporter = _Reporter(progress_id)
     async with phases.open_store(settings) as store:
         result = await phases.extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=reporter,
-                                      handover=handover)
+                                      cycle=find_cycle(handover))
     return result.as_dict()
 
 
 class _Reporter:
-    """Turns the library's progress callbacks into a progress artifact and a throttled progress line."""
+    """Turns the library's progress callbacks into a progress artifact (at most every ``PROGRESS_EVERY_S``, the
+    library's pace of them) and a throttled progress line."""
 
     def __init__(self, progress_id: str | None) -> None:
         self._progress_id = progress_id

@@ -66,10 +66,10 @@ ConfigOpt = Annotated[Path | None, typer.Option(
 _POLITENESS = PolitenessSettings.model_fields
 PerHostOpt = Annotated[int | None, typer.Option(
     "--per-host", metavar="REQUESTS", min=1, max=64,
-    show_default=f"start {_POLITENESS['per_host_limit'].default}, ceiling {_POLITENESS['max_per_host_limit'].default}",
-    help="Requests in flight per host, fixed for this run: sets both the starting limit (politeness.per_host_limit) "
-         "and the ceiling the adaptive limit may rise to (politeness.max_per_host_limit); a Prefect run's "
-         "per_host_limit override sets the start only.")]
+    show_default=f"adaptive: from {_POLITENESS['per_host_start'].default} up to "
+                 f"{_POLITENESS['max_per_host_limit'].default} (politeness.per_host_start, max_per_host_limit)",
+    help="Requests in flight per host, fixed (no adaptation): the site profile's per_host_limit, as a sites "
+         "file's per_host_limit or a Prefect run's profile sets it.")]
 MaxHostsOpt = Annotated[int | None, typer.Option(
     "--max-hosts", metavar="HOSTS", min=1, show_default=str(_POLITENESS["max_active_hosts"].default),
     help="Hosts fetched at once; the others wait their turn.")]
@@ -143,7 +143,7 @@ def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile
 
 def _run(
     kind: str, settings: Settings, profile: SiteProfile, *, workers: int = 1, refresh: bool = False,
-    config: Path | None = None, per_host: int | None = None, max_hosts: int | None = None,
+    config: Path | None = None, max_hosts: int | None = None,
 ) -> Any:
     """``kind`` through the Prefect flows when a server is configured, else in this process (``cli_runs``)."""
     with loading():  # the fetch and storage stack
@@ -158,15 +158,12 @@ def _run(
     _prepare_prefect(settings)
     return _run_with_progress(settings, kind, run_with_prefect(
         kind, profile, workers=workers, refresh=refresh, config_file=str(config) if config else None,
-        overrides=_overrides(per_host, max_hosts),
+        overrides=_overrides(max_hosts),
     ))
 
 
-def _overrides(per_host: int | None, max_hosts: int | None) -> dict[str, Any]:
+def _overrides(max_hosts: int | None) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
-    if per_host is not None:
-        overrides["politeness.per_host_limit"] = per_host
-        overrides["politeness.max_per_host_limit"] = per_host
     if max_hosts is not None:
         overrides["politeness.max_active_hosts"] = max_hosts
     return overrides
@@ -259,11 +256,10 @@ def harvest(
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
     from harvester.extraction.hook import absolute_spec
 
-    settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget,
+    settings = _settings(db, config, **_overrides(max_hosts))
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, per_host_limit=per_host,
                                 extractor=absolute_spec(extractor))
-    result = _run("harvest", settings, profile, workers=workers, config=config, per_host=per_host,
-                  max_hosts=max_hosts)
+    result = _run("harvest", settings, profile, workers=workers, config=config, max_hosts=max_hosts)
     print_counters("harvest", result)
     print_status(settings)  # ends with the last cycle's counts: this harvest's
     print_problems(settings, result.get("problems"))
@@ -277,10 +273,9 @@ def discover(
     name: Annotated[str, typer.Option(help="Profile name.")] = "site",
 ) -> None:
     """Phase one only: robots.txt, sitemaps, feeds and listing pages into the frontier."""
-    settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget)
-    result = _run("discover", settings, profile, refresh=refresh, config=config, per_host=per_host,
-                  max_hosts=max_hosts)
+    settings = _settings(db, config, **_overrides(max_hosts))
+    profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, per_host_limit=per_host)
+    result = _run("discover", settings, profile, refresh=refresh, config=config, max_hosts=max_hosts)
     print_counters("discover", {"discover": result})
     print_status(settings)
     print_problems(settings)
@@ -293,10 +288,9 @@ def extract(
     workers: WorkersOpt = 1,
 ) -> None:
     """Phase two only: fetch what is due in the frontier."""
-    settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = _profile(list(seeds or []), settings)
-    result = _run("extract", settings, profile, workers=workers, config=config, per_host=per_host,
-                  max_hosts=max_hosts)
+    settings = _settings(db, config, **_overrides(max_hosts))
+    profile = _profile(list(seeds or []), settings, per_host_limit=per_host)
+    result = _run("extract", settings, profile, workers=workers, config=config, max_hosts=max_hosts)
     print_counters("extract", {"extract": result})
     print_status(settings)
 
@@ -309,10 +303,10 @@ def recrawl(
     refresh: Annotated[bool, typer.Option(help="Treat everything as due now (still conditional).")] = False,
 ) -> None:
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
-    settings = _settings(db, config, **_overrides(per_host, max_hosts))
-    profile = _profile(list(seeds or []), settings)
+    settings = _settings(db, config, **_overrides(max_hosts))
+    profile = _profile(list(seeds or []), settings, per_host_limit=per_host)
     result = _run("recrawl", settings, profile, workers=workers, refresh=refresh, config=config,
-                  per_host=per_host, max_hosts=max_hosts)
+                  max_hosts=max_hosts)
     print_counters("recrawl", result)
     print_changes(result.get("changes") or {})
 

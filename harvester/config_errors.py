@@ -56,7 +56,7 @@ def misspelled_env(fields: list[str]) -> str | None:
 
 
 def _unknown_key(model: type[BaseModel], loc: tuple[str, ...]) -> str:
-    """"unknown key; did you mean 'politeness.per_host_limit'?", from the keys valid where ``loc`` points."""
+    """"unknown key; did you mean 'politeness.per_host_start'?", from the keys valid where ``loc`` points."""
     *parents, leaf = loc
     for part in parents:
         field_info = model.model_fields.get(part)
@@ -80,4 +80,8 @@ def _source_of(loc: tuple[str, ...], *, toml: Path | None, given: Collection[str
         name = "HARVESTER_" + "__".join(loc[:depth]).upper()
         if any(env.upper() == name for env in os.environ):
             return f"env {name}"
+    if loc:  # a group refused as a whole (a renamed key in it): the variable that set a key of it
+        for env in sorted(os.environ):
+            if env.upper().startswith("HARVESTER_" + loc[0].upper() + "__"):
+                return f"env {env}"
     return str(toml) if toml is not None else None

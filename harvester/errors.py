@@ -89,7 +89,7 @@ class LeaseLost(StoreError):
 
 
 class FrontierBusy(StoreError):
-    """Another process holds this SQLite frontier's extraction lock (``phases.exclusive``): a second extraction
+    """Another process holds this SQLite frontier's extraction lock (``phases.extraction_lock``): a second extraction
     would interleave with it. Not retried in the same run; the message names the file and the holder."""
 
 

@@ -1,15 +1,17 @@
-"""Small process-level helpers shared by the phases: the clock, store calls off the loop, lease owner ids, and a
-process-wide stop request."""
+"""Small process-level helpers shared by the phases: the clock, store calls off the loop, lease owner ids, and the
+process state (see its section): what a process, not a call, owns."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import random
 import socket
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -161,8 +163,83 @@ def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     return fn(*args, **kwargs)
 
 
+# --- process state -------------------------------------------------------------------------------------------
+# The only module-level state of live things in the library, each here because it belongs to the process, not to a
+# call: lease owners at work (``_LIVE_OWNERS``: a dead process's are told apart by pid), why the process was asked to
+# stop (``_STOP``: a signal or a dead parent asks the whole process), objects flows in its threads find by a string
+# (``_SHARED``: a Prefect parameter carries strings, not objects) and the advisory file locks it holds (``_LOCKS``:
+# flock is per open file, so a second descriptor in the same process would lock itself out). Everything else is
+# passed: a cycle's shared state is ``phases.cycle_state.CycleState``, handed to the phases in their signatures.
+
 _LIVE_OWNERS: set[str] = set()
 """Owners of this process still at work: a retried task in the same process may take back the others' leases."""
+
+_SHARED: dict[str, list[Any]] = {}
+"""Key -> [object, blocks holding it]: ``shared_as``."""
+
+_SHARED_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def shared_as(key: str, item: object) -> Iterator[str]:
+    """Let code in this process's threads find ``item`` by ``key`` (``find_shared``) for the body; yields ``key``.
+    Re-entrant: two blocks may share one key (a cycle's two phases), and the key is forgotten with the last."""
+    with _SHARED_LOCK:
+        entry = _SHARED.setdefault(key, [item, 0])
+        if entry[0] is not item:
+            raise ValueError(f"key {key!r} is already shared for another object")
+        entry[1] += 1
+    try:
+        yield key
+    finally:
+        with _SHARED_LOCK:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _SHARED[key]
+
+
+def find_shared(key: str | None) -> object | None:
+    """What ``shared_as`` holds under ``key`` in this process; None for None, or a key held elsewhere or no more."""
+    if key is None:
+        return None
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+    return entry[0] if entry is not None else None
+
+
+_LOCKS: dict[str, list[int]] = {}
+"""Lock file path -> [file descriptor, blocks holding it in this process]: ``exclusive_file``."""
+
+
+@contextlib.contextmanager
+def exclusive_file(path: str, busy: Callable[[str], Exception]) -> Iterator[None]:
+    """Hold an exclusive advisory lock (``flock``) on ``path`` for the body; re-entrant within this process. Another
+    process holding it raises ``busy(holder)`` (the pid it wrote in the file). The kernel releases the lock when the
+    holder dies, however it dies: a crash never leaves a stale one."""
+    held = _LOCKS.get(path)
+    if held is None:
+        held = _LOCKS[path] = [_take_lock(path, busy), 0]
+    held[1] += 1
+    try:
+        yield
+    finally:
+        held[1] -= 1
+        if held[1] == 0:
+            del _LOCKS[path]
+            os.close(held[0])  # closing the descriptor releases the flock
+
+
+def _take_lock(path: str, busy: Callable[[str], Exception]) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise busy(holder) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
+    return fd
 
 
 def make_owner(role: str) -> str:

@@ -17,7 +17,7 @@ from socket import inet_aton, inet_ntoa
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -194,8 +194,20 @@ class HttpSettings(_Group):
         return _check_networks(values)
 
 
+RENAMED_PER_HOST = (
+    "politeness.per_host_limit was renamed politeness.per_host_start (the adaptive limit's start; "
+    "max_per_host_limit stays its ceiling); to fix a site's limit instead, set per_host_limit in its profile "
+    "(a sites file's section, or --per-host)"
+)
+"""The one key whose meaning split in two (issue 35): a stored file or variable that still names it is refused
+with this, rather than read as the start while the profile's ``per_host_limit`` fixes the limit."""
+
+
 class PolitenessSettings(_Group):
-    per_host_limit: int = Field(2, ge=1, le=64, description="Requests in flight per host at the start.")
+    """Every site's politeness defaults; a site's own limits are its profile's (``SiteProfile.per_host_limit``,
+    ``min_delay_s``), and ``GateConfig.for_site`` is where the two meet."""
+
+    per_host_start: int = Field(2, ge=1, le=64, description="Requests in flight per host at the start (adaptive).")
     max_per_host_limit: int = Field(4, ge=1, le=64, description="Ceiling AIMD may raise the per-host limit to.")
     max_active_hosts: int = Field(64, ge=1, le=10_000, description="Hosts fetched at once; others wait turns.")
     min_delay_s: float = Field(0.0, ge=0, le=3600, description="Least interval between requests to a host.")
@@ -214,6 +226,13 @@ class PolitenessSettings(_Group):
         "parks it for that Retry-After instead); then it gets another chance.",
     )
     max_attempts: int = Field(3, ge=1, le=20, description="Attempts per URL before it is marked failed.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "per_host_limit" in data:
+            raise ValueError(RENAMED_PER_HOST)
+        return data
 
 
 PRODUCT_TOKEN_PATTERN = r"^[A-Za-z_-]+$"  # noqa: S105 (a regex, not a secret)
@@ -407,11 +426,13 @@ class Settings(BaseSettings):
                 raise ConfigError(f"cannot read {path}: {exc}") from None
 
     def with_overrides(self, **changes: Any) -> Settings:
-        """A copy with dotted keys changed (``politeness.per_host_limit=4``), validated like the original."""
+        """A copy with dotted keys changed (``politeness.per_host_start=4``), validated like the original."""
         data = self.model_dump()
         for dotted, value in changes.items():
             if value is None:
                 continue
+            if dotted == "politeness.per_host_limit":
+                raise ConfigError(RENAMED_PER_HOST)
             node = data
             *parents, leaf = dotted.split(".")
             for part in parents:
@@ -490,8 +511,11 @@ class SiteProfile(_Group):
     use_feeds: bool = True
     use_listings: bool = True
     max_pages_per_host: int | None = Field(None, ge=1, description="Page budget per host; None: settings.")
-    per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host.")
-    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests.")
+    per_host_limit: int | None = Field(
+        None, ge=1, le=64, description="Requests in flight per host, fixed (start and ceiling); None: the adaptive "
+        "limit of settings.politeness (per_host_start up to max_per_host_limit).")
+    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests; None: "
+                                      "settings.politeness.min_delay_s.")
     user_agent: str | None = Field(None, min_length=8, description="Overrides the User-Agent for this site.")
     extractor: str | None = Field(
         None, pattern=r"^([A-Za-z_][\w.]*|.+\.py):[A-Za-z_]\w*$",

@@ -32,7 +32,8 @@ def test_help_states_the_db_format_the_defaults_and_what_the_budget_counts():
     text = " ".join(out.output.replace("│", " ").split())  # the words, without the box drawn around them
     assert "sqlite:///path/to/file.db" in text and "postgresql+psycopg://" in text  # the --db format
     assert "sqlite:///.harvester/harvester.db" in text  # its default
-    assert "[default: (start 2, ceiling 4)]" in text  # --per-host: both numbers it fixes
+    assert "[default: (adaptive: from 2 up to 4 (politeness.per_host_start, max_per_host_limit))]" in text
+    assert "the site profile's per_host_limit" in text  # --per-host writes the profile's field, as a sites file does
     assert "Detail pages answered per host in each extraction run" in text
     assert "listing pages" in text and "100000" in text
     assert "./file.py:function" in text
@@ -68,11 +69,11 @@ def test_export_since_without_a_zone_is_utc(make_web, tmp_path, tokyo):
 
 def test_a_misspelled_key_in_harvester_toml_is_named_with_its_file_and_the_key_meant(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("harvester.toml").write_text("[politeness]\nper_host_limt = 3\n")
+    Path("harvester.toml").write_text("[politeness]\nper_host_strat = 3\n")
     with pytest.raises(ConfigError) as caught:
         Settings.load()
     message = str(caught.value)
-    assert "politeness.per_host_limt=3 (from harvester.toml): unknown key; did you mean 'politeness.per_host_limit'?" \
+    assert "politeness.per_host_strat=3 (from harvester.toml): unknown key; did you mean 'politeness.per_host_start'?" \
         in message
     assert "HARVESTER_" not in message  # no env hint for a value that came from the file
     assert "Extra inputs" not in message
@@ -97,8 +98,8 @@ def test_a_bad_group_and_a_bad_value_each_say_where_they_came_from(tmp_path, mon
     assert "politness={...} (from harvester.toml): unknown key; did you mean 'politeness'?" in str(caught.value)
     assert "http.timeout_s=-1 (from harvester.toml)" in str(caught.value)
     Path("harvester.toml").unlink()
-    with pytest.raises(ConfigError, match=r"per_host_limit=0 \(from the arguments\)"):
-        Settings.load().with_overrides(**{"politeness.per_host_limit": 0})
+    with pytest.raises(ConfigError, match=r"per_host_start=0 \(from the arguments\)"):
+        Settings.load().with_overrides(**{"politeness.per_host_start": 0})
 
 
 def test_a_long_command_is_broken_between_arguments_and_never_wider_than_asked():

@@ -49,7 +49,7 @@ def _robots_refusal(url: str, rules: RobotsRules) -> FetchResult:
 
 
 
-class PoliteClient(HostSlots):
+class PoliteClient:
     """The one polite fetch used by discovery and extraction alike. Use as ``async with PoliteClient(...)``.
 
     ``per_host_limit`` / ``min_delay_s`` (a site profile's overrides) replace the settings for every host;
@@ -70,18 +70,25 @@ class PoliteClient(HostSlots):
                                                     min_delay_s=min_delay_s)
         self._in_scope = in_scope
         self._canonicalize = canonicalize
-        self._hosts: dict[str, _Host] = {}
+        self._slots = HostSlots(self.gate_config, self._policy_changed)
         self._fetcher = Fetcher(settings.http, user_agent=self.user_agent,
                                 connections_for=lambda _origin: self.gate_config.max_limit, seeds=seeds,
                                 allow_addresses=allow_addresses)
         self._robots = RobotsCache(settings.robots, user_agent=self.user_agent, fetch=self._fetch_robots,
                                    persistence=robots_store)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.on_policy_change: Callable[[str], None] | None = None
         """Called with an origin whenever its persistable politeness state changed (a back-off was set or
         extended, the host was parked, AIMD moved its limit): the caller writes ``host_policy(origin)`` back,
         so a rerun, or the next phase's client, honours it even if this process dies right after. Never awaited;
         set by ``harvester.phases.host_policy.PolicyKeeper``."""
+
+    def _policy_changed(self, origin: str) -> None:
+        if self.on_policy_change is not None:
+            self.on_policy_change(origin)
+
+    def set_queue_depth(self, origin: str, depth: int) -> None:
+        """How many claimed URLs of ``origin`` wait for a slot (its diagnostics' ``queue_depth``)."""
+        self._slots.set_queue_depth(origin, depth)
 
     def set_scope(self, in_scope: Callable[[str], bool]) -> None:
         """Judge redirect hops by ``in_scope`` from now on (a client shared by phases whose scopes can grow)."""
@@ -94,10 +101,7 @@ class PoliteClient(HostSlots):
         await self.aclose()
 
     async def aclose(self) -> None:
-        for host in self._hosts.values():
-            if host.timer is not None:
-                host.timer.cancel()
-                host.timer = None
+        self._slots.cancel_timers()
         await self._fetcher.aclose()
 
     # --- public ---------------------------------------------------------------------------------------------
@@ -110,26 +114,26 @@ class PoliteClient(HostSlots):
     async def robots(self, origin: str, *, fresh_since: datetime | None = None) -> RobotsRules:
         """The origin's robots.txt rules (fetched once, shared by concurrent callers); applies its pacing.
         ``fresh_since``: a copy fetched before then is asked again, conditionally (``RobotsCache.rules``)."""
-        host = self._host(origin)
+        host = self._slots.host(origin)
         rules = await self._robots.rules(origin, fresh_since=fresh_since) if fresh_since else (
             self._robots.peek(origin) or await self._robots.rules(origin))
         if host.robots_applied is not rules:
             host.robots_applied = rules
             was_parked = host.gate.parked
             host.gate.set_robots(time.monotonic(), rules.crawl_delay_s, rules.request_rate_s)
-            self._note_parked(host)
-            if host.gate.parked is not was_parked and self.on_policy_change is not None:
-                self.on_policy_change(origin)
+            self._slots.note_parked(host)
+            if host.gate.parked is not was_parked:
+                self._policy_changed(origin)
         return rules
 
     def parked(self, origin: str) -> str | None:
-        host = self._hosts.get(origin)
+        host = self._slots.known(origin)
         return host.gate.parked if host is not None else None
 
     def diagnostics(self) -> dict[str, HostDiagnostics]:
         """A snapshot per origin (copies: the live counters keep changing)."""
         out: dict[str, HostDiagnostics] = {}
-        for origin, host in self._hosts.items():
+        for origin, host in self._slots.items():
             diag = host.diag
             out[origin] = replace(diag, limit=host.gate.limit, in_flight=host.gate.in_flight,
                                   errors=dict(diag.errors), parked_reason=host.gate.parked)
@@ -137,13 +141,13 @@ class PoliteClient(HostSlots):
 
     def gate(self, origin: str) -> HostGate:
         """The live politeness state of one origin (read it; the engine is the one that changes it)."""
-        return self._host(origin).gate
+        return self._slots.host(origin).gate
 
     def host_policy(self, origin: str) -> HostPolicy:
         """The origin's politeness state to persist (``FrontierStore.save_host_policy``), so a rerun keeps
         honouring a Retry-After, a back-off or a park and starts from the learned limit. Monotonic times become
         UTC; ``blocked_until`` of a parked host is when its park ends (``HostGate.parked_until``)."""
-        gate = self._host(origin).gate
+        gate = self._slots.host(origin).gate
         now_mono, now_wall = time.monotonic(), utcnow()
 
         def wall(mono: float) -> datetime | None:
@@ -165,7 +169,7 @@ class PoliteClient(HostSlots):
         is parked again by its first failure after the park ran out (and cleared by its first success).
         robots.txt pacing is not taken from here: it comes with the robots rules themselves.
         """
-        host = self._host(policy.origin)
+        host = self._slots.host(policy.origin)
         gate = host.gate
         now_mono, now_wall = time.monotonic(), utcnow()
 
@@ -208,15 +212,15 @@ class PoliteClient(HostSlots):
         origin = http_origin(url)
         if origin is None:
             return refused(url, ErrorClass.OUT_OF_SCOPE, "only absolute http(s) URLs are fetched")
-        host = self._host(origin)
+        host = self._slots.host(origin)
         if host.gate.parked is not None:
-            return self._count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked))
+            return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked))
         if check_robots:
             rules = self._robots.peek(origin)
             if rules is None or host.robots_applied is not rules:
                 rules = await self.robots(origin)
             if not rules.allowed(url):
-                return self._count_refusal(host, _robots_refusal(url, rules))
+                return self._slots.count_refusal(host, _robots_refusal(url, rules))
         return await self._gated(url, host, validators=validators, accept=accept,
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
@@ -228,8 +232,8 @@ class PoliteClient(HostSlots):
                      max_bytes: int, check_robots: bool, robots_fetch: bool,
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
                      ) -> FetchResult:
-        if not await self._acquire(host):
-            return self._count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
+        if not await self._slots.acquire(host):
+            return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
         held: list[_Host | None] = [host]
         started = [time.monotonic()]
 
@@ -247,13 +251,13 @@ class PoliteClient(HostSlots):
             current = held[0]
             held[0] = None
             if current is not None:
-                self._release(current, started[0], Signal.NEUTRAL, None)
-            hop = self._host(hop_origin)
+                self._slots.release(current, started[0], Signal.NEUTRAL, None)
+            hop = self._slots.host(hop_origin)
             if check_robots and not robots_fetch:
                 rules = await self.robots(hop_origin)
                 if not rules.allowed(target):
                     return _robots_refusal(target, rules).error_class
-            if not await self._acquire(hop):
+            if not await self._slots.acquire(hop):
                 return ErrorClass.PARKED
             held[0] = hop
             started[0] = time.monotonic()
@@ -276,12 +280,12 @@ class PoliteClient(HostSlots):
             last = held[0]
             if last is not None:
                 signal = classify(result, self.gate_config.slow_response_s) if result is not None else Signal.NEUTRAL
-                self._release(last, started[0], signal, result.retry_after_s if result is not None else None)
+                self._slots.release(last, started[0], signal, result.retry_after_s if result is not None else None)
             if result is not None:
-                self._count(last or host, result)
+                self._slots.count(last or host, result)
 
     async def _fetch_robots(self, origin: str, validators: Validators) -> FetchResult:
-        host = self._host(origin)
+        host = self._slots.host(origin)
         return await self._gated(origin + ROBOTS_PATH, host, validators=validators, accept=None,
                                  max_bytes=self.settings.robots.max_bytes, check_robots=False, robots_fetch=True)
 
@@ -290,7 +294,7 @@ class PoliteClient(HostSlots):
         (reloaded from the store on its next request, and applied to its gate again); its gate and diagnostics
         stay, so its limit, back-off and next allowed time hold whatever comes next. The pool is detached now and
         closed in the background, so the next host does not wait for the close."""
-        host = self._hosts.get(origin)
+        host = self._slots.known(origin)
         if host is None or host.gate.in_flight or host.waiters:
             return None
         if self._robots.forget(origin):

@@ -74,8 +74,11 @@ class GateConfig:
     @classmethod
     def from_settings(cls, settings: PolitenessSettings, *, per_host_limit: int | None = None,
                       min_delay_s: float | None = None) -> GateConfig:
-        start = per_host_limit if per_host_limit is not None else settings.per_host_limit
-        # An explicit per-host limit from a profile is also its ceiling: a site that asked for 1 gets 1.
+        """The one place a site's limits meet the settings: ``per_host_limit`` and ``min_delay_s`` are its
+        profile's (``SiteProfile``; ``--per-host`` writes the first). A per-host limit fixes the limit, start and
+        ceiling (a site that asked for 1 gets 1); without one the limit adapts from ``per_host_start`` up to
+        ``max_per_host_limit``."""
+        start = per_host_limit if per_host_limit is not None else settings.per_host_start
         ceiling = start if per_host_limit is not None else max(start, settings.max_per_host_limit)
         return cls(
             start_limit=start, max_limit=ceiling,

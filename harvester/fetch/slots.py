@@ -8,7 +8,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, ItemsView
 
 from harvester.fetch.politeness import GateConfig, HostGate, Signal
 from harvester.fetch.robots import RobotsRules
@@ -36,22 +36,36 @@ class _Host:
 
 
 class HostSlots:
-    """The slot machinery ``PoliteClient`` fetches through: one ``_Host`` (gate, waiters, timer, diagnostics) per
-    origin; ``on_policy_change`` hears of every park."""
+    """The slots ``PoliteClient`` fetches through (it has one): one ``_Host`` (gate, waiters, timer, diagnostics) per
+    origin, all of them built from ``gate_config``; ``on_change`` hears of every park, limit or back-off change."""
 
-    gate_config: GateConfig
-    _hosts: dict[str, _Host]
-    _loop: asyncio.AbstractEventLoop | None
-    on_policy_change: Callable[[str], None] | None
+    def __init__(self, gate_config: GateConfig, on_change: Callable[[str], None]) -> None:
+        self.gate_config = gate_config
+        self._on_change = on_change
+        self._hosts: dict[str, _Host] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _host(self, origin: str) -> _Host:
+    def host(self, origin: str) -> _Host:
         host = self._hosts.get(origin)
         if host is None:
             host = _Host(origin, HostGate(self.gate_config))
             self._hosts[origin] = host
         return host
 
-    async def _acquire(self, host: _Host) -> bool:
+    def known(self, origin: str) -> _Host | None:
+        """The origin's slots if it was ever asked for, without making them."""
+        return self._hosts.get(origin)
+
+    def items(self) -> ItemsView[str, _Host]:
+        return self._hosts.items()
+
+    def cancel_timers(self) -> None:
+        for host in self._hosts.values():
+            if host.timer is not None:
+                host.timer.cancel()
+                host.timer = None
+
+    async def acquire(self, host: _Host) -> bool:
         """Wait for a slot and the next-allowed time, FIFO per host. False: the host is parked."""
         gate = host.gate
         if gate.parked is not None:
@@ -113,25 +127,23 @@ class HostSlots:
         host.timer = None
         self._dispatch(host)
 
-    def _release(self, host: _Host, started: float, signal: Signal, retry_after_s: float | None) -> None:
+    def release(self, host: _Host, started: float, signal: Signal, retry_after_s: float | None) -> None:
         gate = host.gate
         was_parked, was_limit, was_blocked = gate.parked, gate.limit, gate.blocked_until
         gate.finish(time.monotonic(), started, signal, retry_after_s=retry_after_s)
         if gate.parked is not None and was_parked is None:
-            self._note_parked(host)
+            self.note_parked(host)
         if host.waiters:
             self._dispatch(host)
-        if self.on_policy_change is not None and (
-            gate.parked is not was_parked or gate.limit != was_limit or gate.blocked_until != was_blocked
-        ):
-            self.on_policy_change(host.diag.host)
+        if gate.parked is not was_parked or gate.limit != was_limit or gate.blocked_until != was_blocked:
+            self._on_change(host.diag.host)
 
     def _note_start(self, host: _Host) -> None:
         in_flight = host.gate.in_flight
         if in_flight > host.diag.peak_in_flight:
             host.diag.peak_in_flight = in_flight
 
-    def _note_parked(self, host: _Host) -> None:
+    def note_parked(self, host: _Host) -> None:
         if host.gate.parked is not None:
             host.diag.parked_reason = host.gate.parked
             logger.warning("host %s parked: %s", host.diag.host, host.gate.parked,
@@ -141,7 +153,7 @@ class HostSlots:
                     waiter.set_result(False)
             host.waiters.clear()
 
-    def _count(self, host: _Host, result: FetchResult) -> None:
+    def count(self, host: _Host, result: FetchResult) -> None:
         diag = host.diag
         now = time.monotonic()
         diag.fetched += 1
@@ -157,11 +169,11 @@ class HostSlots:
             diag.first_fetch_at = now
         diag.last_fetch_at = now
 
-    def _count_refusal(self, host: _Host, result: FetchResult) -> FetchResult:
+    def count_refusal(self, host: _Host, result: FetchResult) -> FetchResult:
         assert result.error_class is not None
         key = result.error_class.value
         host.diag.errors[key] = host.diag.errors.get(key, 0) + 1
         return result
 
     def set_queue_depth(self, origin: str, depth: int) -> None:
-        self._host(origin).diag.queue_depth = depth
+        self.host(origin).diag.queue_depth = depth

@@ -6,7 +6,7 @@ By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``disco
 ``discover_context``, ``discover_sitemaps``, ``discover_listings``, ``discover_feeds``, and ``extract_host``, the
 per-host work under them, ``completions`` the latter's batched writes), ``runs`` (run and cycle bookkeeping,
 ``open_store``), ``results`` (``PhaseResult``, ``Progress``), ``client`` (the polite client a phase fetches
-through), ``cycles`` (harvest and recrawl).
+through), ``cycles`` (harvest and recrawl), ``cycle_state`` (what a cycle's two phases share, passed to both).
 
 May use every package below it: ``fetch``, ``discovery``, ``frontier``, ``rules``, ``extraction``. Must not:
 import Prefect (the flows wrap these functions, never the other way round).

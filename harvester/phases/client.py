@@ -1,5 +1,5 @@
 """The polite client a phase fetches through: built over the frontier (robots.txt persisted there, the site's
-scope on every hop), or the one a cycle shares between its two phases (``phases.handover``)."""
+scope on every hop), or the one a cycle shares between its two phases (``CycleState.shared``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 
 from harvester.fetch.engine import PoliteClient
 from harvester.frontier import FrontierStore
-from harvester.phases.handover import Handover, Shared
+from harvester.phases.cycle_state import CycleState
+from harvester.phases.handover import Shared
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.runs import open_store
 from harvester.records import ErrorClass, RobotsState
@@ -57,18 +58,18 @@ def phase_client(shared: Shared | None, store: FrontierStore, settings: Settings
 
 
 @asynccontextmanager
-async def shared_politeness(handover: Handover, settings: Settings, profile: SiteProfile) -> AsyncIterator[None]:
-    """Give a cycle's ``handover`` one polite client for both phases in this loop (``phases.handover``), with its
-    own store (robots.txt and host policies outlive either phase's), closed when the cycle ends."""
+async def shared_politeness(cycle: CycleState, settings: Settings, profile: SiteProfile) -> AsyncIterator[None]:
+    """Give ``cycle`` one polite client for both phases in this loop (``CycleState.shared``), with its own store
+    (robots.txt and host policies outlive either phase's), closed when the body ends."""
     async with open_store(settings) as store:
         site = Site(settings, profile)
         site.add_moved(await db(store.moved_hosts))
         async with polite_client(store, settings, profile, site) as client:
             shared = Shared(client, PolicyKeeper(store, client), asyncio.get_running_loop(), [site])
             client.set_scope(shared.in_scope)
-            handover.shared = shared
+            cycle.shared = shared
             try:
                 yield
             finally:
-                handover.shared = None
+                cycle.shared = None
                 await shared.policies.aclose()

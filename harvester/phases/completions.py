@@ -21,6 +21,7 @@ from harvester.runtime import db, retire_owner
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
+    from harvester.phases.cycle_state import Unwritten
 
 logger = logging.getLogger(__name__)
 
@@ -35,25 +36,15 @@ WRITE_BACKOFF_S = 0.25
 """A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
 
 
-_UNWRITTEN: dict[str, list[tuple[str, list[tuple[Completion, list[DiscoveredUrl]]]]]] = {}
-"""Completions a failed attempt could not write, per database, with the owner whose leases they need. A retry
-in the same process (a Prefect task retry) writes them before anything else, so those fetches are not repeated."""
-
-
-def stash_unwritten(database_url: str, owner: str, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> None:
-    if items:
-        _UNWRITTEN.setdefault(database_url, []).append((owner, items))
-
-
 async def write_unwritten(
-    store: FrontierStore, database_url: str, *, run_id: int | None,
+    store: FrontierStore, unwritten: Unwritten, *, run_id: int | None,
     canonicalize: Callable[[str], str | None] | None = None,
 ) -> int:
-    """Write what an earlier failed attempt of this process left behind; raises if the database still fails.
-    Content duplicates are marked again first, so a holder a stashed page takes over (rel=canonical) is demoted
-    with it: the pairs the failed write carried were not stashed."""
+    """Write what an earlier failed attempt of this cycle left behind; raises if the database still fails.
+    Content duplicates are marked again first, so a holder a kept page takes over (rel=canonical) is demoted
+    with it: the pairs the failed write carried were not kept."""
     written = 0
-    batches = _UNWRITTEN.get(database_url, [])
+    batches = unwritten.batches
     while batches:
         owner, items = batches[0]
         marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
@@ -63,7 +54,6 @@ async def write_unwritten(
         batches.pop(0)
         retire_owner(owner)  # its other leases now return through recover_leases
         written += len(items)
-    _UNWRITTEN.pop(database_url, None)
     return written
 
 

@@ -24,9 +24,10 @@ from typing import Any, Generic, Protocol, TypeVar
 from harvester.errors import ExtractorFailed, HarvesterError, NothingFetched
 from harvester.extraction import ExtractorHook, hook_failed_everywhere, resolve_hook
 from harvester.phases.client import shared_politeness
+from harvester.phases.cycle_state import CycleState
 from harvester.phases.discover_phase import discover
 from harvester.phases.extract_phase import extract
-from harvester.phases.handover import Handover, handover, held
+from harvester.phases.handover import Handover
 from harvester.phases.results import PhaseResult, ProgressCallback
 from harvester.phases.runs import (
     begin_cycle,
@@ -50,14 +51,14 @@ T = TypeVar("T")
 class Steps(Protocol[R_co]):
     """How each phase of a cycle runs; what a phase returns (``R_co``) is up to the runner."""
 
-    async def discover(self, *, refresh: bool, handover: str | None = None) -> R_co:
+    async def discover(self, *, refresh: bool, cycle: CycleState) -> R_co:
         """One whole discovery run of the profile's hosts; ``refresh`` asks every document again (conditionally);
-        each host is handed over (``phases.handover``) as its discovery ends."""
+        each host is handed over (``cycle.handover``) as its discovery ends."""
         ...
 
-    async def extract(self, *, handover: str | None = None) -> R_co:
-        """One whole extraction run: everything due, by all workers; with ``handover``, beside the discovery that
-        hands the hosts over, each taken once handed."""
+    async def extract(self, *, cycle: CycleState) -> R_co:
+        """One whole extraction run: everything due, by all workers, beside the discovery that hands the hosts over
+        (``cycle.handover``), each taken once handed."""
         ...
 
 
@@ -110,22 +111,24 @@ async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, 
 
     ``shared_politeness`` opens the frontier (a new SQLite file created and migrated) before either phase starts:
     two phases opening a new file at the same moment would both try to migrate it, and one would find it locked."""
-    with handover() as key:
-        ready = held(key)
-        assert ready is not None
-        async with shared_politeness(ready, settings, profile):
-            return await _both(steps, key, ready, refresh=refresh)
+    ready = Handover()
+    cycle = CycleState(handover=ready)
+    try:
+        async with shared_politeness(cycle, settings, profile):
+            return await _both(steps, cycle, ready, refresh=refresh)
+    finally:
+        ready.end()
 
 
-async def _both(steps: Steps[R], key: str, ready: Handover, *, refresh: bool) -> tuple[R, R]:
+async def _both(steps: Steps[R], cycle: CycleState, ready: Handover, *, refresh: bool) -> tuple[R, R]:
     async def discovery() -> R:
         try:
-            return await steps.discover(refresh=refresh, handover=key)
+            return await steps.discover(refresh=refresh, cycle=cycle)
         finally:
             ready.end()
 
     discovered = asyncio.create_task(discovery(), name="discovery")
-    extracted = asyncio.create_task(steps.extract(handover=key), name="extraction")
+    extracted = asyncio.create_task(steps.extract(cycle=cycle), name="extraction")
     both = (discovered, extracted)
     try:
         await asyncio.wait(both, return_when=asyncio.FIRST_EXCEPTION)
@@ -191,24 +194,23 @@ class LocalSteps:
     extractor: ExtractorHook | None = None
     on_progress: ProgressCallback | None = None
 
-    async def discover(self, *, refresh: bool, handover: str | None = None) -> PhaseResult:
+    async def discover(self, *, refresh: bool, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "discover", self.profile)
         async with open_store(self.settings) as store:
-            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh,
-                                  handover=handover)
+            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh, cycle=cycle)
         result, _ = await finish_run(self.settings, run_id, "discover", [part])
         return result
 
-    async def extract(self, *, handover: str | None = None) -> PhaseResult:
+    async def extract(self, *, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)
-        parts = await asyncio.gather(*(self._worker(run_id, n, handover) for n in range(max(1, self.workers))))
+        parts = await asyncio.gather(*(self._worker(run_id, n, cycle) for n in range(max(1, self.workers))))
         result, _ = await finish_run(self.settings, run_id, "extract", parts)
         return result
 
-    async def _worker(self, run_id: int, worker: int, handover: str | None) -> PhaseResult:
+    async def _worker(self, run_id: int, worker: int, cycle: CycleState | None) -> PhaseResult:
         async with open_store(self.settings) as store:
             return await extract(store, self.settings, self.profile, run_id=run_id, worker=worker,
-                                 on_progress=self.on_progress, extractor=self.extractor, handover=handover)
+                                 on_progress=self.on_progress, extractor=self.extractor, cycle=cycle)
 
 
 async def aharvest(

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from harvester.frontier import FrontierStore
 from harvester.phases.client import phase_client
+from harvester.phases.cycle_state import CycleState
 from harvester.phases.discover_context import HostContext
 from harvester.phases.discover_host import HostDiscovery, discover_hosts
-from harvester.phases.handover import held
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.results import PhaseResult
 from harvester.phases.runs import recover_leases, teach_classifier
@@ -31,15 +31,16 @@ async def discover(
     hosts: Sequence[str] | None = None,
     run_id: int | None = None,
     refresh: bool = False,
-    handover: str | None = None,
+    cycle: CycleState | None = None,
 ) -> PhaseResult:
     """Phase one for ``hosts`` (default: the profile's seed hosts), concurrently, each politely.
 
     A rerun with the same ``run_id`` skips every document already processed in that run; ``refresh`` asks
     for documents whose revisit time has not come yet too (conditionally, so unchanged ones answer 304).
-    ``handover`` (``phases.handover``): each host discovered is handed to the cycle's extraction at once.
+    ``cycle`` (``phases.cycle_state``): each host discovered is handed to the cycle's extraction at once, through
+    the cycle's polite client when it runs in this loop.
     """
-    ready = held(handover)
+    ready = cycle.handover if cycle is not None else None
     site = Site(settings, profile)
     site.add_moved(await db(store.moved_hosts))
     origins = list(hosts) if hosts else site.origins
@@ -49,7 +50,7 @@ async def discover(
     # classify the same links differently (as listings) after a crash: learn them from the frontier first.
     await teach_classifier(store, site)
     result = PhaseResult(phase="discover")
-    shared = ready.polite(site) if ready is not None else None
+    shared = cycle.polite(site) if cycle is not None else None
     async with phase_client(shared, store, settings, profile, site) as client:
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
 

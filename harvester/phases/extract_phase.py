@@ -19,10 +19,10 @@ from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
 from harvester.frontier import FrontierStore
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.client import phase_client
-from harvester.phases.completions import stash_unwritten, write_unwritten
-from harvester.phases.exclusive import one_extraction
+from harvester.phases.completions import write_unwritten
+from harvester.phases.cycle_state import CycleState
 from harvester.phases.extract_host import ExtractWork
-from harvester.phases.handover import Handover, held
+from harvester.phases.extraction_lock import one_extraction
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.results import PhaseResult, Progress, ProgressCallback
 from harvester.phases.runs import recover_leases, teach_classifier
@@ -43,30 +43,32 @@ async def extract(
     worker: int = 0,
     on_progress: ProgressCallback | None = None,
     extractor: ExtractorHook | None = None,
-    handover: str | None = None,
+    cycle: CycleState | None = None,
 ) -> PhaseResult:
     """Phase two for one worker: lease hosts with due detail URLs and fetch them politely until none is due.
 
     Several workers (tasks, processes, machines) may run at once on one frontier: each host is leased to one
     of them at a time. Completed URLs are never fetched again in this cycle; leases of dead workers return.
     ``extractor`` is the user hook as a callable, for library callers (the profile names one as
-    ``module:function``; giving both is a ``ConfigError``). ``handover`` (``phases.handover``): the cycle's
-    discovery is running beside it; a host is taken once discovery hands it over.
+    ``module:function``; giving both is a ``ConfigError``). ``cycle`` (``phases.cycle_state``): the state this run
+    shares with its cycle: with a handover, discovery is running beside it and a host is taken once discovery hands
+    it over; completions an earlier attempt with the same ``cycle`` could not write are written first, and what this
+    one cannot write is kept there for the next.
     """
 
     hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
     with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
         return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
-                              hook=hook, handover=held(handover))
+                              hook=hook, cycle=cycle or CycleState())
 
 
 async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
-    on_progress: ProgressCallback | None, hook: ExtractorHook | None, handover: Handover | None = None,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None, cycle: CycleState,
 ) -> PhaseResult:
     site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
     site.add_moved(await db(store.moved_hosts))
-    written = await write_unwritten(store, settings.database_url, run_id=run_id, canonicalize=site.canonicalize)
+    written = await write_unwritten(store, cycle.unwritten, run_id=run_id, canonicalize=site.canonicalize)
     if written:
         logger.info("wrote %d completions a failed attempt had left unwritten", written)
     await recover_leases(store)
@@ -74,7 +76,7 @@ async def _extract(
     owner = make_owner(f"extract-{worker}")
     total = await db(store.due_count)
     result = PhaseResult(phase="extract")
-    shared = handover.polite(site) if handover is not None else None
+    shared = cycle.polite(site)
     async with phase_client(shared, store, settings, profile, site) as client:
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
         # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
@@ -82,7 +84,7 @@ async def _extract(
         started = await db(store.run_started_at, run_id) if run_id is not None else None
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
-                           policies=policies, handover=handover)
+                           policies=policies, handover=cycle.handover)
         if hook is not None:  # pages the hook failed on before this run: asked again now, so a fixed hook repairs
             work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
                                               before=started or utcnow()))
@@ -100,7 +102,7 @@ async def _extract(
         finally:
             if shared is None:
                 await policies.aclose()
-            await _wind_down(store, work)
+            await _wind_down(store, work, cycle)
         diagnostics = client.diagnostics()
         if on_progress is not None:
             await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
@@ -170,15 +172,15 @@ async def _rescope(store: FrontierStore, work: ExtractWork) -> None:
     await teach_classifier(store, work.site)
 
 
-async def _wind_down(store: FrontierStore, work: ExtractWork) -> None:
+async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState) -> None:
     """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
     in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease."""
     try:
         await work.writer.flush()
         await db(store.release_owner, work.owner)
     except StoreError as exc:
-        # Keep the unwritten completions (and their leases): a retry in this process writes them first.
-        stash_unwritten(work.settings.database_url, work.owner, work.writer.take_pending())
+        # Keep the unwritten completions (and their leases): a retry of this cycle's extraction writes them first.
+        cycle.unwritten.keep(work.owner, work.writer.take_pending())
         logger.warning(
             "could not write or hand back leases of %s: %s", work.owner, exc, extra={"error_class": "storage"}
         )

@@ -8,14 +8,13 @@ by extraction after it). Hosts no discovery of the cycle reads (another in-scope
 extraction once discovery has ended.
 
 When both phases run in one event loop (the library's cycle, the CLI without a Prefect server, and a flow's
-subflows and tasks awaited in its loop), they share one polite client (``Shared``): one gate per host for both, so
-the limit and the Crawl-delay bound their requests together, other hosts' discovery and extraction included (a
-sitemap or a redirect on another host), and robots.txt is read once for both.
+subflows and tasks awaited in its loop), they share one polite client (``Shared``, held by the ``CycleState``):
+one gate per host for both, so the limit and the Crawl-delay bound their requests together, other hosts'
+discovery and extraction included (a sitemap or a redirect on another host), and robots.txt is read once for both.
 
-A ``Handover`` is shared by the two phases of one cycle in one process (the library's cycle, or a flow whose
-subflows and tasks run in threads of that process): it is registered under a key, the string the phases (and
-their Prefect parameters) carry. A phase given a key this process does not hold (run elsewhere) is not pipelined:
-extraction then takes every host, as a lone extraction run does.
+A ``Handover`` is part of the cycle's shared state (``cycle_state.CycleState``), passed to both phases; a phase
+given none (run alone, or its cycle runs in another process) is not pipelined: extraction then takes every host, as
+a lone extraction run does.
 """
 
 from __future__ import annotations
@@ -23,9 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import uuid
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,7 +50,6 @@ class Handover:
     """The hosts discovery has finished in one cycle, and whether discovery has ended. Thread-safe."""
 
     def __init__(self) -> None:
-        self.shared: Shared | None = None
         self._lock = threading.Lock()
         self._ready: set[str] = set()
         self._ended = False
@@ -80,14 +76,6 @@ class Handover:
         with self._lock:
             self._ended = True
             self._changed()
-
-    def polite(self, site: Site) -> Shared | None:
-        """The shared client when the caller runs in its loop (``site`` joins its scope), else None."""
-        shared = self.shared
-        if shared is None or shared.loop is not asyncio.get_running_loop():
-            return None
-        shared.sites.append(site)
-        return shared
 
     @property
     def ended(self) -> bool:
@@ -122,30 +110,3 @@ class Handover:
 def _wake(waiter: asyncio.Future[None]) -> None:
     if not waiter.done():
         waiter.set_result(None)
-
-
-_HELD: dict[str, Handover] = {}
-_HELD_LOCK = threading.Lock()
-
-
-@contextmanager
-def handover() -> Iterator[str]:
-    """A new handover for one cycle, registered under the key this yields; ended and forgotten on exit."""
-    key = uuid.uuid4().hex
-    item = Handover()
-    with _HELD_LOCK:
-        _HELD[key] = item
-    try:
-        yield key
-    finally:
-        item.end()
-        with _HELD_LOCK:
-            _HELD.pop(key, None)
-
-
-def held(key: str | None) -> Handover | None:
-    """The handover registered under ``key`` in this process, None when there is none (not pipelined)."""
-    if key is None:
-        return None
-    with _HELD_LOCK:
-        return _HELD.get(key)

@@ -96,7 +96,7 @@ async def test_crawl_delay_is_honoured(make_web, delay):
     robots = RobotsSpec(crawl_delay=delay) if delay else RobotsSpec()
     web = make_web([HostSpec("a", pages=12, page_bytes=SMALL, robots=robots)])
     work = ListWork(urls_of(web, "a"))
-    async with PoliteClient(settings(**{"politeness.per_host_limit": 4})) as client:
+    async with PoliteClient(settings(**{"politeness.per_host_start": 4})) as client:
         await run_hosts(client, work, max_active_hosts=1)
     interval = min_interval((await log_of(web)), "a")
     assert interval is not None
@@ -153,7 +153,7 @@ async def test_aimd_settles_at_3_on_a_host_that_answers_429_above_3(make_web):
     web = make_web([HostSpec("a", pages=50, latency_s=0.005, page_bytes=SMALL, max_in_flight=3, retry_after_s=0.02)])
     origin = web.origin("a")
     work = ListWork(urls_of(web, "a", 600))
-    overrides = {"politeness.per_host_limit": 2, "politeness.max_per_host_limit": 8}
+    overrides = {"politeness.per_host_start": 2, "politeness.max_per_host_limit": 8}
     async with PoliteClient(settings(**overrides)) as client:
         limits: list[int] = []
         work.on_done = lambda _job, _res: limits.append(client.gate(origin).limit)

@@ -178,7 +178,7 @@ def test_classify_maps_outcomes_to_signals():
 
 
 def test_profile_limit_is_also_the_ceiling():
-    cfg = GateConfig.from_settings(PolitenessSettings(per_host_limit=2, max_per_host_limit=6))
+    cfg = GateConfig.from_settings(PolitenessSettings(per_host_start=2, max_per_host_limit=6))
     assert (cfg.start_limit, cfg.max_limit) == (2, 6)
     pinned = GateConfig.from_settings(PolitenessSettings(), per_host_limit=1, min_delay_s=0.5)
     assert (pinned.start_limit, pinned.max_limit, pinned.min_delay_s) == (1, 1, 0.5)

@@ -20,14 +20,11 @@ from typing import Any
 
 import pytest
 
+from harvester.cli import PREFECT_QUIET_DEFAULTS
+
 VENV_BIN = Path(sys.executable).parent
-QUIET = {
-    "DO_NOT_TRACK": "1",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "PREFECT_UI_ENABLED": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
-}
+QUIET = {**PREFECT_QUIET_DEFAULTS, "PREFECT_UI_ENABLED": "false"}
+"""The CLI's quiet Prefect (no telemetry, warnings only), and no UI for a test's server."""
 SERVER_START_TIMEOUT_S = 90.0
 
 

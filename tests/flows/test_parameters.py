@@ -38,9 +38,9 @@ def test_each_override_is_a_real_setting_with_the_same_bounds(name: str) -> None
 
 
 def test_dotted_and_plain_keys_both_reach_the_settings() -> None:
-    typed = RunOverrides.model_validate({"politeness.per_host_limit": 3, "timeout_s": 9.5})
+    typed = RunOverrides.model_validate({"politeness.per_host_start": 3, "timeout_s": 9.5})
     settings = Settings.load().with_overrides(**typed.dotted())
-    assert settings.politeness.per_host_limit == 3 and settings.http.timeout_s == 9.5
+    assert settings.politeness.per_host_start == 3 and settings.http.timeout_s == 9.5
 
 
 @pytest.mark.parametrize("key", ["database_url", "store.sqlite_busy_timeout_s", "postgres_password"])
@@ -51,16 +51,16 @@ def test_a_secret_is_refused_saying_where_it_belongs(key: str) -> None:
 
 
 def test_an_unknown_key_names_itself_and_the_valid_ones() -> None:
-    with pytest.raises(ValidationError, match=r"unknown override 'politness\.per_host_limit'") as raised:
-        RunOverrides.model_validate({"politness.per_host_limit": 2})
-    assert "per_host_limit" in str(raised.value).split("valid:")[1]
+    with pytest.raises(ValidationError, match=r"unknown override 'politness\.per_host_start'") as raised:
+        RunOverrides.model_validate({"politness.per_host_start": 2})
+    assert "per_host_start" in str(raised.value).split("valid:")[1]
 
 
 def test_a_bad_dotted_setting_is_a_config_error_naming_it() -> None:
-    with pytest.raises(ConfigError, match=r"'politness\.per_host_limit'.*groups: .*politeness"):
-        Settings.load().with_overrides(**{"politness.per_host_limit": 2})
-    with pytest.raises(ConfigError, match=r"'politeness\.per_host_limt'.*per_host_limit"):
-        Settings.load().with_overrides(**{"politeness.per_host_limt": 2})
+    with pytest.raises(ConfigError, match=r"'politness\.per_host_start'.*groups: .*politeness"):
+        Settings.load().with_overrides(**{"politness.per_host_start": 2})
+    with pytest.raises(ConfigError, match=r"'politeness\.per_host_strat'.*per_host_start"):
+        Settings.load().with_overrides(**{"politeness.per_host_strat": 2})
 
 
 async def test_prefect_refuses_a_run_with_a_secret_before_storing_it(prefect_api, sqlite_url) -> None:

@@ -18,7 +18,7 @@ from harvester.testing.forkserver import serve
 OVERRIDES: dict[str, object] = {
     "discovery.batch_size": 5,  # many small upserts: kills land between and inside commits
     "store.claim_batch": 4,
-    "politeness.per_host_limit": 2,
+    "politeness.per_host_start": 2,
     "http.timeout_s": 5.0,
 }
 

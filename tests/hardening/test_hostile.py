@@ -386,7 +386,7 @@ def test_an_invalid_seed_is_a_config_error_naming_it(bad: str):
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("http.timeout_s", -1), ("politeness.per_host_limit", 0), ("store.claim_batch", "many"),
+    [("http.timeout_s", -1), ("politeness.per_host_start", 0), ("store.claim_batch", "many"),
      ("robots.cache_s", 10**6), ("http.max_redirects", 99)],
 )
 def test_an_invalid_setting_is_a_config_error_naming_the_key(key: str, value: object):

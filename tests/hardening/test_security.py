@@ -140,4 +140,4 @@ async def test_no_file_is_ever_named_after_a_url(two_hosts: TestWeb, tmp_path: P
         await phases.extract(store, settings, profile)
         assert store.stats().pages > 0
     left = sorted(p.name for p in tmp_path.rglob("*"))
-    assert set(left) <= {"h.db", "h.db-wal", "h.db-shm", "h.db.extract.lock"}, left  # the lock: phases.exclusive
+    assert set(left) <= {"h.db", "h.db-wal", "h.db-shm", "h.db.extract.lock"}, left  # the lock: phases.extraction_lock

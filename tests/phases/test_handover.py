@@ -75,7 +75,8 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
     queued. Here the end lands exactly there: after the round's last look, before its verdict."""
     from harvester import phases
     from harvester.phases import extract_phase
-    from harvester.phases.handover import handover, held
+    from harvester.phases.cycle_state import CycleState
+    from harvester.phases.handover import Handover
 
     web = make_web([HostSpec("late", pages=12)], seed=29)
     settings = Settings.load(database_url=sqlite_url)
@@ -84,19 +85,17 @@ async def test_discovery_ending_while_a_round_runs_leaves_no_host_behind(make_we
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)  # the URLs are due, the host not yet handed over
         real, rounds = extract_phase.run_hosts, []
-        with handover() as key:
-            ready = held(key)
-            assert ready is not None
+        ready = Handover()
 
-            async def round_then_discovery_ends(*args, **kwargs):  # type: ignore[no-untyped-def]
-                stats = await real(*args, **kwargs)
-                rounds.append(ready.open_hosts())
-                if len(rounds) == 6:  # past the idle rounds a due-but-closed host costs
-                    ready.end()
-                return stats
+        async def round_then_discovery_ends(*args, **kwargs):  # type: ignore[no-untyped-def]
+            stats = await real(*args, **kwargs)
+            rounds.append(ready.open_hosts())
+            if len(rounds) == 6:  # past the idle rounds a due-but-closed host costs
+                ready.end()
+            return stats
 
-            monkeypatch.setattr(extract_phase, "run_hosts", round_then_discovery_ends)
-            await phases.extract(store, settings, profile, handover=key)
+        monkeypatch.setattr(extract_phase, "run_hosts", round_then_discovery_ends)
+        await phases.extract(store, settings, profile, cycle=CycleState(handover=ready))
         states = store.url_states()
     assert rounds[:6] == [frozenset()] * 6, "the control: nothing was open before the end"
     left = sorted(url for url in details if states[url][0] != "done")

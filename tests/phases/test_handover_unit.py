@@ -1,10 +1,16 @@
-"""The handover between a cycle's discovery and extraction, as plain values (``phases.handover``)."""
+"""The handover between a cycle's discovery and extraction, as plain values (``phases.handover``), and the cycle's
+state as the flows find it by key (``phases.cycle_state``, ``runtime.shared_as``)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
-from harvester.phases.handover import Handover, handover, held
+import pytest
+
+from harvester.phases.cycle_state import CycleState, find_cycle
+from harvester.phases.handover import Handover
+from harvester.runtime import find_shared, shared_as
 
 
 def test_hosts_open_one_by_one_then_all_when_discovery_ends():
@@ -16,11 +22,22 @@ def test_hosts_open_one_by_one_then_all_when_discovery_ends():
     assert item.open_hosts() is None and item.ended
 
 
-def test_a_key_is_held_only_inside_its_block_and_unknown_keys_mean_not_pipelined():
-    with handover() as key:
-        assert held(key) is not None
-    assert held(key) is None
-    assert held(None) is None
+def test_a_cycle_is_found_by_its_key_only_inside_its_blocks_and_in_any_thread_of_the_process():
+    cycle = CycleState(handover=Handover())
+    with shared_as(cycle.key, cycle) as key:
+        with shared_as(key, cycle):  # both phases of the cycle hold it: the key outlives the first to end
+            pass
+        found: list[CycleState | None] = []
+        thread = threading.Thread(target=lambda: found.append(find_cycle(key)))  # a flow's task in a worker thread
+        thread.start()
+        thread.join()
+        assert found == [cycle]
+        with pytest.raises(ValueError, match="already shared"), shared_as(key, CycleState()):
+            pass
+    assert find_cycle(key) is None and find_shared(key) is None
+    assert find_cycle(None) is None
+    with shared_as("not a cycle", object()):
+        assert find_cycle("not a cycle") is None  # a key names a cycle or nothing
 
 
 async def test_a_waiter_wakes_on_a_change_and_otherwise_times_out():

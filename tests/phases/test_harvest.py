@@ -740,7 +740,7 @@ async def test_the_url_a_page_names_canonical_holds_its_content(sqlite_url, serv
             f"<body><main>the product {request.path}</main></body></html>"))
 
     origin = await serve(shop)
-    settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1})
+    settings = settings_for(sqlite_url, **{"politeness.per_host_start": 1})
     with FrontierStore.open(settings, upgrade=True) as store:
         await aharvest(settings, SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False))
         states = store.url_states()
@@ -887,7 +887,8 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
 async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
     """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
     holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
-    from harvester.phases.completions import stash_unwritten, write_unwritten
+    from harvester.phases.cycle_state import Unwritten
+    from harvester.phases.completions import write_unwritten
     from harvester.records import DiscoveredUrl, PageRecord
 
     origin = "https://shop.test"
@@ -904,10 +905,12 @@ async def test_completions_written_after_a_failed_attempt_keep_their_canonical_t
         ids = {c.url: c.id for c in store.claim("w", hosts=[origin], per_host=10, lease_s=60)}
         store.complete("w", Completion(url_id=ids[variant], state=UrlState.DONE, fetched_at=now, status=200,
                                        content_hash="h1", page=page(variant)))
-        stash_unwritten(settings.database_url, "w", [(Completion(
+        unwritten = Unwritten()
+        unwritten.keep("w", [(Completion(
             url_id=ids[clean], state=UrlState.DONE, fetched_at=now, status=200, content_hash="h1", page=page(clean),
         ), [])])
-        assert await write_unwritten(store, settings.database_url, run_id=None) == 1
+        assert await write_unwritten(store, unwritten, run_id=None) == 1
+        assert unwritten.batches == []
         states = store.url_states()
         assert states[clean][0] == "done"
         assert states[variant][0] == "duplicate"
@@ -956,7 +959,7 @@ async def test_the_next_request_goes_out_while_the_previous_page_is_extracted(ma
     hooks_sample.NEXT_REQUEST_SENT = lambda n: sum(1 for r in web.records() if r.path in details) >= n
     hooks_sample.NEXT_SENT_FIRST.clear()
     try:
-        settings = settings_for(sqlite_url, **{"politeness.per_host_limit": 1, "politeness.max_per_host_limit": 1})
+        settings = settings_for(sqlite_url, **{"politeness.per_host_start": 1, "politeness.max_per_host_limit": 1})
         profile = SiteProfile.build(seeds=tuple(web.seeds), extractor="hooks_sample:waits_for_next_request")
         await aharvest(settings, profile)
         verdicts = list(hooks_sample.NEXT_SENT_FIRST)

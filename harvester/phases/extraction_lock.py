@@ -10,17 +10,14 @@ workers inside one process share it. PostgreSQL needs none of this: there host l
 
 from __future__ import annotations
 
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from harvester.errors import FrontierBusy
 from harvester.frontier.base import sqlite_file
+from harvester.runtime import exclusive_file
 from harvester.settings import Settings
-
-_HELD: dict[str, list[int]] = {}
-"""Lock path -> [file descriptor, holders in this process]."""
 
 
 def lock_path(settings: Settings) -> str | None:
@@ -33,37 +30,19 @@ def lock_path(settings: Settings) -> str | None:
 
 @contextmanager
 def one_extraction(settings: Settings) -> Iterator[None]:
-    """Hold the frontier's extraction lock for the body (re-entrant within this process)."""
+    """Hold the frontier's extraction lock for the body (re-entrant within this process: ``runtime.exclusive_file``)."""
     path = lock_path(settings)
     if path is None:
         yield
         return
-    held = _HELD.get(path)
-    if held is None:
-        held = _HELD[path] = [_take(path, settings), 0]
-    held[1] += 1
-    try:
-        yield
-    finally:
-        held[1] -= 1
-        if held[1] == 0:
-            del _HELD[path]
-            os.close(held[0])  # closing the descriptor releases the flock
+    database = path.removesuffix(".extract.lock")
 
-
-def _take(path: str, settings: Settings) -> int:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-        os.close(fd)
-        database = path.removesuffix(".extract.lock")
-        raise FrontierBusy(
+    def busy(holder: str) -> FrontierBusy:
+        return FrontierBusy(
             f"another extraction (pid {holder}) is running on the SQLite frontier {database}: wait for it to end, "
             f"or stop it, then rerun (the rerun resumes). SQLite takes one extraction at a time; for several at once, "
             f"use PostgreSQL (HARVESTER_DATABASE_URL=postgresql+psycopg://...)"
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode("ascii"), 0)
-    return fd
+        )
+
+    with exclusive_file(path, busy):
+        yield
