@@ -80,7 +80,7 @@ class ListingCrawl:
         discovery = self.host.settings.discovery
         budget = discovery.listing_page_budget
         fetched = 0
-        limit = self.host.client.gate_config.start_limit  # the site's limit as its gates start (GateConfig.from_settings)
+        limit = self.host.client.gate_config.start_limit  # the site's limit as its gates start
         self._started = utcnow()
         self._between_batches()  # feeds the seeds named
         held: dict[int, ClaimedUrl] = {}

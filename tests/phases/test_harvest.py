@@ -887,8 +887,8 @@ async def test_a_sitemap_cut_at_the_protocol_limit_is_a_problem_the_operator_see
 async def test_completions_written_after_a_failed_attempt_keep_their_canonical_takeover(sqlite_url):
     """A page's completion whose write failed is stashed and written by the retry; the holder it takes over (the
     holder names it canonical) is demoted then too, though the failed write's demotion pairs were not kept."""
-    from harvester.phases.cycle_state import Unwritten
     from harvester.phases.completions import write_unwritten
+    from harvester.phases.cycle_state import Unwritten
     from harvester.records import DiscoveredUrl, PageRecord
 
     origin = "https://shop.test"
