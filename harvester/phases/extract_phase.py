@@ -138,11 +138,11 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
             scoped = seen
         known_before = await db(store.url_high_water)
         engine = await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts,
-                                 holds=work.holds.holds, ended=work.turn_over)
+                                 holds=work.may_send, ended=work.turn_over)
         await work.give_back(engine.unsent)
         await work.writer.flush()
         check_stop()
-        work.exhausted.clear()
+        await work.round_over()
         if (stop.again_now(added_urls=await db(store.url_high_water) > known_before)
                 and await db(store.due_count, kinds=("detail",)) > 0):
             continue
@@ -186,6 +186,8 @@ async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState)
         )
     else:
         retire_owner(work.owner)
+    finally:
+        work.leave()
 
 
 

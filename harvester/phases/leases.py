@@ -14,6 +14,7 @@ machine is suspended.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -95,3 +96,37 @@ def fair_take(*, room: int, with_work: int, others: int, mine: int) -> int:
     share = -(-with_work // (others + 1))
     step = max(mine, -(-with_work // 4), 1)
     return max(0, min(room, share - mine, step))
+
+
+def over_share(*, active: int, with_work: int, others: int) -> bool:
+    """A worker holds more hosts than its share of those with work while others are there to take them: it hands
+    one back (``ExtractWork``). Never its last one: the other would only take over the same work."""
+    return others > 0 and active > 1 and active > -(-with_work // (others + 1))
+
+
+_PEERS: dict[str, set[str]] = {}
+_PEERS_LOCK = threading.Lock()
+"""Database URL -> extraction owners of this process at work on it. A worker that holds no host yet shows in no
+lease, and workers of one process share its one PostgreSQL session name (``Dialect.extraction_processes``): a
+holder counts these too, so a worker started late in the same process (a Prefect task, a library caller; on
+SQLite, where one process extracts at a time, the only other workers there are) gets its share."""
+
+
+def join_peers(database_url: str, owner: str) -> None:
+    with _PEERS_LOCK:
+        _PEERS.setdefault(database_url, set()).add(owner)
+
+
+def leave_peers(database_url: str, owner: str) -> None:
+    with _PEERS_LOCK:
+        peers = _PEERS.get(database_url)
+        if peers is not None:
+            peers.discard(owner)
+            if not peers:
+                del _PEERS[database_url]
+
+
+def local_peers(database_url: str, owner: str) -> int:
+    """Other extraction owners of this process at work on ``database_url`` now."""
+    with _PEERS_LOCK:
+        return len(_PEERS.get(database_url, set()) - {owner})

@@ -60,9 +60,13 @@ async def test_a_second_extraction_on_one_sqlite_file_is_refused_naming_the_file
     web, settings = await discovered(make_web, sqlite_url)
     first = extractor(sqlite_url, web.seeds, tmp_path / "first.log")
     try:
-        wait_for_requests(web, 3, first, tmp_path / "first.log")
+        wait_for_requests(web, 3, first, tmp_path / "first.log")  # it holds the lock: taken before any request
+        # ... and holds it until the second has been answered: started on a loaded machine, the second came up
+        # after the first had finished (and let go of the lock), and ran.
+        first.send_signal(signal.SIGSTOP)
         second = extractor(sqlite_url, web.seeds, tmp_path / "second.log")
         assert second.wait(timeout=WAIT_S) != 0
+        first.send_signal(signal.SIGCONT)
         said = (tmp_path / "second.log").read_text()
         database = sqlite_url.removeprefix("sqlite:///")
         assert "FrontierBusy" in said and f"pid {first.pid}" in said and database in said, said
@@ -70,6 +74,7 @@ async def test_a_second_extraction_on_one_sqlite_file_is_refused_naming_the_file
         assert first.wait(timeout=WAIT_S) == 0, (tmp_path / "first.log").read_text()
     finally:
         if first.poll() is None:
+            first.send_signal(signal.SIGCONT)
             first.kill()
     assert duplicates(web.records()) == {}
     assert max(r.in_flight for r in web.records()) == 1  # one extraction's politeness: limit 1, never 2

@@ -19,8 +19,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.pool import NullPool
 
 from harvester import FrontierStore, phases
+from harvester.frontier.dialect_postgres import EXTRACTION_NAME
 from harvester.settings import Settings, SiteProfile
 from harvester.testing.record import max_in_flight
 from harvester.testing.sites import HostSpec
@@ -205,21 +208,35 @@ async def test_an_extractor_frozen_past_its_lease_sends_nothing_for_the_host_tak
 async def test_three_extraction_processes_share_the_hosts_of_a_six_host_site(make_web, pg_url, tmp_path):
     """Before, the first process to look leased every host with work (up to ``max_active_hosts``, 64) and the
     other two waited idle. Now each takes its share of the hosts with work, counting the others it sees (their
-    leases, and on PostgreSQL their sessions, idle ones included), and one over its share hands a host back at
-    its next claim when another process arrives late."""
+    leases, and on PostgreSQL their sessions, idle ones included).
+
+    The work starts once all three are there (the event the share needs): a gate owner, alive, holds every host
+    until the three extraction processes show on the database. Started under load, one came up after the
+    others had done the work and fetched nothing (a late start is ``test_sharing``'s: the holders hand hosts
+    back)."""
     specs = [HostSpec(f"h{n}", pages=90, latency_s=0.08) for n in range(6)]
     web = make_web(specs, seed=5)
     settings = Settings.load(database_url=pg_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    gate = f"{socket.gethostname()}:{os.getpid()}:gate:0"  # this test's process: alive, never taken for dead
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)
+        origins = [web.origin(spec.name) for spec in specs]
+        assert sorted(store.claim_hosts(gate, limit=len(origins), lease_s=600, hosts=origins)) == sorted(origins)
     web.clear_records()
     details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    sessions = create_engine(pg_url, poolclass=NullPool)
     workers = [extractor(n, pg_url, web.seeds, tmp_path, max_active_hosts=64) for n in range(3)]
     try:
+        deadline = time.monotonic() + WAIT_S
+        _wait_for("three extraction processes on the database",
+                  lambda: _extraction_sessions(sessions) == 3 and all(w.poll() is None for w in workers), deadline)
+        with FrontierStore.open(settings) as store:
+            store.release_owner(gate)
         for n in range(3):
             assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
     finally:
+        sessions.dispose()
         for proc in workers:
             if proc.poll() is None:
                 proc.kill()
@@ -230,3 +247,11 @@ async def test_three_extraction_processes_share_the_hosts_of_a_six_host_site(mak
     assert all(by_agent[agent] >= len(details) / 10 for agent in AGENTS), by_agent
     assert all(max_in_flight(records, spec.name) <= LIMIT for spec in specs)
     assert sum(by_agent.values()) == len(details)  # none fetched twice
+
+
+def _extraction_sessions(engine: Engine) -> int:
+    """Extraction processes with a session on the test's database (each names its sessions)."""
+    with engine.connect() as conn:
+        return int(conn.exec_driver_sql(
+            "SELECT count(DISTINCT application_name) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name LIKE %s", (EXTRACTION_NAME + "%",)).scalar_one())
