@@ -73,6 +73,38 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
+def clock() -> Iterator[None]:
+    """For a test that moves the harvester's clock (``CLOCK.travel_to``): back to the real time afterwards."""
+    from harvester.runtime import CLOCK
+
+    yield
+    CLOCK.reset()
+
+
+@pytest.fixture
+def harvested_on_day_0(make_web, db_url: str, clock: None):  # type: ignore[no-untyped-def]
+    """``await harvested_on_day_0(specs, seed=...)`` → ``(web, settings, profile)``: a test web harvested whole into
+    a migrated database (``db_url``) at the start of day 0 on the harvester's clock, for the tests of later days."""
+    from harvester import aharvest
+    from harvester.frontier import FrontierStore
+    from harvester.runtime import CLOCK
+    from harvester.settings import Settings, SiteProfile
+    from harvester.testing.schedule import run_at
+
+    async def harvest(specs, *, seed: int):  # type: ignore[no-untyped-def]
+        web = make_web(specs, seed=seed)
+        settings = Settings.load(database_url=db_url)
+        profile = SiteProfile.build(seeds=tuple(web.seeds), name="site")
+        with FrontierStore.open(settings, upgrade=True):
+            pass
+        CLOCK.travel_to(run_at(0))
+        await aharvest(settings, profile)
+        return web, settings, profile
+
+    return harvest
+
+
+@pytest.fixture
 async def serve():
     """``await serve(handler)`` → the origin of a real aiohttp server on 127.0.0.1 answering every GET with
     ``handler(request)``: for the one-off sites a test needs beyond the test web. Stopped after the test."""

@@ -3,7 +3,8 @@ its database restarted (or stopped for 20 s) once discovery, or extraction, is u
 server (``runtime.db``), ends with exit 0 and a complete frontier, and a page fetched while the database was away
 is stored, or asked once more at most.
 
-The server is one of the test's own (tests/hardening/private_pg.py), so stopping it disturbs no other test.
+The server is one of the test's own (``private_pg``, tests/hardening/conftest.py), so stopping it disturbs no other
+test.
 """
 
 from __future__ import annotations
@@ -29,16 +30,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 HARVESTER = str(Path(sys.executable).with_name("harvester"))
 OUTAGE_S = 20.0
-
-
-@pytest.fixture
-def private_pg() -> Iterator[PrivatePostgres]:
-    server = PrivatePostgres()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
