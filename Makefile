@@ -36,8 +36,13 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Two workers (pytest-xdist): much of the suite waits on its servers, subprocesses and Prefect rather than on a
+# core, so two processes overlap the waits on a 2-core machine. tests/flows is one group (one Prefect server).
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
 test: lint pywb
-	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
+	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

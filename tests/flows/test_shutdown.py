@@ -88,6 +88,28 @@ async def under_way(web: TestWeb, pages: int, runner: subprocess.Popen[bytes], l
         await asyncio.sleep(0.1)
 
 
+async def harvesting_on_a_worker(
+    pool: dict[str, Any], web: TestWeb, db_url: str, tmp_path: Path, *, pages: int,
+) -> tuple[subprocess.Popen[bytes], Any, Path, dict[str, str]]:
+    """The healing automations made, a worker of the pool started on a migrated database, a harvest of ``web``
+    created for it and under way (``pages`` detail pages asked). Returns the worker, the run, the worker's log
+    and the worker's own environment (for a second worker)."""
+    from harvester.flows.healing import ensure_healing
+
+    await ensure_healing()
+    prepared(db_url)
+    log = tmp_path / "worker.log"
+    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": db_url}
+    worker = start_worker(pool, log, **mine)
+    try:
+        created = await harvest_on_pool(web)
+        await under_way(web, pages, worker, log)
+    except BaseException:
+        stop_group(worker)
+        raise
+    return worker, created, log, mine
+
+
 async def read_run(flow_run_id: Any) -> Any:
     from prefect import get_client
 
@@ -130,18 +152,9 @@ async def run_logs(flow_run_id: Any) -> str:
 async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
     pool, prefect_api, make_web, sqlite_url, tmp_path
 ):
-
-    from harvester.flows.healing import ensure_healing
-
-    await ensure_healing()
     web = make_web([HostSpec("p", pages=60, latency_s=0.15), HostSpec("q", pages=50, latency_s=0.15)], seed=33)
-    prepared(sqlite_url)
-    log = tmp_path / "worker.log"
-    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
-    worker = start_worker(pool, log, **mine)
+    worker, created, log, mine = await harvesting_on_a_worker(pool, web, sqlite_url, tmp_path, pages=10)
     try:
-        created = await harvest_on_pool(web)
-        await under_way(web, 10, worker, log)
         os.killpg(worker.pid, signal.SIGTERM)  # as systemctl stop does (KillMode=mixed): the worker alone
         ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log,
                                within_s=FINAL_WITHIN_S)
@@ -209,17 +222,9 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
     from prefect import get_client
     from prefect.states import Crashed
 
-    from harvester.flows.healing import ensure_healing
-
-    await ensure_healing()
     web = make_web([HostSpec("m", pages=30, latency_s=0.15)], seed=34)
-    prepared(sqlite_url)
-    log = tmp_path / "worker.log"
-    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
-    worker = start_worker(pool, log, **mine)
+    worker, created, log, mine = await harvesting_on_a_worker(pool, web, sqlite_url, tmp_path, pages=6)
     try:
-        created = await harvest_on_pool(web)
-        await under_way(web, 6, worker, log)
         os.killpg(worker.pid, signal.SIGKILL)
         assert kill_run_processes(created.id) >= 1
         worker.wait(timeout=30)
