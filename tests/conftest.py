@@ -24,24 +24,12 @@ REQUIRE_POSTGRES = os.environ.get("HARVESTER_REQUIRE_POSTGRES") == "1"
 pytest_plugins = ["harvester.testing.fixtures"] if importlib.util.find_spec("harvester.testing.fixtures") else []
 
 
-FLOWS = Path(__file__).parent / "flows"
-
 # Hypothesis bounds each example's wall time (200 ms) and fails a slow data generation: a timing check, which a
 # machine with other work on it fails at random. The properties are about values, so neither is kept.
 hypothesis.settings.register_profile(
     "harvester", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow],
 )
 hypothesis.settings.load_profile("harvester")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) the tests of tests/flows go to one worker as
-    one group: they share a started Prefect server (a session fixture: one per worker that needs it, ~2 s of CPU
-    and ~150 MB each) and module fixtures (a work pool with its deployments). Being the largest group, it is handed
-    out first, and the other worker takes every other test meanwhile."""
-    for item in items:
-        if FLOWS in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("prefect-server"))
 
 
 @functools.cache
