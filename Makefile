@@ -36,8 +36,14 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# Two workers (pytest-xdist): much of the suite waits on its servers, subprocesses and Prefect rather than on a
+# core, so two processes overlap the waits on a 2-core machine. A file's tests stay on one worker (--dist loadfile):
+# module fixtures (a work pool with its deployments) are made once; tests/flows starts one Prefect server per worker.
+# Opt-in until a whole run with two workers has been green on a machine under load: `make test TEST_WORKERS=2`.
+TEST_WORKERS ?= 0
+
 test: lint pywb
-	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
+	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import psycopg
 import pytest
 
@@ -21,6 +22,14 @@ PG_URL_TEMPLATE = "postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
 REQUIRE_POSTGRES = os.environ.get("HARVESTER_REQUIRE_POSTGRES") == "1"
 
 pytest_plugins = ["harvester.testing.fixtures"] if importlib.util.find_spec("harvester.testing.fixtures") else []
+
+
+# Hypothesis bounds each example's wall time (200 ms) and fails a slow data generation: a timing check, which a
+# machine with other work on it fails at random. The properties are about values, so neither is kept.
+hypothesis.settings.register_profile(
+    "harvester", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow],
+)
+hypothesis.settings.load_profile("harvester")
 
 
 @functools.cache
@@ -70,6 +79,38 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'harvester.db'}"
     else:
         yield request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def clock() -> Iterator[None]:
+    """For a test that moves the harvester's clock (``CLOCK.travel_to``): back to the real time afterwards."""
+    from harvester.runtime import CLOCK
+
+    yield
+    CLOCK.reset()
+
+
+@pytest.fixture
+def harvested_on_day_0(make_web, db_url: str, clock: None):  # type: ignore[no-untyped-def]
+    """``await harvested_on_day_0(specs, seed=...)`` → ``(web, settings, profile)``: a test web harvested whole into
+    a migrated database (``db_url``) at the start of day 0 on the harvester's clock, for the tests of later days."""
+    from harvester import aharvest
+    from harvester.frontier import FrontierStore
+    from harvester.runtime import CLOCK
+    from harvester.settings import Settings, SiteProfile
+    from harvester.testing.schedule import run_at
+
+    async def harvest(specs, *, seed: int):  # type: ignore[no-untyped-def]
+        web = make_web(specs, seed=seed)
+        settings = Settings.load(database_url=db_url)
+        profile = SiteProfile.build(seeds=tuple(web.seeds), name="site")
+        with FrontierStore.open(settings, upgrade=True):
+            pass
+        CLOCK.travel_to(run_at(0))
+        await aharvest(settings, profile)
+        return web, settings, profile
+
+    return harvest
 
 
 @pytest.fixture

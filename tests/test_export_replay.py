@@ -38,12 +38,6 @@ PER_REQUEST = re.compile(rb"(impression |sid=)[0-9a-f]{8}")
 """The test web's per-request slots (ad impression, session id): 8 hex digits that differ on every request."""
 
 
-@pytest.fixture
-def clock():
-    yield
-    CLOCK.reset()
-
-
 @pytest.fixture(scope="module")
 def pywb_python() -> str:
     python = os.environ.get("HARVESTER_PYWB_PYTHON") or str(ROOT / ".venv-pywb" / "bin" / "python")

@@ -10,27 +10,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from harvester import aharvest, arecrawl
+from harvester import arecrawl
 from harvester.export import REVISIT_NOT_MODIFIED, sha1_digest
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 
 BIN = Path(sys.executable).parent
-
-
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
 
 
 def cli(*args: str) -> str:
@@ -40,14 +31,9 @@ def cli(*args: str) -> str:
     return " ".join(done.stdout.split())
 
 
-async def test_a_304_in_the_window_refers_to_the_version_stored_before_it(make_web, db_url, clock, tmp_path):
-    web = make_web([HostSpec("s", pages=12, sitemap_only=0.0, feed_only=0.0, listing_only=0.0)], seed=3)
-    settings = Settings.load(database_url=db_url)
-    profile = SiteProfile.build(seeds=tuple(web.seeds), name="site")
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(0))
-    await aharvest(settings, profile)
+async def test_a_304_in_the_window_refers_to_the_version_stored_before_it(harvested_on_day_0, db_url, tmp_path):
+    specs = [HostSpec("s", pages=12, sitemap_only=0.0, feed_only=0.0, listing_only=0.0)]
+    web, settings, profile = await harvested_on_day_0(specs, seed=3)
     web.advance_day(changed=0.0, new=0.0, gone=0.0)
     web.clear_records()
     CLOCK.travel_to(run_at(1))

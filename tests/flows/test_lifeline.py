@@ -18,6 +18,7 @@ from typing import Any
 
 from conftest import VENV_BIN, prepared, stop_group
 from test_serve import deployment, finished
+from test_shutdown import harvest_on_pool, under_way
 
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
@@ -64,19 +65,14 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
     log = tmp_path / "serve.log"
     serve = start_serve(env, log, tmp_path)
     try:
-        harvest = await deployment("harvest/lifeline-serve", serve, log)
-        profile = {**harvest.parameters["profile"], "name": "lifeline", "seeds": web.seeds, "per_host_limit": 2}
-        async with get_client() as client:
-            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+        await deployment("harvest/lifeline-serve", serve, log)  # serve has made it
+        created = await harvest_on_pool(web, "harvest/lifeline-serve", name="lifeline")
         details = {url for name in ("k", "l") for url in web.truth[name].detail_urls()}
 
         def detail_requests() -> int:
             return sum(1 for r in web.records() if r.url in details)
 
-        deadline = time.monotonic() + STATE_WAIT_S
-        while detail_requests() < 10:  # extraction is under way
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            await asyncio.sleep(0.1)
+        await under_way(web, 10, serve, log)
         os.kill(serve.pid, signal.SIGKILL)  # the runner only: its flow-run process is left an orphan
         killed_at = time.monotonic()  # the test web stamps requests with this same system-wide clock
         serve.wait()
@@ -122,15 +118,9 @@ async def test_serve_stopped_with_sigterm_stops_its_run_gracefully(prefect_api, 
     log = tmp_path / "serve.log"
     serve = start_serve(env, log, tmp_path)
     try:
-        harvest = await deployment("harvest/lifeline-serve", serve, log)
-        profile = {**harvest.parameters["profile"], "name": "lifeline", "seeds": web.seeds, "per_host_limit": 2}
-        async with get_client() as client:
-            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
-        details = set(web.truth["u"].detail_urls())
-        deadline = time.monotonic() + STATE_WAIT_S
-        while sum(1 for r in web.records() if r.url in details) < 6:  # extraction is under way
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            await asyncio.sleep(0.1)
+        await deployment("harvest/lifeline-serve", serve, log)  # serve has made it
+        created = await harvest_on_pool(web, "harvest/lifeline-serve", name="lifeline")
+        await under_way(web, 6, serve, log)
         os.kill(serve.pid, signal.SIGTERM)
         deadline = time.monotonic() + FINAL_WITHIN_S
         while not ((state := await state_of(created.id)).is_final() or state.is_scheduled()):

@@ -23,8 +23,8 @@ from conftest import VENV_BIN, prepared, stop_group
 
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
+from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import duplicates
-from harvester.testing.sites import HostSpec
 
 REPO = Path(__file__).parents[2]
 WAIT_S = 120.0
@@ -52,9 +52,11 @@ def pool(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
                env, home)
     run([str(VENV_BIN / "prefect"), "deploy", "--all", "--prefect-file", "d.yaml"], env, home)
     yield {"name": name, "home": home, "env": env, "said": said}
-    run([str(VENV_BIN / "prefect"), "deployment", "delete", "harvest/stop"], env, home)
-    run([str(VENV_BIN / "prefect"), "deployment", "delete", "recrawl/stop"], env, home)
-    run([str(VENV_BIN / "prefect"), "deployment", "delete", "close-crashed-run/healing"], env, home)
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:  # through the API: three CLI processes cost ~10 s of CPU
+        for deployment in ("harvest/stop", "recrawl/stop", "close-crashed-run/healing"):
+            client.delete_deployment(client.read_deployment_by_name(deployment).id)
 
 
 def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
@@ -64,6 +66,48 @@ def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Pope
             env={**pool["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", **env}, cwd=pool["home"], stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
+
+
+async def harvest_on_pool(web: TestWeb, deployment: str = "harvest/stop", **profile: Any) -> Any:
+    """A run of the deployment created for this web's seeds (2 requests per host at most, and ``profile``'s
+    fields), for its worker (or serve) to pick."""
+    from prefect import get_client
+
+    async with get_client() as client:
+        harvest = await client.read_deployment_by_name(deployment)
+        fields = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2, **profile}
+        return await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": fields})
+
+
+async def under_way(web: TestWeb, pages: int, runner: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the extraction has asked for this many detail pages, while its runner (worker or serve) lives."""
+    details = {url for name in web.names for url in web.truth[name].detail_urls()}
+    deadline = time.monotonic() + WAIT_S
+    while sum(1 for r in web.records() if r.url in details) < pages:
+        assert runner.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        await asyncio.sleep(0.1)
+
+
+async def harvesting_on_a_worker(
+    pool: dict[str, Any], web: TestWeb, db_url: str, tmp_path: Path, *, pages: int,
+) -> tuple[subprocess.Popen[bytes], Any, Path, dict[str, str]]:
+    """The healing automations made, a worker of the pool started on a migrated database, a harvest of ``web``
+    created for it and under way (``pages`` detail pages asked). Returns the worker, the run, the worker's log
+    and the worker's own environment (for a second worker)."""
+    from harvester.flows.healing import ensure_healing
+
+    await ensure_healing()
+    prepared(db_url)
+    log = tmp_path / "worker.log"
+    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": db_url}
+    worker = start_worker(pool, log, **mine)
+    try:
+        created = await harvest_on_pool(web)
+        await under_way(web, pages, worker, log)
+    except BaseException:
+        stop_group(worker)
+        raise
+    return worker, created, log, mine
 
 
 async def read_run(flow_run_id: Any) -> Any:
@@ -108,26 +152,9 @@ async def run_logs(flow_run_id: Any) -> str:
 async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
     pool, prefect_api, make_web, sqlite_url, tmp_path
 ):
-    from prefect import get_client
-
-    from harvester.flows.healing import ensure_healing
-
-    await ensure_healing()
     web = make_web([HostSpec("p", pages=60, latency_s=0.15), HostSpec("q", pages=50, latency_s=0.15)], seed=33)
-    prepared(sqlite_url)
-    log = tmp_path / "worker.log"
-    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
-    worker = start_worker(pool, log, **mine)
+    worker, created, log, mine = await harvesting_on_a_worker(pool, web, sqlite_url, tmp_path, pages=10)
     try:
-        async with get_client() as client:
-            harvest = await client.read_deployment_by_name("harvest/stop")
-            profile = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2}
-            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
-        details = {url for name in ("p", "q") for url in web.truth[name].detail_urls()}
-        deadline = time.monotonic() + WAIT_S
-        while sum(1 for r in web.records() if r.url in details) < 10:  # extraction is under way
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            await asyncio.sleep(0.1)
         os.killpg(worker.pid, signal.SIGTERM)  # as systemctl stop does (KillMode=mixed): the worker alone
         ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log,
                                within_s=FINAL_WITHIN_S)
@@ -195,24 +222,9 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
     from prefect import get_client
     from prefect.states import Crashed
 
-    from harvester.flows.healing import ensure_healing
-
-    await ensure_healing()
     web = make_web([HostSpec("m", pages=30, latency_s=0.15)], seed=34)
-    prepared(sqlite_url)
-    log = tmp_path / "worker.log"
-    mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": sqlite_url}
-    worker = start_worker(pool, log, **mine)
+    worker, created, log, mine = await harvesting_on_a_worker(pool, web, sqlite_url, tmp_path, pages=6)
     try:
-        async with get_client() as client:
-            harvest = await client.read_deployment_by_name("harvest/stop")
-            profile = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2}
-            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
-        details = set(web.truth["m"].detail_urls())
-        deadline = time.monotonic() + WAIT_S
-        while sum(1 for r in web.records() if r.url in details) < 6:  # extraction is under way
-            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-            await asyncio.sleep(0.1)
         os.killpg(worker.pid, signal.SIGKILL)
         assert kill_run_processes(created.id) >= 1
         worker.wait(timeout=30)

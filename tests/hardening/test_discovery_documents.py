@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from aiohttp import web
 
 from harvester import phases
@@ -29,12 +27,6 @@ XXE = (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file:///etc/passwd
 GOOD = '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>{}/story</loc></url></urlset>'
 DAYS = 10
 DAY0 = datetime(2026, 3, 2, 6, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
 
 
 async def test_an_unusable_sitemap_is_asked_conditionally_and_ever_less_often(sqlite_url, serve, clock):

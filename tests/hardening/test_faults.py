@@ -25,6 +25,8 @@ from harvester.frontier import FrontierStore
 from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, TestWeb
 
+from .private_pg import PrivatePostgres
+
 LOCKER = (
     "import sqlite3, sys\n"
     "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
@@ -210,15 +212,11 @@ async def test_a_full_disk_stops_the_harvest_cleanly_and_loses_nothing_stored(ti
 # --- PostgreSQL restarted during extraction -------------------------------------------------------------------
 
 
-def restart_postgres() -> None:
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", "15", "main", "restart"], check=True, capture_output=True,
-        timeout=60,
-    )
-
-
 @pytest.mark.postgres
-async def test_postgres_restarted_during_extraction_is_survived(pg_url: str, tmp_path: Path):
+async def test_postgres_restarted_during_extraction_is_survived(private_pg: PrivatePostgres, tmp_path: Path):
+    """The server is the test's own: restarting the shared one (as this test did) closed the connections of every
+    other test running beside it."""
+    pg_url = private_pg.url
     with TestWeb([HostSpec("a", pages=60, latency_s=0.05)], seed=5) as web:
         settings = Settings.load(database_url=pg_url)
         profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=1)
@@ -232,7 +230,7 @@ async def test_postgres_restarted_during_extraction_is_survived(pg_url: str, tmp
             while len(web.records()) < 12 and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(1.5)
-            restart_postgres()
+            private_pg.restart()
             restarted.set()
 
         restarter = threading.Thread(target=restart_soon)

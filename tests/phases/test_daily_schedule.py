@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -43,12 +42,6 @@ SHIFTS_S = (0.0, -600.0, 600.0)
 """Day d's run starts SHIFTS_S[d % 3] seconds off the day before's clock time: cron's minute must not matter."""
 DAYS = 7
 HARVESTER = str(Path(sys.executable).with_name("harvester"))
-
-
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
 
 
 def held_versions(store: FrontierStore) -> dict[str, str]:

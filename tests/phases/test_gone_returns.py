@@ -8,11 +8,8 @@ still named with no sign of change is asked again only at a growing interval (do
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from itertools import pairwise
-
-import pytest
 
 from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
@@ -24,12 +21,6 @@ from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 
 ORIGIN = "http://127.0.0.1:9"
-
-
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
 
 
 async def test_a_gone_page_listed_again_is_fetched_stored_counted_and_exported(make_web, db_url, clock):

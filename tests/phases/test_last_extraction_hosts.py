@@ -4,36 +4,19 @@ for every host, including one the extraction never asked (issue 30)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-
-from harvester import aharvest, arecrawl
+from harvester import arecrawl
 from harvester.cli_tables import status_of
-from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
 from harvester.testing import HostSpec, RobotsSpec
 from harvester.testing.schedule import run_at
 
 
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
-
-
-async def test_each_hosts_line_counts_the_extractions_own_requests_only(make_web, db_url, clock):
+async def test_each_hosts_line_counts_the_extractions_own_requests_only(harvested_on_day_0):
     # b names no sitemap in robots.txt: discovery probes the usual places, and those answer 404.
     listings_only = HostSpec("b", pages=20, sitemap_only=0.0, listing_only=0.6, robots=RobotsSpec(sitemaps=False))
-    web = make_web([HostSpec("a", pages=30), listings_only], seed=4)
-    settings = Settings.load(database_url=db_url)
-    profile = SiteProfile.build(seeds=tuple(web.seeds), name="site")
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(0))
-    await aharvest(settings, profile)
+    web, settings, profile = await harvested_on_day_0([HostSpec("a", pages=30), listings_only], seed=4)
     web.advance_day(changed=0.1, new=0.05, gone=0.1)
     # Day 1, and again later that day when nothing is due: discovery asks robots.txt, sitemaps and listing pages
     # through the client it shares with extraction, which asks for pages only on day 1.

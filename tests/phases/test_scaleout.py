@@ -9,6 +9,7 @@ anything the dead worker had written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +27,8 @@ from sqlalchemy.pool import NullPool
 from harvester import FrontierStore, phases
 from harvester.frontier.dialect_postgres import EXTRACTION_NAME
 from harvester.settings import Settings, SiteProfile
+from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import max_in_flight
-from harvester.testing.sites import HostSpec
 
 HOSTS = 30
 LIMIT = 2
@@ -52,18 +54,44 @@ def extractor(n: int, db_url: str, seeds: list[str], tmp_path: Path, *, lease_s:
         )
 
 
-@pytest.mark.postgres
-async def test_three_extraction_processes_finish_a_30_host_harvest_though_one_is_killed(make_web, pg_url, tmp_path):
-    web = make_web(SPECS, seed=53)
-    settings = Settings.load(database_url=pg_url)
+async def discovered(web: TestWeb, db_url: str) -> tuple[TestWeb, Settings, set[str]]:
+    """The web discovered into a migrated database, its records cleared: the frontier the extractors share, with
+    the detail URLs they must finish."""
+    settings = Settings.load(database_url=db_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)
     web.clear_records()
-    details = {url for spec in SPECS for url in web.truth[spec.name].allowed_detail_urls()}
+    return web, settings, {url for name in web.names for url in web.truth[name].allowed_detail_urls()}
 
-    workers = [extractor(n, pg_url, web.seeds, tmp_path) for n in range(3)]
+
+@contextlib.contextmanager
+def extractors(db_url: str, seeds: list[str], tmp_path: Path, *, lease_s: float = 60.0,
+               max_active_hosts: int = 4) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Three extraction processes, each with its own user agent; any still alive at the end (a failed test) is
+    continued (it may be frozen) and killed."""
+    workers = [extractor(n, db_url, seeds, tmp_path, lease_s=lease_s, max_active_hosts=max_active_hosts)
+               for n in range(len(AGENTS))]
     try:
+        yield workers
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+
+def finish(workers: list[subprocess.Popen[bytes]], tmp_path: Path, which: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Each of these workers ends by itself with exit 0 (its log's tail otherwise)."""
+    for n in which:
+        assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
+
+
+@pytest.mark.postgres
+async def test_three_extraction_processes_finish_a_30_host_harvest_though_one_is_killed(make_web, pg_url, tmp_path):
+    web, settings, details = await discovered(make_web(SPECS, seed=53), pg_url)
+    with extractors(pg_url, web.seeds, tmp_path) as workers:
         deadline = time.monotonic() + WAIT_S
         while sum(1 for r in web.records() if r.url in details) < KILL_AT * len(details):
             assert time.monotonic() < deadline and workers[0].poll() is None, "worker 0 ended early"
@@ -71,13 +99,7 @@ async def test_three_extraction_processes_finish_a_30_host_harvest_though_one_is
         workers[0].send_signal(signal.SIGKILL)  # late in the run, holding hosts with work left
         workers[0].wait()
         killed_at = time.monotonic()
-        for n in (1, 2):
-            assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
-    finally:
-        for proc in workers:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        finish(workers, tmp_path, (1, 2))
 
     records = web.records()
     by_agent = Counter(r.user_agent for r in records if r.url in details)
@@ -148,19 +170,12 @@ async def test_an_extractor_frozen_past_its_lease_sends_nothing_for_the_host_tak
     processes at once (over its limit) and pages were fetched twice. Now it asks its local lease deadline before
     each request and stops that host at once."""
     specs = [HostSpec(f"f{n}", pages=160, latency_s=0.05) for n in range(2)]
-    web = make_web(specs, seed=11)
-    settings = Settings.load(database_url=pg_url)
-    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
-    with FrontierStore.open(settings, upgrade=True) as store:
-        await phases.discover(store, settings, profile)
-    web.clear_records()
-    details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    web, settings, details = await discovered(make_web(specs, seed=11), pg_url)
 
     def by(agent: str) -> list:  # type: ignore[type-arg]
         return [r for r in web.records() if r.url in details and r.user_agent == agent]
 
-    workers = [extractor(n, pg_url, web.seeds, tmp_path, lease_s=FROZEN_LEASE_S) for n in range(3)]
-    try:
+    with extractors(pg_url, web.seeds, tmp_path, lease_s=FROZEN_LEASE_S) as workers:
         deadline = time.monotonic() + WAIT_S
         _wait_for("a worker's requests", lambda: any(len(by(agent)) >= 10 for agent in AGENTS), deadline)
         victim = next(n for n, agent in enumerate(AGENTS) if len(by(agent)) >= 10)
@@ -173,14 +188,7 @@ async def test_an_extractor_frozen_past_its_lease_sends_nothing_for_the_host_tak
                               and r.start > frozen_at + FROZEN_LEASE_S) >= 3, deadline)
         continued_at = time.monotonic()
         workers[victim].send_signal(signal.SIGCONT)
-        for n in range(3):
-            assert workers[n].wait(timeout=WAIT_S) == 0, (tmp_path / f"extract-{n}.log").read_text()[-3000:]
-    finally:
-        for proc in workers:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
-                proc.kill()
-                proc.wait()
+        finish(workers, tmp_path)
 
     records = [r for r in web.records() if r.url in details]
     assert continued_at - frozen_at > FROZEN_LEASE_S  # control: frozen past its lease

@@ -425,7 +425,8 @@ def _admitted(flt: UrlFilter, stream: Iterator[str], n: int = 2_000) -> int:
 
 
 @pytest.mark.parametrize(
-    ("kind", "make"), [(kind, make) for kind, makers in TRAPS.items() for make in makers], ids=lambda v: str(v)
+    ("kind", "make"), [(kind, make) for kind, makers in TRAPS.items() for make in makers],
+    ids=lambda v: getattr(v, "__name__", str(v)),  # a function by its name: an address differs per process (xdist)
 )
 def test_each_trap_kind_admits_at_most_20_urls(kind: Verdict, make: object) -> None:
     flt = UrlFilter(SETTINGS, None, [SEED])
