@@ -26,12 +26,13 @@ async def harvest_flow(
     """A full two-phase harvest of one site profile; rerunning it resumes from the frontier.
 
     Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
-    check_attempt(flow_run.run_count)  # a crashed run comes back (harvester.flows.healing), a bounded number of times
-    if flow_run.run_count > 1:
-        await close_earlier_attempts(flow_run.id)
-    settings = load_settings(config_file, overrides)
-    async with parent_lifeline(), one_run_per_site(profile.name):
-        cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
+    async with parent_lifeline():  # first: a SIGTERM at the run's first instant stops it too, and says so
+        check_attempt(flow_run.run_count)  # a crashed run comes back (flows.healing), a bounded number of times
+        if flow_run.run_count > 1:
+            await close_earlier_attempts(flow_run.id)
+        settings = load_settings(config_file, overrides)
+        async with one_run_per_site(profile.name):
+            cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)
     await publish_cycle("harvest", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
     return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

@@ -30,13 +30,14 @@ async def recrawl_flow(
     schedule. The run's changes (new, changed, gone, deferred by the budget) are its summary artifact and log
     line; it fails (``NothingFetched``) when no seed host answered anything.
     """
-    check_attempt(flow_run.run_count)  # a crashed run comes back (harvester.flows.healing), a bounded number of times
-    if flow_run.run_count > 1:
-        await close_earlier_attempts(flow_run.id)
-    settings = load_settings(config_file, overrides)
-    steps = SubflowSteps(profile, workers, config_file, overrides)
-    async with parent_lifeline(), one_run_per_site(profile.name):
-        cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
+    async with parent_lifeline():  # first: a SIGTERM at the run's first instant stops it too, and says so
+        check_attempt(flow_run.run_count)  # a crashed run comes back (flows.healing), a bounded number of times
+        if flow_run.run_count > 1:
+            await close_earlier_attempts(flow_run.id)
+        settings = load_settings(config_file, overrides)
+        steps = SubflowSteps(profile, workers, config_file, overrides)
+        async with one_run_per_site(profile.name):
+            cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
     await publish_cycle("recrawl", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
     return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}
