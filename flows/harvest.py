@@ -10,7 +10,7 @@ from prefect.runtime import flow_run
 from harvester.flows.artifacts import publish_cycle
 from harvester.flows.exclusive import one_run_per_site
 from harvester.flows.guards import erase_secrets, run_name
-from harvester.flows.healing import check_attempt, close_earlier_attempts
+from harvester.flows.healing import check_attempt, close_earlier_attempts, close_leftovers_at_start
 from harvester.flows.lifeline import parent_lifeline
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.steps import SubflowSteps
@@ -30,6 +30,7 @@ async def harvest_flow(
         check_attempt(flow_run.run_count)  # a crashed run comes back (flows.healing), a bounded number of times
         if flow_run.run_count > 1:
             await close_earlier_attempts(flow_run.id)
+        await close_leftovers_at_start()  # what any ended run left Running, with or without a worker to close it
         settings = load_settings(config_file, overrides)
         async with one_run_per_site(profile.name):
             cycle = await harvest_steps(SubflowSteps(profile, workers, config_file, overrides), settings, profile)

@@ -22,17 +22,23 @@ runs ``close_crashed_run`` on a worker when a harvester run is marked Crashed (`
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from prefect import flow, get_client
 from prefect.automations import Automation
 from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.filters import (
+    FlowFilter,
+    FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterEndTime,
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
+    FlowRunFilterParentTaskRunId,
     FlowRunFilterStartTime,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
     TaskRunFilter,
     TaskRunFilterStartTime,
     TaskRunFilterState,
@@ -201,6 +207,69 @@ async def close_earlier_attempts(
 
 
 _OPEN = [StateType.RUNNING, StateType.PENDING]
+_ENDED = [StateType.COMPLETED, StateType.FAILED, StateType.CANCELLED, StateType.CRASHED]
+FLOW_NAMES = ["harvest", "recrawl", "discover", "extract"]
+"""The harvester's flows, whose leftovers ``close_leftovers`` looks for (never another project's on the server)."""
+
+SETTLE_S = 30.0
+"""How long after a flow run ended its leftovers are left alone: a run's last task states may reach the server just
+after its own (a graceful stop ends tasks and flow together)."""
+
+LEFTOVER = "left Running by a run that had ended (its process was lost); closed when a later harvester run started"
+
+
+async def close_leftovers(message: str = LEFTOVER) -> int:
+    """At every harvest or re-crawl start: what any ended harvester run left Running (task runs; subflow runs, with
+    theirs) is marked Crashed; returns how many. The closing automation's deployment needs a worker or ``harvester
+    serve`` to run it: without one, a lost run's leftovers stayed Running until that run itself came back, or for
+    ever. Looked for through the API (two queries when there is nothing to close), for every site: a site's next
+    run closes another's."""
+    settled = datetime.now(UTC) - timedelta(seconds=SETTLE_S)
+    ours = FlowFilter(name=FlowFilterName(any_=FLOW_NAMES))
+    closed = 0
+    async with get_client() as client:
+        subflows = await client.read_flow_runs(flow_filter=ours, flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=_OPEN)),
+            parent_task_run_id=FlowRunFilterParentTaskRunId(is_null_=False)))
+        for subflow in subflows:
+            holder = await client.read_task_run(subflow.parent_task_run_id)  # type: ignore[arg-type]
+            parent = await client.read_flow_run(holder.flow_run_id) if holder.flow_run_id else None
+            if parent is not None and parent.state_type in _ENDED and (parent.end_time or settled) <= settled:
+                await client.set_flow_run_state(subflow.id, Crashed(message=message), force=True)
+                closed += 1 + await _close_task_runs(client, [subflow.id], message)
+        tasks = await client.read_task_runs(
+            flow_filter=ours,
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=_ENDED)),
+                                          end_time=FlowRunFilterEndTime(before_=settled)),
+            task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN))))
+        for task_run in tasks:
+            await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    return closed + len(tasks)
+
+
+async def close_leftovers_at_start() -> None:
+    """``close_leftovers`` for a starting run, saying in its logs what it closed; a failure to look is logged, never
+    fails the run (the leftovers are another run's)."""
+    from prefect import get_run_logger
+
+    logger = get_run_logger()
+    try:
+        closed = await close_leftovers()
+    except Exception as error:  # the API refused or failed: the run goes on, saying so
+        logger.warning("could not look for what ended runs left Running: %s", error)
+        return
+    if closed:
+        logger.info("closed %d task or subflow runs that ended harvester runs had left Running (marked Crashed)",
+                    closed)
+
+
+async def _close_task_runs(client: PrefectClient, flow_run_ids: list[UUID], message: str) -> int:
+    tasks = await client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=flow_run_ids)),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN))))
+    for task_run in tasks:
+        await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    return len(tasks)
 
 
 def check_attempt(run_count: int) -> None:
