@@ -9,7 +9,7 @@ from prefect.runtime import flow_run
 
 from harvester.flows.artifacts import publish_cycle
 from harvester.flows.exclusive import one_run_per_site
-from harvester.flows.guards import erase_secrets, run_name
+from harvester.flows.guards import run_name, tidy_stored_parameters
 from harvester.flows.healing import check_attempt, close_earlier_attempts, close_leftovers_at_start
 from harvester.flows.lifeline import parent_lifeline
 from harvester.flows.parameters import RunOverrides, Workers
@@ -19,7 +19,7 @@ from harvester.phases.cycles import loud, recrawl_steps
 from harvester.settings import SiteProfile
 
 
-@flow(name="recrawl", flow_run_name=run_name("recrawl"), validate_parameters=True, on_failure=[erase_secrets])
+@flow(name="recrawl", flow_run_name=run_name("recrawl"), validate_parameters=True, on_failure=[tidy_stored_parameters])
 async def recrawl_flow(
     profile: SiteProfile, refresh: bool = False, workers: Workers = 1, config_file: str | None = None,
     overrides: RunOverrides | None = None,

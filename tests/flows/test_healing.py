@@ -31,6 +31,8 @@ async def test_healing_is_created_once_and_an_older_trigger_is_updated(prefect_a
         assert len(held) == 1
         counts = held[0].trigger.match.root["prefect.run-count"]  # type: ignore[union-attr]
         assert counts == [str(n) for n in range(1, MAX_CRASH_RETRIES + 1)]  # never "0": a run that did not start
+        # The UI shows the trigger without its run-count bound: the description says it (read as a person would).
+        assert f"in one of its first {MAX_CRASH_RETRIES} starts" in held[0].description
         exhausted = (await client.read_automations_by_name(automations()[2].name))[0]
         assert exhausted.trigger.match.root["prefect.run-count"] == [str(MAX_CRASH_RETRIES + 1)]  # type: ignore[union-attr]
         assert "retries exhausted" in exhausted.actions[0].message  # type: ignore[union-attr]
@@ -183,7 +185,9 @@ async def test_the_next_run_closes_what_a_crashed_run_left_running_with_no_worke
                                    overrides=prepared(sqlite_url), return_state=True)
         assert state.is_completed(), state
 
-        assert await running([lost.id, *subflows]) == set()
+        logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+            any_=[state.state_details.flow_run_id])))
+        assert await running([lost.id, *subflows]) == set(), [log.message for log in logs]
         assert (await client.read_flow_run(subflows[1])).state.is_crashed()  # the subflow left Running, closed
         assert await running([live.id]) == {alive}  # a live run's own task run is not touched
         logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
