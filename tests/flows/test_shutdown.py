@@ -29,6 +29,9 @@ from harvester.testing.sites import HostSpec
 REPO = Path(__file__).parents[2]
 WAIT_S = 120.0
 FINAL_WITHIN_S = 10.0
+FIRST_INSTANT_FINAL_WITHIN_S = 30.0
+"""A run stopped at its first instant reports once Prefect and the flow are loaded: 3-5 s idle, 8-15 s measured at a
+load of 16-20 on 2 cores (the 10 s above failed there without a signal lost: the run ended later, Crashed)."""
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
@@ -291,8 +294,10 @@ async def test_a_sigterm_at_a_runs_first_instant_ends_it_at_once_and_says_so(
         else:
             os.killpg(worker.pid, signal.SIGTERM)
         assert web.records() == []  # control: nothing fetched yet, the stop came first
+        stopped = time.monotonic()
         ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log,
-                               within_s=FINAL_WITHIN_S)
+                               within_s=FIRST_INSTANT_FINAL_WITHIN_S)
+        print(f"final state {time.monotonic() - stopped:.1f} s after the SIGTERM ({whom})")
         worker.wait(timeout=30)
     finally:
         stop_group(worker)
