@@ -2,39 +2,119 @@
 written by ``harvester deployments``): Prefect's engine, one process removed from the worker.
 
 Prefect's process worker, stopped (SIGTERM: ``systemctl stop``, a rolling deploy), kills the process it started
-with SIGKILL at once (Prefect 3.9): nothing there could drain or report, so the run stayed Running until the
-heartbeat automation marked it, a task run stayed Running for ever and a page was fetched twice by the rerun. Started
-from here, the engine lives in its own session: when the worker kills this process, the engine sees its parent gone
-(``lifeline``), stops gracefully and reports its final state; a SIGTERM or SIGINT given to this process (a
-cancellation from the UI, systemd) is passed on to it. Imports nothing of Prefect's: it only starts the engine.
+(Prefect 3.9): nothing there could drain or report, so the run stayed Running until the heartbeat automation marked
+it, a task run stayed Running for ever and a page was fetched twice by the rerun. Started from here, the engine lives
+in its own session: when the worker kills this process, the engine sees it gone (``lifeline``), stops gracefully and
+reports its final state; a SIGTERM or SIGINT given to this process (a cancellation from the UI, systemd) is passed on.
+
+No signal is lost at a run's first instant. Before, this module was reached through ``harvester.flows``, which
+imported Prefect: for its first 1-2 s this process died of a SIGTERM without a word and the run stayed Pending for
+ever (a worker stopped just as it started a run). Now it imports nothing heavy and holds both signals from its first
+line; the engine is born with them held (a signal mask survives exec), so one sent while it starts waits for its
+first line (``_child``), which catches it; its flow's ``lifeline`` then stops the run at once, saying why. What
+remains: this process's own interpreter start (tens of ms, before any line of ours can run).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 from contextlib import suppress
 from types import FrameType
 
-COMMAND = f"python -m {__name__}"
+MODULE = "harvester.flows.engine"
+"""This module's name, also where it runs as ``__main__``."""
+
+COMMAND = f"python -m {MODULE}"
 """The job variable's value: the worker's own Python (a process worker runs ``python`` from its environment)."""
+
+PARENT_PID = "HARVESTER_ENGINE_PARENT"
+"""The engine's environment: this process's pid, which ``lifeline`` watches (the engine may start after it died)."""
+
+_CHILD = "--engine"
+_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+"""What the worker's process passes on to the engine."""
+
+TOLD: list[int] = []
+"""In the engine's process: the signals caught before the flow's ``lifeline`` took over (``told_before``)."""
+
+
+def told_before() -> int | None:
+    """The signal this run's process was sent before its flow began, if any (the engine's own first lines caught
+    it: Prefect's default would have killed it before it could report)."""
+    return TOLD[0] if TOLD else None
 
 
 def main() -> int:
     """Run the engine in a session of its own and exit with its exit code (the worker reads the crash from it)."""
-    engine = subprocess.Popen(  # noqa: S603 -- our own interpreter and Prefect's module, no shell
-        [sys.executable, "-m", "prefect.engine", *sys.argv[1:]], start_new_session=True
-    )
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)  # held from here until the engine exists to take them
+    engine: subprocess.Popen[bytes] | None = None
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        with suppress(ProcessLookupError):
-            engine.send_signal(signum)
+        if engine is not None:
+            with suppress(ProcessLookupError):
+                engine.send_signal(signum)  # held by the engine until its first line (``_child``) takes it
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in _SIGNALS:
         signal.signal(signum, forward)
+    # Born with both signals blocked (the mask survives fork and exec): a SIGTERM to the worker's group during the
+    # fork, before the engine's new session, killed it before its first line.
+    engine = subprocess.Popen(  # noqa: S603 -- our own interpreter and module, no shell
+        [sys.executable, "-m", MODULE, _CHILD, *sys.argv[1:]], start_new_session=True,
+        env={**os.environ, PARENT_PID: str(os.getpid())},
+    )
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     return engine.wait()
 
 
+def _child() -> None:
+    """The engine's process, born with SIGTERM and SIGINT blocked (``main``): catch SIGTERM, then take both, then
+    run Prefect's engine as ``python -m prefect.engine`` would. Prefect's flow engine and ``lifeline`` take SIGTERM
+    over later; ``lifeline`` acts on one caught here. SIGINT keeps Python's handler (KeyboardInterrupt)."""
+    import runpy
+
+    def remember(signum: int, _frame: FrameType | None) -> None:
+        TOLD.append(signum)
+
+    signal.signal(signal.SIGTERM, remember)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    sys.modules.setdefault(MODULE, sys.modules[__name__])  # the TOLD ``lifeline`` reads is this one
+    home = os.environ.get("HARVESTER_HOME", "").strip()
+    if home and os.path.isdir(home):
+        # The worker starts us in a temporary directory it deletes when it stops: Prefect's loading of the pull step
+        # (``os.getcwd()``) then failed and the run stayed Pending. The pull step enters the same directory.
+        os.chdir(home)
+    sys.argv = ["prefect.engine", *sys.argv[2:]]
+    try:
+        runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
+    except SystemExit as ended:
+        if ended.code not in (0, None):
+            _report_unfinished(f"its process ended (exit {ended.code}) before the run reported a final state")
+        raise
+
+
+def _report_unfinished(message: str) -> None:
+    """A run whose engine failed before its flow began (loading the flow, its pull step) was left Pending when its
+    worker had stopped meanwhile: the worker reports such an exit, a stopped one never does. Crashed here, with the
+    message, unless it already ended (the worker's report, if it comes, is then refused)."""
+    from uuid import UUID
+
+    from prefect import get_client
+    from prefect.states import Crashed
+
+    run_id = os.environ.get("PREFECT__FLOW_RUN_ID")
+    if not run_id:
+        return
+    with suppress(Exception), get_client(sync_client=True) as client:
+        state = client.read_flow_run(UUID(run_id)).state
+        if state is None or not (state.is_final() or state.is_scheduled() or state.is_paused()):
+            client.set_flow_run_state(UUID(run_id), Crashed(message=message))
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:2] == [_CHILD]:
+        _child()
+    else:
+        sys.exit(main())

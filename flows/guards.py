@@ -58,10 +58,11 @@ def run_name(kind: str) -> Callable[[], str]:
     return name
 
 
-async def erase_secrets(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> None:
+async def tidy_stored_parameters(flow: Flow[..., Any], flow_run: FlowRun, state: State[Any]) -> None:
     """``on_failure``: a run refused for a secret in its overrides (possible only with the server's schema check
     switched off, which otherwise refuses it before storing anything) has it erased from its stored parameters, so
-    the secret does not stay readable in the UI and the API."""
+    the secret does not stay readable in the UI and the API. Named for what it does on every failed run (nothing,
+    nearly always): Prefect logs the hook's name on each, and ``erase_secrets`` had people look for a leak."""
     overrides = (flow_run.parameters or {}).get("overrides")
     if not isinstance(overrides, dict) or not any(is_secret(key) for key in overrides):
         return

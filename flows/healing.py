@@ -22,17 +22,23 @@ runs ``close_crashed_run`` on a worker when a harvester run is marked Crashed (`
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from prefect import flow, get_client
 from prefect.automations import Automation
 from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.filters import (
+    FlowFilter,
+    FlowFilterName,
     FlowRunFilter,
+    FlowRunFilterEndTime,
     FlowRunFilterId,
     FlowRunFilterParentFlowRunId,
+    FlowRunFilterParentTaskRunId,
     FlowRunFilterStartTime,
+    FlowRunFilterState,
+    FlowRunFilterStateType,
     TaskRunFilter,
     TaskRunFilterStartTime,
     TaskRunFilterState,
@@ -71,7 +77,10 @@ def automations() -> list[Automation]:
     return [
         Automation(
             name="harvester: retry crashed runs",
-            description="A harvester run that crashed is scheduled again; it resumes from the frontier.",
+            description=(f"A harvester run that crashed in one of its first {MAX_CRASH_RETRIES} starts is scheduled "
+                         f"again and resumes from the frontier; a run that crashed before it started is not (its "
+                         f"worker's set-up: read its logs), nor a {MAX_CRASH_RETRIES + 1}th crash (the next "
+                         f"automation fails it)."),
             trigger=EventTrigger(
                 expect={"prefect.flow-run.Crashed"},
                 match={"prefect.resource.id": "prefect.flow-run.*", "prefect.run-count": RETRIED_RUN_COUNTS},
@@ -144,7 +153,9 @@ def closing_automation(closer: UUID) -> Automation:
     none did (retries exhausted, a run that never started)."""
     return Automation(
         name="harvester: close what a crashed run left running",
-        description="The task runs and subflow runs a crashed harvester run left Running are marked Crashed.",
+        description=("The task runs and subflow runs a crashed harvester run left Running are marked Crashed, by "
+                     "the close-crashed-run deployment on a worker or harvester serve; without either, the next "
+                     "harvester run to start closes them."),
         trigger=EventTrigger(expect={"prefect.flow-run.Crashed"}, match={"prefect.resource.id": "prefect.flow-run.*"},
                              match_related=_FOR_OUR_RUNS, posture=Posture.Reactive, threshold=1),
         actions=[RunDeployment(source="selected", deployment_id=closer,
@@ -201,6 +212,75 @@ async def close_earlier_attempts(
 
 
 _OPEN = [StateType.RUNNING, StateType.PENDING]
+_ENDED = [StateType.COMPLETED, StateType.FAILED, StateType.CANCELLED, StateType.CRASHED]
+FLOW_NAMES = ["harvest", "recrawl", "discover", "extract"]
+"""The harvester's flows, whose leftovers ``close_leftovers`` looks for (never another project's on the server)."""
+
+SETTLE_S = 30.0
+"""How long after a flow run ended its leftovers are left alone: a run's last task states may reach the server just
+after its own (a graceful stop ends tasks and flow together)."""
+
+LEFTOVER = "left Running by a run that had ended (its process was lost); closed when a later harvester run started"
+
+
+async def close_leftovers(message: str = LEFTOVER) -> int:
+    """At every harvest or re-crawl start: what any ended harvester run left Running (task runs; subflow runs, with
+    theirs) is marked Crashed; returns how many. The closing automation's deployment needs a worker or ``harvester
+    serve`` to run it: without one, a lost run's leftovers stayed Running until that run itself came back, or for
+    ever. Looked for through the API (three queries when there is nothing to close), for every site: a site's next
+    run closes another's. A run the retry automation put back to Scheduled counts as ended: its rerun, which would
+    close them, needs a worker too."""
+    settled = datetime.now(UTC) - timedelta(seconds=SETTLE_S)
+    ours = FlowFilter(name=FlowFilterName(any_=FLOW_NAMES))
+    closed = 0
+    async with get_client() as client:
+        subflows = await client.read_flow_runs(flow_filter=ours, flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=_OPEN)),
+            parent_task_run_id=FlowRunFilterParentTaskRunId(is_null_=False)))
+        for subflow in subflows:
+            holder = await client.read_task_run(subflow.parent_task_run_id)  # type: ignore[arg-type]
+            parent = await client.read_flow_run(holder.flow_run_id) if holder.flow_run_id else None
+            if parent is not None and (parent.state_type == StateType.SCHEDULED or (
+                    parent.state_type in _ENDED and (parent.end_time or settled) <= settled)):
+                await client.set_flow_run_state(subflow.id, Crashed(message=message), force=True)
+                closed += 1 + await _close_task_runs(client, [subflow.id], message)
+        # An ended run's, once settled; and a run's put back to Scheduled (the retry automation): its open task
+        # runs are its lost attempt's, and with no worker its rerun never comes to close them.
+        open_tasks = TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN)))
+        tasks = [*await client.read_task_runs(
+            flow_filter=ours, task_run_filter=open_tasks,
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=_ENDED)),
+                                          end_time=FlowRunFilterEndTime(before_=settled))),
+            *await client.read_task_runs(flow_filter=ours, task_run_filter=open_tasks, flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.SCHEDULED]))))]
+        for task_run in tasks:
+            await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    return closed + len(tasks)
+
+
+async def close_leftovers_at_start() -> None:
+    """``close_leftovers`` for a starting run, saying in its logs what it closed; a failure to look is logged, never
+    fails the run (the leftovers are another run's)."""
+    from prefect import get_run_logger
+
+    logger = get_run_logger()
+    try:
+        closed = await close_leftovers()
+    except Exception as error:  # the API refused or failed: the run goes on, saying so
+        logger.warning("could not look for what ended runs left Running: %s", error)
+        return
+    if closed:
+        logger.info("closed %d task or subflow runs that ended harvester runs had left Running (marked Crashed)",
+                    closed)
+
+
+async def _close_task_runs(client: PrefectClient, flow_run_ids: list[UUID], message: str) -> int:
+    tasks = await client.read_task_runs(
+        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=flow_run_ids)),
+        task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=_OPEN))))
+    for task_run in tasks:
+        await client.set_task_run_state(task_run.id, Crashed(message=message), force=True)
+    return len(tasks)
 
 
 def check_attempt(run_count: int) -> None:

@@ -23,7 +23,7 @@ import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from types import FrameType
 
 import prefect.utilities.engine as engine_utils
@@ -31,6 +31,7 @@ from prefect import get_run_logger
 from prefect._internal.control_listener import get_intent
 from rich.console import Console
 
+from harvester.flows.engine import PARENT_PID, told_before
 from harvester.runtime import request_stop
 
 POLL_S = 0.5
@@ -94,13 +95,22 @@ def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) ->
             signal.signal(signal.SIGTERM, previous)
 
 
+def _parent() -> int:
+    """The process whose end stops this run: ``harvester.flows.engine``'s, named by it (it may have died before this
+    line ran: the worker stopped as the run started, and ``os.getppid()`` named whoever inherited us, for ever),
+    else the one that started us (``harvester serve``'s runner)."""
+    with suppress(ValueError):
+        return int(os.environ.get(PARENT_PID, ""))
+    return os.getppid()
+
+
 @asynccontextmanager
 async def parent_lifeline() -> AsyncIterator[None]:
     """For the body: stop the crawl gracefully if the process that started this one dies or SIGTERM arrives."""
     if not started_by_runner():
         yield
         return
-    parent = os.getppid()
+    parent = _parent()
     body = asyncio.current_task()
     loop = asyncio.get_running_loop()
     _outlive_the_readers()
@@ -133,6 +143,11 @@ async def parent_lifeline() -> AsyncIterator[None]:
         if body is not None:
             body.cancel(f"{reason}, and the run did not stop within {GRACE_S:.0f} s")
 
+    early = told_before()
+    if early is not None:
+        reasons.append(f"this run's process was sent {signal.Signals(early).name} as it started (its worker or "
+                       f"`harvester serve` is stopping)")
+        told.set()
     watchers = [asyncio.create_task(watch_parent(), name="parent lifeline"),
                 asyncio.create_task(stop_when_told(), name="graceful stop")]
     try:

@@ -18,6 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from harvester import phases
 from harvester.errors import ConfigError, FrontierBusy, InvalidRecord, SchemaOutOfDate
 from harvester.fetch.workers import PROGRESS_EVERY_S
+from harvester.flows.logs import send_library_lines_to_runs
 from harvester.flows.parameters import RunOverrides
 from harvester.phases import Progress
 from harvester.phases.cycle_state import find_cycle
@@ -124,3 +125,6 @@ def host_line(origin: str, host: dict[str, Any]) -> str:
             f"failed={host.get('failed', 0)} peak={host.get('peak_in_flight', 0)}/{host.get('limit', 0)} "
             f"rate={float(host.get('rate_per_s') or 0):.1f}/s errors={errors}"
             + (f" parked={host['parked_reason']}" if host.get("parked_reason") else ""))
+
+
+send_library_lines_to_runs()  # every flow imports this module: the library's lines reach the run's logs

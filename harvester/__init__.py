@@ -15,15 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from harvester._version import __version__ as __version__
 from harvester.errors import ConfigError, ExtractorFailed, HarvesterError, NothingFetched
-from harvester.settings import Settings, SiteProfile
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
     from harvester.phases import discover, extract
     from harvester.phases.cycles import aharvest, arecrawl, harvest, recrawl
+    from harvester.settings import Settings, SiteProfile
 
 
 _LAZY = {
+    "Settings": "harvester.settings",  # pydantic: ~0.5 s, which `python -m harvester.flows.engine` must not wait
+    "SiteProfile": "harvester.settings",
     "FrontierStore": "harvester.frontier",
     "discover": "harvester.phases",
     "extract": "harvester.phases",

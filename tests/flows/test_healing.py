@@ -31,6 +31,8 @@ async def test_healing_is_created_once_and_an_older_trigger_is_updated(prefect_a
         assert len(held) == 1
         counts = held[0].trigger.match.root["prefect.run-count"]  # type: ignore[union-attr]
         assert counts == [str(n) for n in range(1, MAX_CRASH_RETRIES + 1)]  # never "0": a run that did not start
+        # The UI shows the trigger without its run-count bound: the description says it (read as a person would).
+        assert f"in one of its first {MAX_CRASH_RETRIES} starts" in held[0].description
         exhausted = (await client.read_automations_by_name(automations()[2].name))[0]
         assert exhausted.trigger.match.root["prefect.run-count"] == [str(MAX_CRASH_RETRIES + 1)]  # type: ignore[union-attr]
         assert "retries exhausted" in exhausted.actions[0].message  # type: ignore[union-attr]
@@ -130,3 +132,66 @@ async def test_a_run_marked_crashed_has_what_it_left_running_closed_without_a_re
         for held in await client.read_automations_by_name("harvester: close what a crashed run left running"):
             await client.delete_automation(held.id)
         await client.delete_flow_run(parent.id)
+
+
+async def test_the_next_run_closes_what_a_crashed_run_left_running_with_no_worker_and_no_serve(
+    prefect_api, make_web, sqlite_url, monkeypatch
+):
+    """No closing deployment, no worker, no ``harvester serve``: a lost run of site ``lost`` left task runs Running
+    (one in a Completed subflow, one in a subflow left Running) and was marked Crashed. The next harvester run of
+    any site closes them as it starts, and says so in its logs. Before: they stayed Running until ``lost`` itself
+    ran again, or for ever. A live run's task run (a Running flow run's) is left alone."""
+    from conftest import prepared
+    from prefect import get_client, task
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
+    from prefect.states import Completed, Crashed, Running
+
+    import harvester.flows.healing as healing
+    from harvester.flows.extract import extract_flow
+    from harvester.flows.harvest import harvest_flow
+    from harvester.settings import SiteProfile
+    from harvester.testing.sites import HostSpec
+
+    @task
+    def step() -> None: ...
+
+    monkeypatch.setattr(healing, "SETTLE_S", 0.0)  # the runs below ended a moment ago, not SETTLE_S ago
+    async with get_client() as client:
+        assert not await client.read_automations_by_name("harvester: close what a crashed run left running")
+        lost = await client.create_flow_run(harvest_flow, parameters={"profile": {"seeds": ["http://127.0.0.1:9/"]}},
+                                            tags=["harvester"], state=Running())
+        subflows, left = [], []
+        for name in ("discover", "extract"):
+            holder = await client.create_task_run(step, lost.id, name, state=Running())
+            subflow = await client.create_flow_run(extract_flow, parameters={}, parent_task_run_id=holder.id,
+                                                   state=Running())
+            subflows.append(subflow.id)
+            left.append((await client.create_task_run(step, subflow.id, f"{name}-w0", state=Running())).id)
+        await client.set_flow_run_state(subflows[0], Completed(), force=True)  # a Completed subflow, a task Running
+        left.append((await client.create_task_run(step, lost.id, "publish", state=Running())).id)
+        await client.set_flow_run_state(lost.id, Crashed(message="no heartbeat: its process is gone"), force=True)
+        live = await client.create_flow_run(harvest_flow, parameters={"profile": {"seeds": ["http://127.0.0.1:9/"]}},
+                                            tags=["harvester"], state=Running())
+        alive = (await client.create_task_run(step, live.id, "busy", state=Running())).id
+
+        async def running(ids: list[object]) -> set[object]:
+            runs = await client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids)))
+            return {run.id for run in runs if run.state is not None and run.state.is_running()}
+
+        assert await running([lost.id, *subflows]) >= set(left)  # control: the lost run's leftovers
+
+        web = make_web([HostSpec("n", pages=10)], seed=36)
+        state = await harvest_flow(SiteProfile.build(seeds=tuple(web.seeds), name="next"),
+                                   overrides=prepared(sqlite_url), return_state=True)
+        assert state.is_completed(), state
+
+        logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+            any_=[state.state_details.flow_run_id])))
+        assert await running([lost.id, *subflows]) == set(), [log.message for log in logs]
+        assert (await client.read_flow_run(subflows[1])).state.is_crashed()  # the subflow left Running, closed
+        assert await running([live.id]) == {alive}  # a live run's own task run is not touched
+        logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+            any_=[state.state_details.flow_run_id])))
+        assert any("that ended harvester runs had left Running" in log.message for log in logs), logs
+        for run_id in (lost.id, live.id):
+            await client.delete_flow_run(run_id)
