@@ -116,6 +116,10 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     lines = [f"# {kind.capitalize()} of {site}", ""]
     if cycle.silent:
         lines += [f"**Failed: {cycle.silent}**", ""]
+    elif not (cycle.found or changes["fetched"] or changes["deferred"]):
+        # A table of zeros read as "broken" (the UI, read once): it is what a re-crawl before anything is due does.
+        lines += ["Nothing was due: no known page had reached its revisit time and discovery found no new page, "
+                  "so no page was asked (robots.txt, sitemaps and feeds were, conditionally).", ""]
     lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
     lines += [f"| {name.replace('_', ' ')} | {changes[name]} |" for name in CYCLE_COUNTS]
     if cycle.fetches:

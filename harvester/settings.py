@@ -498,7 +498,7 @@ class Scope(_Group):
 
 
 class SiteProfile(_Group):
-    """One site's crawl: the typed parameters a Prefect UI run fills in (with defaults and validation)."""
+    """The site to harvest: where to start (seeds), where the crawl may go (scope) and its limits."""
 
     name: str = Field("site", min_length=1, max_length=100, description="Label used in runs and artifacts.")
     seeds: tuple[str, ...] = Field(..., min_length=1, description="Absolute http(s) URLs to start from.",
