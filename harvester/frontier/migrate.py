@@ -121,7 +121,19 @@ def set_up_empty_sqlite(connection: Connection) -> bool:
         return False
     raw = connection.connection.dbapi_connection
     assert raw is not None
-    raw.executescript("BEGIN;\n" + ";\n".join(sqlite_head.STATEMENTS) + ";\nCOMMIT;")
+    # Two processes opening one new file at once (two extractions, a worker and `status`): the write lock first,
+    # then the look, so the second finds the schema there and leaves it to Alembic's check of the version.
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        if raw.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            raw.execute("ROLLBACK")
+            return False
+        for statement in sqlite_head.STATEMENTS:
+            raw.execute(statement)
+        raw.execute("COMMIT")
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
     return True
 
 

@@ -46,12 +46,17 @@ async def write_unwritten(
     written = 0
     batches = unwritten.batches
     while batches:
-        owner, items = batches[0]
-        marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
-        items, demote = await marker._mark_duplicates(items)
-        batches[0] = (owner, items)
-        await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
-        batches.pop(0)
+        # Taken out before the write: two retries of one cycle (its workers' tasks) run at once in one loop, and
+        # one reading the batch the other is writing then popping the next would drop that one unwritten.
+        owner, items = batches.pop(0)
+        try:
+            if items:
+                marker = CompletionBatcher(store, owner, run_id=run_id, canonicalize=canonicalize)
+                items, demote = await marker._mark_duplicates(items)
+                await db(store.complete_many, owner, items, run_id=run_id, demote=demote)
+        except BaseException:
+            batches.insert(0, (owner, items))
+            raise
         retire_owner(owner)  # its other leases now return through recover_leases
         written += len(items)
     return written

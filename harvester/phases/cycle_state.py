@@ -27,14 +27,14 @@ UnwrittenItems = list[tuple["Completion", list["DiscoveredUrl"]]]
 
 class Unwritten:
     """Completions a failed attempt could not write, each batch with the owner whose leases they need (a retry writes
-    them first, so those fetches are not repeated: ``extract_host.write_unwritten``)."""
+    them first, so those fetches are not repeated: ``completions.write_unwritten``). An owner is kept with no items
+    too (its leases could not be handed back): the retry retires it, so its hosts return at once."""
 
     def __init__(self) -> None:
         self.batches: list[tuple[str, UnwrittenItems]] = []
 
     def keep(self, owner: str, items: UnwrittenItems) -> None:
-        if items:
-            self.batches.append((owner, items))
+        self.batches.append((owner, items))
 
 
 @dataclass(eq=False)

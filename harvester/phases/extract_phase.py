@@ -59,12 +59,12 @@ async def extract(
     hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
     with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
         return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
-                              hook=hook, cycle=cycle or CycleState())
+                              hook=hook, cycle=cycle or CycleState(), kept=cycle is not None)
 
 
 async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
-    on_progress: ProgressCallback | None, hook: ExtractorHook | None, cycle: CycleState,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None, cycle: CycleState, kept: bool,
 ) -> PhaseResult:
     site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
     site.add_moved(await db(store.moved_hosts))
@@ -102,7 +102,7 @@ async def _extract(
         finally:
             if shared is None:
                 await policies.aclose()
-            await _wind_down(store, work, cycle)
+            await _wind_down(store, work, cycle if kept else None)
         diagnostics = client.diagnostics()
         if on_progress is not None:
             await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
@@ -172,15 +172,20 @@ async def _rescope(store: FrontierStore, work: ExtractWork) -> None:
     await teach_classifier(store, work.site)
 
 
-async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState) -> None:
+async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState | None) -> None:
     """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
-    in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease."""
+    in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease.
+    ``cycle`` None: the caller gave no cycle, so no retry can find what is unwritten; the owner is retired (its
+    leases return to the next run at once) and those few pages are fetched again."""
     try:
         await work.writer.flush()
         await db(store.release_owner, work.owner)
     except StoreError as exc:
-        # Keep the unwritten completions (and their leases): a retry of this cycle's extraction writes them first.
-        cycle.unwritten.keep(work.owner, work.writer.take_pending())
+        if cycle is not None:
+            # Keep the unwritten completions (and their leases): a retry of this cycle's extraction writes them first.
+            cycle.unwritten.keep(work.owner, work.writer.take_pending())
+        else:
+            retire_owner(work.owner)
         logger.warning(
             "could not write or hand back leases of %s: %s", work.owner, exc, extra={"error_class": "storage"}
         )

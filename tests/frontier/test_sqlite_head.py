@@ -60,3 +60,24 @@ def test_a_snapshot_of_another_revision_is_not_used(tmp_path: Path, monkeypatch:
     with FrontierStore.open(Settings.load(database_url=f"sqlite:///{tmp_path / 'new.db'}")) as store:
         assert store.stats().total == 0
     assert _dump(tmp_path / "new.db") == _migrated(tmp_path / "migrated.db")
+
+
+def _open_and_count(path: str) -> None:
+    with FrontierStore.open(Settings(database_url=f"sqlite:///{path}"), upgrade=True) as store:
+        store.stats()
+
+
+def test_processes_opening_one_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Two extractions (or a worker and ``status``) starting on one new file: the second ran the head script
+    into a file the first had just set up and died on 'table alembic_version already exists' (14 of 60 here)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for round_ in range(6):
+        path = str(tmp_path / f"new-{round_}.db")
+        processes = [context.Process(target=_open_and_count, args=(path,)) for _ in range(3)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=120)
+        assert [process.exitcode for process in processes] == [0, 0, 0]
