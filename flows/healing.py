@@ -214,7 +214,9 @@ async def close_earlier_attempts(
 _OPEN = [StateType.RUNNING, StateType.PENDING]
 _ENDED = [StateType.COMPLETED, StateType.FAILED, StateType.CANCELLED, StateType.CRASHED]
 FLOW_NAMES = ["harvest", "recrawl", "discover", "extract"]
-"""The harvester's flows, whose leftovers ``close_leftovers`` looks for (never another project's on the server)."""
+"""The harvester's flows, whose leftovers ``close_leftovers`` looks for: by flow name (subflows carry no tags), so
+another project's flows of these names on the same Prefect server would be swept too; give the harvester a server
+(or a workspace) of its own."""
 
 SETTLE_S = 30.0
 """How long after a flow run ended its leftovers are left alone: a run's last task states may reach the server just

@@ -12,7 +12,7 @@ storing anything: ``workers`` outside 1-64, a seed that is not an absolute http(
 ``harvester.settings``), an override key it does not name (a dotted key too: the schema names the
 plain keys only), a secret (refused in the project's words, ``PLAIN_TEXT_REFUSAL``). A client that switches the check
 off (``enforce_parameter_schema=False``) gets the run stored; the flow then refuses it at its start with the same
-words, before anything else runs, and erases the parameter from the stored run (``refuse_secrets``). A
+words, before anything else runs, and erases the parameter from the stored run (``guards.tidy_stored_parameters``). A
 ``config_file`` names a file on the worker, which the server never sees: a missing one fails the run at its start.
 """
 

@@ -205,7 +205,7 @@ with this, rather than read as the start while the profile's ``per_host_limit`` 
 
 class PolitenessSettings(_Group):
     """Every site's politeness defaults; a site's own limits are its profile's (``SiteProfile.per_host_limit``,
-    ``min_delay_s``), and ``GateConfig.for_site`` is where the two meet."""
+    ``min_delay_s``), and ``GateConfig.from_settings`` is where the two meet."""
 
     per_host_start: int = Field(2, ge=1, le=64, description="Requests in flight per host at the start (adaptive).")
     max_per_host_limit: int = Field(4, ge=1, le=64, description="Ceiling AIMD may raise the per-host limit to.")

@@ -26,8 +26,8 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     # A plain ADD COLUMN on both dialects: no table copy, however many pages are stored.
     op.add_column('pages', sa.Column('hook_error', sa.JSON(), nullable=True))
-    # Empty at first (before 0009 a page the hook failed on left its URL failed or queued, not done): only the URLs
-    # a run finds the hook failed on from now on.
+    # Before 0009 a page the hook failed on left its URL failed or queued, not done: such URLs are in this index
+    # but never made due by it (``due_hook_retries`` takes done URLs); they come back when their retry is due.
     op.create_index('ix_urls_hook_failed', 'urls', ['host_id'], unique=False,
                     sqlite_where=sa.text("last_error_class = 'hook_failed'"),
                     postgresql_where=sa.text("last_error_class = 'hook_failed'"))
