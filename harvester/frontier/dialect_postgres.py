@@ -4,6 +4,7 @@ per chunk reports which rows it inserted."""
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, Dialect, revisit
 from harvester.frontier.rows import Merged
 
 EXTRACTION_NAME = "harvester-extract:"
-"""The ``application_name`` prefix of an extraction process's sessions (then ``host:pid``)."""
+"""The ``application_name`` prefix of an extraction process's sessions (then its site's digest, ``host:pid``)."""
 
 
 @cache
@@ -84,6 +85,12 @@ ON CONFLICT DO NOTHING
                              " AND next_fetch_at < last_fetched_at + revisit_s * interval '0.5 second'"))
 
 
+
+def extraction_scope(site: str) -> str:
+    """The ``application_name`` prefix of ``site``'s extraction sessions: the site as a short digest (the name
+    holds 63 bytes), so another site's processes, which never take this site's hosts, are not counted."""
+    return f"{EXTRACTION_NAME}{hashlib.sha256(site.encode()).hexdigest()[:8]}:"
+
 class PostgresDialect(Dialect):
     """PostgreSQL: concurrent writers are real, so claims lock with SKIP LOCKED and upserts report their rows."""
 
@@ -104,14 +111,15 @@ class PostgresDialect(Dialect):
         )
         return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}
 
-    def extraction_processes(self, conn: Connection) -> int:
-        me = f"{EXTRACTION_NAME}{socket.gethostname()}:{os.getpid()}"[:63]
+    def extraction_processes(self, conn: Connection, site: str = "") -> int:
+        scope = extraction_scope(site)
+        me = f"{scope}{socket.gethostname()}:{os.getpid()}"[:63]
         # Each extraction process names its sessions (``application_name``, visible to every role, gone with the
         # connection: a killed process stops counting at once); the others are counted by name, this one always.
         conn.exec_driver_sql("SELECT set_config('application_name', %s, false)", (me,))
         return 1 + int(conn.exec_driver_sql(
             "SELECT count(DISTINCT application_name) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name LIKE %s AND application_name <> %s", (EXTRACTION_NAME + "%", me),
+            " AND application_name LIKE %s AND application_name <> %s", (scope + "%", me),
         ).scalar_one())
 
     def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:

@@ -309,9 +309,9 @@ class Dialect:
         )
         return int(conn.exec_driver_sql(f"DELETE FROM leases WHERE {where}", tuple(params)).rowcount)
 
-    def extraction_processes(self, conn: Connection) -> int:
-        """Extraction processes on this frontier, this one included, the idle among them too (what host leases
-        cannot show: a process waiting for hosts holds none). One process per file on SQLite."""
+    def extraction_processes(self, conn: Connection, site: str = "") -> int:
+        """Extraction processes of ``site`` on this frontier, this one included, the idle among them too (what host
+        leases cannot show: a process waiting for hosts holds none). One process per file on SQLite."""
         return 1
 
     def claim_hosts_sql(self, n_origins: int | None, n_kinds: int | None) -> str:

@@ -291,12 +291,13 @@ class Queue(Part):
             ).all()
         return sorted(o for o, c, h in rows if c and not h), sorted(o for o, _, h in rows if h)
 
-    def sharing(self, owner: str, *, hosts: Sequence[str], kinds: Sequence[str] = ("detail",),
+    def sharing(self, owner: str, *, hosts: Sequence[str], site: str = "", kinds: Sequence[str] = ("detail",),
                 now: datetime | None = None) -> tuple[int, int]:
         """(hosts of ``hosts`` with work due or in flight, other workers): what a worker splits with the others,
         so that one worker does not take every host of a small site. Other workers: the other owners holding a live
         lease on one of ``hosts``, or the other extraction processes on the frontier (idle ones included, where
-        the database can tell: ``Dialect.extraction_processes``), whichever is more."""
+        the database can tell: ``Dialect.extraction_processes``) of the same ``site``, whichever is more: workers of
+        another site on the frontier never take these hosts, so counting them left hosts unshared."""
         if not hosts:
             return 0, 0
         now = aware(now) or utcnow()
@@ -315,7 +316,7 @@ class Queue(Part):
                 select(func.count(func.distinct(Host.lease_owner))).where(
                     mine, Host.lease_owner.is_not(None), Host.lease_owner != owner, Host.lease_until >= now)
             ).scalar_one()
-            processes = self._d.extraction_processes(tx.conn)
+            processes = self._d.extraction_processes(tx.conn, site)
         return int(with_work), max(int(others), processes - 1)
 
     def fetched_since(self, origin: str, since: datetime, *, kinds: Sequence[str] = ("detail",)) -> int:

@@ -87,7 +87,7 @@ class ExtractWork:
         their lease go back, so the worker that takes them over never meets one of ours on the host."""
         self._unsent: dict[str, set[int]] = {}
         """Per host, URLs claimed in its turn and not yet handed to ``done``: what a host handed back returns."""
-        join_peers(settings.database_url, owner)
+        join_peers(settings.database_url, site.profile.name, owner)
         self._truth: dict[str, float | None] = {}
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
@@ -112,8 +112,8 @@ class ExtractWork:
         if room > 0:
             handed = self.handover.open_hosts() if self.handover is not None else None
             mine = [origin for origin in await self.my_hosts() if handed is None or origin in handed]
-            with_work, others = await db(self.store.sharing, self.owner, hosts=mine)
-            others = max(others, local_peers(self.settings.database_url, self.owner))
+            with_work, others = await db(self.store.sharing, self.owner, hosts=mine, site=self.site.profile.name)
+            others = max(others, local_peers(self.settings.database_url, self.site.profile.name, self.owner))
             self._sharing = (with_work, others)
             room = fair_take(room=room, with_work=with_work, others=others, mine=active)
             await self._share_out()
@@ -231,7 +231,7 @@ class ExtractWork:
 
     def leave(self) -> None:
         """The run is over: other workers of this process stop counting this one (``local_peers``)."""
-        leave_peers(self.settings.database_url, self.owner)
+        leave_peers(self.settings.database_url, self.site.profile.name, self.owner)
 
     async def _share_out(self) -> None:
         """Others came (a worker started late) since this worker took its hosts, and it holds more than its share:
