@@ -167,9 +167,11 @@ def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 # The only module-level state of live things in the library, each here because it belongs to the process, not to a
 # call: lease owners at work (``_LIVE_OWNERS``: a dead process's are told apart by pid), why the process was asked to
 # stop (``_STOP``: a signal or a dead parent asks the whole process), objects flows in its threads find by a string
-# (``_SHARED``: a Prefect parameter carries strings, not objects) and the advisory file locks it holds (``_LOCKS``:
-# flock is per open file, so a second descriptor in the same process would lock itself out). Everything else is
-# passed: a cycle's shared state is ``phases.cycle_state.CycleState``, handed to the phases in their signatures.
+# (``_SHARED``: a Prefect parameter carries strings, not objects), the advisory file locks it holds (``_LOCKS``:
+# flock is per open file, so a second descriptor in the same process would lock itself out) and which of its lease
+# owners extract one site from one database now (``_PEERS``: fair sharing counts workers a database cannot see).
+# Everything else is passed: a cycle's shared state is ``phases.cycle_state.CycleState``, handed to the phases in
+# their signatures.
 
 _LIVE_OWNERS: set[str] = set()
 """Owners of this process still at work: a retried task in the same process may take back the others' leases."""
@@ -253,6 +255,35 @@ def make_owner(role: str) -> str:
 
 def retire_owner(owner: str) -> None:
     _LIVE_OWNERS.discard(owner)
+
+
+_PEERS: dict[tuple[str, str], set[str]] = {}
+_PEERS_LOCK = threading.Lock()
+"""(Database URL, site) -> extraction owners of this process at work on that site there (another site's workers
+never take this site's hosts, so they are no one to share with). A worker that holds no host yet shows in no
+lease, and workers of one process share its one PostgreSQL session name (``Dialect.extraction_processes``): a
+holder counts these too, so a worker started late in the same process (a Prefect task, a library caller; on
+SQLite, where one process extracts at a time, the only other workers there are) gets its share."""
+
+
+def join_peers(database_url: str, site: str, owner: str) -> None:
+    with _PEERS_LOCK:
+        _PEERS.setdefault((database_url, site), set()).add(owner)
+
+
+def leave_peers(database_url: str, site: str, owner: str) -> None:
+    with _PEERS_LOCK:
+        peers = _PEERS.get((database_url, site))
+        if peers is not None:
+            peers.discard(owner)
+            if not peers:
+                del _PEERS[(database_url, site)]
+
+
+def local_peers(database_url: str, site: str, owner: str) -> int:
+    """Other extraction owners of this process at work on ``site`` in ``database_url`` now."""
+    with _PEERS_LOCK:
+        return len(_PEERS.get((database_url, site), set()) - {owner})
 
 
 def owner_is_dead(owner: str) -> bool:

@@ -18,15 +18,7 @@ from typing import TYPE_CHECKING, Any
 from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import Job
 from harvester.phases.completions import CompletionBatcher
-from harvester.phases.leases import (
-    HostHolds,
-    fair_take,
-    join_peers,
-    lease_clock,
-    leave_peers,
-    local_peers,
-    over_share,
-)
+from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
 from harvester.records import (
     ClaimedUrl,
@@ -38,7 +30,7 @@ from harvester.records import (
     UrlState,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, utcnow
+from harvester.runtime import db, join_peers, leave_peers, local_peers, utcnow
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore

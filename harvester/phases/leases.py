@@ -14,7 +14,6 @@ machine is suspended.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -104,30 +103,3 @@ def over_share(*, active: int, with_work: int, others: int) -> bool:
     return others > 0 and active > 1 and active > -(-with_work // (others + 1))
 
 
-_PEERS: dict[tuple[str, str], set[str]] = {}
-_PEERS_LOCK = threading.Lock()
-"""(Database URL, site) -> extraction owners of this process at work on that site there (another site's workers
-never take this site's hosts, so they are no one to share with). A worker that holds no host yet shows in no
-lease, and workers of one process share its one PostgreSQL session name (``Dialect.extraction_processes``): a
-holder counts these too, so a worker started late in the same process (a Prefect task, a library caller; on
-SQLite, where one process extracts at a time, the only other workers there are) gets its share."""
-
-
-def join_peers(database_url: str, site: str, owner: str) -> None:
-    with _PEERS_LOCK:
-        _PEERS.setdefault((database_url, site), set()).add(owner)
-
-
-def leave_peers(database_url: str, site: str, owner: str) -> None:
-    with _PEERS_LOCK:
-        peers = _PEERS.get((database_url, site))
-        if peers is not None:
-            peers.discard(owner)
-            if not peers:
-                del _PEERS[(database_url, site)]
-
-
-def local_peers(database_url: str, site: str, owner: str) -> int:
-    """Other extraction owners of this process at work on ``site`` in ``database_url`` now."""
-    with _PEERS_LOCK:
-        return len(_PEERS.get((database_url, site), set()) - {owner})
