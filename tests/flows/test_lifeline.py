@@ -110,7 +110,7 @@ async def test_serve_stopped_with_sigterm_stops_its_run_gracefully(prefect_api, 
     """systemctl stop of `harvester serve` (SIGTERM to serve alone): its run drains and ends within seconds with
     the reason, no task run left Running; before, Prefect's runner killed it mid-answer."""
     from prefect import get_client
-    from test_shutdown import FINAL_WITHIN_S, run_logs, running_task_runs
+    from test_shutdown import FINAL_WITHIN_S, run_logs, settled_running_task_runs
 
     web = make_web([HostSpec("u", pages=60, latency_s=0.15)], seed=72)
     prepared(sqlite_url)
@@ -129,7 +129,7 @@ async def test_serve_stopped_with_sigterm_stops_its_run_gracefully(prefect_api, 
         serve.wait(timeout=30)
         said = await run_logs(created.id)
         assert "stopping (no new request" in said, (state, said)
-        assert await running_task_runs(created.id) == []
+        assert await settled_running_task_runs(created.id) == []
     finally:
         stop_group(serve)
         async with get_client() as client:

@@ -189,7 +189,7 @@ async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
     finally:
         stop_group(worker)
     assert duplicates(web.records()) == {}
-    assert await running_task_runs(created.id) == []
+    assert await settled_running_task_runs(created.id) == []
     with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
         states = store.url_states()
     for name in ("p", "q"):
@@ -264,7 +264,7 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
     finally:
         stop_group(worker)  # SIGTERM: the rerun stops gracefully, and leaves nothing Running either
     await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log, within_s=FINAL_WITHIN_S)
-    assert await running_task_runs(created.id) == []
+    assert await settled_running_task_runs(created.id) == []
 
 
 
@@ -332,7 +332,7 @@ async def test_a_sigterm_at_a_runs_first_instant_ends_it_at_once_and_says_so(
     assert "stopping (no new request" in said, (ended.state, said)
     assert "was sent SIGTERM as it started" in said or "that started this run (pid" in said, said
     assert ended.state.is_crashed() or ended.state.name == "AwaitingRetry", ended.state
-    assert await running_task_runs(created.id) == []
+    assert await settled_running_task_runs(created.id) == []
     deadline = time.monotonic() + WAIT_S
     while run_processes(created.id):  # nothing of it is left running either: it ends once it has reported
         assert time.monotonic() < deadline, run_processes(created.id)
