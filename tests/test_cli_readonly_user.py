@@ -3,8 +3,10 @@ commands of a user who cannot write it (issue 33, item 7).
 
 Before: opening it set the journal mode, so ``status`` and ``export`` failed with "attempt to write a readonly
 database". Root ignores file modes, and the tests run as root, so this case was untested: here the commands run as
-``nobody`` through util-linux's ``setpriv`` (part of util-linux, which every Debian system has: ``Essential: yes``);
-run as another user already, they run as it. Never skipped: a machine that cannot switch users fails here.
+root without the two capabilities that let it ignore them (``CAP_DAC_OVERRIDE``, ``CAP_DAC_READ_SEARCH``), through
+util-linux's ``setpriv`` (every Debian system has util-linux: ``Essential: yes``); run as another user already, they
+run as it. Not as ``nobody``: a fresh clone in a 0700 temporary directory (CI's) is out of its reach, and it could
+not even start the harvester. Never skipped: a machine that cannot drop them fails here.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ PYTHON = sys.executable
 
 
 def as_unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` as a user that file modes apply to: ``nobody`` when we are root, else ourselves."""
+    """Run ``args`` as a user that file modes apply to: root without the capabilities to ignore them, else ourselves."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("HARVESTER_", "PREFECT_"))}
-    env["HOME"] = str(cwd)  # nobody's own home does not exist; this one is read-only too
-    prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"] if os.geteuid() == 0 else []
+    env["HOME"] = str(cwd)  # read-only too: nothing may be written beside the frontier
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
     return subprocess.run([*prefix, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -45,8 +47,8 @@ def snapshot(directory: Path) -> dict[str, tuple[int, int, str]]:
 
 @pytest.fixture
 def archived(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """A copy of a harvested frontier, its file and directory ``chmod a-w``, somewhere ``nobody`` can reach (pytest's
-    own temporary directories are root's alone), and a directory ``nobody`` may write its export to."""
+    """A copy of a harvested frontier, its file and directory ``chmod a-w``, and a directory the export may be
+    written to."""
     from harvester.testing.web import TestWeb
 
     harvested = tmp_path / "crawl.db"
@@ -59,8 +61,6 @@ def archived(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
         archive.mkdir()
         out.mkdir()
         shutil.copy(harvested, archive / "crawl.db")  # a closed frontier: one file, no -wal beside it
-        if os.geteuid() == 0:
-            shutil.chown(out, "nobody", "nogroup")
         (archive / "crawl.db").chmod(0o444)  # chmod a-w, file and directory
         archive.chmod(0o555)
         yield archive / "crawl.db", out
