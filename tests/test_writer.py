@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -106,12 +107,15 @@ async def test_a_deadlock_the_writer_loses_comes_back_as_a_write_conflict_and_th
         writer = UrlWriter(settings, label="test")
         assert await writer.start()
         try:
+            held = threading.Event()
+
             def crossing() -> None:
                 """Hold x, let the child take y and wait on x, then want y: PostgreSQL must break the cycle."""
                 with store.db.tx() as tx:
                     # The child's deadlock check (1 s) comes first, so the child is the victim.
                     tx.conn.exec_driver_sql("SET LOCAL deadlock_timeout = '20s'")
                     store.discovered.upsert(tx, merge([x]), datetime.now(UTC))
+                    held.set()
                     deadline = time.monotonic() + 10
                     while not _waiting_on_a_lock(pg_url):
                         assert time.monotonic() < deadline, "the child never waited on x"
@@ -119,6 +123,9 @@ async def test_a_deadlock_the_writer_loses_comes_back_as_a_write_conflict_and_th
                     store.discovered.upsert(tx, merge([y]), datetime.now(UTC))
 
             holder = asyncio.create_task(asyncio.to_thread(crossing))
+            # The child writes only once x is held: under load (the final fresh-clone run) the thread had not taken
+            # x yet, the child took both and committed, and no deadlock came.
+            assert await asyncio.to_thread(held.wait, 60), "the holder never took x"
             with pytest.raises(WriteConflict, match="deadlock"):
                 await writer.add([y, x])
             await holder
