@@ -11,6 +11,7 @@ from importlib import import_module
 from importlib.metadata import version
 from typing import Any
 
+from harvester.discovery._html import decode_html
 from harvester.errors import ConfigError
 from harvester.records import StoredPage
 
@@ -40,8 +41,13 @@ class MainText:
         return text
 
     def of(self, page: StoredPage) -> dict[str, Any]:
-        """The article text and metadata of one page, nulls where trafilatura found none."""
-        return {**self._fields(page.body, page.final_url or page.url), "extractor": self.version}
+        """The article text and metadata of one page, nulls where trafilatura found none.
+
+        The body is decoded here, by the harvester's one charset rule (BOM, Content-Type, ``<meta>``, UTF-8), not
+        left to trafilatura: given bytes, it guesses, and read a windows-1252 page its header declared as
+        windows-1250 (``naïve`` came out ``naďve``) while the page's title, read by that rule, was right."""
+        text, _ = decode_html(page.body, page.content_type)
+        return {**self._fields(text, page.final_url or page.url), "extractor": self.version}
 
     def _fields(self, html: bytes | str, url: str | None) -> dict[str, Any]:
         try:
