@@ -494,6 +494,10 @@ class StoredFetch:
     page: StoredPage | None = None
     change: str | None = None
     """``ChangeKind`` of this answer: ``same`` is a 200 whose payload repeats ``page`` (stored once, earlier)."""
+    prior: tuple[str | None, str | None] | None = None
+    """(ETag, Last-Modified) of the URL's version before ``page``, for a fetch that stored a new one: the
+    validators its request was conditional on. Read for a ``since`` window only, where the WARC export cannot take
+    them from the responses it wrote before (None otherwise, and for a URL's first version)."""
 
 
 class Changes(TypedDict):

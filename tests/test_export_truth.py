@@ -130,3 +130,99 @@ def test_text_export_reads_each_page_in_the_charset_it_declares(origin: str, cli
         line = lines[f"{origin}{path}"]
         assert meant in (line["main"]["text"] or ""), (path, line["main"]["text"])
         assert line["title"] == line["main"]["headline"], path  # the two readers of one page agree
+
+
+@pytest.fixture
+def changing_origin() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]], list[int]]]:
+    """A server whose pages carry ETags and honour If-None-Match (``/ignores`` answers 200 all the same, with the
+    same bytes); ``version[0]`` moves its day on. Every request it
+    receives is logged (path, headers as received), the truth a WARC request record is checked against."""
+    version = [1]
+    received: list[tuple[str, dict[str, str]]] = []
+
+    def page(path: str) -> tuple[str, bytes] | None:
+        changes = path == "/changes"
+        if path not in ("/changes", "/stays", "/ignores"):
+            return None
+        day = version[0] if changes else 1
+        return f'"{path[1:]}-{day}"', article(f"Page {path}", f"Version {day} of {path}.").encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            received.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+            base = f"http://{self.headers['Host']}"
+            found = page(self.path)
+            status, headers, body = 200, {"Content-Type": "text/html; charset=utf-8"}, b""
+            if self.path == "/robots.txt":
+                headers["Content-Type"], body = "text/plain", f"Sitemap: {base}/sitemap.xml\n".encode()
+            elif self.path == "/sitemap.xml":
+                headers["Content-Type"], body = "application/xml", (
+                    '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/'
+                    f'sitemap/0.9"><url><loc>{base}/changes</loc></url><url><loc>{base}/stays</loc></url>'
+                    f"<url><loc>{base}/ignores</loc></url></urlset>").encode()
+            elif found is None:
+                status = 404
+            elif self.headers.get("If-None-Match") == found[0] and self.path != "/ignores":
+                status, headers = 304, {"ETag": found[0]}
+            else:
+                headers["ETag"], body = found
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", received, version
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def request_records(path: Path) -> dict[str, dict[str, str]]:
+    """WARC-Target-URI -> the headers of its last request record."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    out: dict[str, dict[str, str]] = {}
+    with path.open("rb") as stream:
+        for record in ArchiveIterator(stream):
+            if record.rec_type == "request":
+                out[record.rec_headers.get_header("WARC-Target-URI")] = {
+                    name.lower(): value for name, value in record.http_headers.headers}
+    return out
+
+
+def test_a_since_warc_records_the_validators_a_changed_page_was_asked_with(
+    changing_origin: tuple[str, list[tuple[str, dict[str, str]]], list[int]], cli: Callable[..., str],
+    tmp_path: Path,
+) -> None:
+    """The re-crawl asks ``/changes`` with ``If-None-Match`` and gets a new version (200), and ``/ignores`` gets a
+    200 repeating its stored bytes. A full WARC's request records said so; a ``--since`` WARC of the re-crawl alone
+    wrote unconditional GETs, because it rebuilt the validators from the responses earlier in the file, and the
+    window has none. Both must say what was sent (``/stays``, a 304, was right in both)."""
+    from datetime import UTC, datetime
+
+    origin, received, version = changing_origin
+    cli("harvest", f"{origin}/")
+    between = datetime.now(UTC).isoformat()
+    version[0] = 2
+    received.clear()
+    cli("recrawl", "--refresh")
+    sent = {f"{origin}{path}": headers for path, headers in received if path in ("/changes", "/stays", "/ignores")}
+    assert sent[f"{origin}/changes"]["if-none-match"] == '"changes-1"'  # the truth: conditional requests
+    assert sent[f"{origin}/ignores"]["if-none-match"] == '"ignores-1"'
+    assert len(sent) == 3
+    cli("export", "--format", "warc", "-o", str(tmp_path / "all.warc.gz"))
+    cli("export", "--format", "warc", "--since", between, "-o", str(tmp_path / "since.warc.gz"))
+    for name in ("all.warc.gz", "since.warc.gz"):
+        records = request_records(tmp_path / name)
+        for url, headers in sent.items():
+            for validator in ("if-none-match", "if-modified-since"):
+                assert records[url].get(validator) == headers.get(validator), (name, url, validator)

@@ -208,8 +208,12 @@ def _request(writer: WARCWriter, answer: Any, user_agent: str, before: _Written 
     parts = urlsplit(target)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", "gzip, deflate")]
-    if before is None and fetch.status == 304 and fetch.page is not None:
+    if before is None and fetch.page is not None and (fetch.status == 304 or fetch.change == "same"):
         before = _stored(fetch.page)  # the version it was conditional on is the one the store names
+    elif before is None and fetch.prior is not None:
+        # A new version in a --since window: the version before it, outside the file, made the request conditional.
+        before = _Written(record_id="", target="", date="", payload_digest="", etag=fetch.prior[0],
+                          last_modified=fetch.prior[1])
     if before is not None:
         headers += [(n, v) for n, v in (("If-None-Match", before.etag), ("If-Modified-Since", before.last_modified))
                     if v]

@@ -227,6 +227,13 @@ class Reports(Part):
         )
         page_of = case((and_(Fetch.status == 304, Fetch.page_id.is_(None)), confirmed),
                        else_=Fetch.page_id).label("version_id")
+        # In a window, the version before a new one (its validators made the request conditional): the WARC's
+        # request record must say so, and the window holds no earlier response to take them from.
+        prior_of = (
+            select(func.max(Page.id)).where(Page.url_id == Fetch.url_id, Page.id < Fetch.page_id)
+            .correlate(Fetch).scalar_subquery().label("prior_id")
+        )
+        priors: dict[int, tuple[str | None, str | None]] = {}
 
         def read(conn: Connection, after: int, upto: int | None, limit: int | None,
                  ids: Sequence[int] | None) -> list[Any]:
@@ -240,9 +247,13 @@ class Reports(Part):
             if limit is not None:
                 query = query.limit(limit)
             if since is not None:
-                query = query.where(Fetch.fetched_at >= since)
+                query = query.where(Fetch.fetched_at >= since).add_columns(prior_of)
             rows = list(conn.execute(query).all())
             page_ids = [r.version_id for r in rows if r.version_id is not None]
+            prior_ids = [r.prior_id for r in rows if since is not None and r.prior_id is not None]
+            if prior_ids:
+                priors.update((pid, (etag, last_modified)) for pid, etag, last_modified in conn.execute(
+                    select(Page.id, Page.etag, Page.last_modified).where(Page.id.in_(prior_ids))))
             if page_ids:
                 for prow in conn.execute(_pages_query().where(Page.id.in_(page_ids))):
                     pages[prow.id] = stored_page(prow)
@@ -259,8 +270,11 @@ class Reports(Part):
                     fetch_id=r.id, url_id=r.url_id, url=r.url, fetched_at=r.fetched_at, status=r.status,
                     outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
                     page=pages.get(r.version_id) if r.version_id is not None else None, change=r.change,
+                    prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
+                           and r.change != "same" else None),
                 )
             pages.clear()
+            priors.clear()
 
     def url_states(self) -> dict[str, tuple[str, str | None]]:
         """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""
