@@ -24,6 +24,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from harvester._version import __version__
+from harvester.fetch.http import ACCEPT, ACCEPT_ENCODING
 from harvester.records import StoredFetch, StoredPage
 from harvester.runtime import aware
 
@@ -207,7 +208,8 @@ def _request(writer: WARCWriter, answer: Any, user_agent: str, before: _Written 
     target = answer.rec_headers.get_header("WARC-Target-URI")
     parts = urlsplit(target)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", "gzip, deflate")]
+    headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", ACCEPT_ENCODING),
+               ("Accept", ACCEPT)]
     if before is None and fetch.page is not None and (fetch.status == 304 or fetch.change == "same"):
         before = _stored(fetch.page)  # the version it was conditional on is the one the store names
     elif before is None and fetch.prior is not None:

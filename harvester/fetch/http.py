@@ -47,6 +47,8 @@ Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 ACCEPT_ENCODING = "gzip, deflate"
+ACCEPT = "*/*"
+"""What every GET accepts (the media type is checked on the answer); the WARC's request records repeat both."""
 """Only encodings decoded here with a bounded output; br/zstd are not advertised (no bounded decoder installed)."""
 
 ERROR_BODY_BYTES = 64 * 1024
@@ -82,7 +84,7 @@ class HostClient:
         self._addresses = addresses
         self._transport = make_transport(settings.transport, connections, addresses=addresses,
                                          tls=not origin.startswith("http://"))
-        self._plain = {"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING, "accept": "*/*"}
+        self._plain = {"user-agent": user_agent, "accept-encoding": ACCEPT_ENCODING, "accept": ACCEPT}
         # One Headers object for every unconditional GET: httpx.Request copies a Headers' list instead of
         # normalizing every name and value again.
         self._headers = httpx.Headers(self._plain)
