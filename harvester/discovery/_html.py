@@ -21,6 +21,8 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs
 _AS_CP1252 = frozenset({"iso-8859-1", "latin-1", "latin1", "iso8859-1", "l1", "ascii", "us-ascii", "x-user-defined"})
 CHARSET_PRESCAN_BYTES = 4096
 """WHATWG's prescan looks at the first 1024 bytes; real pages put <meta charset> a little later, so be lenient."""
+LATE_META_BYTES = 256 * 1024
+"""How far into the head a ``<meta>`` charset is looked for when the prescan found none and the bytes are not UTF-8."""
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
@@ -40,7 +42,23 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
-        return body.decode("cp1252", errors="replace"), "cp1252"
+        pass
+    codec = _codec(_late_meta_charset(body))
+    if codec is not None:
+        return body.decode(codec, errors="replace"), codec
+    return body.decode("cp1252", errors="replace"), "cp1252"
+
+
+def _late_meta_charset(body: bytes) -> str | None:
+    """A ``<meta>`` charset past the prescan, in the head (before ``</head>``, within ``LATE_META_BYTES``).
+
+    Browsers that meet one while parsing decode the page again with it (WHATWG "change the encoding"); a
+    Shift_JIS page whose ``<meta>`` sat behind 6 KB of inline script was read as windows-1252, title and text.
+    Asked only of bytes that are not UTF-8, so a UTF-8 page that misdeclares itself late stays readable."""
+    head = body[:LATE_META_BYTES]
+    end = head.lower().find(b"</head")
+    match = _META_CHARSET.search(head, 0, end if end >= 0 else len(head))
+    return match.group(1).decode("ascii", errors="ignore") if match else None
 
 
 def _charset_param(content_type: str | None) -> str | None:
