@@ -279,6 +279,10 @@ class Completion:
     page: PageRecord | None = None
     duplicate_of: int | None = None
     bytes_read: int = 0
+    hooked: bool = False
+    """The run had an extractor hook, which ran on ``page`` (or failed: ``page.hook_error``). Only then may the
+    answer repair a stored version the hook failed on: a run without one leaves that version's ``hook_error``, and
+    the URL's mark of it (``FrontierStore.due_hook_retries``), for a run with the hook to repair."""
 
 
 @dataclass(frozen=True, slots=True)
