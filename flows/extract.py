@@ -12,7 +12,7 @@ from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.phases.cycle_state import CycleState, find_cycle
 from harvester.runtime import shared_as, task_group
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 
 @flow(name="extract", flow_run_name="extract-{profile.name}", validate_parameters=True)

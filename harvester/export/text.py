@@ -12,7 +12,7 @@ from importlib.metadata import version
 from typing import Any
 
 from harvester.errors import ConfigError
-from harvester.records import StoredPage
+from harvester.store_results import StoredPage
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from harvester._version import __version__
-from harvester.records import StoredFetch, StoredPage
 from harvester.runtime import aware
+from harvester.store_results import StoredFetch, StoredPage
 
 logger = logging.getLogger(__name__)
 

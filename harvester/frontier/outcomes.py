@@ -35,20 +35,10 @@ from harvester.frontier.rows import (
     url_outcome,
     version_change,
 )
-from harvester.records import (
-    AddResult,
-    ChangeKind,
-    CompleteResult,
-    Completion,
-    DiscoveredUrl,
-    ErrorClass,
-    PageRecord,
-    UrlKind,
-    UrlState,
-    Vanished,
-)
+from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState, Vanished
 from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware, utcnow
+from harvester.store_results import AddResult, CompleteResult
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,8 @@ from harvester.phases.runs import recover_leases, teach_classifier
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
 from harvester.runtime import check_stop, db, make_owner, retire_owner, task_group, utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 logger = logging.getLogger(__name__)
 

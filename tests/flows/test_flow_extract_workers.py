@@ -19,7 +19,8 @@ from harvester import phases
 from harvester.errors import ConfigError
 from harvester.fetch.workers import SETTLING_PER_WORKER
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 

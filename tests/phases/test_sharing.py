@@ -13,7 +13,8 @@ from collections import Counter
 
 from harvester import FrontierStore, phases
 from harvester.phases.leases import fair_take, over_share
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import max_in_flight
 from harvester.testing.sites import HostSpec
 
