@@ -27,7 +27,7 @@ from harvester.testing import HostSpec, TestWeb
 
 BIN = Path(sys.executable).parent
 FLOWS = ("import asyncio, sys; from harvester.flows.harvest import harvest_flow; "
-         "from harvester.settings import SiteProfile; "
+         "from harvester.site_profile import SiteProfile; "
          "asyncio.run(harvest_flow(SiteProfile.build(seeds=tuple(sys.argv[1:]))))")
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from harvester import aharvest
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.sites import LISTING_FACETS
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.schedule import run_at, site_versions, snapshot_gap
 

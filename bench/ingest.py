@@ -111,7 +111,8 @@ class AnonPeak:
 def ingest(origin: str, db_path: str, heap: bool = False) -> dict[str, float]:
     from harvester import phases
     from harvester.frontier import FrontierStore
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
     settings = Settings.load(database_url=f"sqlite:///{db_path}").with_overrides(
         **{"max_pages_per_host": 10_000_000, "discovery.batch_size": 10_000}
@@ -149,7 +150,8 @@ def stages(urls: int) -> dict[str, float]:
     from harvester.discovery.sitemaps import parse_sitemap
     from harvester.frontier import FrontierStore
     from harvester.rules.admission import Site
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
     port = 8080
     origin = f"http://127.0.0.1:{port}"

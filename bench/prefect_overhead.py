@@ -75,7 +75,8 @@ class Run:
 def run_once(kind: str, web: TestWeb, specs: list[HostSpec], workdir: Path, n: int, extra: dict[str, Any]) -> Run:
     from harvester import phases
     from harvester.frontier import FrontierStore
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
     url = f"sqlite:///{workdir / f'{kind}-{n}.db'}"
     overrides = {"database_url": url, **extra}

@@ -32,7 +32,8 @@ from urllib.parse import urlsplit
 from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK, utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import RequestRecord
 from harvester.testing.sites import RobotsSpec

@@ -29,7 +29,8 @@ from pathlib import Path
 import psycopg
 
 from harvester import FrontierStore, phases
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import TestWeb
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -32,7 +32,8 @@ from harvester.records import DiscoveredUrl, Source, UrlKind, provenance
 from harvester.rules.scope import UrlFilter
 from harvester.rules.scoring import score
 from harvester.rules.urls import canonicalizer_for
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 HOST = "https://bench.example"
 URLS_PER_FILE = 50_000

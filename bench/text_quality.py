@@ -109,7 +109,8 @@ def harvest_cost(pages: int) -> None:
     without the text."""
     from harvester import harvest
     from harvester.frontier import FrontierStore
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
     from harvester.testing import HostSpec, TestWeb
 
     with tempfile.TemporaryDirectory() as tmp, TestWeb([HostSpec("t", pages=pages)], seed=7, mode="process") as web:

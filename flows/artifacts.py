@@ -16,8 +16,8 @@ from prefect.events import emit_event
 from harvester.flows.events import cycle_event
 from harvester.phases import PhaseResult
 from harvester.phases.cycles import Cycle
-from harvester.records import CYCLE_COUNTS
 from harvester.runtime import utcnow
+from harvester.store_results import CYCLE_COUNTS
 
 HOST_COLUMNS = (
     "fetched", "not_modified", "gone", "failed", "deferred_by_budget", "peak_in_flight", "limit", "rate_per_s", "bytes",

@@ -11,7 +11,7 @@ from harvester import phases
 from harvester.flows.artifacts import publish
 from harvester.flows.parameters import RunOverrides
 from harvester.flows.tasks import discover_host, load_settings, run_profile
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 
 @flow(name="discover", flow_run_name="discover-{profile.name}", validate_parameters=True)

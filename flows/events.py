@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harvester.phases.cycles import Cycle
-from harvester.records import CYCLE_COUNTS
+from harvester.store_results import CYCLE_COUNTS
 
 EVENT_CHANGED = "harvester.site.changed"
 """A cycle found new, changed or gone pages: what a downstream automation waits for."""

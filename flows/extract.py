@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -12,8 +11,8 @@ from harvester.flows.artifacts import publish, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.phases.cycle_state import CycleState, find_cycle
-from harvester.runtime import shared_as
-from harvester.settings import SiteProfile
+from harvester.runtime import shared_as, task_group
+from harvester.site_profile import SiteProfile
 
 
 @flow(name="extract", flow_run_name="extract-{profile.name}", validate_parameters=True)
@@ -31,10 +30,16 @@ async def extract_flow(
     progress_id = await start_progress("extract")
     cycle = find_cycle(handover) or CycleState()  # none given, or its cycle runs elsewhere: not pipelined
     with shared_as(cycle.key, cycle) as key:
-        results = await asyncio.gather(
-            *(extract_worker(profile, n, run_id, progress_id, config_file, overrides, key)
-              for n in range(max(1, workers)))
-        )
+
+        async def worker(n: int) -> dict[str, Any]:
+            return await extract_worker(profile, n, run_id, progress_id, config_file, overrides, key)
+
+        # A worker that fails (its retries spent) cancels the others, each winding down as a stopped run does (what
+        # was answered is written, its leases go back: a rerun repeats only what was in flight), and the flow fails
+        # with that first error. ``asyncio.gather`` left them fetching and holding their hosts after the flow ended.
+        async with task_group() as tasks:
+            runs = [tasks.create_task(worker(n), name=f"extract-{n}") for n in range(max(1, workers))]
+        results = [run.result() for run in runs]
     result, stats = await phases.finish_run(settings, run_id, "extract", results)
     logger = get_run_logger()
     for origin, host in sorted(result.hosts.items()):  # one line per host per run, whichever worker served it

@@ -23,7 +23,8 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harvester.settings import RENAMED_PER_HOST, SiteProfile
+from harvester.settings import RENAMED_PER_HOST
+from harvester.site_profile import SiteProfile
 
 SECRET_HINTS = ("database", "password", "secret", "token", "credential", "dsn", "store.")
 """A key containing any of these is taken for a secret (or for where the data goes) and refused as such."""
@@ -85,7 +86,7 @@ class RunOverrides(BaseModel):
     max_pages_per_host: int | None = Field(None, ge=1, description="Pages answered per host per extraction run.")
 
     SITE: ClassVar[tuple[str, ...]] = ("per_host_limit", "min_delay_s", "max_pages_per_host")
-    """The site's limits: fields of ``harvester.settings.SiteProfile`` of the same name (same bounds: tested)."""
+    """The site's limits: fields of ``harvester.site_profile.SiteProfile`` of the same name (same bounds: tested)."""
 
     SETTING: ClassVar[dict[str, str]] = {
         "per_host_start": "politeness.per_host_start",

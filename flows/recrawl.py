@@ -11,7 +11,7 @@ from harvester.flows.guards import run_name, tidy_stored_parameters
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.start import cycle_run
 from harvester.phases.cycles import loud, recrawl_steps
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 
 @flow(name="recrawl", flow_run_name=run_name("recrawl"), validate_parameters=True, on_failure=[tidy_stored_parameters])

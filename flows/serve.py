@@ -146,6 +146,6 @@ def pool_yaml(sites: list[SiteSpec], *, pool: str = "harvester", config_file: st
 if __name__ == "__main__":
     import sys
 
-    from harvester.settings import SiteProfile
+    from harvester.site_profile import SiteProfile
 
     serve_sites([SiteSpec(SiteProfile.build(seeds=sys.argv[1:]))])

@@ -28,7 +28,7 @@ from prefect.client.schemas.schedules import CronSchedule
 from pydantic import ValidationError
 
 from harvester.errors import ConfigError
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 HARVEST_CRON = "0 2 * * 0"
 """Full harvest: Sundays 02:00."""

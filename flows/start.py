@@ -15,7 +15,8 @@ from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.site_slot import one_run_per_site
 from harvester.flows.steps import SubflowSteps
 from harvester.flows.tasks import load_settings, run_profile
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ from harvester.flows.extract import extract_flow
 from harvester.flows.parameters import RunOverrides
 from harvester.phases.cycle_state import CycleState
 from harvester.runtime import shared_as
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ from harvester.flows.logs import send_library_lines_to_runs
 from harvester.flows.parameters import RunOverrides
 from harvester.phases import Progress
 from harvester.phases.cycle_state import find_cycle
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 LOG_EVERY_S = 15.0
 """How often a worker logs how far it got: one line, never a line per URL or per host (each host gets one line per

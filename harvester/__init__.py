@@ -20,12 +20,13 @@ if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
     from harvester.phases import discover, extract
     from harvester.phases.cycles import aharvest, arecrawl, harvest, recrawl
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
 
 _LAZY = {
     "Settings": "harvester.settings",  # pydantic: ~0.5 s, which `python -m harvester.flows.engine` must not wait
-    "SiteProfile": "harvester.settings",
+    "SiteProfile": "harvester.site_profile",
     "FrontierStore": "harvester.frontier",
     "discover": "harvester.phases",
     "extract": "harvester.phases",

@@ -33,7 +33,8 @@ from harvester.cli_tables import (
 from harvester.cli_watch import ProgressLines, graceful_signals, stopped_exit
 from harvester.errors import HarvesterError, Interrupted
 from harvester.runtime import aware, db, limit_malloc_arenas
-from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings, SiteProfile
+from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
+from harvester.site_profile import SiteProfile
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="A polite, incremental sitemap-first harvester.")
 db_app = typer.Typer(no_args_is_help=True, help="Frontier database maintenance.")

@@ -25,7 +25,8 @@ from typing import Any
 
 from harvester.cli_tables import console, print_changes, print_status
 from harvester.runtime import CLOCK, CLOCK_ENV
-from harvester.settings import DEFAULT_DATABASE_URL, Settings, SiteProfile
+from harvester.settings import DEFAULT_DATABASE_URL, Settings
+from harvester.site_profile import SiteProfile
 
 DEMO_SEED = 7
 STATE_FILE = "demo.json"

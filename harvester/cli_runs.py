@@ -17,7 +17,8 @@ from typing import Any
 from harvester.errors import ExtractorFailed
 from harvester.extraction import hook_failed_everywhere, resolve_hook
 from harvester.phases.cycles import Cycle, LocalSteps, harvest_steps, loud, recrawl_steps
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 
 def prefect_api_url() -> str | None:

@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harvester.records import CYCLE_COUNTS
 from harvester.runtime import db_sync
 from harvester.settings import Settings
+from harvester.store_results import CYCLE_COUNTS
 
 console = Console()
 

@@ -1,7 +1,8 @@
 """The vocabulary passed between layers: frozen records and enums.
 
 No I/O and no policy here: discovery yields ``DiscoveredUrl``, the fetcher returns ``FetchResult``, the store
-hands out ``ClaimedUrl`` and takes ``Completion``. ORM rows never leave ``harvester/frontier/``.
+hands out ``ClaimedUrl`` and takes ``Completion``. ORM rows never leave ``harvester/frontier/``; what the store
+answers its readers (counts, stored pages, runs) is ``harvester.store_results``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 
@@ -279,6 +280,10 @@ class Completion:
     page: PageRecord | None = None
     duplicate_of: int | None = None
     bytes_read: int = 0
+    hooked: bool = False
+    """The run had an extractor hook, which ran on ``page`` (or failed: ``page.hook_error``). Only then may the
+    answer repair a stored version the hook failed on: a run without one leaves that version's ``hook_error``, and
+    the URL's mark of it (``FrontierStore.due_hook_retries``), for a run with the hook to repair."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +382,7 @@ class HostDiagnostics:
         }
 
 
-# --- records the frontier store hands back (harvester/frontier/) ----------------------------------------------
+# --- kept by the frontier store across runs (what it hands back alone: ``harvester.store_results``) -----------
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,162 +397,3 @@ class HostPolicy:
     parked_reason: str | None = None
     failures: int = 0
     next_allowed_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AddResult:
-    """What one ``add_discovered`` batch did: new URLs, known URLs touched, finished URLs made due again."""
-
-    inserted: int
-    updated: int
-    made_due: int
-
-    def __add__(self, other: AddResult) -> AddResult:
-        return AddResult(self.inserted + other.inserted, self.updated + other.updated, self.made_due + other.made_due)
-
-
-@dataclass(frozen=True, slots=True)
-class CompleteResult:
-    """What one ``complete_many`` transaction wrote; ``lost`` completions (lease gone) wrote nothing."""
-
-    completed: int
-    lost: int
-    pages: int
-    outlinks: AddResult
-    lost_ids: tuple[int, ...] = ()
-    demoted: int = 0
-    """URLs that held a content and became duplicates of a URL of this batch (``complete_many``'s ``demote``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoreStats:
-    """Counts by state, by kind and per host (with parked/blocked), for ``harvester status`` and artifacts."""
-
-    total: int
-    by_state: dict[str, int]
-    by_kind: dict[str, int]
-    hosts: dict[str, dict[str, Any]]
-    pages: int = 0
-    fetches: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "total": self.total,
-            "by_state": dict(self.by_state),
-            "by_kind": dict(self.by_kind),
-            "pages": self.pages,
-            "fetches": self.fetches,
-            "hosts": {origin: dict(info) for origin, info in self.hosts.items()},
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class StoredPage:
-    """One stored page as read back for export: the URL, the fetch, the decompressed body, extracted fields."""
-
-    page_id: int
-    url_id: int
-    url: str
-    final_url: str
-    fetched_at: datetime
-    status: int
-    content_type: str | None
-    etag: str | None
-    last_modified: str | None
-    content_hash: str
-    body: bytes
-    canonical_url: str | None = None
-    title: str | None = None
-    description: str | None = None
-    language: str | None = None
-    jsonld: list[Any] = field(default_factory=list, compare=False, hash=False)
-    fields: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-    robots: tuple[str, ...] | None = None
-    """As ``PageRecord.robots``; None for a page stored before they were recorded."""
-    url_state: str | None = None
-    """The URL's state now (``done``, ``gone``, ``duplicate`` ...): an older version of a page, or the page of a
-    URL since found gone, says so here."""
-    payload_digest: str | None = None
-    """sha256 of ``body`` (hex): equal digests are equal payloads, stored once."""
-    change: str | None = None
-    """How this version differs from the one before (``ChangeKind``: new, changed, restyled); None before 0008."""
-    kind: str | None = None
-    """The URL's kind: ``detail`` or ``listing`` (listing pages' versions are kept too)."""
-    hook_error: dict[str, str] | None = None
-    """As ``PageRecord.hook_error``: the extractor hook failed on this version, ``fields`` hold nothing of it."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredFetch:
-    """One completed fetch joined with its URL and, when it stored a body, its page (for WARC records); for a 304,
-    the version it confirmed (the URL's newest page stored at or before it)."""
-
-    fetch_id: int
-    url_id: int
-    url: str
-    fetched_at: datetime
-    status: int | None
-    outcome: str
-    bytes: int
-    error_class: str | None
-    run_id: int | None
-    page: StoredPage | None = None
-    change: str | None = None
-    """``ChangeKind`` of this answer: ``same`` is a 200 whose payload repeats ``page`` (stored once, earlier)."""
-    prior: tuple[str | None, str | None] | None = None
-    """(ETag, Last-Modified) of the URL's version before ``page``, for a fetch that stored a new one: the
-    validators its request was conditional on. Read for a ``since`` window only, where the WARC export cannot take
-    them from the responses it wrote before (None otherwise, and for a URL's first version)."""
-
-
-class Changes(TypedDict):
-    """The counts of one crawl cycle, read from the frontier by ``FrontierStore.cycle_counts`` over the whole
-    cycle (first attempt's start to last attempt's end): the one source of the CLI summary, ``harvester status``,
-    the artifacts and the event payload. A dict, so it travels as a flow result, an artifact and an event payload
-    unchanged. docs/operations.md ("What the counts mean") defines each; in short, over detail pages:
-
-    ``new``: first stored version in this cycle; ``changed``: a new payload whose main text differs from the
-    version before; ``restyled``: a new payload, same main text; ``gone``: 404/410 after a stored version (never
-    also changed); ``missing``: 404/410 never stored (a broken link). Over requests (every kind of page):
-    ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
-    ``failures`` by class. ``hook_failed``: URLs whose page was fetched and stored but the extractor hook failed on
-    it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs left due when
-    the cycle closed (the page budget's)."""
-
-    cycle: int | None
-    new: int
-    changed: int
-    restyled: int
-    gone: int
-    missing: int
-    deferred: int
-    fetched: int
-    not_modified: int
-    failed: int
-    failures: dict[str, int]
-    hook_failed: int
-    new_urls: list[str]
-    changed_urls: list[str]
-    restyled_urls: list[str]
-    gone_urls: list[str]
-    hosts: dict[str, dict[str, int]]
-    """Per host: fetched, not_modified, gone, failed (requests), failures as ``error:<class>``, hook_failed (URLs)."""
-
-
-CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "deferred", "fetched", "not_modified", "failed",
-                "hook_failed")
-"""The counts of ``Changes`` in the order every summary shows them (CLI, status, artifacts, event payload)."""
-
-
-class RunRow(TypedDict):
-    """One phase run as stored (``FrontierStore.last_run`` / ``get_run``): its counters feed ``harvester status``."""
-
-    id: int
-    phase: str
-    started_at: datetime
-    finished_at: datetime | None
-    status: str
-    profile: dict[str, Any] | None
-    counters: dict[str, Any] | None
-    owner: str | None
-    cycle_id: int | None

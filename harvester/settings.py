@@ -1,4 +1,4 @@
-"""Every default, unit and bound of harvester, and the per-site profile.
+"""Every default, unit and bound of a harvester process (the site to harvest is ``harvester.site_profile``).
 
 ``Settings`` is built once at the edge (CLI, flow parameters) and passed down; library code never reads the
 environment. Precedence, highest first: explicit arguments (CLI flags), ``HARVESTER_*`` environment,
@@ -7,15 +7,12 @@ environment. Precedence, highest first: explicit arguments (CLI flags), ``HARVES
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from ipaddress import IPv4Address, IPv4Network, IPv6Network, ip_network
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
-from socket import inet_aton, inet_ntoa
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -77,42 +74,7 @@ DEFAULT_USER_AGENT = "harvester/0.1 (+https://harvester.invalid/contact; set HAR
 
 DEFAULT_CONFIG_FILE = Path("harvester.toml")
 
-_NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.I)
 
-
-def _odd_ipv4(host: str) -> str | None:
-    """The dotted-quad a host means when it is an IPv4 address in another spelling (``0177.0.0.1``, ``0x7f.1``,
-    ``2130706433``: a last label that is a number makes it an address, WHATWG URL §3.5), else None."""
-    labels = host.rstrip(".").split(".")
-    if not labels or not _NUMERIC_LABEL.fullmatch(labels[-1]):
-        return None
-    try:
-        IPv4Address(host)
-    except ValueError:
-        try:
-            return inet_ntoa(inet_aton(host.rstrip(".")))
-        except OSError:
-            return "four decimal numbers from 0 to 255 (a.b.c.d)"
-    return None
-
-
-SEED_REFUSAL = "is not an absolute http(s) URL like https://example.org/"
-"""What a seed of another form is told, by the Prefect server's schema check and by ``SiteProfile`` alike."""
-
-SEED_SCHEMA: dict[str, Any] = {
-    "type": "string",
-    # jsonschema and the UI's JavaScript read this pattern alike (no inline flags): the scheme in any case, a host.
-    "if": {"not": {"pattern": r"^\s*[Hh][Tt][Tt][Pp][Ss]?://[^/?#\s]+"}},
-    # "type" beside "not": jsonschema then reports this schema's message (it holds the project's words), not
-    # the pattern's "does not match '^\s*[Hh]...'"; the value typed is named, the refusal says the form wanted.
-    "then": {"type": "string", "not": {"description": f"a seed {SEED_REFUSAL}"}},
-}
-"""A seed's check in a deployment's parameter schema: the server answers 409 when a run is created with a seed
-``ftp://x/`` (the UI form, ``prefect deployment run``, the API), not the run at its start. The full check (host
-characters, IPv4 spellings, the port) is ``SiteProfile``'s, at the run's start."""
-
-_BAD_HOST_CHAR = re.compile(r"[\s\x00-\x1f\x7f<>\"{}|\\^`]")
-"""Characters no host name (nor IDN) can hold: a seed with one is a typo to report, not a crawl of nothing."""
 
 SITEMAP_PROTOCOL_MAX_BYTES = 52_428_800
 """sitemaps.org: a sitemap file may hold up to 50 MiB uncompressed (and 50,000 URLs): a file inside both is read
@@ -163,11 +125,13 @@ DEFAULT_FACET_PARAMS: tuple[str, ...] = (
 _toml_file: ContextVar[Path | None] = ContextVar("harvester_toml_file", default=None)
 
 
-class _Group(BaseModel):
+class Group(BaseModel):
+    """A group of settings (and the site profile's): unknown keys are refused, values frozen."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class HttpSettings(_Group):
+class HttpSettings(Group):
     user_agent: str = Field(DEFAULT_USER_AGENT, min_length=8, description="User-Agent with a contact URL.")
     timeout_s: float = Field(30.0, gt=0, le=600, description="Deadline for a whole fetch: headers and body.")
     connect_timeout_s: float = Field(10.0, gt=0, le=120, description="Deadline for one TCP/TLS connect.")
@@ -191,7 +155,7 @@ class HttpSettings(_Group):
     @field_validator("allow_addresses")
     @classmethod
     def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_networks(values)
+        return normalized_networks(values)
 
 
 RENAMED_PER_HOST = (
@@ -203,7 +167,7 @@ RENAMED_PER_HOST = (
 with this, rather than read as the start while the profile's ``per_host_limit`` fixes the limit."""
 
 
-class PolitenessSettings(_Group):
+class PolitenessSettings(Group):
     """Every site's politeness defaults; a site's own limits are its profile's (``SiteProfile.per_host_limit``,
     ``min_delay_s``), and ``GateConfig.from_settings`` is where the two meet."""
 
@@ -239,7 +203,7 @@ PRODUCT_TOKEN_PATTERN = r"^[A-Za-z_-]+$"  # noqa: S105 (a regex, not a secret)
 """RFC 9309 §2.2.1: a crawler's product token holds only letters, underscores and hyphens."""
 
 
-class RobotsSettings(_Group):
+class RobotsSettings(Group):
     product_token: str | None = Field(
         None, pattern=PRODUCT_TOKEN_PATTERN,
         description="RFC 9309 §2.2.1: the name robots.txt groups, X-Robots-Tag and <meta> name this crawler by "
@@ -252,7 +216,7 @@ class RobotsSettings(_Group):
     max_redirects: int = Field(5, ge=0, le=10, description="RFC 9309 §2.3.1.2: follow at least five.")
 
 
-class UrlSettings(_Group):
+class UrlSettings(Group):
     tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
     session_params: tuple[str, ...] = DEFAULT_SESSION_PARAMS
     presentation_params: tuple[str, ...] = DEFAULT_PRESENTATION_PARAMS
@@ -266,7 +230,7 @@ class UrlSettings(_Group):
     max_facet_urls: int = Field(20, ge=1, description="Faceted URLs (any facet parameter) kept per host and path.")
 
 
-class DiscoverySettings(_Group):
+class DiscoverySettings(Group):
     known_sitemap_paths: tuple[str, ...] = ("/sitemap.xml", "/sitemap_index.xml", "/sitemap.xml.gz")
     max_sitemap_bytes: int = Field(
         DEFAULT_MAX_SITEMAP_BYTES, gt=0,
@@ -319,7 +283,7 @@ class DiscoverySettings(_Group):
     )
 
 
-class StoreSettings(_Group):
+class StoreSettings(Group):
     lease_s: float = Field(300.0, gt=0, description="A claim not completed within this returns to the queue.")
     claim_batch: int = Field(
         50, ge=1, le=10_000, description="URLs leased per host per claim (held leases are renewed while fetched)."
@@ -328,7 +292,7 @@ class StoreSettings(_Group):
     sqlite_busy_timeout_s: float = Field(30.0, ge=0, description="Bounded wait on a locked SQLite file.")
 
 
-class RevisitSettings(_Group):
+class RevisitSettings(Group):
     min_s: float = Field(3600.0, gt=0, description="Shortest revisit interval after a change.")
     max_s: float = Field(30 * 86_400.0, gt=0, description="Longest revisit interval after no change.")
     default_s: float = Field(86_400.0, gt=0, description="First revisit interval without a changefreq.")
@@ -463,116 +427,6 @@ def _using_toml(path: Path | None) -> Iterator[None]:
         _toml_file.reset(token)
 
 
-# --- the per-site profile -------------------------------------------------------------------------------
-
-
-class ScoreRule(_Group):
-    """URLs matching ``pattern`` (a regex searched in the URL) get ``boost`` added to their score."""
-
-    pattern: str = Field(..., min_length=1)
-    boost: float = Field(..., ge=-100, le=100)
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        return _check_regex(value)
-
-
-class Scope(_Group):
-    """Where the crawl may go. Empty ``domains`` means the seed hosts only."""
-
-    domains: tuple[str, ...] = Field((), description="Registrable domains allowed (with their subdomains).")
-    path_prefixes: tuple[str, ...] = Field((), description="Only paths under these prefixes (if any).")
-    allow_patterns: tuple[str, ...] = Field((), description="Regexes; when given, a URL must match one.")
-    deny_patterns: tuple[str, ...] = Field((), description="Regexes; a matching URL is never scheduled.")
-
-    @field_validator("allow_patterns", "deny_patterns")
-    @classmethod
-    def _compile_all(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_check_regex(value) for value in values)
-
-    @field_validator("domains")
-    @classmethod
-    def _lower(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(value.strip().lower().lstrip(".") for value in values if value.strip())
-
-
-class SiteProfile(_Group):
-    """The site to harvest: where to start (seeds), where the crawl may go (scope) and its limits."""
-
-    name: str = Field("site", min_length=1, max_length=100, description="Label used in runs and artifacts.")
-    seeds: tuple[str, ...] = Field(..., min_length=1, description="Absolute http(s) URLs to start from.",
-                                   json_schema_extra={"items": SEED_SCHEMA})
-    scope: Scope = Scope()
-    detail_patterns: tuple[str, ...] = Field((), description="Regexes that mark detail pages (overrides).")
-    listing_patterns: tuple[str, ...] = Field((), description="Regexes that mark listing pages (overrides).")
-    score_rules: tuple[ScoreRule, ...] = ()
-    use_sitemaps: bool = True
-    use_feeds: bool = True
-    use_listings: bool = True
-    max_pages_per_host: int | None = Field(None, ge=1, description="Page budget per host; None: settings.")
-    per_host_limit: int | None = Field(
-        None, ge=1, le=64, description="Requests in flight per host, fixed (start and ceiling); None: the adaptive "
-        "limit of settings.politeness (per_host_start up to max_per_host_limit).")
-    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests; None: "
-                                      "settings.politeness.min_delay_s.")
-    user_agent: str | None = Field(None, min_length=8, description="Overrides the User-Agent for this site.")
-    extractor: str | None = Field(
-        None, pattern=r"^([A-Za-z_][\w.]*|.+\.py):[A-Za-z_]\w*$",
-        description="User hook as 'module:function' or 'path/to/file.py:function' (docs/getting-started.md).",
-    )
-    allow_addresses: tuple[str, ...] = Field(
-        (),
-        description="CIDR networks this site may be fetched from although not global (an intranet's "
-        "'10.20.0.0/16'), beside http.allow_addresses and the seeds' own addresses.",
-    )
-
-    @field_validator("allow_addresses")
-    @classmethod
-    def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_networks(values)
-
-    @field_validator("seeds")
-    @classmethod
-    def _absolute_http(cls, seeds: tuple[str, ...]) -> tuple[str, ...]:
-        for seed in seeds:
-            parts = urlsplit(seed.strip())
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError(f"seed {seed!r} {SEED_REFUSAL}")
-            if _BAD_HOST_CHAR.search(parts.hostname):
-                raise ValueError(f"seed {seed!r}: the host name {parts.hostname!r} has characters no host name has")
-            if (meant := _odd_ipv4(parts.hostname)) is not None:
-                raise ValueError(f"seed {seed!r}: {parts.hostname!r} is an IPv4 address in a spelling clients read "
-                                 f"differently (a leading zero is octal to a browser, httpx refuses it); write "
-                                 f"{meant!r}")
-            try:
-                parts.port  # noqa: B018 -- urllib checks the range when the port is read
-            except ValueError:
-                raise ValueError(f"seed {seed!r}: the port is not a number from 0 to 65535") from None
-        return tuple(seed.strip() for seed in seeds)
-
-    @field_validator("detail_patterns", "listing_patterns")
-    @classmethod
-    def _compile_all(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(_check_regex(value) for value in values)
-
-    @classmethod
-    def build(cls, **fields: Any) -> SiteProfile:
-        """Validated construction that reports problems as ``ConfigError`` naming the field."""
-        try:
-            return cls(**{key: value for key, value in fields.items() if value is not None})
-        except ValidationError as exc:
-            raise config_error(exc, where="site profile", model=cls) from None
-
-
-def _check_networks(values: tuple[str, ...]) -> tuple[str, ...]:
+def normalized_networks(values: tuple[str, ...]) -> tuple[str, ...]:
     """CIDR networks, normalised (``10.0.0.0/8``); the error names the bad value and the form accepted."""
     return tuple(str(network) for network in parse_networks(values))
-
-
-def _check_regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"{value!r} is not a valid regular expression: {exc}") from None
-    return value

@@ -97,7 +97,8 @@ def harvested_on_day_0(make_web, db_url: str, clock: None):  # type: ignore[no-u
     from harvester import aharvest
     from harvester.frontier import FrontierStore
     from harvester.runtime import CLOCK
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
     from harvester.testing.schedule import run_at
 
     async def harvest(specs, *, seed: int):  # type: ignore[no-untyped-def]

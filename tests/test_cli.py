@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from harvester import harvest, phases
 from harvester.cli import app
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 runner = CliRunner()

@@ -107,7 +107,7 @@ async def test_pages_answered_404_or_410_are_shown_gone_not_as_errors(serve, sql
     from harvester import phases
     from harvester.cli import app
     from harvester.records import DiscoveredUrl, UrlKind
-    from harvester.settings import SiteProfile
+    from harvester.site_profile import SiteProfile
 
     async def handler(request: web.Request) -> web.Response:
         if request.path == "/robots.txt":

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 from harvester import harvest
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 HARVESTER = str(Path(sys.executable).parent / "harvester")

@@ -7,7 +7,7 @@ from typing import Any
 
 from harvester.flows.artifacts import cycle_markdown
 from harvester.phases.cycles import Cycle
-from harvester.records import CYCLE_COUNTS, Changes
+from harvester.store_results import CYCLE_COUNTS, Changes
 
 NOTHING_DUE = "Nothing was due"
 

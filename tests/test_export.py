@@ -196,7 +196,7 @@ def test_warc_revisit_refers_to_the_earlier_response_and_request_is_conditional(
 
 def test_warc_streams_from_a_generator_with_bounded_state():
     """The writer takes any iterator and keeps at most ``refer_cache`` earlier responses."""
-    from harvester.records import StoredFetch, StoredPage
+    from harvester.store_results import StoredFetch, StoredPage
 
     def many():
         for i in range(300):

@@ -26,7 +26,8 @@ from harvester import aharvest, arecrawl
 from harvester.export import REVISIT_IDENTICAL, REVISIT_NOT_MODIFIED, export_warc
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 

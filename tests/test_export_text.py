@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from harvester import harvest
 from harvester.cli import app
 from harvester.export import JSONL_FIELDS, MAIN_FIELDS
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 runner = CliRunner()

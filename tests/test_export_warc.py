@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from warcio.archiveiterator import ArchiveIterator
 
 from harvester.export import REVISIT_IDENTICAL, REVISIT_NOT_MODIFIED, WarcCounts, export_warc, sha1_digest
-from harvester.records import StoredFetch, StoredPage
+from harvester.store_results import StoredFetch, StoredPage
 
 UA = "harvester-test/1.0 (+https://harvester.invalid/contact)"
 DAY = [datetime(2024, 6, 10, 8, 0, tzinfo=UTC) + timedelta(days=d) for d in range(4)]

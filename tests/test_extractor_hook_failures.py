@@ -21,7 +21,8 @@ from aiohttp import web
 from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 
@@ -143,11 +144,8 @@ STEADY = ("<html><head><title>Item {n}</title></head><body><main><h1>Item {n}</h
           + "</p></main></body></html>")
 
 
-async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_its_version(serve, db_url, clock):
-    """A site that serves the very same bytes each day (no per-request noise): the hook fixed, the next day's run
-    asks the page in full, finds the payload it holds and gives that version its fields, clearing the error: no
-    second version, no change counted. From then on the page is asked conditionally again (its validators back)."""
-    asked: list[tuple[str, str | None]] = []
+def steady_site(asked: list[tuple[str, str | None]]) -> Any:
+    """Two detail pages that serve the very same bytes each day (no per-request noise), with an ETag."""
 
     async def handle(request: web.Request) -> web.Response:
         origin = f"http://{request.host}"
@@ -166,7 +164,15 @@ async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_
                                 headers={"ETag": etag, "Last-Modified": "Mon, 05 Jan 2026 00:00:00 GMT"})
         return web.Response(status=404)
 
-    origin = await serve(handle)
+    return handle
+
+
+async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_its_version(serve, db_url, clock):
+    """A site that serves the very same bytes each day (no per-request noise): the hook fixed, the next day's run
+    asks the page in full, finds the payload it holds and gives that version its fields, clearing the error: no
+    second version, no change counted. From then on the page is asked conditionally again (its validators back)."""
+    asked: list[tuple[str, str | None]] = []
+    origin = await serve(steady_site(asked))
     broken = {origin + "/item/1"}
 
     def hook(page: Any) -> dict[str, Any]:
@@ -198,3 +204,44 @@ async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_
         CLOCK.travel_to(run_at(3))
         await arecrawl(settings, profile, extractor=hook)
         assert sorted(asked) == [("/item/1", '"v1-1"'), ("/item/2", '"v1-2"')]  # conditional again
+
+
+async def test_a_run_without_the_hook_neither_erases_its_failure_nor_passes_it_for_repaired(serve, db_url, clock):
+    """The hook failed on a page; a run without any hook (a library ``extract()`` given none, a profile without
+    one) asks it again and finds the same bytes. It has nothing to say of the hook's fields: the version keeps its
+    ``hook_error`` (before: cleared, with empty fields, as if repaired) and the URL keeps no validators, so the next
+    run with the fixed hook still asks it in full and repairs it (before: asked conditionally, 304, never repaired)."""
+    asked: list[tuple[str, str | None]] = []
+    origin = await serve(steady_site(asked))
+    broken = {origin + "/item/1"}
+
+    def hook(page: Any) -> dict[str, Any]:
+        if page.url in broken:
+            raise KeyError("price")
+        return {"words": len(page.main_text.split())}
+
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=(origin + "/",), detail_patterns=(r"/item/",))
+    failure = {"class": "KeyError", "message": "'price'"}
+    with FrontierStore.open(settings, upgrade=True) as store:
+        CLOCK.travel_to(run_at(0))
+        await aharvest(settings, profile, extractor=hook)
+        (held,) = [page for page in store.iter_pages() if page.url in broken]
+        assert held.hook_error == failure
+
+        asked.clear()
+        CLOCK.travel_to(run_at(1))
+        hookless = await arecrawl(settings, profile)
+        assert ("/item/1", None) in asked  # control: the run without the hook met the page again, in full
+        assert hookless.changes["hook_failed"] == 0  # it ran no hook, so none failed in it
+        versions = [page for page in store.iter_pages() if page.url in broken]
+        assert [(page.page_id, page.hook_error) for page in versions] == [(held.page_id, failure)]
+
+        broken.clear()  # the hook is fixed
+        asked.clear()
+        CLOCK.travel_to(run_at(3))
+        await arecrawl(settings, profile, extractor=hook)
+        assert ("/item/1", None) in asked  # in full: the hook runs on it again
+        versions = [page for page in store.iter_pages() if page.url in broken or page.url == origin + "/item/1"]
+        assert [(page.page_id, page.hook_error, page.fields["words"] > 0) for page in versions] == [
+            (held.page_id, None, True)]

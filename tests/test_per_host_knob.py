@@ -21,7 +21,8 @@ from harvester.fetch.politeness import GateConfig
 from harvester.flows.parameters import RunOverrides
 from harvester.flows.sites import load_sites
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec
 
 PROFILE = SiteProfile.build(seeds=("http://127.0.0.1:9/",))

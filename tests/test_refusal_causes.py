@@ -13,7 +13,8 @@ from harvester import FrontierStore, aharvest
 from harvester.errors import ConfigError
 from harvester.fetch.http import Fetcher
 from harvester.records import DiscoveredUrl, ErrorClass, UrlKind
-from harvester.settings import HttpSettings, Settings, SiteProfile
+from harvester.settings import HttpSettings, Settings
+from harvester.site_profile import SiteProfile
 
 
 @pytest.mark.parametrize(("seed", "meant"), [

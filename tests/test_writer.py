@@ -22,7 +22,8 @@ from harvester.frontier import FrontierStore
 from harvester.frontier.rows import merge
 from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import DiscoveredUrl, UrlKind
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec, RobotsSpec
 
 SPECS = [

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
-from harvester.records import StoredPage
 from harvester.runtime import aware
+from harvester.store_results import StoredPage
 
 if TYPE_CHECKING:
     from harvester.export.text import MainText

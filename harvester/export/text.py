@@ -13,7 +13,7 @@ from typing import Any
 
 from harvester.discovery._html import decode_html
 from harvester.errors import ConfigError
-from harvester.records import StoredPage
+from harvester.store_results import StoredPage
 
 logger = logging.getLogger(__name__)
 

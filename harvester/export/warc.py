@@ -25,8 +25,8 @@ from warcio.warcwriter import WARCWriter
 
 from harvester._version import __version__
 from harvester.fetch.http import ACCEPT, ACCEPT_ENCODING
-from harvester.records import StoredFetch, StoredPage
 from harvester.runtime import aware
+from harvester.store_results import StoredFetch, StoredPage
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,12 @@ sends nothing for a while, and the answers it has must be written meanwhile, not
 
 
 
+class HandedBack(LeaseLost):
+    """Raised by ``run_hosts``' ``holds`` for a host its worker gives up on purpose (to share the hosts out with a
+    worker that came late): the turn stops as for a lapsed lease, but nothing went wrong, so it is not logged as
+    one. Never leaves the engine."""
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """One URL handed to the engine by the caller's ``HostWork``; ``payload`` travels back to ``done()``."""
@@ -214,8 +220,8 @@ class _HostRun:
                                                     hold=self._hold(sent[0]))
                     except Interrupted:
                         return  # stopped before its request was sent: the job's lease goes back unfetched
-                    except LeaseLost:
-                        self._lost(job)
+                    except LeaseLost as exc:
+                        self._lost(job, handed_back=isinstance(exc, HandedBack))
                         return
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
                 if result.status is not None and job.answered is None:
@@ -237,13 +243,18 @@ class _HostRun:
             if reason is not None and not self.stopped:
                 await self._hand_back(reason)
 
-    def _lost(self, job: Job) -> None:
-        """The host's hold lapsed before ``job``'s request: stop at once, nothing more is sent for it here."""
-        if not self.stopped:
-            logger.warning("lease on %s lapsed before a request: stopping this host", self.host,
-                           extra={"host": self.host})
-        if self.host not in self.stats.lease_lost:
-            self.stats.lease_lost.append(self.host)
+    def _lost(self, job: Job, *, handed_back: bool) -> None:
+        """The host's hold lapsed, or its worker handed it back (``HandedBack``, which the worker logs when it
+        decides), before ``job``'s request: stop at once, nothing more is sent for it here."""
+        if handed_back:
+            logger.debug("%s handed back: its turn stops before its next request", self.host,
+                         extra={"host": self.host})
+        else:
+            if not self.stopped:
+                logger.warning("lease on %s lapsed before a request: stopping this host", self.host,
+                               extra={"host": self.host})
+            if self.host not in self.stats.lease_lost:
+                self.stats.lease_lost.append(self.host)
         self.stopped = True
         self.stats.unsent.append(job)
         self.stats.unsent.extend(self.queue)
@@ -276,8 +287,9 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     lease is retired and the next one starts. While others are served, ``work.hosts()`` is asked again every
     ``HOSTS_POLL_S``: a host it offers again (new work came due on it) gets another turn in this call.
     Results go to ``work.done()``; retry policy is the caller's. Exceptions other than LeaseLost propagate.
-    ``holds(host)`` is asked before each request (``PoliteClient.fetch``'s ``hold``): False stops the host's turn
-    at once, its unsent jobs in ``EngineStats.unsent``. ``ended(host)`` is awaited when a host's turn is over,
+    ``holds(host)`` is asked before each request (``PoliteClient.fetch``'s ``hold``): False (the lease lapsed), or
+    ``HandedBack`` raised (the caller gives the host up on purpose), stops the host's turn at once, its unsent jobs
+    in ``EngineStats.unsent``. ``ended(host)`` is awaited when a host's turn is over,
     none of its requests out (the caller may hand the host to another worker then, not before).
     """
     stats = EngineStats()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from harvester.frontier.reports import UrlInfo
 from harvester.frontier.store import FrontierStore
-from harvester.records import AddResult, CompleteResult, HostPolicy, StoredFetch, StoredPage, StoreStats
+from harvester.records import HostPolicy
+from harvester.store_results import AddResult, CompleteResult, StoredFetch, StoredPage, StoreStats
 
 __all__ = [
     "AddResult", "CompleteResult", "FrontierStore", "HostPolicy", "StoreStats", "StoredFetch", "StoredPage", "UrlInfo",

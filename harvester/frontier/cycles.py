@@ -18,8 +18,9 @@ from sqlalchemy import Connection, case, func, insert, select, update
 from harvester.errors import InvalidRecord
 from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
-from harvester.records import ChangeKind, Changes, ErrorClass, UrlKind, UrlState
+from harvester.records import ChangeKind, ErrorClass, UrlKind, UrlState
 from harvester.runtime import aware, utcnow
+from harvester.store_results import Changes
 
 logger = logging.getLogger(__name__)
 

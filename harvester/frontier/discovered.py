@@ -18,12 +18,10 @@ from harvester.frontier.models import (
     Url,
 )
 from harvester.frontier.rows import Merged, merge, split_url
-from harvester.records import (
-    AddResult,
-    DiscoveredUrl,
-)
+from harvester.records import DiscoveredUrl
 from harvester.rules.urls import CANONICAL_VERSION
 from harvester.runtime import aware, utcnow
+from harvester.store_results import AddResult
 
 logger = logging.getLogger(__name__)
 

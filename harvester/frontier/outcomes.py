@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
@@ -34,19 +35,10 @@ from harvester.frontier.rows import (
     url_outcome,
     version_change,
 )
-from harvester.records import (
-    AddResult,
-    ChangeKind,
-    CompleteResult,
-    Completion,
-    DiscoveredUrl,
-    PageRecord,
-    UrlKind,
-    UrlState,
-    Vanished,
-)
+from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState, Vanished
 from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware, utcnow
+from harvester.store_results import AddResult, CompleteResult
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +69,8 @@ class _Held(NamedTuple):
     kind: str
     score: float
     last_status: int | None
+    last_error_class: str | None
+    last_error: str | None
 
 
 def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], Any]) -> tuple[Any, ...]:
@@ -147,8 +141,8 @@ class Outcomes(Part):
             held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
             mine = [(c, links) for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
-            page_ids, changes, stored = self._store_versions(conn, [c for c, _ in mine], held)
-            self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id)
+            page_ids, changes, stored, unrepaired = self._store_versions(conn, [c for c, _ in mine], held)
+            self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id, unrepaired)
             links = [m for c, _ in mine for m in outlink_batches[c.url_id]]
             added = AddResult(0, 0, 0)
             if links:
@@ -173,7 +167,7 @@ class Outcomes(Part):
             row[0]: _Held(*row[1:])
             for row in conn.exec_driver_sql(
                 "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score,"
-                " u.last_status FROM leases l JOIN urls u ON u.id = l.url_id"
+                " u.last_status, u.last_error_class, u.last_error FROM leases l JOIN urls u ON u.id = l.url_id"
                 f" WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
                 (*params, owner),
             )
@@ -185,21 +179,23 @@ class Outcomes(Part):
 
     def _store_versions(
         self, conn: Connection, completions: Sequence[Completion], held: Mapping[int, _Held]
-    ) -> tuple[dict[int, int], dict[int, ChangeKind], int]:
+    ) -> tuple[dict[int, int], dict[int, ChangeKind], int, set[int]]:
         """Each 2xx payload against its URL's latest stored version: a new payload (by digest) is a new version
         (``pages`` row, its bytes in ``bodies`` once per digest), a repeated one points at the stored version;
         404/410 are ``gone`` after a stored version and ``missing`` without one, and nothing when the URL's last
         answer was a 404/410 already (a gone URL re-checked and still gone changed nothing). A repeated payload whose
         stored version lacks its hook's fields (``hook_error``) gets them from this answer when the hook succeeded
-        on it: a fixed hook repairs the version in place. Returns url id -> page id the answer served, url id -> its
-        ``ChangeKind``, and how many versions were added."""
+        on it: a fixed hook repairs the version in place. A run without a hook (``Completion.hooked``) repairs
+        nothing: the version keeps its ``hook_error``. Returns url id -> page id the answer served, url id -> its
+        ``ChangeKind``, how many versions were added, and the URLs whose version stays unrepaired so."""
         answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE]
         if not answered:
-            return {}, {}, 0
+            return {}, {}, 0, set()
         latest = self._latest_versions(conn, [c.url_id for c in answered])
         page_ids: dict[int, int] = {}
         changes: dict[int, ChangeKind] = {}
         fresh: list[tuple[Completion, PageRecord, str, ChangeKind]] = []
+        unrepaired: set[int] = set()
         for c in answered:
             before = latest.get(c.url_id)
             if c.page is None:
@@ -211,7 +207,9 @@ class Outcomes(Part):
             changes[c.url_id] = change
             if change is ChangeKind.SAME and before is not None:
                 page_ids[c.url_id] = before[0]
-                if before[3] and c.page.hook_error is None:
+                if before[3] and not c.hooked:
+                    unrepaired.add(c.url_id)
+                elif before[3] and c.page.hook_error is None:
                     conn.execute(update(Page).where(Page.id == before[0])
                                  .values(fields=dict(c.page.fields), hook_error=None))
             else:
@@ -223,7 +221,7 @@ class Outcomes(Part):
                 for c, page, digest, change in fresh
             ]).all()
             page_ids.update({c.url_id: row[0] for (c, _, _, _), row in zip(fresh, inserted, strict=True)})
-        return page_ids, changes, len(fresh)
+        return page_ids, changes, len(fresh), unrepaired
 
     def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, tuple[int, str, str, bool]]:
         """url id -> (page id, payload digest, content hash, whether the hook failed on it) of its newest stored
@@ -258,14 +256,21 @@ class Outcomes(Part):
         return ids
 
     def _write_outcomes(self, conn: Connection, completions: Sequence[Completion], held: dict[int, _Held],
-                        page_ids: dict[int, int], changes: Mapping[int, ChangeKind], run_id: int | None) -> None:
-        """Each URL's new state (``rows.url_outcome``), its line in the fetch log, and retries back in the queue."""
+                        page_ids: dict[int, int], changes: Mapping[int, ChangeKind], run_id: int | None,
+                        unrepaired: Set[int] = frozenset()) -> None:
+        """Each URL's new state (``rows.url_outcome``), its line in the fetch log, and retries back in the queue.
+        An ``unrepaired`` URL (``_store_versions``) keeps its mark of the hook's failure and no validators, so the
+        next run with the hook asks it in full and repairs it; its fetch-log line is this run's, which ran no hook."""
         d = self._d
         max_attempts = self.settings.politeness.max_attempts
         updates, fetch_rows, retries = [], [], []
         for c in completions:
             h = held[c.url_id]
             o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts)
+            if c.url_id in unrepaired:
+                kept = h.last_error if h.last_error_class == ErrorClass.HOOK_FAILED.value else None
+                o = replace(o, etag=None, last_modified=None, error_class=ErrorClass.HOOK_FAILED.value,
+                            error=kept or "the extractor hook failed on this version; no hook ran since")
             if o.state == "queued":  # a retry: back in the queue, due after its back-off
                 retries.append((h.host_id, h.kind, -h.score, c.url_id, d.ts(o.next_fetch_at)))
             updates.append(_update_params(o, c.url_id, d.ts))

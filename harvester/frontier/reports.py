@@ -24,15 +24,10 @@ from harvester.frontier.models import (
     Url,
 )
 from harvester.frontier.rows import stored_page
-from harvester.records import (
-    StoredFetch,
-    StoredPage,
-    StoreStats,
-    UrlKind,
-    UrlState,
-)
+from harvester.records import UrlKind, UrlState
 from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware
+from harvester.store_results import StoredFetch, StoredPage, StoreStats
 
 logger = logging.getLogger(__name__)
 

@@ -16,17 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from harvester.errors import InvalidRecord
-from harvester.records import (
-    ChangeKind,
-    Completion,
-    DiscoveredUrl,
-    ErrorClass,
-    PageRecord,
-    StoredPage,
-    UrlKind,
-    UrlState,
-)
+from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState
 from harvester.runtime import aware
+from harvester.store_results import StoredPage
 
 MAX_URL_LENGTH = 2048
 """Longest URL the frontier accepts (after the caller's canonicalization)."""

@@ -16,8 +16,8 @@ from harvester.frontier.models import (
     Cycle,
     Run,
 )
-from harvester.records import RunRow
 from harvester.runtime import aware, utcnow
+from harvester.store_results import RunRow
 
 logger = logging.getLogger(__name__)
 

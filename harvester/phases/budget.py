@@ -18,7 +18,8 @@ from harvester.runtime import db
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
 
 def page_budget(settings: Settings, profile: SiteProfile) -> int:

@@ -16,7 +16,8 @@ from harvester.phases.runs import open_store
 from harvester.records import ErrorClass, RobotsState
 from harvester.rules.admission import Site
 from harvester.runtime import db
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 
 class StoreRobots:

@@ -39,9 +39,10 @@ from harvester.phases.runs import (
     silence,
     site_hosts,
 )
-from harvester.records import Changes
 from harvester.runtime import db, stop_requested
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+from harvester.store_results import Changes
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from harvester.errors import DatabaseUnavailable, WriteConflict, WriterGone
 from harvester.frontier.writer import UrlWriter, writer_possible
 from harvester.records import (
-    AddResult,
     DiscoveredUrl,
     DocumentState,
     FetchResult,
@@ -28,6 +27,7 @@ from harvester.records import (
 from harvester.rules import revisit_documents
 from harvester.rules.report import DiscoveryReport
 from harvester.runtime import db, make_owner, utcnow
+from harvester.store_results import AddResult
 
 if TYPE_CHECKING:
     from harvester.fetch.engine import PoliteClient

@@ -20,7 +20,8 @@ from harvester.phases.results import PhaseResult
 from harvester.phases.runs import recover_leases, teach_classifier
 from harvester.rules.admission import Site
 from harvester.runtime import db, utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 
 async def discover(

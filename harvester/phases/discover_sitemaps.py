@@ -18,7 +18,6 @@ from harvester.errors import ContentRejected, NotASitemap
 from harvester.phases.discover_context import ANY_MEDIA_TYPE, HostContext
 from harvester.phases.discover_feeds import FeedQueue
 from harvester.records import (
-    AddResult,
     DiscoveredUrl,
     DocumentState,
     ErrorClass,
@@ -31,6 +30,7 @@ from harvester.records import (
 from harvester.rules import revisit, revisit_documents
 from harvester.rules.revisit_documents import unreadable_count
 from harvester.runtime import aware, db, settle, utcnow
+from harvester.store_results import AddResult
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from harvester.extraction import Extracted, ExtractorHook, extract_page
-from harvester.fetch.workers import Job
+from harvester.fetch.workers import HandedBack, Job
 from harvester.phases.completions import CompletionBatcher
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
@@ -211,9 +211,11 @@ class ExtractWork:
             await self._release(host)
 
     def may_send(self, origin: str) -> bool:
-        """Asked before each request (``run_hosts``' ``holds``): the lease is known live and the host is not
-        being handed back."""
-        return origin not in self.shedding and self.holds.holds(origin)
+        """Asked before each request (``run_hosts``' ``holds``): the lease is known live. A host being handed back
+        raises ``HandedBack``: its turn stops like a lapsed lease's, but it is no failure and is not logged as one."""
+        if origin in self.shedding:
+            raise HandedBack(f"{origin} was handed back to share the hosts out; nothing was sent")
+        return self.holds.holds(origin)
 
     async def round_over(self) -> None:
         """A round of ``run_hosts`` has ended: a host handed back whose turn never started goes back now."""
@@ -235,7 +237,8 @@ class ExtractWork:
         await self._shed(max(active, key=lambda origin: len(self._unsent.get(origin, ()))))
 
     async def _shed(self, host: str) -> None:
-        logger.info("%s: handed over to share the hosts out", host, extra={"host": host})
+        logger.info("handed host %s back to share the hosts with %d other worker(s)", host, self._sharing[1],
+                    extra={"host": host})
         self.counters["hosts_shared_out"] += 1
         self.shedding.add(host)
         await self._end_turn(host, release=False)
@@ -385,7 +388,7 @@ class ExtractWork:
             ),
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
-            bytes_read=result.bytes_read,
+            bytes_read=result.bytes_read, hooked=self.hook is not None,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:

@@ -29,7 +29,8 @@ from harvester.phases.runs import recover_leases, teach_classifier
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
 from harvester.runtime import check_stop, db, make_owner, retire_owner, task_group, utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +60,19 @@ async def extract(
     hook = resolve_hook(profile.extractor, extractor)  # a bad hook fails before anything is leased
     with one_extraction(settings):  # a second process on one SQLite file is refused here, before any lease
         return await _extract(store, settings, profile, run_id=run_id, worker=worker, on_progress=on_progress,
-                              hook=hook, cycle=cycle or CycleState(), kept=cycle is not None)
+                              hook=hook, cycle=cycle)
 
 
 async def _extract(
     store: FrontierStore, settings: Settings, profile: SiteProfile, *, run_id: int | None, worker: int,
-    on_progress: ProgressCallback | None, hook: ExtractorHook | None, cycle: CycleState, kept: bool,
+    on_progress: ProgressCallback | None, hook: ExtractorHook | None, cycle: CycleState | None,
 ) -> PhaseResult:
+    """``extract`` itself; ``cycle`` None: the run's own state (no handover, nothing an earlier attempt left), kept
+    from no retry (``_wind_down``)."""
+    state = cycle or CycleState()
     site = Site(settings, profile, keep_reports=False)  # extraction reports no admissions per host
     site.add_moved(await db(store.moved_hosts))
-    written = await write_unwritten(store, cycle.unwritten, run_id=run_id, canonicalize=site.canonicalize)
+    written = await write_unwritten(store, state.unwritten, run_id=run_id, canonicalize=site.canonicalize)
     if written:
         logger.info("wrote %d completions a failed attempt had left unwritten", written)
     await recover_leases(store)
@@ -76,7 +80,7 @@ async def _extract(
     owner = make_owner(f"extract-{worker}")
     total = await db(store.due_count)
     result = PhaseResult(phase="extract")
-    shared = cycle.polite(site)
+    shared = state.polite(site)
     async with phase_client(shared, store, settings, profile, site) as client:
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
         # The frontier never hands out a parked host: parks of the profile's hosts that have run out end here.
@@ -84,7 +88,7 @@ async def _extract(
         started = await db(store.run_started_at, run_id) if run_id is not None else None
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
-                           policies=policies, handover=cycle.handover)
+                           policies=policies, handover=state.handover)
         if hook is not None:  # pages the hook failed on before this run: asked again now, so a fixed hook repairs
             work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
                                               before=started or utcnow()))
@@ -102,7 +106,7 @@ async def _extract(
         finally:
             if shared is None:
                 await policies.aclose()
-            await _wind_down(store, work, cycle if kept else None)
+            await _wind_down(store, work, cycle)
         diagnostics = client.diagnostics()
         if on_progress is not None:
             await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,

@@ -15,10 +15,11 @@ from typing import Any
 
 from harvester.frontier import FrontierStore
 from harvester.phases.results import PhaseResult
-from harvester.records import Changes
 from harvester.rules.admission import Site
 from harvester.runtime import db, make_owner, owner_is_dead, utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+from harvester.store_results import Changes
 
 logger = logging.getLogger(__name__)
 

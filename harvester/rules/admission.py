@@ -20,7 +20,8 @@ from harvester.rules.facets import FacetLearner
 from harvester.rules.report import DiscoveryReport, UnkeptReport
 from harvester.rules.scope import UrlFilter
 from harvester.rules.urls import CANONICAL_VERSION, canonicalizer_for
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 __all__ = ["CANONICAL_VERSION", "Site"]
 

@@ -13,12 +13,8 @@ from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from harvester.records import UrlKind
-from harvester.settings import (
-    DEFAULT_PRESENTATION_PARAMS,
-    DEFAULT_SESSION_PARAMS,
-    DEFAULT_TRACKING_PARAMS,
-    SiteProfile,
-)
+from harvester.settings import DEFAULT_PRESENTATION_PARAMS, DEFAULT_SESSION_PARAMS, DEFAULT_TRACKING_PARAMS
+from harvester.site_profile import SiteProfile
 
 FEEDISH_HREF = re.compile(r"(?i)(?:^|[/._-])(?:feed|rss|atom|rdf|jsonfeed)(?:$|[/._?-])|\.(?:rss|atom)$")
 """A path that names a feed by its shape (/feed, /rss.xml, atom.xml, feed.json, .rss)."""

@@ -10,7 +10,8 @@ from enum import StrEnum
 from urllib.parse import unquote
 
 from harvester.rules.urls import canonicalizer_for
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 MAX_TRAP_EXAMPLES = 5
 """Rejected URLs remembered per verdict for the discovery report."""

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from harvester.records import Source, UrlKind
 from harvester.runtime import aware
-from harvester.settings import ScoreRule, SiteProfile
+from harvester.site_profile import ScoreRule, SiteProfile
 
 KIND_WEIGHT: dict[UrlKind, float] = {
     UrlKind.DETAIL: 10.0,  # the harvest itself

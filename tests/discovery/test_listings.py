@@ -15,7 +15,8 @@ from harvester.discovery.listings import extract_links
 from harvester.records import UrlKind
 from harvester.rules.classify import LinkClassifier, is_pagination, is_pagination_split, segment_shape
 from harvester.rules.urls import canonicalize
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "html"
 TRUTH = json.loads((DATA / "truth.json").read_text())
@@ -335,7 +336,8 @@ async def test_a_site_without_sitemap_or_feed_is_read_through_its_section_fronts
 
     from harvester import phases
     from harvester.frontier import FrontierStore
-    from harvester.settings import Settings, SiteProfile
+    from harvester.settings import Settings
+    from harvester.site_profile import SiteProfile
 
     sections = {"news": 3, "sport": 3, "culture": 2}
     asked: list[str] = []

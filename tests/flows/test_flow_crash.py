@@ -98,7 +98,7 @@ async def test_a_store_fault_mid_extraction_is_retried_and_repeats_no_fetch(
     from harvester import phases
     from harvester.flows import tasks
     from harvester.flows.extract import extract_flow
-    from harvester.settings import SiteProfile
+    from harvester.site_profile import SiteProfile
 
     web = make_web(FAULT_SPECS, seed=22)
     path = tmp_path / "fault.db"

@@ -15,8 +15,9 @@ from conftest import artifacts_of, prepared
 
 from harvester.cli_tables import status_of
 from harvester.flows.events import EVENT_CHANGED
-from harvester.records import CYCLE_COUNTS
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+from harvester.store_results import CYCLE_COUNTS
 from harvester.testing.sites import HostSpec
 
 WAIT_S = 90.0

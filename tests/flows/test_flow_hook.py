@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import artifacts_of, prepared
 
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 

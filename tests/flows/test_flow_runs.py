@@ -7,7 +7,7 @@ from typing import Any
 
 from conftest import artifacts_of, child_runs, prepared
 
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 

@@ -16,7 +16,8 @@ from conftest import prepared
 
 from harvester import phases
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import RequestRecord, duplicates, max_in_flight
 from harvester.testing.sites import HostSpec
 

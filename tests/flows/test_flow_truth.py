@@ -16,7 +16,8 @@ from typing import Any
 from conftest import artifacts_of, prepared
 
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 

@@ -149,7 +149,7 @@ async def test_the_next_run_closes_what_a_crashed_run_left_running_with_no_worke
     import harvester.flows.healing as healing
     from harvester.flows.extract import extract_flow
     from harvester.flows.harvest import harvest_flow
-    from harvester.settings import SiteProfile
+    from harvester.site_profile import SiteProfile
     from harvester.testing.sites import HostSpec
 
     @task

@@ -23,7 +23,8 @@ from pydantic import ValidationError
 
 from harvester.errors import ConfigError
 from harvester.flows.parameters import PLAIN_TEXT_REFUSAL, RunOverrides
-from harvester.settings import SEED_REFUSAL, Settings
+from harvester.settings import Settings
+from harvester.site_profile import SEED_REFUSAL
 
 
 @pytest.mark.parametrize("name", sorted(RunOverrides.SETTING))
@@ -196,7 +197,7 @@ async def test_a_missing_config_file_fails_the_run_at_its_start_in_the_projects_
     from test_shutdown import run_logs
 
     from harvester.flows.harvest import harvest_flow
-    from harvester.settings import SiteProfile
+    from harvester.site_profile import SiteProfile
 
     prepared(sqlite_url)
     missing = tmp_path / "nowhere.toml"

@@ -11,7 +11,7 @@ from conftest import child_runs, prepared
 from test_shutdown import run_logs
 
 from harvester.flows.site_slot import limit_name
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 

@@ -12,7 +12,6 @@ from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier import FrontierStore
 from harvester.frontier.models import EPOCH, from_epoch_us, to_epoch_us
 from harvester.records import (
-    AddResult,
     Completion,
     DiscoveredUrl,
     DocumentState,
@@ -23,6 +22,7 @@ from harvester.records import (
     UrlKind,
     UrlState,
 )
+from harvester.store_results import AddResult
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 SITEMAP = "sitemap:https://a.test/sitemap.xml"

@@ -12,7 +12,8 @@ import alembic.command  # noqa: F401 -- what each child's migration loads (alemb
 import sqlalchemy.dialects.postgresql  # noqa: F401 -- dialect its scripts name): paid once here, not per killed child
 
 from harvester import FrontierStore, aharvest
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.forkserver import serve
 
 OVERRIDES: dict[str, object] = {

@@ -23,7 +23,8 @@ from harvester.fetch.addresses import AddressPolicy, AddressRefused, refusal_rea
 from harvester.fetch.http import Fetcher
 from harvester.frontier import FrontierStore
 from harvester.records import ErrorClass
-from harvester.settings import HttpSettings, Settings, SiteProfile, parse_networks
+from harvester.settings import HttpSettings, Settings, parse_networks
+from harvester.site_profile import SiteProfile
 
 REFUSED_NAMES = ("10.0.0.5", "169.254.169.254")
 """Named in the seed site, never connected to: the policy refuses them whatever the profile allows here."""

@@ -15,7 +15,8 @@ from aiohttp import web
 from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.phases.discover_sitemaps import CROSS_HOST_SITEMAPS
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 NAMED = 40
 

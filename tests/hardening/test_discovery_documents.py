@@ -18,7 +18,8 @@ from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.rules.revisit_documents import unreadable_wait_s
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;">]>'
           b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>&lol2;</loc></url></urlset>')
@@ -152,7 +153,8 @@ CHILD = """
 import asyncio, sys
 from harvester import phases
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 async def main(db, seed):
     settings = Settings.load(database_url=f"sqlite:///{db}")

@@ -22,7 +22,8 @@ import pytest
 from harvester import phases
 from harvester.errors import StoreError
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 
 from .private_pg import PrivatePostgres
@@ -56,7 +57,7 @@ EXTRACT = (
     "import asyncio, sys\n"
     "from harvester import phases\n"
     "from harvester.frontier import FrontierStore\n"
-    "from harvester.settings import Settings, SiteProfile\n"
+    "from harvester.settings import Settings; from harvester.site_profile import SiteProfile\n"
     "url = sys.argv[1] if '://' in sys.argv[1] else 'sqlite:///' + sys.argv[1]\n"
     "settings = Settings.load(database_url=url)\n"
     "profile = SiteProfile.build(seeds=tuple(sys.argv[2:]))\n"

@@ -28,7 +28,8 @@ from harvester.errors import ConfigError
 from harvester.fetch.engine import PoliteClient
 from harvester.frontier import FrontierStore, UrlInfo
 from harvester.records import ErrorClass, FetchResult
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, RobotsSpec, TestWeb
 from harvester.testing.hostile import huge_robots_body
 from harvester.testing.record import RequestRecord, disallowed_hits, duplicates

@@ -19,7 +19,8 @@ from harvester.fetch.engine import PoliteClient
 from harvester.frontier import FrontierStore
 from harvester.records import ErrorClass
 from harvester.rules.admission import Site
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 
 SECRET = "s3cret-Pa55word"

@@ -11,7 +11,8 @@ import sys
 
 from harvester import FrontierStore, arecrawl
 from harvester.runtime import CLOCK, parse_instant
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.forkserver import serve
 
 OVERRIDES: dict[str, object] = {

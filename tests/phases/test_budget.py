@@ -10,7 +10,8 @@ from collections import Counter
 
 from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 

@@ -27,9 +27,10 @@ from harvester.cli_tables import status_of
 from harvester.errors import Interrupted
 from harvester.extraction import Page
 from harvester.frontier import FrontierStore
-from harvester.records import CYCLE_COUNTS
 from harvester.runtime import CLOCK, clear_stop, request_stop
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+from harvester.store_results import CYCLE_COUNTS
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.schedule import run_at
 

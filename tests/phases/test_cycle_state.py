@@ -14,7 +14,8 @@ from harvester.frontier import FrontierStore
 from harvester.phases.cycle_state import CycleState
 from harvester.records import Completion, PageRecord, UrlState
 from harvester.runtime import utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 

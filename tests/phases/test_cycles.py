@@ -7,7 +7,8 @@ import pytest
 
 from harvester import FrontierStore, aharvest, arecrawl, harvest
 from harvester.errors import ConfigError, HarvesterError, NothingFetched
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 

@@ -16,7 +16,8 @@ import pytest
 
 from harvester import aharvest, phases
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import RequestRecord, max_in_flight
 from harvester.testing.sites import HostSpec
 

@@ -15,14 +15,16 @@ import time
 from pathlib import Path
 
 from harvester import FrontierStore, phases
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import duplicates
 from harvester.testing.sites import HostSpec
 
 CHILD = """
 import asyncio, sys
 from harvester import FrontierStore, extract
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 settings = Settings.load(database_url=sys.argv[1])
 profile = SiteProfile.build(seeds=tuple(sys.argv[2:]), per_host_limit=1)

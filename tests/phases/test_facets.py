@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from harvester import aharvest
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.render_facets import PRESENTATION_LINKS
 from harvester.testing.sites import LISTING_FACETS, HostSpec
 

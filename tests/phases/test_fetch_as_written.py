@@ -9,7 +9,8 @@ from aiohttp import web
 from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.rules.urls import canonicalizer_for
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 
 ARTICLE = ("<html><head><title>{title}</title></head><body><main><h1>{title}</h1><p>" + "Words. " * 60
            + "</p>{links}</main></body></html>")

@@ -16,7 +16,8 @@ from harvester.frontier import FrontierStore
 from harvester.records import Completion, DiscoveredUrl, FetchResult, UrlKind
 from harvester.rules.revisit import classify_outcome
 from harvester.runtime import CLOCK
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
 

@@ -14,7 +14,8 @@ import pytest
 
 from harvester import aharvest
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import RequestRecord, duplicates, max_in_flight, min_interval
 from harvester.testing.sites import HostSpec, RobotsSpec
 

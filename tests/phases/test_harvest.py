@@ -14,7 +14,8 @@ from harvester import aharvest, phases
 from harvester.frontier import FrontierStore
 from harvester.records import Completion, ErrorClass, UrlKind, UrlState
 from harvester.runtime import utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import disallowed_hits, duplicates
 from harvester.testing.render_traps import TRAP_PREFIXES
 from harvester.testing.sites import HostSpec, RobotsSpec

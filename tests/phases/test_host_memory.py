@@ -11,7 +11,8 @@ import pytest
 
 from harvester import aharvest
 from harvester.fetch import http
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 HOSTS = 12

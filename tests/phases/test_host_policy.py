@@ -14,7 +14,8 @@ from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.records import DiscoveredUrl, HostPolicy, Source, UrlKind
 from harvester.runtime import utcnow
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 SMALL = (800, 1200)

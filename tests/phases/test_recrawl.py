@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 
 from harvester import aharvest, arecrawl, phases
 from harvester.frontier import FrontierStore
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 

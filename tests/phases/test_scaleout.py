@@ -26,7 +26,8 @@ from sqlalchemy.pool import NullPool
 
 from harvester import FrontierStore, phases
 from harvester.frontier.dialect_postgres import EXTRACTION_NAME
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import max_in_flight
 

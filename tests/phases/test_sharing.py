@@ -7,12 +7,14 @@ late worker takes it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 
 from harvester import FrontierStore, phases
 from harvester.phases.leases import fair_take, over_share
-from harvester.settings import Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.testing.record import max_in_flight
 from harvester.testing.sites import HostSpec
 
@@ -21,7 +23,8 @@ AGENTS = [f"harvester-late-{n}/1.0 (+http://127.0.0.1/contact)" for n in range(2
 WAIT_S = 120.0
 
 
-async def test_a_worker_started_after_another_took_every_host_gets_a_share(make_web, db_url):
+async def test_a_worker_started_after_another_took_every_host_gets_a_share(make_web, db_url, caplog):
+    caplog.set_level(logging.DEBUG, logger="harvester")
     specs = [HostSpec(f"l{n}", pages=240, latency_s=0.04) for n in range(4)]
     web = make_web(specs, seed=23)
     settings = Settings.load(database_url=db_url, politeness={"max_active_hosts": 64})
@@ -53,6 +56,14 @@ async def test_a_worker_started_after_another_took_every_host_gets_a_share(make_
         max_in_flight(records, spec.name) for spec in specs]
     twice = {url: n for url, n in Counter(r.url for r in records).items() if n > 1}
     assert twice == {}
+    # A hand-back is logged as what it is, once per host handed back; no lease lapsed, so none is said to have.
+    handed = [r for r in caplog.records if r.getMessage().startswith("handed host ")]
+    assert len(handed) == sum(r.counters["hosts_shared_out"] for r in results), [r.getMessage() for r in handed]
+    assert all(r.levelno == logging.INFO and "with 1 other worker(s)" in r.getMessage() for r in handed), [
+        (r.levelname, r.getMessage()) for r in handed]
+    turned = [r.getMessage() for r in caplog.records if "handed back: its turn stops" in r.getMessage()]
+    assert turned, "the control: a host handed back had a request stopped"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "lease" in r.getMessage()] == []
 
 
 def test_a_holder_is_over_its_share_only_while_another_worker_could_take_a_host():

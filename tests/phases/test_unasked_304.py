@@ -12,7 +12,7 @@ from test_harvest import robots_and_sitemap, settings_for
 from harvester import phases
 from harvester.cli_tables import status_of
 from harvester.frontier import FrontierStore
-from harvester.settings import SiteProfile
+from harvester.site_profile import SiteProfile
 
 
 async def test_a_304_to_a_request_without_validators_is_a_failed_fetch_retried_later(sqlite_url, serve):

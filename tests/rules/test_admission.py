@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from harvester.discovery.sitemap_model import SitemapEntry
 from harvester.records import Source, UrlKind
 from harvester.rules.admission import Site
-from harvester.settings import ScoreRule, Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import ScoreRule, SiteProfile
 
 ORIGIN = "https://news.example"
 SITEMAP = ORIGIN + "/sitemap.xml"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from harvester.records import Source, UrlKind
 from harvester.rules.scoring import recency, score
-from harvester.settings import ScoreRule, SiteProfile
+from harvester.site_profile import ScoreRule, SiteProfile
 
 NOW = datetime(2026, 6, 1, 12, tzinfo=UTC)
 URL = "https://h.org/articles/x-1"

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from harvester.rules.scope import UrlFilter, Verdict
 from harvester.rules.urls import CANONICAL_VERSION, Canonicalizer, canonicalize, remove_dot_segments
-from harvester.settings import Scope, Settings, SiteProfile
+from harvester.settings import Settings
+from harvester.site_profile import Scope, SiteProfile
 
 SETTINGS = Settings()
 URLS = SETTINGS.urls
