@@ -25,6 +25,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.rules import revisit_documents
+from harvester.rules.feed_pages import SitemapDates
 from harvester.rules.report import DiscoveryReport
 from harvester.runtime import db, make_owner, utcnow
 from harvester.store_results import AddResult
@@ -73,6 +74,8 @@ class HostContext:
     problems: list[str] = field(init=False, default_factory=list)
     report: DiscoveryReport = field(init=False)
     urls: UrlBatches = field(init=False)
+    sitemap_dates: SitemapDates = field(init=False, default_factory=SitemapDates)
+    """The lastmods of the detail pages this run's sitemaps listed: how far ahead a paged feed is worth asking."""
     _moved: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:

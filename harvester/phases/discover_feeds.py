@@ -22,7 +22,7 @@ from harvester.records import (
     Validators,
     origin_of,
 )
-from harvester.rules import revisit
+from harvester.rules import feed_pages, revisit
 from harvester.rules.revisit_documents import unreadable_count
 from harvester.runtime import aware, db, settle, utcnow
 
@@ -131,6 +131,28 @@ class _Ahead:
         return len(tasks)
 
 
+class _Walked:
+    """The entries a feed's walk has read so far (their dates, the largest page): what ``pages_after_next`` reads
+    to bound the guesses to the pages the feed is estimated to have left (``rules.feed_pages``)."""
+
+    def __init__(self) -> None:
+        self.dates: list[datetime | None] = []
+        self.per_page = 0
+
+    def read(self, page: _FeedRead) -> None:
+        self.dates += page.dates
+        self.per_page = max(self.per_page, len(page.doc.entries))
+
+    def pages_after_next(self, host: HostContext) -> int:
+        """Pages worth asking past the one the walk reads next: the estimate, or the window when none is made."""
+        left = feed_pages.pages_after_next(self.dates, self.per_page, host.sitemap_dates)
+        if left is None:
+            return MAX_FEED_PAGES_AHEAD
+        if left < MAX_FEED_PAGES_AHEAD:
+            host.counters["feed_guesses_bounded_by_sitemap_dates"] += 1
+        return left
+
+
 class FeedReader:
     """The feeds of one host: taken from its ``FeedQueue`` one at a time, each read newest page first, a feed that
     repeats another recognised (by the entries of the feeds read before it in this run)."""
@@ -209,8 +231,10 @@ class FeedReader:
         page: _FeedRead | None = head
         at, ahead = url, _Ahead()
         guessing = not rereading  # a first read takes every page: the next ones may be asked beside this one
+        walked = _Walked()
         try:
             while page is not None and page.doc.next_page and budget > 0:
+                walked.read(page)
                 if rereading and not page.only_news(reference):
                     self.host.counters["feed_pages_not_needed"] += 1
                     break
@@ -228,7 +252,7 @@ class FeedReader:
                 if guessing:
                     if asked is None:  # its own request first: the guesses queue behind it for the host's slots
                         asked = ahead.start(self._fetch_feed(target, page_known))
-                    self._ask_ahead(ahead, at, target, budget)
+                    self._ask_ahead(ahead, at, target, min(budget, walked.pages_after_next(self.host)))
                 page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked)
                 at = target
         except BaseException:
@@ -262,9 +286,10 @@ class FeedReader:
 
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
         """Ask the pages after ``target`` beside it, when ``at`` → ``target`` stepped one number of the URL: as
-        many as the host's limit, within the page budget (``target`` itself is most often a guess already
-        answered, so the next ones fill the host's slots; any beyond them wait for a slot as every request
-        does). A paced host (Crawl-delay, request rate, a minimum delay) gains nothing from it: never guessed for."""
+        many as the host's limit, within ``budget`` (the page budget, and the pages the sitemaps' dates say are
+        left: ``_Walked.pages_after_next``). ``target`` itself is most often a guess already answered, so the next
+        ones fill the host's slots; any beyond them wait for a slot as every request does. A paced host
+        (Crawl-delay, request rate, a minimum delay) gains nothing from it: never guessed for."""
         gate = self.host.client.gate(origin_of(target))  # the feed's own host: it may be another one in scope
         if gate.interval_s > 0 or gate.crawl_delay_s or gate.request_rate_s:
             return

@@ -23,6 +23,7 @@ from harvester.records import (
     ErrorClass,
     FetchResult,
     Source,
+    UrlKind,
     Validators,
     origin_of,
     provenance,
@@ -387,10 +388,12 @@ class SitemapWalk:
         try:
             while chunk := list(islice(iterator, chunk_size)):
                 count += len(chunk)
-                batch += self.host.site.admit_published(
+                admitted = self.host.site.admit_published(
                     chunk, where=source, origin=self.host.origin, now=fetched_at, fetched_at=fetched_at,
                     allowed=self.host.rules.allowed,
                 )
+                self.host.sitemap_dates.add(item.lastmod for item in admitted if item.kind is UrlKind.DETAIL)
+                batch += admitted
                 if len(batch) >= size:
                     if writing is not None:
                         pending, writing = writing, None  # its error, if any, is raised here and only here
