@@ -119,13 +119,13 @@ class _HostRun:
         self.batch = client.settings.store.claim_batch
         self.settling: set[asyncio.Task[None]] = set()
         self.tasks: asyncio.TaskGroup | None = None
+        self.workers = max(1, self.client.gate_config.max_limit)
 
     async def run(self) -> None:
-        workers = max(1, self.client.gate_config.max_limit)
         try:
             async with task_group() as tasks:
                 self.tasks = tasks
-                for i in range(workers):
+                for i in range(self.workers):
                     tasks.create_task(self._worker(), name=f"worker {self.host} #{i}")
         finally:
             self.client.set_queue_depth(self.host, 0)
@@ -160,27 +160,41 @@ class _HostRun:
             if self.queue:
                 job = self.queue.popleft()
                 self.busy += 1
+                if len(self.queue) < self.workers and not self.exhausted and self.claiming is None:
+                    # The next claim goes now, while the queue still feeds every worker once more: waited for
+                    # when the queue ran dry, it held all the host's slots idle for a database round trip (behind
+                    # other hosts' writes under load) every ``claim_batch`` requests.
+                    assert self.tasks is not None
+                    self.tasks.create_task(self._refill(self._claim_started()), name=f"claim {self.host}")
                 return job
             if self.exhausted:
                 return None
-            if self.claiming is not None:
+            if self.claiming is None:
+                await self._refill(self._claim_started())
+            else:
                 await asyncio.shield(self.claiming)
-                continue
-            loop = asyncio.get_running_loop()
-            self.claiming = loop.create_future()
-            try:
-                jobs = await self.work.claim(self.host, self.batch)
-            finally:
-                claiming, self.claiming = self.claiming, None
-                claiming.set_result(None)
-            if jobs:
-                self.queue.extend(jobs)
-                self.client.set_queue_depth(self.host, len(self.queue))
-                continue
-            # HostWork's contract: empty means no more work now. Requeued jobs wait for the next run_hosts call.
-            self.exhausted = True
-            return None
         return None
+
+    def _claim_started(self) -> asyncio.Future[None]:
+        """Mark a claim as under way (synchronously, so no other worker starts one) and return its marker."""
+        self.claiming = asyncio.get_running_loop().create_future()
+        return self.claiming
+
+    async def _refill(self, claiming: asyncio.Future[None]) -> None:
+        """One claim into the queue; HostWork's contract: empty means no more work now (requeued jobs wait for the
+        next run_hosts call)."""
+        try:
+            jobs = await self.work.claim(self.host, self.batch)
+        finally:
+            self.claiming = None
+            claiming.set_result(None)
+        if self.stopped:  # the host stopped meanwhile: nothing of this claim is sent, its leases go back
+            self.stats.unsent.extend(jobs)
+        elif jobs:
+            self.queue.extend(jobs)
+            self.client.set_queue_depth(self.host, len(self.queue))
+        else:
+            self.exhausted = True
 
     async def _worker(self) -> None:
         sent = [asyncio.Event()]  # what this worker's last answer's record waits for (``_defer``)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, case, insert, literal, or_, select, update
+from sqlalchemy import Connection, Table, and_, bindparam, case, insert, literal, or_, select, update
 
 from harvester.frontier.base import Part
 from harvester.frontier.models import (
@@ -104,7 +104,8 @@ class Documents(Part):
         ``[named_since, seen_before)``: named by the document's previous full read, not by this one (nor by
         anything read since ``seen_before``). They lose their published lastmod (no lastmod may say they are
         unchanged any more) and, when finished, are due now, so the run asks them (conditionally) and a 404/410
-        marks them gone (a URL still waiting in the queue is asked anyway).
+        marks them gone (a URL still waiting in the queue is asked anyway). One already asked since ``seen_before``
+        (extraction runs beside the rest of a host's discovery) has its answer of this run: not asked again.
         The window makes it once: the next read's ``named_since`` is this read, later than their last naming.
         Without a previous full read on record (a document stored before ``read_at`` existed), URLs still
         carrying a lastmod stand in for "named by the last read"."""
@@ -122,7 +123,9 @@ class Documents(Part):
                     Url.host_id == host_id, named, Url.last_seen < aware(vanished.seen_before),
                     or_(Url.source_id.in_(sources), Url.id.in_(paired)),
                 ).values(lastmod=None, next_fetch_at=case(
-                    (Url.state == UrlState.DONE.value, literal(aware(vanished.now), Url.next_fetch_at.type)),
+                    (and_(Url.state == UrlState.DONE.value,
+                          or_(Url.last_fetched_at.is_(None), Url.last_fetched_at < aware(vanished.seen_before))),
+                     literal(aware(vanished.now), Url.next_fetch_at.type)),
                     else_=Url.next_fetch_at,
                 ))
             )

@@ -99,13 +99,14 @@ class Queue(Part):
 
     def claim(
         self, owner: str, *, hosts: Sequence[str], per_host: int, lease_s: float,
-        kinds: Sequence[UrlKind] = (UrlKind.DETAIL,), now: datetime | None = None,
+        kinds: Sequence[UrlKind] = (UrlKind.DETAIL,), now: datetime | None = None, beside: Sequence[str] = (),
     ) -> list[ClaimedUrl]:
         """Lease the best-scored due URLs, at most ``per_host`` per host, in one indexed statement.
 
         Due: QUEUED with no ``next_fetch_at`` or one in the past, or DONE whose revisit time has come. Returned
-        by host origin, then score descending, then id (stable). Hosts leased by another owner are skipped. Two
-        concurrent claimers never receive the same URL.
+        by host origin, then score descending, then id (stable). Hosts leased by another owner are skipped, bar
+        the owners in ``beside`` (whose requests go through the claimer's own politeness gate). Two concurrent
+        claimers never receive the same URL.
         """
         if per_host <= 0 or not hosts or not kinds:
             return []
@@ -115,10 +116,11 @@ class Queue(Part):
         kind_values = [str(k) for k in kinds]
         with self._tx() as tx:
             where, params = d.any_of("origin", list(set(hosts)))
+            passed, passed_params = d.any_of("lease_owner", sorted(beside)) if beside else ("", [])
             host_rows = tx.conn.exec_driver_sql(
                 f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"
-                f" AND lease_owner <> {d.p} AND lease_until >= {d.p})",
-                (*params, owner, d.ts(now)),
+                f" AND lease_owner <> {d.p} AND lease_until >= {d.p}{f' AND NOT {passed}' if beside else ''})",
+                (*params, owner, d.ts(now), *passed_params),
             ).all()
             origin_of = {host_id: origin for host_id, origin in host_rows}
             host_ids = sorted(origin_of, key=origin_of.__getitem__)  # claim order: host, then best first

@@ -31,6 +31,8 @@ from harvester.runtime import db, make_owner, utcnow
 from harvester.store_results import AddResult
 
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
     from harvester.fetch.engine import PoliteClient
     from harvester.fetch.robots import RobotsRules
     from harvester.frontier import FrontierStore
@@ -69,6 +71,9 @@ class HostContext:
     refresh: bool
     policies: PolicyKeeper | None = None
     robots: RobotsRules | None = None
+    beside: AbstractSet[str] = frozenset()
+    """Extraction owners fetching through this host's client (``handover.Shared.owners``): the listing crawl's claims
+    pass their host leases, since one gate keeps the host's limit over both phases."""
     owner: str = field(init=False)
     counters: Counter[str] = field(init=False, default_factory=Counter)
     problems: list[str] = field(init=False, default_factory=list)

@@ -83,8 +83,11 @@ class HostDiscovery:
     """One host's discovery in one run: robots.txt, seeds, then the sitemap walk, the listing crawl (the feed reader
     beside it) and the feeds left, in that order, each step an object of its own over ``host``."""
 
-    def __init__(self, host: HostContext) -> None:
+    def __init__(self, host: HostContext, *, listed: Callable[[list[str]], None] | None = None) -> None:
         self.host = host
+        self.listed = listed
+        """Called with the host's homes once its sitemaps are read: the caller may hand it to extraction beside
+        the rest of its discovery (``handover.Handover.hand_over``'s ``beside``)."""
         self.feeds = FeedQueue(host.site)
         """Feeds found by any step (a seed, a sitemap, a listing page), for the reader."""
         self.reader = FeedReader(host, self.feeds)
@@ -168,6 +171,10 @@ class HostDiscovery:
             await db(host.store.add_discovered, seeds)
         if profile.use_sitemaps:
             await self.sitemaps.walk()
+        if self.listed is not None:
+            # What the sitemaps listed (and their lastmod verdicts) is in the frontier: extraction may fetch it while
+            # the listing crawl and the feeds, often chains of one page after another, go on through the same gate.
+            self.listed(host.homes())
         try:
             await self.listings.crawl()  # the feeds found so far read beside it (``FeedReader.read_beside``)
         except BaseException:

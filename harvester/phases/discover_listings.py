@@ -89,7 +89,7 @@ class ListingCrawl:
             claimed = await db(
                 self.host.store.claim, self.host.owner, hosts=self.host.homes(),
                 per_host=min(2 * limit, budget - fetched), lease_s=self.host.settings.store.lease_s,
-                kinds=(UrlKind.LISTING,),
+                kinds=(UrlKind.LISTING,), beside=sorted(self.host.beside),
             )
             ending = not claimed
             if ending:

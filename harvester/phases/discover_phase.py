@@ -8,6 +8,7 @@ gathers their results.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from harvester.frontier import FrontierStore
@@ -55,9 +56,14 @@ async def discover(
     async with phase_client(shared, store, settings, profile, site) as client:
         policies = shared.policies if shared is not None else PolicyKeeper(store, client)
 
+        beside = ready is not None and shared is not None  # one gate for both phases: they may overlap on a host
+        listed = functools.partial(ready.hand_over, beside=True) if beside and ready is not None else None
+
         def make(origin: str) -> HostDiscovery:
             return HostDiscovery(HostContext(store, settings, site, client, origin, run_id=run_id,
-                                             run_started=started or utcnow(), refresh=refresh, policies=policies))
+                                             run_started=started or utcnow(), refresh=refresh, policies=policies,
+                                             beside=shared.owners if shared is not None else frozenset()),
+                                 listed=listed)
 
         def finished(item: HostDiscovery) -> None:
             result.counters.update(item.counters)

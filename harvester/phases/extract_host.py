@@ -52,10 +52,12 @@ class ExtractWork:
     def __init__(
         self, store: FrontierStore, settings: Settings, site: Site, *, owner: str, run_id: int | None,
         hook: ExtractorHook | None, budget: PageBudget, policies: PolicyKeeper | None = None,
-        handover: Handover | None = None,
+        handover: Handover | None = None, beside: bool = False,
     ) -> None:
         self.store = store
         self.handover = handover
+        self.beside = beside
+        """This worker fetches through the cycle's shared client: hosts handed over beside their discovery are open."""
         self.budget = budget
         self.policies = policies
         self.settings = settings
@@ -102,7 +104,7 @@ class ExtractWork:
         active = len(self.leased - self.exhausted - self.spent)
         room = politeness.max_active_hosts - active
         if room > 0:
-            handed = self.handover.open_hosts() if self.handover is not None else None
+            handed = self.handover.open_hosts(beside=self.beside) if self.handover is not None else None
             mine = [origin for origin in await self.my_hosts() if handed is None or origin in handed]
             with_work, others = await db(self.store.sharing, self.owner, hosts=mine, site=self.site.profile.name)
             others = max(others, local_peers(self.settings.database_url, self.site.profile.name, self.owner))
@@ -157,7 +159,7 @@ class ExtractWork:
         other live workers hold). Hosts this run spent or parked, and hosts discovery has yet to hand over, are
         not this worker's to take."""
         claimable, held = await db(self.store.unfinished, self.owner, hosts=await self.my_hosts())
-        handed = self.handover.open_hosts() if self.handover is not None else None
+        handed = self.handover.open_hosts(beside=self.beside) if self.handover is not None else None
         parked = self.policies.parked if self.policies is not None else (lambda _origin: None)
         takes = [origin for origin in claimable if origin not in self.spent and parked(origin) is None
                  and (handed is None or origin in handed)]

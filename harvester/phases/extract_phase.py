@@ -88,7 +88,9 @@ async def _extract(
         started = await db(store.run_started_at, run_id) if run_id is not None else None
         budget = PageBudget(store, limit=page_budget(settings, profile), since=started or utcnow())
         work = ExtractWork(store, settings, site, owner=owner, run_id=run_id, hook=hook, budget=budget,
-                           policies=policies, handover=state.handover)
+                           policies=policies, handover=state.handover, beside=shared is not None)
+        if shared is not None:
+            shared.owners.add(owner)  # discovery's listing claims pass this worker's host leases (one gate)
         if hook is not None:  # pages the hook failed on before this run: asked again now, so a fixed hook repairs
             work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
                                               before=started or utcnow()))
@@ -106,6 +108,8 @@ async def _extract(
         finally:
             if shared is None:
                 await policies.aclose()
+            else:
+                shared.owners.discard(owner)
             await _wind_down(store, work, cycle)
         diagnostics = client.diagnostics()
         if on_progress is not None:

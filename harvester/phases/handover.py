@@ -12,6 +12,13 @@ subflows and tasks awaited in its loop), they share one polite client (``Shared`
 one gate per host for both, so the limit and the Crawl-delay bound their requests together, other hosts'
 discovery and extraction included (a sitemap or a redirect on another host), and robots.txt is read once for both.
 
+A host's discovery may hand it over *beside* itself once its sitemaps are read (``hand_over(..., beside=True)``),
+when it fetches through the cycle's shared client: what is left (the listing crawl, the feeds, often chains of pages
+one after another at the host's latency) then goes on while extraction fetches the pages the sitemaps listed, both
+through the host's one gate, so the host's slots are not left idle. Only an extraction fetching through that same
+client takes such a host (``open_hosts(beside=True)``); and discovery's listing claims pass the host lease of an
+extraction worker sharing its client (``Shared.owners``), never another's.
+
 A ``Handover`` is part of the cycle's shared state (``cycle_state.CycleState``), passed to both phases; a phase
 given none (run alone, or its cycle runs in another process) is not pipelined: extraction then takes every host, as
 a lone extraction run does.
@@ -42,6 +49,10 @@ class Shared:
     """Each phase's view of the site (moved hosts join it as they are found): a redirect hop in the scope of any
     of them is in the cycle's scope."""
 
+    owners: set[str] = field(default_factory=set)
+    """Lease owners of the extraction workers fetching through ``client``: discovery's claims pass their host leases
+    (the one gate keeps the host's limit over both), never those of a worker with a client of its own."""
+
     def in_scope(self, url: str) -> bool:
         return any(site.in_scope(url) for site in self.sites)
 
@@ -52,6 +63,8 @@ class Handover:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._ready: set[str] = set()
+        self._beside: set[str] = set()
+        """Hosts handed over while their discovery goes on through the cycle's shared client."""
         self._ended = False
         self.version = 0
         """Grows with every change: a waiter compares it with what it saw."""
@@ -65,10 +78,11 @@ class Handover:
                 loop.call_soon_threadsafe(_wake, waiter)
         self._waiters.clear()
 
-    def hand_over(self, origins: Iterable[str]) -> None:
-        """These hosts' discovery is done (their politeness state saved): extraction may take them."""
+    def hand_over(self, origins: Iterable[str], *, beside: bool = False) -> None:
+        """These hosts' discovery is done (their politeness state saved): extraction may take them. ``beside``: it
+        goes on through the cycle's shared client; only an extraction fetching through that client may take them."""
         with self._lock:
-            self._ready.update(origins)
+            (self._beside if beside else self._ready).update(origins)
             self._changed()
 
     def end(self) -> None:
@@ -81,10 +95,13 @@ class Handover:
     def ended(self) -> bool:
         return self._ended
 
-    def open_hosts(self) -> frozenset[str] | None:
-        """The hosts extraction may take now; None when discovery has ended (all of them)."""
+    def open_hosts(self, *, beside: bool = False) -> frozenset[str] | None:
+        """The hosts extraction may take now; None when discovery has ended (all of them). ``beside``: the caller
+        fetches through the cycle's shared client, so the hosts handed over beside their discovery are open too."""
         with self._lock:
-            return None if self._ended else frozenset(self._ready)
+            if self._ended:
+                return None
+            return frozenset(self._ready | self._beside) if beside else frozenset(self._ready)
 
     async def changed(self, seen: int, timeout_s: float) -> bool:
         """Wait until something changes after version ``seen`` (True) or ``timeout_s`` passes (False). Woken

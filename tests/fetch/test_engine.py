@@ -6,6 +6,7 @@ Every invariant is read from the server's own request log (``harvester.testing.r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import socket
 import time
@@ -417,3 +418,45 @@ async def test_the_next_request_goes_before_the_previous_answer_is_recorded(make
     assert len(work.results) == len(urls) - 1  # every record ran before run_hosts returned
     assert [r.path for r in (await log_of(web)) if r.path != "/robots.txt"] == [
         u.removeprefix(web.origin("a")) for u in urls]
+
+
+async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make_web):
+    """Issue 31: a host's queue was refilled only once it had run dry, so all its workers waited for the claim's
+    database round trip (behind other hosts' writes under load) every ``store.claim_batch`` requests. Now the next
+    claim is under way while the queue still holds a job for each worker: here the first batch's last job starts
+    while the second claim is out (that claim waits for it, bounded; before, it was asked only after)."""
+    web = make_web([HostSpec("a", pages=24, latency_s=0.01, page_bytes=SMALL)])
+    urls = urls_of(web, "a")
+    batch = 8
+    work = ListWork(urls)
+    real_claim = work.claim
+    out = [0]
+    last_of_batch = asyncio.Event()
+    overlapped: list[bool] = []
+
+    async def claim(host: str, n: int) -> Sequence[Job]:
+        out[0] += 1
+        try:
+            if work.claims[host] == 1:  # the second claim: held until the first batch's last job has started
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(last_of_batch.wait(), 30)
+            return await real_claim(host, n)
+        finally:
+            out[0] -= 1
+
+    work.claim = claim  # type: ignore[method-assign]
+    started: list[str] = []
+    async with PoliteClient(settings(**{"store.claim_batch": batch}), per_host_limit=2) as client:
+        real_fetch = client.fetch
+
+        async def fetch(url: str, **kwargs):  # type: ignore[no-untyped-def]
+            started.append(url)
+            if len(started) == batch:
+                overlapped.append(out[0] > 0)
+                last_of_batch.set()
+            return await real_fetch(url, **kwargs)
+
+        client.fetch = fetch  # type: ignore[method-assign]
+        await run_hosts(client, work, max_active_hosts=1)
+    assert sorted(job.url for job, _ in work.results) == sorted(urls)
+    assert overlapped == [True]

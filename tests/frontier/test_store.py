@@ -244,6 +244,17 @@ def test_claim_filters_kinds_and_skips_hosts_leased_by_others(store: FrontierSto
     assert [c.url for c in claimed] == ["https://a.test/item"]
 
 
+def test_a_claim_passes_only_the_host_leases_of_owners_beside_it(store: FrontierStore) -> None:
+    """Discovery's listing crawl goes on beside an extraction worker that fetches through the same polite client
+    (issue 31): it passes that worker's host lease, never another owner's (another process, another gate)."""
+    store.add_discovered([found("https://a.test/list", kind=UrlKind.LISTING)], now=T0)
+    assert store.claim_hosts("extract-1", limit=1, lease_s=60, now=T0) == ["https://a.test"]
+    listing = (UrlKind.LISTING,)
+    assert claim_all(store, "discover", ["https://a.test"], kinds=listing, beside=["extract-2"]) == []
+    assert [c.url for c in claim_all(store, "discover", ["https://a.test"], kinds=listing,
+                                     beside=["extract-1", "extract-2"])] == ["https://a.test/list"]
+
+
 def test_claim_hosts_two_owners_are_disjoint_and_expired_leases_are_taken_over(store: FrontierStore) -> None:
     origins = _seed_hosts(store, 6, 2)
     a = store.claim_hosts("A", limit=4, lease_s=60, now=T0)
