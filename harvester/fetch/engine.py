@@ -19,6 +19,7 @@ from harvester.fetch.http import NO_VALIDATORS, Fetcher, close_clients
 from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.fetch.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.fetch.slots import HostSlots, _Host
+from harvester.fetch.transport import LAST_CHECK
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
 from harvester.runtime import aware, check_stop, utcnow
 from harvester.settings import Settings
@@ -268,13 +269,17 @@ class PoliteClient:
             check_stop()  # the last moment before a request: a stopped process sends none
             if hold is not None and not hold():  # ... nor one whose lease on the host has lapsed
                 raise LeaseLost(f"the lease on {host.diag.host} lapsed before {url} was requested; nothing was sent")
-            if robots_fetch:
-                result = await self._fetcher.fetch(
-                    url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,
-                    max_redirects=self.settings.robots.max_redirects, revalidate_hops=True)
-            else:
-                result = await self._fetcher.fetch(url, validators=validators, accept=accept, max_bytes=max_bytes,
-                                                   follow=follow)
+            last_check = LAST_CHECK.set(hold)  # asked again once the connection is in hand (``LAST_CHECK``)
+            try:
+                if robots_fetch:
+                    result = await self._fetcher.fetch(
+                        url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,
+                        max_redirects=self.settings.robots.max_redirects, revalidate_hops=True)
+                else:
+                    result = await self._fetcher.fetch(url, validators=validators, accept=accept,
+                                                       max_bytes=max_bytes, follow=follow)
+            finally:
+                LAST_CHECK.reset(last_check)
             return result
         finally:
             last = held[0]

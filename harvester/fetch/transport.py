@@ -6,16 +6,26 @@ from __future__ import annotations
 import functools
 import re
 import ssl
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Literal
 
 import aiohttp
 import httpcore
 import httpx
 
+from harvester.errors import LeaseLost
 from harvester.fetch.addresses import AddressPolicy
 from harvester.fetch.resolver import GuardedBackend, GuardedResolver
 
 Transport = Literal["aiohttp", "httpcore", "http2"]
+
+LAST_CHECK: ContextVar[Callable[[], bool] | None] = ContextVar("harvester_last_check", default=None)
+"""The lease check of the request being made in this task (``PoliteClient``'s ``hold``), asked again by the
+aiohttp transport once the request's connection is in hand, the last await before its bytes go out. The
+engine asks it before the fetch too, but a request may then wait for a connection (or a process be frozen
+there): asked only up there, a process stopped past its lease and continued went on to send that request to
+a host another process had taken over (tests/phases/test_scaleout.py's frozen extractor, 2 of 5 runs)."""
 
 
 @functools.cache
@@ -47,7 +57,7 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
             # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
             connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
                                              ssl=verify, resolver=GuardedResolver(addresses))
-            return _no_silent_retry(aiohttp.ClientSession(connector=connector))
+            return _no_silent_retry(aiohttp.ClientSession(connector=connector, trace_configs=[_last_check()]))
 
         # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
         return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
@@ -62,6 +72,21 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
         http1=True, http2=(kind == "http2"), network_backend=GuardedBackend(addresses),
     )
     return transport
+
+
+async def _check_last(_session: object, _context: object, _params: object) -> None:
+    check = LAST_CHECK.get()
+    if check is not None and not check():
+        raise LeaseLost("the lease on the host lapsed while its request waited for a connection; nothing was sent")
+
+
+def _last_check() -> aiohttp.TraceConfig:
+    """Asks ``LAST_CHECK`` once a connection is made or taken from the pool: the request's bytes follow without
+    another wait (the connection itself is released by aiohttp when this raises)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(_check_last)
+    trace.on_connection_reuseconn.append(_check_last)
+    return trace
 
 
 def _no_silent_retry(session: aiohttp.ClientSession) -> aiohttp.ClientSession:

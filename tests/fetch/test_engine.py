@@ -460,3 +460,26 @@ async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make
         await run_hosts(client, work, max_active_hosts=1)
     assert sorted(job.url for job, _ in work.results) == sorted(urls)
     assert overlapped == [True]
+
+
+async def test_a_lease_that_lapses_while_the_request_waits_for_its_connection_sends_nothing(make_web):
+    """The lease check is asked before the fetch and again once the connection is in hand: a process frozen (or
+    starved) between the two, past its lease, sends nothing when it runs again (before, the request went out
+    to a host another process had taken over: tests/phases/test_scaleout.py's frozen extractor)."""
+    web = make_web([HostSpec("a", pages=4, page_bytes=SMALL)])
+    first, second = urls_of(web, "a")[:2]
+    asked: list[str] = []
+
+    def lapses_after_the_first_ask() -> bool:
+        asked.append("ask")
+        return len(asked) == 1
+
+    async with PoliteClient(settings(), per_host_limit=1) as client:
+        assert (await client.fetch(first)).ok  # robots.txt and a page: a kept-alive connection is in the pool
+        before = len(await log_of(web))
+        with pytest.raises(LeaseLost):
+            await client.fetch(second, hold=lapses_after_the_first_ask)
+        assert asked == ["ask", "ask"]  # control: live before the fetch, lapsed once the connection was in hand
+        assert (await client.fetch(first)).ok  # the host's slot and pool are still usable
+    records = await log_of(web)
+    assert [r.url for r in records[before:]] == [first]  # the second URL never reached the server
