@@ -12,7 +12,8 @@ repetition, and the order turns round from one repetition to the next (1,2,3 the
 work on the machine falls on every N alike.
 
 Printed per run: the load average when it started, wall (first start to last exit), detail pages per second,
-CPU per page (user + system of the N processes, from ``wait4``), the largest number of requests in flight on one
+CPU per page (user + system of the N processes, from ``wait4``), the test web's CPU per page (it competes for
+the same cores), the largest number of requests in flight on one
 host across the processes (the test web counts them; must stay <= the limit), pages fetched twice (200s for one
 URL; must be 0), pages per process, and each process's timeline: its first request, its last one and its exit
 (seconds from the start). Then per N: the median wall and the median of the per-repetition ratios wall(N) /
@@ -59,6 +60,22 @@ class Outcome:
     timelines: list[tuple[float, float, float]]
     """Per process: first request, last request, exit (seconds from the start)."""
     load: float
+    web_cpu_s: float
+    """CPU the test web spent serving the run: on a busy machine it competes with the extractors for the cores."""
+
+
+def children_cpu() -> dict[int, float]:
+    """pid -> user + system CPU seconds of this process's live children (the test web; Linux /proc)."""
+    out: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def url_of(name: str) -> str:
@@ -95,6 +112,7 @@ def run(web: TestWeb, n: int, limit: int, details: set[str], tmp: Path, template
         agents = [f"scaleout-bench-{i}/1.0 (+http://127.0.0.1/contact)" for i in range(n)]
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HARVESTER_"))}
         load = os.getloadavg()[0]
+        web_before = children_cpu()
         started = time.monotonic()
         procs: list[subprocess.Popen[bytes]] = []
         for agent in agents:
@@ -123,6 +141,8 @@ def run(web: TestWeb, n: int, limit: int, details: set[str], tmp: Path, template
         if failed:
             raise SystemExit(f"an extract process of the {n}-process run failed")
         wall = max(exits.values())
+        web_after = children_cpu()
+        web_cpu = sum(web_after[pid] - cpu_s for pid, cpu_s in web_before.items() if pid in web_after)
         records = [r for r in web.records() if r.url in details]
         ok = [r for r in records if r.status == 200]
         counts = Counter(r.url for r in ok)
@@ -132,7 +152,8 @@ def run(web: TestWeb, n: int, limit: int, details: set[str], tmp: Path, template
             starts = [r.start - started for r in web.records() if r.user_agent == agent]
             timelines.append((min(starts, default=0.0), max(starts, default=0.0), exits[proc.pid]))
         return Outcome(n, len(counts), wall, cpu, max((r.in_flight for r in records), default=0),
-                       sum(1 for c in counts.values() if c > 1), [by_agent[a] for a in agents], timelines, load)
+                       sum(1 for c in counts.values() if c > 1), [by_agent[a] for a in agents], timelines, load,
+                       web_cpu)
     finally:
         drop_database(name)
 
@@ -141,7 +162,8 @@ def line(o: Outcome, one: float | None) -> str:
     timeline = " ".join(f"{a:.1f}/{b:.1f}/{c:.1f}" for a, b, c in o.timelines)
     ratio = f"{o.wall_s / one:>6.2f}" if one else f"{'':>6}"
     return (f"{o.procs:>5}{o.load:>6.1f}{o.pages:>7}{o.wall_s:>8.1f}{o.pages / o.wall_s:>9.1f}"
-            f"{1000 * o.cpu_s / max(1, o.pages):>9.2f}{o.max_in_flight:>10}{o.twice:>6}{ratio}  {o.per_process}"
+            f"{1000 * o.cpu_s / max(1, o.pages):>9.2f}{1000 * o.web_cpu_s / max(1, o.pages):>8.2f}"
+            f"{o.max_in_flight:>10}{o.twice:>6}{ratio}  {o.per_process}"
             f"  {timeline}")
 
 
@@ -162,7 +184,8 @@ def main() -> None:
         raise SystemExit(f"--procs {args.procs!r} / --reps {args.reps}: process counts and repetitions must be >= 1")
     specs = broad_specs(args.hosts, args.pages, args.latency)
     runs: list[list[Outcome]] = []
-    header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'in flight':>10}"
+    header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'web ms/p':>8}"
+              f"{'in flight':>10}"
               f"{'twice':>6}{'ratio':>6}  per process  first/last request/exit s per process")
     with TestWeb(specs, seed=9, mode="process") as web, tempfile.TemporaryDirectory() as tmp:
         details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
