@@ -2,14 +2,14 @@
 processes side by side, repeated and interleaved (issue 32).
 
     .venv/bin/python bench/scaleout.py [--hosts 200] [--pages 30] [--latency 0.005] [--limit 4] [--procs 1,2,3]
-        [--reps 1] [--db hv_scaleout]
+        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR]
 
-The test web (process mode, its own process) serves ``--hosts`` hosts of ``--pages`` detail pages (as
-bench/broad.py). The web is discovered once into the database ``--db`` at 127.0.0.1:5432 (not measured); each run
-then extracts from a fresh copy of it (``CREATE DATABASE .. TEMPLATE``), with N ``harvester extract`` processes
-started at once, each with its own User-Agent, as a user starts them. The process counts take turns within each
-repetition, and the order turns round from one repetition to the next (1,2,3 then 2,3,1 ...), so a burst of other
-work on the machine falls on every N alike.
+The test web (process mode, its own process; ``--webs`` processes, each serving a share of the hosts) serves
+``--hosts`` hosts of ``--pages`` detail pages (as bench/broad.py). The web is discovered once into the database
+``--db`` at 127.0.0.1:5432 (not measured); each run then extracts from a fresh copy of it (``CREATE DATABASE ..
+TEMPLATE``), with N ``harvester extract`` processes started at once, each with its own User-Agent, as a user starts
+them. The process counts take turns within each repetition, and the order turns round from one repetition to the
+next (1,2,3 then 2,3,1 ...), so a burst of other work on the machine falls on every N alike.
 
 Printed per run: the load average when it started, wall (first start to last exit), detail pages per second,
 CPU per page (user + system of the N processes, from ``wait4``), the test web's CPU per page (it competes for
@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +42,7 @@ import psycopg
 
 from harvester import FrontierStore, phases
 from harvester.settings import Settings, SiteProfile
-from harvester.testing import TestWeb
+from harvester.testing import RequestRecord, TestWeb
 
 sys.path.insert(0, str(Path(__file__).parent))
 from broad import specs as broad_specs
@@ -91,7 +93,26 @@ def drop_database(name: str) -> None:
     admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def discover_template(web: TestWeb, name: str, limit: int) -> None:
+class Webs:
+    """The hosts served by ``--webs`` test web processes, split evenly: one Python process serving every host
+    competes with the extractors for 2 cores and can be what binds, whatever the number of extractors."""
+
+    def __init__(self, webs: Sequence[TestWeb]) -> None:
+        self.webs = list(webs)
+        self.seeds = [seed for web in self.webs for seed in web.seeds]
+
+    def details(self) -> set[str]:
+        return {url for web in self.webs for spec in web.specs for url in web.truth[spec.name].allowed_detail_urls()}
+
+    def clear_records(self) -> None:
+        for web in self.webs:
+            web.clear_records()
+
+    def records(self) -> list[RequestRecord]:
+        return [r for web in self.webs for r in web.records()]
+
+
+def discover_template(web: Webs, name: str, limit: int) -> None:
     """The web discovered once into ``name``: every run extracts from a copy of this."""
     drop_database(name)
     admin(f'CREATE DATABASE "{name}"')
@@ -101,7 +122,7 @@ def discover_template(web: TestWeb, name: str, limit: int) -> None:
         asyncio.run(phases.discover(store, settings, profile))
 
 
-def run(web: TestWeb, n: int, limit: int, details: set[str], tmp: Path, template: str, tag: str,
+def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: str, tag: str,
         spy: Path | None = None) -> Outcome:
     name = f"{template}_{tag}"
     drop_database(name)
@@ -176,6 +197,7 @@ def main() -> None:
     parser.add_argument("--procs", default="1,2,3")
     parser.add_argument("--reps", type=int, default=1, help="repetitions, interleaved (default 1)")
     parser.add_argument("--db", default="hv_scaleout", help="the template database's name (copies get a suffix)")
+    parser.add_argument("--webs", type=int, default=1, help="test web processes the hosts are split across")
     parser.add_argument("--spy", type=Path, help="a directory: each process runs under py-spy (idle frames "
                         "included), its stacks written there; slows the runs, for finding waits, not for figures")
     args = parser.parse_args()
@@ -187,11 +209,15 @@ def main() -> None:
     header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'web ms/p':>8}"
               f"{'in flight':>10}"
               f"{'twice':>6}{'ratio':>6}  per process  first/last request/exit s per process")
-    with TestWeb(specs, seed=9, mode="process") as web, tempfile.TemporaryDirectory() as tmp:
-        details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        web = Webs([stack.enter_context(TestWeb(specs[i::args.webs], seed=9, mode="process"))
+                    for i in range(args.webs)])
+        details = web.details()
         try:
             discover_template(web, args.db, args.limit)
             print(f"{args.hosts} hosts x {args.pages} pages, latency {args.latency} s, limit {args.limit}, "
+                  f"{args.webs} test web process(es), "
                   f"{args.reps} repetition(s) of {counts} interleaved\n{header}", flush=True)
             for rep in range(args.reps):
                 order = counts[rep % len(counts):] + counts[:rep % len(counts)]
