@@ -183,7 +183,7 @@ def line(o: Outcome, one: float | None) -> str:
     timeline = " ".join(f"{a:.1f}/{b:.1f}/{c:.1f}" for a, b, c in o.timelines)
     ratio = f"{o.wall_s / one:>6.2f}" if one else f"{'':>6}"
     return (f"{o.procs:>5}{o.load:>6.1f}{o.pages:>7}{o.wall_s:>8.1f}{o.pages / o.wall_s:>9.1f}"
-            f"{1000 * o.cpu_s / max(1, o.pages):>9.2f}{1000 * o.web_cpu_s / max(1, o.pages):>8.2f}"
+            f"{1000 * o.cpu_s / max(1, o.pages):>9.2f}{1000 * o.web_cpu_s / max(1, o.pages):>9.2f}"
             f"{o.max_in_flight:>10}{o.twice:>6}{ratio}  {o.per_process}"
             f"  {timeline}")
 
@@ -206,7 +206,7 @@ def main() -> None:
         raise SystemExit(f"--procs {args.procs!r} / --reps {args.reps}: process counts and repetitions must be >= 1")
     specs = broad_specs(args.hosts, args.pages, args.latency)
     runs: list[list[Outcome]] = []
-    header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'web ms/p':>8}"
+    header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'web ms/p':>9}"
               f"{'in flight':>10}"
               f"{'twice':>6}{'ratio':>6}  per process  first/last request/exit s per process")
     with ExitStack() as stack:
