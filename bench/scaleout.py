@@ -1,15 +1,25 @@
 """Scale-out: the broad test web on one PostgreSQL frontier extracted by 1, 2 and 3 ``harvester extract``
-processes, one run each, side by side (issue 32).
+processes side by side, repeated and interleaved (issue 32).
 
     .venv/bin/python bench/scaleout.py [--hosts 200] [--pages 30] [--latency 0.005] [--limit 4] [--procs 1,2,3]
+        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR]
 
-The test web (process mode, its own process) serves ``--hosts`` hosts of ``--pages`` detail pages (as
-bench/broad.py). For each process count: a fresh PostgreSQL database at 127.0.0.1:5432, discovered once in this
-process (not measured), then N ``harvester extract`` processes started at once, each with its own User-Agent, as a
-user starts them. Printed per N: wall (first start to last exit), detail pages per second, CPU per page (user +
-system of the N processes, from ``wait4``), the largest number of requests in flight on one host across the
-processes (the test web counts them; must stay <= the limit), pages fetched twice (200s for one URL; must be 0),
-pages per process; then wall(N) / wall(1). The machine is shared: figures are noisy, the ratios of one run less so.
+The test web (process mode, its own process; ``--webs`` processes, each serving a share of the hosts) serves
+``--hosts`` hosts of ``--pages`` detail pages (as bench/broad.py). The web is discovered once into the database
+``--db`` at 127.0.0.1:5432 (not measured); each run then extracts from a fresh copy of it (``CREATE DATABASE ..
+TEMPLATE``), with N ``harvester extract`` processes started at once, each with its own User-Agent, as a user starts
+them. The process counts take turns within each repetition, and the order turns round from one repetition to the
+next (1,2,3 then 2,3,1 ...), so a burst of other work on the machine falls on every N alike.
+
+Printed per run: the load average when it started, wall (first start to last exit), detail pages per second,
+CPU per page (user + system of the N processes, from ``wait4``), the test web's CPU per page (it competes for
+the same cores), the largest number of requests in flight on one
+host across the processes (the test web counts them; must stay <= the limit), pages fetched twice (200s for one
+URL; must be 0), pages per process, and each process's timeline: its first request, its last one and its exit
+(seconds from the start). Then per N: the median wall and the median of the per-repetition ratios wall(N) /
+wall(1) (each ratio taken between runs of one repetition, minutes apart at most), with their range. The machine
+is shared: single walls are noisy, the median of interleaved ratios much less so. The databases are dropped at
+the end.
 """
 
 from __future__ import annotations
@@ -17,12 +27,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
+from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +43,7 @@ import psycopg
 from harvester import FrontierStore, phases
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
-from harvester.testing import TestWeb
+from harvester.testing import RequestRecord, TestWeb
 
 sys.path.insert(0, str(Path(__file__).parent))
 from broad import specs as broad_specs
@@ -48,53 +60,133 @@ class Outcome:
     max_in_flight: int
     twice: int
     per_process: list[int]
+    timelines: list[tuple[float, float, float]]
+    """Per process: first request, last request, exit (seconds from the start)."""
+    load: float
+    web_cpu_s: float
+    """CPU the test web spent serving the run: on a busy machine it competes with the extractors for the cores."""
 
 
-def fresh_database() -> str:
-    name = f"hv_scaleout_{uuid.uuid4().hex[:10]}"
+def children_cpu() -> dict[int, float]:
+    """pid -> user + system CPU seconds of this process's live children (the test web; Linux /proc)."""
+    out: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid():
+            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def url_of(name: str) -> str:
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+
+
+def admin(sql: str) -> None:
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return name
+        conn.execute(sql)
 
 
 def drop_database(name: str) -> None:
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def run(web: TestWeb, n: int, limit: int, details: set[str], tmp: Path) -> Outcome:
-    name = fresh_database()
-    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+class Webs:
+    """The hosts served by ``--webs`` test web processes, split evenly: one Python process serving every host
+    competes with the extractors for 2 cores and can be what binds, whatever the number of extractors."""
+
+    def __init__(self, webs: Sequence[TestWeb]) -> None:
+        self.webs = list(webs)
+        self.seeds = [seed for web in self.webs for seed in web.seeds]
+
+    def details(self) -> set[str]:
+        return {url for web in self.webs for spec in web.specs for url in web.truth[spec.name].allowed_detail_urls()}
+
+    def clear_records(self) -> None:
+        for web in self.webs:
+            web.clear_records()
+
+    def records(self) -> list[RequestRecord]:
+        return [r for web in self.webs for r in web.records()]
+
+
+def discover_template(web: Webs, name: str, limit: int) -> None:
+    """The web discovered once into ``name``: every run extracts from a copy of this."""
+    drop_database(name)
+    admin(f'CREATE DATABASE "{name}"')
+    settings = Settings.load(database_url=url_of(name))
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=limit)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        asyncio.run(phases.discover(store, settings, profile))
+
+
+def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: str, tag: str,
+        spy: Path | None = None) -> Outcome:
+    name = f"{template}_{tag}"
+    drop_database(name)
+    admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    url = url_of(name)
     try:
-        settings = Settings.load(database_url=url)
-        profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=limit)
-        with FrontierStore.open(settings, upgrade=True) as store:
-            asyncio.run(phases.discover(store, settings, profile))
         web.clear_records()
         agents = [f"scaleout-bench-{i}/1.0 (+http://127.0.0.1/contact)" for i in range(n)]
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HARVESTER_"))}
+        load = os.getloadavg()[0]
+        web_before = children_cpu()
         started = time.monotonic()
-        procs = []
+        procs: list[subprocess.Popen[bytes]] = []
         for agent in agents:
             env = {**base, "HARVESTER_HTTP__USER_AGENT": agent, "PREFECT_HOME": str(tmp / "prefect")}
+            command = [str(Path(sys.executable).parent / "harvester"), "extract", *web.seeds, "--db", url,
+                       "--per-host", str(limit)]
+            if spy is not None:  # sampled with idle frames: where each process's wall time goes, waits included
+                out = spy / f"{tag}-{len(procs)}.txt"
+                command = [str(Path(sys.executable).parent / "py-spy"), "record", "--idle", "--threads", "-r", "50",
+                           "--format", "raw", "-o", str(out), "--", *command]
             procs.append(subprocess.Popen(  # our own console script, no shell
-                [str(Path(sys.executable).parent / "harvester"), "extract", *web.seeds, "--db", url,
-                 "--per-host", str(limit)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp))
+                command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp))
         cpu = 0.0
-        for proc in procs:
-            _, status, usage = os.wait4(proc.pid, 0)
-            cpu += usage.ru_utime + usage.ru_stime
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"an extract process of the {n}-process run failed")
-        wall = time.monotonic() - started
+        exits: dict[int, float] = {}
+        failed = False
+        while len(exits) < len(procs):  # polled: each exit time is known within 20 ms, whatever the order
+            time.sleep(0.02)
+            for proc in procs:
+                if proc.pid in exits:
+                    continue
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    exits[pid] = time.monotonic() - started
+                    cpu += usage.ru_utime + usage.ru_stime
+                    failed = failed or os.waitstatus_to_exitcode(status) != 0
+        if failed:
+            raise SystemExit(f"an extract process of the {n}-process run failed")
+        wall = max(exits.values())
+        web_after = children_cpu()
+        web_cpu = sum(web_after[pid] - cpu_s for pid, cpu_s in web_before.items() if pid in web_after)
         records = [r for r in web.records() if r.url in details]
         ok = [r for r in records if r.status == 200]
         counts = Counter(r.url for r in ok)
         by_agent = Counter(r.user_agent for r in ok)
+        timelines = []
+        for agent, proc in zip(agents, procs, strict=True):
+            starts = [r.start - started for r in web.records() if r.user_agent == agent]
+            timelines.append((min(starts, default=0.0), max(starts, default=0.0), exits[proc.pid]))
         return Outcome(n, len(counts), wall, cpu, max((r.in_flight for r in records), default=0),
-                       sum(1 for c in counts.values() if c > 1), [by_agent[a] for a in agents])
+                       sum(1 for c in counts.values() if c > 1), [by_agent[a] for a in agents], timelines, load,
+                       web_cpu)
     finally:
         drop_database(name)
+
+
+def line(o: Outcome, one: float | None) -> str:
+    timeline = " ".join(f"{a:.1f}/{b:.1f}/{c:.1f}" for a, b, c in o.timelines)
+    ratio = f"{o.wall_s / one:>6.2f}" if one else f"{'':>6}"
+    return (f"{o.procs:>5}{o.load:>6.1f}{o.pages:>7}{o.wall_s:>8.1f}{o.pages / o.wall_s:>9.1f}"
+            f"{1000 * o.cpu_s / max(1, o.pages):>9.2f}{1000 * o.web_cpu_s / max(1, o.pages):>9.2f}"
+            f"{o.max_in_flight:>10}{o.twice:>6}{ratio}  {o.per_process}"
+            f"  {timeline}")
 
 
 def main() -> None:
@@ -104,23 +196,50 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.005)
     parser.add_argument("--limit", type=int, default=4)
     parser.add_argument("--procs", default="1,2,3")
+    parser.add_argument("--reps", type=int, default=1, help="repetitions, interleaved (default 1)")
+    parser.add_argument("--db", default="hv_scaleout", help="the template database's name (copies get a suffix)")
+    parser.add_argument("--webs", type=int, default=1, help="test web processes the hosts are split across")
+    parser.add_argument("--spy", type=Path, help="a directory: each process runs under py-spy (idle frames "
+                        "included), its stacks written there; slows the runs, for finding waits, not for figures")
     args = parser.parse_args()
+    counts = [int(p) for p in args.procs.split(",")]
+    if not counts or min(counts) < 1 or args.reps < 1:
+        raise SystemExit(f"--procs {args.procs!r} / --reps {args.reps}: process counts and repetitions must be >= 1")
     specs = broad_specs(args.hosts, args.pages, args.latency)
-    outcomes: list[Outcome] = []
-    with TestWeb(specs, seed=9, mode="process") as web, tempfile.TemporaryDirectory() as tmp:
-        details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
-        for n in (int(p) for p in args.procs.split(",")):
-            outcomes.append(run(web, n, args.limit, details, Path(tmp)))
-            o = outcomes[-1]
-            print(f"{n} process(es): {o.pages}/{len(details)} pages in {o.wall_s:.1f} s", flush=True)
-    print(f"\n{args.hosts} hosts x {args.pages} pages, latency {args.latency} s, limit {args.limit}")
-    print(f"{'procs':>5}{'pages':>8}{'wall s':>9}{'pages/s':>9}{'CPU ms/page':>13}{'max in flight':>15}"
-          f"{'twice':>7}  per process")
-    one = outcomes[0].wall_s
-    for o in outcomes:
-        print(f"{o.procs:>5}{o.pages:>8}{o.wall_s:>9.1f}{o.pages / o.wall_s:>9.1f}"
-              f"{1000 * o.cpu_s / max(1, o.pages):>13.2f}{o.max_in_flight:>15}{o.twice:>7}  {o.per_process}"
-              f"   wall/1 process {o.wall_s / one:.2f}")
+    runs: list[list[Outcome]] = []
+    header = (f"{'procs':>5}{'load':>6}{'pages':>7}{'wall s':>8}{'pages/s':>9}{'CPU ms/p':>9}{'web ms/p':>9}"
+              f"{'in flight':>10}"
+              f"{'twice':>6}{'ratio':>6}  per process  first/last request/exit s per process")
+    with ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory())
+        web = Webs([stack.enter_context(TestWeb(specs[i::args.webs], seed=9, mode="process"))
+                    for i in range(args.webs)])
+        details = web.details()
+        try:
+            discover_template(web, args.db, args.limit)
+            print(f"{args.hosts} hosts x {args.pages} pages, latency {args.latency} s, limit {args.limit}, "
+                  f"{args.webs} test web process(es), "
+                  f"{args.reps} repetition(s) of {counts} interleaved\n{header}", flush=True)
+            for rep in range(args.reps):
+                order = counts[rep % len(counts):] + counts[:rep % len(counts)]
+                done = {n: run(web, n, args.limit, details, Path(tmp), args.db, f"r{rep}n{n}", args.spy)
+                        for n in order}
+                runs.append([done[n] for n in counts])
+                for n in order:
+                    print(line(done[n], done[counts[0]].wall_s if n != counts[0] else None), flush=True)
+        finally:
+            drop_database(args.db)
+    print(f"\nper process count over {args.reps} repetition(s); ratio: wall(N) / wall({counts[0]}) of one repetition")
+    print(f"{'procs':>5}{'median wall s':>15}{'median ratio':>14}{'ratio range':>16}{'max in flight':>15}{'twice':>7}")
+    for i, n in enumerate(counts):
+        walls = [rep[i].wall_s for rep in runs]
+        ratios = [rep[i].wall_s / rep[0].wall_s for rep in runs]
+        print(f"{n:>5}{statistics.median(walls):>15.1f}{statistics.median(ratios):>14.2f}"
+              f"{f'{min(ratios):.2f}-{max(ratios):.2f}':>16}{max(rep[i].max_in_flight for rep in runs):>15}"
+              f"{sum(rep[i].twice for rep in runs):>7}")
+    loads = [o.load for rep in runs for o in rep]
+    print(f"load average (1 min) at the runs' starts: {min(loads):.1f}-{max(loads):.1f}, "
+          f"median {statistics.median(loads):.1f}; {os.cpu_count()} CPUs")
 
 
 if __name__ == "__main__":

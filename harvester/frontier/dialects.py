@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -140,9 +141,40 @@ def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
         add_postgresql_predicates()
         # The frontier's statements are short and indexed: JIT compilation (which kicks in on a mis-estimated
         # plan) cost 600 ms on a claim that runs in 20 ms.
-        return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=10,
-                             connect_args={"options": "-c jit=off"})
+        engine = create_engine(url, pool_size=10, max_overflow=10, connect_args={"options": "-c jit=off"})
+        ping_when_idle(engine)
+        return engine
     raise StoreError(f"database {url.render_as_string(hide_password=True)!r}: dialect {backend!r} is not supported")
+
+
+PING_IDLE_S = 2.0
+"""A pooled PostgreSQL connection idle this long is pinged before use (a server restarted meanwhile closed it)."""
+
+
+def ping_when_idle(engine: Engine) -> None:
+    """Ping a pooled connection before use only when it has sat idle ``PING_IDLE_S``: SQLAlchemy's ``pool_pre_ping``
+    pings on every checkout, a round trip per store call (5-10 ms each under load, issue 32), though a
+    connection used a moment ago is as good as a ping. One that fails the ping is replaced at once; one that
+    broke while in use fails its unit of work, which ``runtime.db`` asks again (``DatabaseUnavailable``) on a
+    fresh connection (SQLAlchemy drops the pool's connections on a disconnect)."""
+    from sqlalchemy.exc import DisconnectionError
+
+    @event.listens_for(engine, "checkin")
+    def _checkin(_dbapi_conn: Any, record: Any) -> None:
+        record.info["used_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        used_at = record.info.get("used_at")
+        if used_at is None or time.monotonic() - used_at < PING_IDLE_S:
+            return  # new, or used a moment ago
+        try:
+            autocommit = dbapi_conn.autocommit
+            dbapi_conn.autocommit = True
+            dbapi_conn.execute("SELECT 1")
+            dbapi_conn.autocommit = autocommit
+        except Exception as exc:  # the pool replaces it (and retries the checkout)
+            raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
 
 
 WAL_MIN_PAGES = 256
@@ -246,6 +278,26 @@ class Dialect:
         """Move the top ``per_host`` due queue rows of each host into ``leases``; rows of ``RETURNED_COLUMNS``,
         grouped by host in the order of ``host_ids``, best first (the order the store hands them out)."""
         raise NotImplementedError
+
+    def claim_urls(
+        self, conn: Connection, origins: Sequence[str], kinds: Sequence[str], per_host: int, now: datetime,
+        owner: str, lease_until: datetime, beside: Sequence[str] = (),
+    ) -> tuple[dict[int, str], list[Any], dict[int, str] | None]:
+        """A whole claim: of ``origins``, the hosts no other owner holds bar those ``beside`` the claimer (host id
+        -> origin), their due revisits promoted (``promote_revisits``), then ``claim_rows`` over them in origin
+        order; and, where the dialect reads them with the rows, the kinds of the rows' sources (source id -> kind;
+        None: not read)."""
+        where, params = self.any_of("origin", list(origins))
+        passed, passed_params = self.any_of("lease_owner", sorted(beside)) if beside else ("", [])
+        host_rows = conn.exec_driver_sql(
+            f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"
+            f" AND lease_owner <> {self.p} AND lease_until >= {self.p}{f' AND NOT {passed}' if beside else ''})",
+            (*params, owner, self.ts(now), *passed_params),
+        ).all()
+        origin_of = {int(host_id): str(origin) for host_id, origin in host_rows}
+        host_ids = sorted(origin_of, key=origin_of.__getitem__)  # claim order: host, then best first
+        self.promote_revisits(conn, host_ids, now, PROMOTE_BATCH)
+        return origin_of, self.claim_rows(conn, host_ids, kinds, per_host, now, owner, lease_until), None
 
     def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
         """Finished URLs of ``host_ids`` whose revisit time has come become QUEUED and enter the queue, where they

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import Connection, and_, exists, func, or_, select, update
 
 from harvester.frontier.base import Database, Part
-from harvester.frontier.dialects import PROMOTE_BATCH
 from harvester.frontier.models import (
     Document,
     Host,
@@ -115,19 +114,18 @@ class Queue(Part):
         d = self._d
         kind_values = [str(k) for k in kinds]
         with self._tx() as tx:
-            where, params = d.any_of("origin", list(set(hosts)))
-            passed, passed_params = d.any_of("lease_owner", sorted(beside)) if beside else ("", [])
-            host_rows = tx.conn.exec_driver_sql(
-                f"SELECT id, origin FROM hosts WHERE {where} AND NOT (lease_owner IS NOT NULL"
-                f" AND lease_owner <> {d.p} AND lease_until >= {d.p}{f' AND NOT {passed}' if beside else ''})",
-                (*params, owner, d.ts(now), *passed_params),
-            ).all()
-            origin_of = {host_id: origin for host_id, origin in host_rows}
-            host_ids = sorted(origin_of, key=origin_of.__getitem__)  # claim order: host, then best first
-            d.promote_revisits(tx.conn, host_ids, now, PROMOTE_BATCH)
-            rows = d.claim_rows(tx.conn, host_ids, kind_values, per_host, now, owner, until)
-            self._learn_sources(tx.conn, {row[-1] for row in rows})
+            origin_of, rows, kinds_read = d.claim_urls(
+                tx.conn, sorted(set(hosts)), kind_values, per_host, now, owner, until, beside)
+            if kinds_read is None:
+                self._learn_sources(tx.conn, {row[-1] for row in rows})
+            else:
+                self._remember_sources(kinds_read)
         return self._claimed(rows, origin_of, until)
+
+    def _remember_sources(self, kinds: dict[int, str]) -> None:
+        if len(self._source_kinds) > SOURCE_KINDS_CACHED:
+            self._source_kinds.clear()
+        self._source_kinds.update(kinds)
 
     def _learn_sources(self, conn: Connection, ids: set[int | None]) -> None:
         """Source id → kind for the claimed URLs' first sources (a few per host: cached, bounded)."""
