@@ -43,7 +43,7 @@ lint: $(VENV)/.installed
 TEST_WORKERS ?= 0
 
 test: lint pywb
-	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
