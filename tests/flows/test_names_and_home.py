@@ -44,7 +44,8 @@ async def test_pool_and_served_deployments_coexist_and_a_worker_without_home_say
                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     worker_log = tmp_path / "worker.log"
     with worker_log.open("wb") as out:
-        worker = subprocess.Popen([f"{bin_}/prefect", "worker", "start", "--pool", "nohome"], env=env,
+        worker = subprocess.Popen([f"{bin_}/prefect", "worker", "start", "--pool", "nohome"],
+                                  env={**env, "PREFECT_WORKER_QUERY_SECONDS": "1"},  # Prefect's 10 s: idle waits
                                   cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         async with get_client() as client:
