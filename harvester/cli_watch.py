@@ -32,7 +32,7 @@ FINISHED_STATES = ("done", "gone", "failed")
 
 @dataclass
 class ProgressLines:
-    """One line per ``PROGRESS_LINE_S`` from the frontier's counts by state: URLs found (discovery), pages
+    """Two lines per ``PROGRESS_LINE_S`` from the frontier's counts by state: URLs found (discovery), pages
     finished (extraction), each with its rate since the last line, and what waits."""
 
     title: str
@@ -56,15 +56,16 @@ class ProgressLines:
             return f"{max(0, count - before) / span_min:.0f}" if span_min > 0 else "0"
 
         queued, leased = states.get("queued", 0), states.get("leased", 0)
-        parts = [
-            f"{utcnow():%H:%M:%S} {self.title}:",
-            f"extract {finished} pages (at {rate(finished, last[2])} pages/min),",
-            f"{states.get('gone', 0)} gone, {states.get('failed', 0)} failed, {leased} claimed, {queued} queued;",
-            f"discover {found} URLs (at {rate(found, last[1])} URLs/min)",
-        ]
+        head = f"{utcnow():%H:%M:%S} {self.title}:"
+        # Two lines, each whole (time and title) and within 80 columns for six-figure counts, as a log file or a
+        # default terminal has them: one line of all of it was ~125 columns.
+        extract = (f"{head} extract {finished} pages ({rate(finished, last[2])}/min), "
+                   f"{states.get('gone', 0)} gone, {states.get('failed', 0)} failed")
+        discover = (f"{head} {leased} claimed, {queued} queued; "
+                    f"discover {found} URLs ({rate(found, last[1])}/min)")
         if (reason := stop_requested()) is not None:
-            parts.append(f"; stopping ({reason})")
-        return " ".join(parts)
+            discover += f"; stopping ({reason})"
+        return f"{extract}\n{discover}"
 
     def maybe(self, states: dict[str, int], now: float | None = None) -> None:
         """Write the line when one is due; the first reading is the baseline of the first line's rates."""

@@ -19,7 +19,7 @@ from harvester.settings import Settings
 from harvester.testing.sites import HostSpec
 
 HARVESTER = str(Path(sys.executable).parent / "harvester")
-PROGRESS = re.compile(r"harvest: extract (\d+) pages \(at (\d+) pages/min\), .* discover (\d+) URLs")
+PROGRESS = re.compile(r"harvest: extract (\d+) pages \((\d+)/min\), .*\n.*harvest: .* discover (\d+) URLs")
 
 
 def test_a_progress_line_gives_pages_and_rates_per_phase_since_the_last_line():
@@ -30,10 +30,17 @@ def test_a_progress_line_gives_pages_and_rates_per_phase_since_the_last_line():
     assert lines == []
     watch.maybe({"queued": 80, "leased": 4, "done": 20, "gone": 2, "failed": 1}, now=5.0)
     assert len(lines) == 1
-    assert "extract 23 pages (at 276 pages/min), 2 gone, 1 failed, 4 claimed, 80 queued; " \
-           "discover 107 URLs (at 84 URLs/min)" in lines[0]
+    extract, discover = lines[0].split("\n")
+    assert extract.endswith(" harvest: extract 23 pages (276/min), 2 gone, 1 failed")
+    assert discover.endswith(" harvest: 4 claimed, 80 queued; discover 107 URLs (84/min)")
     watch.maybe({"queued": 80, "done": 27, "gone": 2, "failed": 1}, now=10.0)
-    assert "extract 30 pages (at 84 pages/min)" in lines[1]
+    assert "extract 30 pages (84/min)" in lines[1]
+    big: list[str] = []  # a large harvest's counts: each line still within 80 columns (a log file, a terminal)
+    large = ProgressLines("recrawl", big.append, every_s=5.0)
+    large.maybe({"queued": 500_000, "leased": 999, "done": 90_000, "gone": 9_999, "failed": 9_999}, now=0.0)
+    large.maybe({"queued": 500_000, "leased": 999, "done": 91_000, "gone": 9_999, "failed": 9_999}, now=5.0)
+    assert "(12000/min)" in big[0]
+    assert [len(line) <= 80 for line in big[0].split("\n")] == [True, True], big
 
 
 def _start(web_seeds: list[str], db: Path, tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
