@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from prefect import flow
@@ -11,6 +10,7 @@ from harvester import phases
 from harvester.flows.artifacts import publish
 from harvester.flows.parameters import RunOverrides
 from harvester.flows.tasks import discover_host, load_settings, run_profile
+from harvester.runtime import task_group
 from harvester.site_profile import SiteProfile
 
 
@@ -26,9 +26,12 @@ async def discover_flow(
     profile = run_profile(profile, overrides)
     run_id = await phases.begin_run(settings, "discover", profile)
     origins = phases.site_hosts(settings, profile)
-    results = await asyncio.gather(
-        *(discover_host(profile, origin, run_id, refresh, config_file, overrides, handover) for origin in origins)
-    )
+    # A host whose task fails (its retries spent) cancels the others and the flow fails with that first error, as
+    # extract_flow's workers do: ``asyncio.gather`` left the other hosts' discovery running after the flow ended.
+    async with task_group() as tasks:
+        runs = [tasks.create_task(discover_host(profile, origin, run_id, refresh, config_file, overrides, handover))
+                for origin in origins]
+    results = [run.result() for run in runs]
     result, stats = await phases.finish_run(settings, run_id, "discover", results)
     await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)
     return result.counters

@@ -39,7 +39,7 @@ from harvester.phases.runs import (
     silence,
     site_hosts,
 )
-from harvester.runtime import db, stop_requested
+from harvester.runtime import db, stop_requested, task_group
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.store_results import Changes
@@ -204,7 +204,9 @@ class LocalSteps:
 
     async def extract(self, *, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)
-        parts = await asyncio.gather(*(self._worker(run_id, n, cycle) for n in range(max(1, self.workers))))
+        async with task_group() as tasks:  # a failed worker cancels the others: they wind down, nothing is lost
+            runs = [tasks.create_task(self._worker(run_id, n, cycle)) for n in range(max(1, self.workers))]
+        parts = [run.result() for run in runs]
         result, _ = await finish_run(self.settings, run_id, "extract", parts)
         return result
 
