@@ -54,22 +54,3 @@ def test_typical_page_urls_take_the_fast_path() -> None:
     url = urls("http://127.0.0.1:8080/articles/some-slug-12.html?page=2&sort=new")
     assert str(url) == "http://127.0.0.1:8080/articles/some-slug-12.html?page=2&sort=new"
     assert urls._base is not None  # httpx's parsed form is what the fast path relies on
-
-
-def test_aiohttp_is_imported_without_loading_the_ca_bundle_and_tls_still_verifies() -> None:
-    """Issue 31: aiohttp's import built two default TLS contexts, each loading the system CA bundle (1.4 s of a CLI
-    run's start under load), which the harvester never uses. Imported through ``harvester.fetch`` they hold no CA
-    (verification on: a fallback on them fails closed), while ``ssl`` is left as it was and the harvester's own
-    https context trusts the system bundle. In a fresh interpreter: pytest's plugins may import aiohttp first."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import ssl, harvester.fetch, aiohttp.connector as c\n"
-        "from harvester.fetch.transport import shared_ssl_context\n"
-        "print(c._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509_ca'], c._SSL_CONTEXT_VERIFIED.verify_mode.name,\n"
-        "      ssl.create_default_context().cert_store_stats()['x509_ca'] > 0,\n"
-        "      shared_ssl_context().cert_store_stats()['x509_ca'] > 0, shared_ssl_context().verify_mode.name)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["0", "CERT_REQUIRED", "True", "True", "CERT_REQUIRED"], out
