@@ -63,9 +63,10 @@ class ProgressLines:
                    f"{states.get('gone', 0)} gone, {states.get('failed', 0)} failed")
         discover = (f"{head} {leased} claimed, {queued} queued; "
                     f"discover {found} URLs ({rate(found, last[1])}/min)")
+        lines = [extract, discover]
         if (reason := stop_requested()) is not None:
-            discover += f"; stopping ({reason})"
-        return f"{extract}\n{discover}"
+            lines.append(f"{head} stopping ({reason})")
+        return "\n".join(lines)
 
     def maybe(self, states: dict[str, int], now: float | None = None) -> None:
         """Write the line when one is due; the first reading is the baseline of the first line's rates."""

@@ -13,6 +13,12 @@ from enum import StrEnum
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+ACCEPT = "*/*"
+"""What every GET accepts (the media type is checked on the answer). Here, not in ``fetch``, because the WARC
+export repeats these request headers and must not load the HTTP stack to do so."""
+ACCEPT_ENCODING = "gzip, deflate"
+"""Only encodings decoded with a bounded output; br/zstd are not advertised (no bounded decoder installed)."""
+
 
 class UrlKind(StrEnum):
     """What a URL is for: detail pages are the harvest; the others are how we find them."""

@@ -24,7 +24,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from harvester._version import __version__
-from harvester.fetch.http import ACCEPT, ACCEPT_ENCODING
+from harvester.records import ACCEPT, ACCEPT_ENCODING
 from harvester.runtime import aware
 from harvester.store_results import StoredFetch, StoredPage
 

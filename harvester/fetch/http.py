@@ -34,7 +34,7 @@ from harvester.fetch.answers import (
 )
 from harvester.fetch.resolver import seed_addresses
 from harvester.fetch.transport import RequestUrls, make_transport
-from harvester.records import ErrorClass, FetchResult, Validators, origin_of
+from harvester.records import ACCEPT, ACCEPT_ENCODING, ErrorClass, FetchResult, Validators, origin_of
 from harvester.settings import HttpSettings, parse_networks
 
 logger = logging.getLogger(__name__)
@@ -46,10 +46,6 @@ Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
 """
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-ACCEPT_ENCODING = "gzip, deflate"
-ACCEPT = "*/*"
-"""What every GET accepts (the media type is checked on the answer); the WARC's request records repeat both."""
-"""Only encodings decoded here with a bounded output; br/zstd are not advertised (no bounded decoder installed)."""
 
 ERROR_BODY_BYTES = 64 * 1024
 """Bodies of redirects and error statuses are read this far (to keep the connection alive) and no further."""

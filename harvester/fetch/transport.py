@@ -55,9 +55,9 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
 
         def session() -> aiohttp.ClientSession:
             # What httpx-aiohttp builds itself, with the policy's resolver (made inside the running loop).
-            connector = aiohttp.TCPConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
-                                             ssl=verify, resolver=GuardedResolver(addresses))
-            return _no_silent_retry(aiohttp.ClientSession(connector=connector, trace_configs=[_last_check()]))
+            connector = _LastCheckConnector(limit=connections, keepalive_timeout=limits.keepalive_expiry,
+                                            ssl=verify, resolver=GuardedResolver(addresses))
+            return _no_silent_retry(aiohttp.ClientSession(connector=connector))
 
         # Older httpx-aiohttp gave an Any here, 0.2.0 a typed transport: the ignore holds for both.
         return AiohttpTransport(verify=verify, limits=limits, trust_env=False, client=session)  # type: ignore[no-any-return, unused-ignore]
@@ -74,19 +74,24 @@ def make_transport(kind: Transport, connections: int, *, addresses: AddressPolic
     return transport
 
 
-async def _check_last(_session: object, _context: object, _params: object) -> None:
-    check = LAST_CHECK.get()
-    if check is not None and not check():
-        raise LeaseLost("the lease on the host lapsed while its request waited for a connection; nothing was sent")
+class _LastCheckConnector(aiohttp.TCPConnector):
+    """Asks ``LAST_CHECK`` once the request's connection is in hand (made or taken from the pool), the last await
+    before its bytes go out; a lapsed lease gives the unused connection back to the pool and sends nothing."""
 
-
-def _last_check() -> aiohttp.TraceConfig:
-    """Asks ``LAST_CHECK`` once a connection is made or taken from the pool: the request's bytes follow without
-    another wait (the connection itself is released by aiohttp when this raises)."""
-    trace = aiohttp.TraceConfig()
-    trace.on_connection_create_end.append(_check_last)
-    trace.on_connection_reuseconn.append(_check_last)
-    return trace
+    async def connect(self, *args: Any, **kwargs: Any) -> aiohttp.connector.Connection:
+        connection = await super().connect(*args, **kwargs)
+        check = LAST_CHECK.get()
+        if check is not None:
+            try:
+                live = check()
+            except BaseException:
+                connection.release()
+                raise
+            if not live:
+                connection.release()
+                raise LeaseLost("the lease on the host lapsed while its request waited for a connection; "
+                                "nothing was sent")
+        return connection
 
 
 def _no_silent_retry(session: aiohttp.ClientSession) -> aiohttp.ClientSession:

@@ -138,11 +138,6 @@ class PostgresDialect(Dialect):
             " AND application_name LIKE %s AND application_name <> %s", (scope + "%", me),
         ).scalar_one())
 
-    def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
-        if not host_ids:
-            return 0
-        return int(conn.exec_driver_sql(_PG_PROMOTE, (list(host_ids), now, limit)).rowcount)
-
     def claim_urls(
         self, conn: Connection, origins: Sequence[str], kinds: Sequence[str], per_host: int, now: datetime,
         owner: str, lease_until: datetime, beside: Sequence[str] = (),
@@ -158,38 +153,26 @@ class PostgresDialect(Dialect):
         free = (asked, owner, now, sorted(beside))
         try:
             with pg.pipeline(), pg.cursor() as setup, pg.cursor() as hosts, pg.cursor() as claim:
-                # Why off: see ``claim_rows``; local to this transaction.
+                # Each host's queue range is meant to be walked in key order and stopped after LIMIT rows. Right
+                # after a bulk load, before autovacuum's ANALYZE, the planner expects a handful of rows per host
+                # and picks a bitmap scan that reads and sorts the host's whole queue instead (100+ ms for a claim
+                # of 1,000). Off, local to this transaction.
                 setup.execute("SELECT set_config('enable_bitmapscan', 'off', true)")
                 # The commit does not wait for the server's WAL flush (5 ms p50, 20 ms p99 on a shared server,
                 # on every host's turn): a claim lost to a crash of the *server* (never a partial one) only puts
                 # its URLs back in the queue, while the host lease, granted and renewed with synchronous commits,
-                # keeps them this owner's; at worst it fetches a page again, as after its own kill.
+                # keeps them this owner's (a listing claim of discovery holds no host lease: another process may
+                # read that listing page again); at worst a page is fetched again, as after a kill.
                 setup.execute("SELECT set_config('synchronous_commit', 'off', true)")
-                hosts.execute("SELECT id, origin FROM hosts WHERE origin = ANY(%s::text[])", (asked,))
                 setup.execute(_PG_PROMOTE_FREE, (*free, now, PROMOTE_BATCH))
                 claim.execute(_PG_CLAIM_FREE, (*free, list(kinds), now, per_host, per_host, owner, lease_until))
+                # After the claim: every host of a claimed row is there to map, however new.
+                hosts.execute("SELECT id, origin FROM hosts WHERE origin = ANY(%s::text[])", (asked,))
                 claimed = claim.fetchall()
                 origin_of = {int(host_id): str(origin) for host_id, origin in hosts.fetchall()}
         except psycopg.Error as exc:  # as SQLAlchemy would have raised it: the store names and classifies it
             raise DBAPIError.instance(_PG_CLAIM_FREE, None, exc, psycopg.Error) from exc
         kinds_of = {int(row[-2]): str(row[-1]) for row in claimed if row[-2] is not None and row[-1] is not None}
         rows = [row[:-1] for row in claimed]
-        rows.sort(key=lambda row: (origin_of[row[2]], -row[5], row[0]))  # host, score, id: see claim_rows
+        rows.sort(key=lambda row: (origin_of[row[2]], -row[5], row[0]))  # host, then best first (score), then id
         return origin_of, rows, kinds_of
-
-    def claim_rows(
-        self, conn: Connection, host_ids: Sequence[int], kinds: Sequence[str], per_host: int, now: datetime,
-        owner: str, lease_until: datetime,
-    ) -> list[Any]:
-        if not host_ids:
-            return []
-        # Each host's queue range is meant to be walked in key order and stopped after LIMIT rows. Right after a
-        # bulk load, before autovacuum's ANALYZE, the planner expects a handful of rows per host and picks a
-        # bitmap scan that reads and sorts the host's whole queue instead (100+ ms for a claim of 1,000).
-        conn.exec_driver_sql("SET LOCAL enable_bitmapscan = off")
-        rows = list(conn.exec_driver_sql(
-            _PG_CLAIM, (list(host_ids), list(kinds), now, per_host, per_host, owner, lease_until)
-        ))
-        position = {host_id: i for i, host_id in enumerate(host_ids)}
-        rows.sort(key=lambda row: (position[row[2]], -row[5], row[0]))  # host_id, score, id: see claim_rows
-        return rows

@@ -108,9 +108,9 @@ async def _extract(
         finally:
             if shared is None:
                 await policies.aclose()
-            else:
-                shared.owners.discard(owner)
             await _wind_down(store, work, cycle)
+            if shared is not None:  # after its leases went back: until then discovery's listing claims pass them
+                shared.owners.discard(owner)
         diagnostics = client.diagnostics()
         if on_progress is not None:
             await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
