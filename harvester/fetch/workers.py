@@ -118,8 +118,6 @@ class _HostRun:
         self.exhausted = False
         self.batch = client.settings.store.claim_batch
         self.settling: set[asyncio.Task[None]] = set()
-        self.unstarted: set[Awaitable[None]] = set()
-        self.recording: set[asyncio.Task[None]] = set()
         self.tasks: asyncio.TaskGroup | None = None
         self.workers = max(1, self.client.gate_config.max_limit)
 
@@ -131,48 +129,18 @@ class _HostRun:
                     tasks.create_task(self._worker(), name=f"worker {self.host} #{i}")
         finally:
             self.client.set_queue_depth(self.host, 0)
-            await self._record_the_answered()
-
-    async def _record_the_answered(self) -> None:
-        """A turn cancelled (its run failed or was stopped) still records the answers it received: a record whose
-        task never started, or was cancelled while it waited for the next request, runs now, and those under way
-        finish. Before, they were dropped ("coroutine ... was never awaited") and the rerun asked those pages
-        again although they had been answered."""
-        for record in list(self.unstarted):
-            self._start(record)
-        outcomes = await asyncio.gather(*self.recording, return_exceptions=True) if self.recording else []
-        for outcome in outcomes:
-            if isinstance(outcome, Exception):
-                logger.warning("an answer of %s could not be recorded as its turn ended: %s: %s", self.host,
-                               type(outcome).__name__, outcome, extra={"host": self.host})
 
     def _defer(self, record: Awaitable[None], sent: asyncio.Event) -> None:
         """Run ``record`` (an answer's parse and write) once ``sent``: the worker's next request has passed every
         wait (or the worker has none to send), so the record never delays the host's next request."""
         assert self.tasks is not None
-        self.unstarted.add(record)
         task = self.tasks.create_task(self._settle(record, sent), name=f"record {self.host}")
         self.settling.add(task)
         task.add_done_callback(self.settling.discard)
 
     async def _settle(self, record: Awaitable[None], sent: asyncio.Event) -> None:
-        try:
-            with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
-                await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
-        finally:  # cancelled while waiting, the record still runs (``_record_the_answered`` waits for it)
-            recording = self._start(record)
-        await asyncio.shield(recording)
-
-    def _start(self, record: Awaitable[None]) -> asyncio.Task[None]:
-        """The record as a task of its own, outside the turn's task group: a cancelled turn does not cut an
-        answer's write in half."""
-        self.unstarted.discard(record)
-        task = asyncio.ensure_future(self._recorded(record))
-        self.recording.add(task)
-        task.add_done_callback(self.recording.discard)
-        return task
-
-    async def _recorded(self, record: Awaitable[None]) -> None:
+        with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
+            await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
         try:
             await record
         except LeaseLost:

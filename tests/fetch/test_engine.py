@@ -483,37 +483,3 @@ async def test_a_lease_that_lapses_while_the_request_waits_for_its_connection_se
         assert (await client.fetch(first)).ok  # the host's slot and pool are still usable
     records = await log_of(web)
     assert [r.url for r in records[before:]] == [first]  # the second URL never reached the server
-
-
-class RecordingWork(ListWork):
-    """``done`` hands back a record to run later (as ``phases.extract_host`` does): answered, then recorded."""
-
-    def __init__(self, urls: Sequence[str]) -> None:
-        super().__init__(urls)
-        self.answered: list[str] = []
-        self.recorded: list[str] = []
-
-    async def done(self, job: Job, result: FetchResult):  # type: ignore[override]
-        self.answered.append(job.url)
-
-        async def record() -> None:
-            await asyncio.sleep(0.01)  # a parse and a write take a while
-            self.recorded.append(job.url)
-        return record()
-
-
-async def test_a_cancelled_run_still_records_every_answer_it_received(make_web):
-    """A run cancelled (its flow failed, a sibling worker raised) records what was answered before it ends: the
-    rerun asks only what was never answered. Before, records still waiting for their worker's next request were
-    dropped ("coroutine ... was never awaited")."""
-    web = make_web([HostSpec(n, pages=60, latency_s=0.02, page_bytes=SMALL) for n in "ab"])
-    work = RecordingWork([u for n in "ab" for u in urls_of(web, n)])
-    async with PoliteClient(settings(), per_host_limit=4) as client:
-        run = asyncio.create_task(run_hosts(client, work, max_active_hosts=2))
-        while len(work.answered) < 30:
-            await asyncio.sleep(0.005)
-        run.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await run
-    assert len(work.answered) < sum(len(urls_of(web, n)) for n in "ab")  # control: cancelled mid-way
-    assert sorted(work.recorded) == sorted(work.answered)
