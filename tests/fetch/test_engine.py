@@ -452,6 +452,9 @@ async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make
         async def fetch(url: str, **kwargs):  # type: ignore[no-untyped-def]
             started.append(url)
             if len(started) == batch:
+                # A claim asked ahead is a task: it runs on the loop's next turn (under load, both workers could
+                # take their jobs in one turn, before it did: the check read "none out" in a fresh-clone run).
+                await asyncio.sleep(0)
                 overlapped.append(out[0] > 0)
                 last_of_batch.set()
             return await real_fetch(url, **kwargs)
