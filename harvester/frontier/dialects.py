@@ -79,8 +79,24 @@ PROMOTE_BATCH = 2_000
 claim that first meets a day's worth of revisits; later claims move the rest."""
 
 
-WAL_PRAGMAS = ("journal_mode=WAL",)
-"""What sets up (and so writes) the journal: not asked of a file opened read-only (nor is ``bound_wal``)."""
+def enter_wal(cursor: Any, busy_s: float) -> None:
+    """Put the file in WAL mode (a no-op once it is), asking again while another connection holds the lock.
+
+    Not asked of a file opened read-only (nor is ``bound_wal``). SQLite refuses the switch with "database is
+    locked" *without* calling the busy handler when the lock it needs is a reader's upgrade that could deadlock:
+    processes opening one new file at once failed so (1 of 18 in a fresh-clone run). The file is the same for all
+    of them, so asking again once the other's switch is done succeeds."""
+    deadline = time.monotonic() + busy_s
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
@@ -109,8 +125,9 @@ def make_engine(settings: Settings, *, read_only: str | None = None) -> Engine:
             # We issue BEGIN ourselves (below): pysqlite's implicit transactions cannot BEGIN IMMEDIATE.
             dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
+            if not read_only:
+                enter_wal(cursor, timeout)
             for pragma in (
-                *(() if read_only else WAL_PRAGMAS),
                 "synchronous=NORMAL",
                 "foreign_keys=ON",
                 f"busy_timeout={busy_ms}",
