@@ -46,19 +46,20 @@ class Site:
         return [headers for got, headers in self.received if got == path]
 
 
-PAGES = ("/changes", "/stays", "/retag", "/moves", "/hooked")
+PAGES = ("/changes", "/stays", "/retag", "/drops", "/moves", "/hooked")
 """In the sitemap. ``/changes``: new bytes and ETag each day; ``/stays``: the same bytes and ETag every day;
-``/retag``: the same bytes every day, a new ETag each day; ``/moves``: a temporary redirect to ``/moved-here`` (same
+``/retag``: the same bytes every day, a new ETag each day; ``/drops``: the same bytes every day, an ETag on
+day 1 only; ``/moves``: a temporary redirect to ``/moved-here`` (same
 bytes and ETag every day); ``/hooked``: the page the broken hook fails on."""
 
 
-def answer(site: Site, path: str) -> tuple[str, bytes] | str | None:
+def answer(site: Site, path: str) -> tuple[str | None, bytes] | str | None:
     """(ETag, body) of a page, a redirect's target path, or None (404)."""
     day = site.day
     if path == "/moves":
         return "/moved-here"
     etags = {"/changes": f'"changes-{day}"', "/stays": '"stays-1"', "/retag": f'"retag-{day}"',
-             "/moved-here": '"here-1"', "/hooked": '"hooked-1"'}
+             "/moved-here": '"here-1"', "/hooked": '"hooked-1"', "/drops": '"drops-1"' if day == 1 else None}
     if path not in etags:
         return None
     version = day if path == "/changes" else 1
@@ -91,10 +92,12 @@ def site() -> Iterator[Site]:
                 status = 404
             elif isinstance(found, str):
                 status, headers = 302, {"Location": found}
-            elif self.headers.get("If-None-Match") == found[0]:
+            elif found[0] is not None and self.headers.get("If-None-Match") == found[0]:
                 status, headers = 304, {"ETag": found[0]}
             else:
-                headers["ETag"], body = found
+                body = found[1]
+                if found[0] is not None:
+                    headers["ETag"] = found[0]
             self.send_response(status)
             for name, value in {**headers, "Content-Length": str(len(body))}.items():
                 self.send_header(name, value)
@@ -173,9 +176,11 @@ def test_a_refresh_recrawl_records_each_request_as_sent_the_redirect_target_unco
 def test_a_page_given_a_new_etag_on_the_same_bytes_is_recorded_asked_with_the_new_one(
     site: Site, cli: Callable[..., str], tmp_path: Path,
 ) -> None:
-    """Day 2: ``/retag`` answers 200 with its day-1 bytes and ETag ``"retag-2"`` (a repeated payload: no new
-    version, the version keeps ``"retag-1"``). Day 3: it is asked with ``"retag-2"`` and answers 304; the record
-    rebuilt from the version said ``"retag-1"``. A ``--since`` file of day 3 alone says what was sent too."""
+    """First re-crawl: ``/retag`` answers 200 with its first bytes and ETag ``"retag-2"`` (a repeated payload: no
+    new version, the version keeps ``"retag-1"``). Second re-crawl: it is asked with ``"retag-2"`` and answers 304;
+    the record rebuilt from the version said ``"retag-1"``. ``/drops`` answers its first bytes without an ETag in
+    the first re-crawl, so the second asks it unconditionally; the rebuilt record said ``"drops-1"``. A ``--since``
+    file of the second re-crawl alone says what was sent too."""
     from datetime import UTC, datetime
 
     cli("harvest", f"{site.origin}/")
@@ -185,10 +190,13 @@ def test_a_page_given_a_new_etag_on_the_same_bytes_is_recorded_asked_with_the_ne
     cli("recrawl", "--refresh")
     retag = site.asked("/retag")
     assert [h.get("if-none-match") for h in retag] == [None, '"retag-1"', '"retag-2"']  # the truth on the wire
+    assert [h.get("if-none-match") for h in site.asked("/drops")] == [None, '"drops-1"', None]
     cli("export", "--format", "warc", "-o", str(tmp_path / "all.warc.gz"))
-    assert_requests_as_received(site, tmp_path / "all.warc.gz", ("/retag", "/stays", "/changes"))
+    assert_requests_as_received(site, tmp_path / "all.warc.gz", ("/retag", "/drops", "/stays", "/changes"))
     cli("export", "--format", "warc", "--since", between, "-o", str(tmp_path / "since.warc.gz"))
-    assert request_records(tmp_path / "since.warc.gz")[site.origin + "/retag"] == retag[-1:]
+    since = request_records(tmp_path / "since.warc.gz")
+    assert since[site.origin + "/retag"] == retag[-1:]
+    assert since[site.origin + "/drops"] == site.asked("/drops")[-1:]
 
 
 def test_a_page_reasked_after_the_hook_failed_is_recorded_without_validators(
