@@ -188,6 +188,10 @@ class FetchResult:
     redirect_statuses: tuple[int, ...] = ()
     """The status of each hop in ``redirects`` (same order), so a permanent move (all 301/308) can be told
     from a temporary one; empty when the fetcher did not record them (then no move is assumed)."""
+    sent_validators: Validators | None = None
+    """The validators the request that got this answer carried (the last hop's: a redirect hop is asked without
+    them, or with the ETag alone); empty ones for an unconditional GET, None when no request left. What the WARC
+    export writes as that request's If-None-Match / If-Modified-Since."""
 
     @property
     def ok(self) -> bool:
@@ -286,6 +290,9 @@ class Completion:
     page: PageRecord | None = None
     duplicate_of: int | None = None
     bytes_read: int = 0
+    sent_validators: Validators | None = None
+    """As ``FetchResult.sent_validators``: what the request carried, kept in the fetch log (not the validators the
+    URL keeps for its next request, ``etag`` / ``last_modified``); None when no request left or nobody said."""
     hooked: bool = False
     """The run had an extractor hook, which ran on ``page`` (or failed: ``page.hook_error``). Only then may the
     answer repair a stored version the hook failed on: a run without one leaves that version's ``hook_error``, and

@@ -114,6 +114,10 @@ class StoredFetch:
     """(ETag, Last-Modified) of the URL's version before ``page``, for a fetch that stored a new one: the
     validators its request was conditional on. Read for a ``since`` window only, where the WARC export cannot take
     them from the responses it wrote before (None otherwise, and for a URL's first version)."""
+    sent: tuple[str | None, str | None] | None = None
+    """(If-None-Match, If-Modified-Since) the request carried, as logged when it was sent ((None, None): an
+    unconditional GET). None for a fetch logged before migration 0011: the WARC export then rebuilds them from the
+    version before (``prior``, or the responses it wrote), which is wrong where a request's differed from it."""
 
 
 class Changes(TypedDict):

@@ -4,6 +4,7 @@ for bytes it does not have, references that name a record in the file or the sto
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from warcio.archiveiterator import ArchiveIterator
@@ -160,3 +161,23 @@ def test_a_304_after_a_payload_returned_to_refers_to_that_payload_not_the_one_be
     assert last["WARC-Payload-Digest"] == sha1_digest(a)
     requests = [r for r in records if r[0] == "request"]
     assert b'If-None-Match: "a2"' in requests[3][2]
+
+
+def test_a_request_record_carries_the_validators_the_fetch_log_says_were_sent_not_the_versions():
+    """The fetch log's validators (``StoredFetch.sent``) are written as they are: a new ETag the request carried, or
+    none at all (an unconditional GET after a hook failure), whatever the version before held. A 304 logged as
+    answering a request that carried none is no revisit. Control: a fetch logged without them (before 0011) gets
+    the version's, as before."""
+    body = b"<p>one</p>"
+    records, counts = write([
+        fetch(A, 0, 200, page(A, 0, body, '"1"'), change="new"),
+        replace(fetch(A, 1, 304, None, "not_modified"), sent=('"1b"', "Mon, 10 Jun 2024 08:00:00 GMT")),
+        replace(fetch(A, 2, 200, None, change="same"), sent=(None, None)),
+        replace(fetch(A, 3, 304, None, "not_modified"), sent=(None, None)),
+        fetch(A, 3, 304, None, "not_modified"),  # logged before 0011: rebuilt from the version
+    ])
+    requests = [body for kind, _, body in records if kind == "request"]
+    assert len(requests) == 4 and counts.error_status == 1
+    assert b'If-None-Match: "1b"\r\nIf-Modified-Since: Mon, 10 Jun 2024 08:00:00 GMT\r\n' in requests[1]
+    assert b"If-None-Match" not in requests[2] and b"If-Modified-Since" not in requests[2]
+    assert b'If-None-Match: "1"\r\n' in requests[3]

@@ -138,7 +138,8 @@ def _answer(
         if earlier is None:
             counts.unreferenced += 1
             return None
-        if fetch.outcome == "failed" or not (earlier.etag or earlier.last_modified):
+        asked = any(fetch.sent) if fetch.sent is not None else bool(earlier.etag or earlier.last_modified)
+        if fetch.outcome == "failed" or not asked:
             # RFC 9110 §15.4.5: a 304 answers a conditional request. With no validator to have sent, it says
             # nothing about the payload: a failed fetch, not a revisit.
             counts.error_status += 1
@@ -204,27 +205,32 @@ def _revisit(
 
 
 def _request(writer: WARCWriter, answer: Any, user_agent: str, before: _Written | None, fetch: StoredFetch) -> Any:
-    """The GET that got ``answer``: the harvester's User-Agent and the validators it held for the URL then."""
+    """The GET that got ``answer``: the harvester's User-Agent and the validators the request carried, as the fetch
+    log recorded them when it went out; for a fetch logged before they were (migration 0011), the validators of the
+    URL's version before, which were the ones sent unless the request went without them or with newer ones."""
     target = answer.rec_headers.get_header("WARC-Target-URI")
     parts = urlsplit(target)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", ACCEPT_ENCODING),
                ("Accept", ACCEPT)]
-    if before is None and fetch.page is not None and (fetch.status == 304 or fetch.change == "same"):
-        before = _stored(fetch.page)  # the version it was conditional on is the one the store names
-    elif before is None and fetch.prior is not None:
-        # A new version in a --since window: the version before it, outside the file, made the request conditional.
-        before = _Written(record_id="", target="", date="", payload_digest="", etag=fetch.prior[0],
-                          last_modified=fetch.prior[1])
-    if before is not None:
-        headers += [(n, v) for n, v in (("If-None-Match", before.etag), ("If-Modified-Since", before.last_modified))
-                    if v]
+    sent = fetch.sent if fetch.sent is not None else _rebuilt(before, fetch)
+    headers += [(n, v) for n, v in zip(("If-None-Match", "If-Modified-Since"), sent, strict=True) if v]
     return writer.create_warc_record(
         target, "request",
         http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1", headers, protocol="", is_http_request=True),
         warc_headers_dict={"WARC-Date": answer.rec_headers.get_header("WARC-Date"),
                            "WARC-Concurrent-To": answer.rec_headers.get_header("WARC-Record-ID")},
     )
+
+
+def _rebuilt(before: _Written | None, fetch: StoredFetch) -> tuple[str | None, str | None]:
+    """The validators of a request logged without them (before 0011): those of the URL's version before."""
+    if before is None and fetch.page is not None and (fetch.status == 304 or fetch.change == "same"):
+        before = _stored(fetch.page)  # the version it was conditional on is the one the store names
+    elif before is None and fetch.prior is not None:
+        # A new version in a --since window: the version before it, outside the file, made the request conditional.
+        return fetch.prior
+    return (before.etag, before.last_modified) if before is not None else (None, None)
 
 
 def _remember(

@@ -320,6 +320,7 @@ class Fetcher:
             state.current = current
             sent = validators if not state.hops else (
                 _hop_validators(validators, state.url, current) if revalidate_hops else NO_VALIDATORS)
+            state.sent = sent
             state.answered = False
             try:
                 response = await self.client(origin_of(current)).send(current, sent)
@@ -408,6 +409,7 @@ class Fetcher:
             redirect_statuses=tuple(state.hop_statuses),
             retry_after_s=retry_after,
             headers=headers,
+            sent_validators=state.sent,
         )
 
 
@@ -425,8 +427,8 @@ def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
 class _FetchState:
     """What a fetch knows so far, so a failure mid-way still reports status, hops and headers."""
 
-    __slots__ = ("answered", "current", "headers", "hop_statuses", "hops", "raw_bytes", "started", "started_wall",
-                 "status", "url")
+    __slots__ = ("answered", "current", "headers", "hop_statuses", "hops", "raw_bytes", "sent", "started",
+                 "started_wall", "status", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -438,6 +440,8 @@ class _FetchState:
         self.answered = False
         """Whether the request now in flight (this hop) got its status line."""
         self.headers: dict[str, str] | None = None
+        self.sent: Validators | None = None
+        """The validators of the request now in flight (this hop); None before one is sent."""
         self.started_wall = time.time()
         self.started = time.monotonic()
 
@@ -459,6 +463,7 @@ class _FetchState:
             redirect_statuses=tuple(self.hop_statuses),
             retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
             headers=headers if headers is not None else {},
+            sent_validators=self.sent,
         )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     DateTime,
     Dialect,
     Float,
@@ -371,6 +372,13 @@ class Fetch(Base):
     """What this answer meant for the URL's stored versions (records.ChangeKind): ``new``, ``changed``,
     ``restyled``, ``same`` (a 200 repeating the stored payload), ``gone`` (404/410 after a stored version) or
     ``missing`` (404/410, never stored); NULL otherwise."""
+    conditional: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether the request carried a validator (the one that got this answer: a redirect's last hop); NULL when no
+    request left, and for a fetch logged before 0011 (the WARC export then takes the version before's)."""
+    if_none_match: Mapped[str | None] = mapped_column(String(300))
+    """The If-None-Match the request carried, as sent (not the URL's validators now, nor the stored version's)."""
+    if_modified_since: Mapped[str | None] = mapped_column(String(100))
+    """The If-Modified-Since the request carried, as sent."""
 
 
 metadata = Base.metadata

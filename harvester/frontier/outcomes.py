@@ -275,11 +275,17 @@ class Outcomes(Part):
                 retries.append((h.host_id, h.kind, -h.score, c.url_id, d.ts(o.next_fetch_at)))
             updates.append(_update_params(o, c.url_id, d.ts))
             change = changes.get(c.url_id)
+            how = outcome(c)
+            # What the request carried, on the row written anyway (WARC request records); none when none left.
+            asked = c.sent_validators if how != "unsent" else None
             fetch_rows.append({
                 "url_id": c.url_id, "run_id": run_id, "fetched_at": c.fetched_at, "status": c.status,
-                "outcome": outcome(c), "bytes": c.bytes_read,
+                "outcome": how, "bytes": c.bytes_read,
                 "error_class": c.error_class.value if c.error_class else None,
                 "page_id": page_ids.get(c.url_id), "change": change.value if change is not None else None,
+                "conditional": bool(asked) if asked is not None else None,
+                "if_none_match": asked.etag if asked is not None else None,
+                "if_modified_since": asked.last_modified if asked is not None else None,
             })
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)

@@ -267,6 +267,7 @@ class Reports(Part):
                     page=pages.get(r.version_id) if r.version_id is not None else None, change=r.change,
                     prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
                            and r.change != "same" else None),
+                    sent=(r.if_none_match, r.if_modified_since) if r.conditional is not None else None,
                 )
             pages.clear()
             priors.clear()

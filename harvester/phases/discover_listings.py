@@ -240,7 +240,7 @@ class ListingCrawl:
             url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
             etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
             next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
-            bytes_read=result.bytes_read,
+            bytes_read=result.bytes_read, sent_validators=result.sent_validators,
         )
         if result.not_modified and (claimed.etag or claimed.last_modified):  # else a failure (UNASKED_304)
             return base, [], False

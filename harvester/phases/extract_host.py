@@ -390,7 +390,7 @@ class ExtractWork:
             ),
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
-            bytes_read=result.bytes_read, hooked=self.hook is not None,
+            bytes_read=result.bytes_read, sent_validators=result.sent_validators, hooked=self.hook is not None,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:

@@ -332,6 +332,25 @@ async def test_only_the_etag_goes_on_to_a_redirect_hop_and_only_within_the_origi
     assert moved.ok and seen == [None]
 
 
+async def test_the_result_says_what_the_request_that_got_the_answer_carried(web, fetcher):
+    """``sent_validators`` is the last hop's request as the server received it (the WARC writes it): the
+    validators of a conditional GET, none for a plain one, and for a redirect chain the hop's (the ETag alone when
+    hops are revalidated, else nothing), not those the fetch was given."""
+    url = web.truth["h"].allowed_detail_urls()[2]
+    first = await fetcher.fetch(url)
+    assert first.sent_validators == Validators() and first.validators
+    again = await fetcher.fetch(url, validators=first.validators)
+    rec = [r for r in (await log_of(web)) if r.path in url][-1]
+    assert again.sent_validators == Validators(rec.if_none_match, rec.if_modified_since) == first.validators
+    given = Validators(etag='"x"', last_modified="Mon, 05 Jan 2026 00:00:00 GMT")
+    for revalidate, last_hop in ((True, Validators(etag='"x"')), (False, Validators())):
+        started = time.monotonic()
+        result = await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=given,
+                                     revalidate_hops=revalidate)
+        recs = [r for r in await log_of(web) if r.start >= started]
+        assert result.sent_validators == last_hop == Validators(recs[-1].if_none_match, recs[-1].if_modified_since)
+
+
 @pytest.mark.parametrize(
     ("body", "accepted"),
     [

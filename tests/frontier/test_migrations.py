@@ -255,3 +255,32 @@ def test_upgrade_to_0009_keeps_stored_versions_and_gives_them_no_hook_error(db_u
     with FrontierStore.open(Settings(database_url=db_url), upgrade=False) as store:
         read = [(page.page_id, page.fields, page.hook_error) for page in store.iter_pages()]
     assert read == [(1, {"price": 3}, None), (2, {}, {"class": "KeyError", "message": "x"})]
+
+
+def test_upgrade_to_0011_leaves_logged_fetches_without_request_validators(db_url: str) -> None:
+    """0011 adds what each request carried to the fetch log: a fetch logged before it has none (``sent`` None, so
+    the WARC export rebuilds the request's validators from the version before, as it did); one logged after it
+    says what went out, an unconditional GET included ((None, None), not None)."""
+    engine = create_engine(db_url)
+    t0 = "1735689600000000" if db_url.startswith("sqlite") else "'2025-01-01 00:00:00+00'"
+    try:
+        with engine.begin() as conn:
+            migrate.upgrade(conn, "0010")
+            conn.exec_driver_sql("INSERT INTO hosts (id, origin, failures, lastmod_checks, lastmod_hits)"
+                                 " VALUES (1, 'https://a.test', 0, 0, 0)")
+            conn.exec_driver_sql("INSERT INTO urls (id, path, host_id, kind, state, score, first_seen, last_seen)"
+                                 f" VALUES (1, '/1', 1, 'detail', 'done', 0, {t0}, {t0})")
+            conn.exec_driver_sql(f"INSERT INTO fetches (id, url_id, fetched_at, status, outcome, bytes) VALUES"
+                                 f" (1, 1, {t0}, 304, 'not_modified', 0)")
+        with FrontierStore.open(Settings(database_url=db_url), upgrade=True):
+            pass
+        with engine.begin() as conn:
+            assert migrate.current_revision(conn) == migrate.head_revision()
+            conn.execute(text("INSERT INTO fetches (id, url_id, fetched_at, status, outcome, bytes, conditional,"
+                              f" if_none_match) VALUES (2, 1, {t0}, 304, 'not_modified', 0, :yes, '\"e\"'),"
+                              f" (3, 1, {t0}, 200, 'fetched', 9, :no, NULL)"), {"yes": True, "no": False})
+    finally:
+        engine.dispose()
+    with FrontierStore.open(Settings(database_url=db_url), upgrade=False) as store:
+        read = [(fetch.fetch_id, fetch.sent) for fetch in store.iter_fetches()]
+    assert read == [(1, None), (2, ('"e"', None)), (3, (None, None))]
