@@ -26,7 +26,7 @@ from harvester.fetch.resolver import seed_addresses
 from harvester.fetch.results import FetchState, Refused, TooLarge, drain, read_answer
 from harvester.fetch.transport import RequestUrls, make_transport
 from harvester.records import ACCEPT, ACCEPT_ENCODING, ErrorClass, FetchResult, Validators, origin_of
-from harvester.settings import HttpSettings, parse_networks
+from harvester.settings import HttpSettings, PolitenessSettings, parse_networks
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ _SCHEMES = ("http", "https")
 
 NO_VALIDATORS = Validators()
 """An unconditional GET (the shared default)."""
+
+DEFAULT_CONNECTIONS: int = PolitenessSettings.model_fields["max_per_host_limit"].default
+"""A host's pool when the caller sizes none (scripts, tests): the settings' per-host ceiling, not a number of its
+own (the engine sizes each pool to its host's limit)."""
 
 
 # --- the per-host client ------------------------------------------------------------------------------------
@@ -130,7 +134,7 @@ class Fetcher:
         ``allow_addresses``: CIDR networks allowed beyond ``settings.allow_addresses`` (a site profile's)."""
         self.settings = settings
         self.user_agent = user_agent
-        self._connections_for = connections_for or (lambda _origin: 4)
+        self._connections_for = connections_for or (lambda _origin: DEFAULT_CONNECTIONS)
         self._clients: dict[str, HostClient] = {}
         self._closed = False
         self.addresses = AddressPolicy(allow=parse_networks((*settings.allow_addresses, *allow_addresses)))
