@@ -1,4 +1,4 @@
-"""The ``harvester`` command line: thin over the flows and the library, with a rich progress display.
+"""The ``harvester`` command line: thin over the flows and the library (its progress display: ``cli_watch``).
 
 The only module of the library (with ``cli_process`` and ``cli_runs``) that may import ``prefect`` and ``flows``,
 and it does so inside the commands that need them, so ``harvester status`` starts fast and works without a
@@ -8,20 +8,16 @@ Prefect API.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import time
-from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err, unreadable
-from harvester.cli_process import exit_now, loading, settle_prefect
+from harvester.cli_process import exit_now, loading
 from harvester.cli_tables import (
     console,
     print_changes,
@@ -30,9 +26,9 @@ from harvester.cli_tables import (
     print_status,
     status_of,
 )
-from harvester.cli_watch import ProgressLines, graceful_signals, stopped_exit
-from harvester.errors import HarvesterError, Interrupted
-from harvester.runtime import aware, db, limit_malloc_arenas
+from harvester.cli_watch import run_with_progress
+from harvester.errors import HarvesterError
+from harvester.runtime import aware, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
 from harvester.site_profile import SiteProfile
 
@@ -154,10 +150,10 @@ def _run(
     # an extraction or re-crawl never starts a frontier of its own.
     ready_to_write(settings, kind, existing=kind in ("extract", "recrawl"))
     if prefect_api_url() is None:
-        return _run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
+        return run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
                                                               refresh=refresh), settle=False)
     _prepare_prefect(settings)
-    return _run_with_progress(settings, kind, run_with_prefect(
+    return run_with_progress(settings, kind, run_with_prefect(
         kind, profile, workers=workers, refresh=refresh, config_file=str(config) if config else None,
         overrides=_overrides(max_hosts),
     ))
@@ -168,77 +164,6 @@ def _overrides(max_hosts: int | None) -> dict[str, Any]:
     if max_hosts is not None:
         overrides["politeness.max_active_hosts"] = max_hosts
     return overrides
-
-
-PROGRESS_INTERVAL_S = 0.5
-"""How often the progress line reads the frontier's counts, at least."""
-
-
-def _run_with_progress(
-    settings: Settings, title: str, coro: Coroutine[Any, Any, Any], *, settle: bool = True
-) -> Any:
-    """Run a flow (or the library's cycle) while a rich display shows the frontier filling and emptying."""
-    from harvester.phases import open_store
-
-    lines = None if console.is_terminal else ProgressLines(title, _say_out)
-
-    async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
-        async with open_store(settings) as store:
-            while True:
-                finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
-                started = time.monotonic()
-                states = await db(store.state_counts)
-                # Counting grows with the frontier: read at most ~5 % of the time, however large it gets.
-                interval = max(PROGRESS_INTERVAL_S, 20 * (time.monotonic() - started))
-                total = sum(states.values())
-                finished = total - states.get("queued", 0) - states.get("leased", 0)
-                description = f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued"
-                if finishing:  # what is still queued now waits for a later run (the budget, a revisit date)
-                    total = finished
-                    description += " for later" if states.get("queued") else ""
-                progress.update(task_id, total=max(total, 1), completed=finished, description=description)
-                if lines is not None and not finishing:
-                    lines.maybe(states)
-                if finishing:
-                    return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(done.wait(), timeout=interval)
-
-    async def run() -> Any:
-        done = asyncio.Event()
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=False,
-        ) as progress:
-            task_id = progress.add_task(title, total=None)
-            watcher = asyncio.create_task(watch(progress, task_id, done))
-            try:
-                with graceful_signals(say_err, signalled):
-                    return await coro
-            finally:
-                done.set()
-                await watcher
-
-    signalled: list[int] = []
-    try:
-        result = asyncio.run(run())
-    except Interrupted as stopped:
-        _stopped(settings, title, stopped, signalled)
-    if settle:
-        settle_prefect()
-    return result
-
-
-def _say_out(line: str) -> None:
-    console.print(line, soft_wrap=True, markup=False, highlight=False)
-
-
-def _stopped(settings: Settings, title: str, stopped: Interrupted, signalled: list[int]) -> NoReturn:
-    """A run ended by the graceful stop: say what was kept and how to go on, exit with the signal's status."""
-    say_err(f"{title} stopped ({stopped}): answers in flight were written and leases given back; "
-             "run the same command again to resume where it stopped")
-    print_status(settings)
-    raise SystemExit(stopped_exit(signalled))
 
 
 # --- commands ------------------------------------------------------------------------------------------------

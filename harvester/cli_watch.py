@@ -1,5 +1,6 @@
-"""What a command prints while a run goes on, when no one watches a terminal, and what a signal does to the run.
+"""What a command prints while a run goes on, on a terminal or not, and what a signal does to the run.
 
+``run_with_progress`` runs a command's flow (or the library's cycle) under rich's live bar, read from the frontier.
 Under cron, systemd or ``| tee`` rich's live bar is not drawn (its last state is printed once, at the end), so a
 run that is killed left an empty log. ``ProgressLines`` prints a plain, flushed line every few seconds instead,
 after Scrapy's periodic "Crawled N pages (at X pages/min)" line: what each phase has done, and at what rate.
@@ -17,10 +18,18 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
-from harvester.runtime import request_stop, stop_requested, utcnow
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from harvester.cli_db import say_err
+from harvester.cli_process import settle_prefect
+from harvester.cli_tables import console, print_status
+from harvester.errors import Interrupted
+from harvester.runtime import db, request_stop, stop_requested, utcnow
+from harvester.settings import Settings
 
 PROGRESS_LINE_S = 5.0
 """Seconds between two progress lines when the output is not a terminal (Scrapy's LOGSTATS_INTERVAL is 60 s; a
@@ -127,3 +136,74 @@ def graceful_signals(say: Callable[[str], None], got: list[int]) -> Iterator[Non
             loop.remove_signal_handler(number)
             if got:  # the run is ending as asked: a second signal while it reports still ends it at once
                 signal.signal(number, at_once)
+
+
+PROGRESS_INTERVAL_S = 0.5
+"""How often the progress line reads the frontier's counts, at least."""
+
+
+def run_with_progress(
+    settings: Settings, title: str, coro: Coroutine[Any, Any, Any], *, settle: bool = True
+) -> Any:
+    """Run a flow (or the library's cycle) while a rich display shows the frontier filling and emptying."""
+    from harvester.phases import open_store
+
+    lines = None if console.is_terminal else ProgressLines(title, _say_out)
+
+    async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
+        async with open_store(settings) as store:
+            while True:
+                finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
+                started = time.monotonic()
+                states = await db(store.state_counts)
+                # Counting grows with the frontier: read at most ~5 % of the time, however large it gets.
+                interval = max(PROGRESS_INTERVAL_S, 20 * (time.monotonic() - started))
+                total = sum(states.values())
+                finished = total - states.get("queued", 0) - states.get("leased", 0)
+                description = f"{title}: {states.get('done', 0)} done, {states.get('queued', 0)} queued"
+                if finishing:  # what is still queued now waits for a later run (the budget, a revisit date)
+                    total = finished
+                    description += " for later" if states.get("queued") else ""
+                progress.update(task_id, total=max(total, 1), completed=finished, description=description)
+                if lines is not None and not finishing:
+                    lines.maybe(states)
+                if finishing:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), timeout=interval)
+
+    async def run() -> Any:
+        done = asyncio.Event()
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, transient=False,
+        ) as progress:
+            task_id = progress.add_task(title, total=None)
+            watcher = asyncio.create_task(watch(progress, task_id, done))
+            try:
+                with graceful_signals(say_err, signalled):
+                    return await coro
+            finally:
+                done.set()
+                await watcher
+
+    signalled: list[int] = []
+    try:
+        result = asyncio.run(run())
+    except Interrupted as stopped:
+        _stopped(settings, title, stopped, signalled)
+    if settle:
+        settle_prefect()
+    return result
+
+
+def _say_out(line: str) -> None:
+    console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def _stopped(settings: Settings, title: str, stopped: Interrupted, signalled: list[int]) -> NoReturn:
+    """A run ended by the graceful stop: say what was kept and how to go on, exit with the signal's status."""
+    say_err(f"{title} stopped ({stopped}): answers in flight were written and leases given back; "
+             "run the same command again to resume where it stopped")
+    print_status(settings)
+    raise SystemExit(stopped_exit(signalled))

@@ -10,7 +10,7 @@ import functools
 import importlib.util
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import hypothesis
@@ -128,6 +128,26 @@ def clock() -> Iterator[None]:
 
     yield
     CLOCK.reset()
+
+
+@pytest.fixture
+def cli(tmp_path: Path, clock: None) -> Callable[..., str]:
+    """``cli(*args)`` → the output of ``harvester ARGS --db <a SQLite file in tmp_path>``, run in this process
+    (typer's runner); a non-zero exit fails the test with that output. The harvester's clock is put back
+    afterwards, for tests that move it (``CLOCK.travel_to``)."""
+    from typer.testing import CliRunner
+
+    from harvester.cli import app
+
+    runner = CliRunner()
+    db = f"sqlite:///{tmp_path / 'harvester.db'}"
+
+    def invoke(*args: str) -> str:
+        out = runner.invoke(app, [*args, "--db", db])
+        assert out.exit_code == 0, out.output
+        return out.output
+
+    return invoke
 
 
 @pytest.fixture

@@ -127,7 +127,7 @@ def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
     on the line left on screen (it used to end on a stale count)."""
     import asyncio
 
-    from harvester import cli
+    from harvester import cli_watch
     from harvester.records import DiscoveredUrl, UrlKind
 
     settings = Settings.load(database_url=sqlite_url)
@@ -140,7 +140,7 @@ def test_the_progress_line_ends_on_the_final_counts(sqlite_url, capsys):
             store.add_discovered([DiscoveredUrl(f"http://a.test/story-{n}", UrlKind.DETAIL, "seed") for n in range(3)])
         return "ran"
 
-    assert cli._run_with_progress(settings, "harvest", run()) == "ran"
+    assert cli_watch.run_with_progress(settings, "harvest", run()) == "ran"
     assert "harvest: 0 done, 3 queued" in capsys.readouterr().out
 
 

@@ -164,7 +164,7 @@ async def test_host_tables_at_80_columns_tell_every_host_apart(sqlite_url, capsy
 def test_the_progress_bar_ends_on_what_was_finished_not_on_what_waits_for_a_later_run(sqlite_url, capsys):
     """What is still queued when a run ends (deferred by the budget, a retry due later) is not part of the bar's
     total: it used to end at 319/703 after a budgeted harvest."""
-    from harvester import cli
+    from harvester import cli_watch
     from harvester.frontier import FrontierStore
     from harvester.records import DiscoveredUrl, UrlKind
 
@@ -176,7 +176,7 @@ def test_the_progress_bar_ends_on_what_was_finished_not_on_what_waits_for_a_late
         with FrontierStore.open(settings) as store:
             store.add_discovered([DiscoveredUrl(f"http://a.test/story-{n}", UrlKind.DETAIL, "seed") for n in range(3)])
 
-    cli._run_with_progress(settings, "harvest", run())
+    cli_watch.run_with_progress(settings, "harvest", run())
     out = capsys.readouterr().out
     assert "harvest: 0 done, 3 queued for later" in out
     assert "0/3" not in out

@@ -16,11 +16,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from harvester.cli import app
-
-runner = CliRunner()
 
 FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
           "clauses and plain words that carry meaning. ")
@@ -105,18 +100,6 @@ def origin() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def cli(tmp_path: Path) -> Callable[..., str]:
-    db = f"sqlite:///{tmp_path / 'harvester.db'}"
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
 
 
 def exported(cli: Callable[..., str], path: Path, *flags: str) -> dict[str, dict]:

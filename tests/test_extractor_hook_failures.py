@@ -10,12 +10,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import pytest
 from aiohttp import web
 
 from harvester import aharvest, arecrawl
@@ -28,11 +27,6 @@ from harvester.testing.schedule import run_at
 
 HARVESTER = str(Path(sys.executable).with_name("harvester"))
 
-
-@pytest.fixture
-def clock() -> Iterator[None]:
-    yield
-    CLOCK.reset()
 
 HOOK = """
     from pathlib import Path
@@ -167,10 +161,19 @@ def steady_site(asked: list[tuple[str, str | None]]) -> Any:
     return handle
 
 
-async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_its_version(serve, db_url, clock):
-    """A site that serves the very same bytes each day (no per-request noise): the hook fixed, the next day's run
-    asks the page in full, finds the payload it holds and gives that version its fields, clearing the error: no
-    second version, no change counted. From then on the page is asked conditionally again (its validators back)."""
+class SteadyRun(NamedTuple):
+    """A steady site served (its requests in ``asked``), a hook that fails on the URLs in ``broken`` (its first
+    item, until the test clears it: the fix), and the settings and profile that harvest it."""
+
+    asked: list[tuple[str, str | None]]
+    origin: str
+    broken: set[str]
+    hook: Callable[[Any], dict[str, Any]]
+    settings: Settings
+    profile: SiteProfile
+
+
+async def steady_run(serve: Any, db_url: str) -> SteadyRun:
     asked: list[tuple[str, str | None]] = []
     origin = await serve(steady_site(asked))
     broken = {origin + "/item/1"}
@@ -182,6 +185,14 @@ async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_
 
     settings = Settings.load(database_url=db_url)
     profile = SiteProfile.build(seeds=(origin + "/",), detail_patterns=(r"/item/",))
+    return SteadyRun(asked, origin, broken, hook, settings, profile)
+
+
+async def test_a_page_served_with_the_same_bytes_gets_the_fixed_hooks_fields_on_its_version(serve, db_url, clock):
+    """A site that serves the very same bytes each day (no per-request noise): the hook fixed, the next day's run
+    asks the page in full, finds the payload it holds and gives that version its fields, clearing the error: no
+    second version, no change counted. From then on the page is asked conditionally again (its validators back)."""
+    asked, origin, broken, hook, settings, profile = await steady_run(serve, db_url)
     with FrontierStore.open(settings, upgrade=True) as store:
         CLOCK.travel_to(run_at(0))
         first = await aharvest(settings, profile, extractor=hook)
@@ -211,17 +222,7 @@ async def test_a_run_without_the_hook_neither_erases_its_failure_nor_passes_it_f
     one) asks it again and finds the same bytes. It has nothing to say of the hook's fields: the version keeps its
     ``hook_error`` (before: cleared, with empty fields, as if repaired) and the URL keeps no validators, so the next
     run with the fixed hook still asks it in full and repairs it (before: asked conditionally, 304, never repaired)."""
-    asked: list[tuple[str, str | None]] = []
-    origin = await serve(steady_site(asked))
-    broken = {origin + "/item/1"}
-
-    def hook(page: Any) -> dict[str, Any]:
-        if page.url in broken:
-            raise KeyError("price")
-        return {"words": len(page.main_text.split())}
-
-    settings = Settings.load(database_url=db_url)
-    profile = SiteProfile.build(seeds=(origin + "/",), detail_patterns=(r"/item/",))
+    asked, origin, broken, hook, settings, profile = await steady_run(serve, db_url)
     failure = {"class": "KeyError", "message": "'price'"}
     with FrontierStore.open(settings, upgrade=True) as store:
         CLOCK.travel_to(run_at(0))

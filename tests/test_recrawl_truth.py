@@ -20,13 +20,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from harvester.cli import app
 from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
 
-runner = CliRunner()
 FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
           "clauses and plain words that carry meaning. ")
 DAY0, DAY1 = run_at(0), run_at(1)
@@ -114,18 +111,6 @@ def web() -> Iterator[tuple[str, Web]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture
-def cli(tmp_path: Path, clock: None) -> Callable[..., str]:
-    db = f"sqlite:///{tmp_path / 'harvester.db'}"
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
 
 
 def payload(headers: dict[str, str], body: bytes) -> bytes:

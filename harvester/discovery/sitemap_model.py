@@ -211,26 +211,49 @@ def parse_changefreq(text: str | None) -> str | None:
     return value if value in CHANGEFREQS else "always"
 
 
+class LocCheck:
+    """What every parser checks of an entry's ``<loc>`` before it keeps it, and counts in ``doc.counts`` when it
+    refuses one: an absolute http(s) URL (a control character counted apart, never repaired), not seen before in
+    the file. One object per file; ``report`` names what was refused, after the file is read."""
+
+    __slots__ = ("_controls", "_counts", "_invalid", "_seen")
+
+    def __init__(self, doc: SitemapDoc) -> None:
+        self._seen: set[str] = set()
+        self._invalid: list[str] = []
+        self._controls: list[str] = []
+        self._counts = doc.counts
+        self._counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
+
+    def refuses(self, loc: str) -> bool:
+        """True, counted, for a ``loc`` the entry is dropped for; False for one not seen yet (now seen: keep it)."""
+        if not is_absolute_http(loc):
+            if has_control(loc):
+                count_control(self._counts, self._controls, loc)
+                return True
+            self._counts["invalid_loc"] += 1
+            if len(self._invalid) < 3:
+                self._invalid.append(loc[:100])
+            return True
+        if loc in self._seen:
+            self._counts["duplicates"] += 1
+            return True
+        self._seen.add(loc)
+        return False
+
+    def report(self, doc: SitemapDoc) -> None:
+        report_controls(doc, self._controls)
+        if invalid := self._counts["invalid_loc"]:
+            doc.problem(f"{invalid} <loc> values not absolute http(s) URLs dropped (e.g. {self._invalid!r})")
+
+
 def validated_entries(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) -> Iterator[SitemapEntry]:
     """The entries every parser yields, after the checks every parser shares: valid loc, dedupe, limit."""
-    seen: set[str] = set()
-    invalid: list[str] = []
-    controls: list[str] = []
+    check = LocCheck(doc)
     counts = doc.counts
-    counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
     try:
         for entry in raw:
-            loc = entry.loc
-            if not is_absolute_http(loc):
-                if has_control(loc):
-                    count_control(counts, controls, loc)
-                    continue
-                counts["invalid_loc"] += 1
-                if len(invalid) < 3:
-                    invalid.append(loc[:100])
-                continue
-            if loc in seen:
-                counts["duplicates"] += 1
+            if check.refuses(entry.loc):
                 continue
             if counts["kept"] >= limit:
                 # sitemaps.org: at most 50,000 URLs per file. Stop here: the rest is not ours to parse.
@@ -238,15 +261,12 @@ def validated_entries(doc: SitemapDoc, raw: Iterable[SitemapEntry], limit: int) 
                 counts["over_limit"] += 1
                 doc.problem(f"more than {limit} URLs: the rest of the file dropped")
                 break
-            seen.add(loc)
             counts["kept"] += 1
             yield entry
     finally:
         if counts.get("without_loc"):
             doc.problem(f"{counts['without_loc']} <url> elements without a <loc> skipped")
-        report_controls(doc, controls)
-        if counts["invalid_loc"]:
-            doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+        check.report(doc)
 
 
 def count_control(counts: dict[str, int], examples: list[str], loc: str) -> None:

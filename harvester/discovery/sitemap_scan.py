@@ -9,16 +9,13 @@ from datetime import datetime
 
 from harvester.discovery.sitemap_model import (
     DEFAULT_PRIORITY,
+    LocCheck,
     SitemapDoc,
     SitemapEntry,
     clean_text,
-    count_control,
-    has_control,
-    is_absolute_http,
     parse_changefreq,
     parse_lastmod,
     parse_priority,
-    report_controls,
 )
 from harvester.settings import DiscoverySettings
 
@@ -160,11 +157,8 @@ def _xml_text(value: str) -> str:
 def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit: int) -> Iterator[SitemapEntry]:
     """``_url_entries`` and ``validated_entries`` in one loop for scanned ``<url>`` elements (the same entries, counts
     and problems); dates and priorities repeat, so each distinct text is parsed once per file."""
-    seen: set[str] = set()
-    invalid: list[str] = []
-    controls: list[str] = []
+    check = LocCheck(doc)
     counts = doc.counts
-    counts.update(kept=0, invalid_loc=0, duplicates=0, over_limit=0)
     lastmods: dict[str, datetime | None] = {}
     priorities: dict[str, float] = {}
     kept = without_loc = 0
@@ -174,23 +168,13 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             if loc is None:
                 without_loc += 1
                 continue
-            if not is_absolute_http(loc):
-                if has_control(loc):
-                    count_control(counts, controls, loc)
-                    continue
-                counts["invalid_loc"] += 1
-                if len(invalid) < 3:
-                    invalid.append(loc[:100])
-                continue
-            if loc in seen:
-                counts["duplicates"] += 1
+            if check.refuses(loc):
                 continue
             if kept >= limit:
                 doc.over_limit = True
                 counts["over_limit"] += 1
                 doc.problem(f"more than {limit} URLs: the rest of the file dropped")
                 break
-            seen.add(loc)
             kept += 1
             counts["kept"] = kept
             if lastmod:
@@ -212,6 +196,4 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
         if without_loc:  # as ``_urlset_entries`` counts them, so both paths give one document
             counts["without_loc"] = without_loc
             doc.problem(f"{without_loc} <url> elements without a <loc> skipped")
-        report_controls(doc, controls)
-        if counts["invalid_loc"]:
-            doc.problem(f"{counts['invalid_loc']} <loc> values not absolute http(s) URLs dropped (e.g. {invalid!r})")
+        check.report(doc)

@@ -1,20 +1,18 @@
 """The bounded fetch: one small httpx transport per host, a total deadline, size and redirect caps.
 
 Only ``fetch/`` imports httpx (here, ``transport.py`` and ``answers.py``); every httpx/aiohttp/asyncio exception
-is translated here into a ``FetchResult`` with an ``ErrorClass``. It never raises for network
-problems and never decides politeness: the engine calls it once it holds the host's slot. Every connection of
-every hop goes through the address policy (``addresses.py``, applied by ``resolver.py``): a refused address is an
-``ADDRESS_REFUSED`` result, and nothing is sent to it.
+is translated here into a ``FetchResult`` with an ``ErrorClass``; the last answer is read into its result by
+``results.py``. It never raises for network problems and never decides politeness: the engine calls it once it
+holds the host's slot. Every connection of every hop goes through the address policy (``addresses.py``, applied by
+``resolver.py``): a refused address is an ``ADDRESS_REFUSED`` result, and nothing is sent to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import aiohttp
@@ -23,19 +21,12 @@ import yarl
 from aiohttp.helpers import is_ip_address
 
 from harvester.fetch.addresses import AddressPolicy, address_refusal
-from harvester.fetch.answers import (
-    content_length,
-    content_type_accepted,
-    decoders_for,
-    error_class_for_status,
-    headers_of,
-    looks_binary,
-    parse_retry_after,
-)
+from harvester.fetch.answers import headers_of
 from harvester.fetch.resolver import seed_addresses
+from harvester.fetch.results import FetchState, Refused, TooLarge, drain, read_answer
 from harvester.fetch.transport import RequestUrls, make_transport
 from harvester.records import ACCEPT, ACCEPT_ENCODING, ErrorClass, FetchResult, Validators, origin_of
-from harvester.settings import HttpSettings, parse_networks
+from harvester.settings import HttpSettings, PolitenessSettings, parse_networks
 
 logger = logging.getLogger(__name__)
 
@@ -47,25 +38,14 @@ Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
-ERROR_BODY_BYTES = 64 * 1024
-"""Bodies of redirects and error statuses are read this far (to keep the connection alive) and no further."""
-
 _SCHEMES = ("http", "https")
 
 NO_VALIDATORS = Validators()
 """An unconditional GET (the shared default)."""
 
-
-class _Refused(Exception):
-    """Internal: ends a fetch early with an outcome (never escapes this module)."""
-
-    def __init__(self, error_class: ErrorClass, message: str) -> None:
-        super().__init__(message)
-        self.error_class = error_class
-
-
-class _TooLarge(Exception):
-    """Internal: the streamed or decoded body passed the cap."""
+DEFAULT_CONNECTIONS: int = PolitenessSettings.model_fields["max_per_host_limit"].default
+"""A host's pool when the caller sizes none (scripts, tests): the settings' per-host ceiling, not a number of its
+own (the engine sizes each pool to its host's limit)."""
 
 
 # --- the per-host client ------------------------------------------------------------------------------------
@@ -130,54 +110,6 @@ def _literal_host(url: httpx.URL) -> tuple[str, int | None] | None:
     return (host, parsed.port) if host is not None and is_ip_address(host) else None
 
 
-@dataclass(slots=True)
-class _Body:
-    data: bytes
-    raw_bytes: int
-
-
-async def _read_body(
-    response: httpx.Response, headers: dict[str, str], max_bytes: int, *, truncate: bool, state: _FetchState
-) -> _Body:
-    """Stream raw bytes, decoding boundedly; over ``max_bytes`` (raw or decoded) raises _TooLarge or truncates."""
-    encoding = headers.get("content-encoding")
-    decoders = decoders_for(encoding)
-    if decoders is None:
-        raise _Refused(ErrorClass.BAD_CONTENT, f"unsupported content-encoding {encoding!r}")
-    parts: list[bytes] = []
-    raw = 0
-    size = 0
-    async for chunk in response.aiter_raw():
-        raw += len(chunk)
-        state.raw_bytes = raw
-        # A compressed body larger than the cap can only decode larger still (and identity is 1:1).
-        if raw > max_bytes and not (truncate and not decoders):
-            if truncate:
-                break
-            raise _TooLarge(f"body over {max_bytes} bytes on the wire")
-        data = chunk
-        for decoder in decoders:
-            data = decoder.feed(data, max_bytes - size)
-        if size + len(data) > max_bytes:
-            if truncate:
-                parts.append(data[: max_bytes - size])
-                size = max_bytes
-                break
-            raise _TooLarge(f"body over {max_bytes} bytes after decoding")
-        if data:
-            parts.append(data)
-            size += len(data)
-    else:
-        for decoder in decoders:
-            tail = decoder.flush(max_bytes - size)
-            if tail:
-                if size + len(tail) > max_bytes and not truncate:
-                    raise _TooLarge(f"body over {max_bytes} bytes after decoding")
-                parts.append(tail[: max_bytes - size])
-                size += len(parts[-1])
-    return _Body(b"".join(parts), raw)
-
-
 async def _close_quietly(client: HostClient) -> None:
     try:
         await client.aclose()
@@ -202,7 +134,7 @@ class Fetcher:
         ``allow_addresses``: CIDR networks allowed beyond ``settings.allow_addresses`` (a site profile's)."""
         self.settings = settings
         self.user_agent = user_agent
-        self._connections_for = connections_for or (lambda _origin: 4)
+        self._connections_for = connections_for or (lambda _origin: DEFAULT_CONNECTIONS)
         self._clients: dict[str, HostClient] = {}
         self._closed = False
         self.addresses = AddressPolicy(allow=parse_networks((*settings.allow_addresses, *allow_addresses)))
@@ -271,7 +203,7 @@ class Fetcher:
         cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
         deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
         hops_allowed = self.settings.max_redirects if max_redirects is None else max_redirects
-        state = _FetchState(url)
+        state = FetchState(url)
         try:
             async with asyncio.timeout(deadline_s):
                 if self._seeding is None or not self._seeding.done():
@@ -280,12 +212,12 @@ class Fetcher:
                                          revalidate_hops)
         except TimeoutError:
             return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
-        except _Refused as exc:
+        except Refused as exc:
             if exc.error_class is ErrorClass.ADDRESS_REFUSED:
                 logger.info("%s: %s", state.current, exc,
                             extra={"host": origin_of(state.current), "error_class": exc.error_class.value})
             return state.failure(exc.error_class, str(exc))
-        except _TooLarge as exc:
+        except TooLarge as exc:
             return state.failure(ErrorClass.TOO_LARGE, str(exc))
         except httpx.TimeoutException as exc:
             refined = _refine(exc, ErrorClass.TIMEOUT)
@@ -303,7 +235,7 @@ class Fetcher:
 
     async def _fetch(
         self,
-        state: _FetchState,
+        state: FetchState,
         validators: Validators,
         accept: Sequence[str] | None,
         cap: int,
@@ -316,7 +248,7 @@ class Fetcher:
         seen = {current}
         while True:
             if urlsplit(current).scheme not in _SCHEMES:
-                raise _Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
+                raise Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
             state.current = current
             sent = validators if not state.hops else (
                 _hop_validators(validators, state.url, current) if revalidate_hops else NO_VALIDATORS)
@@ -328,7 +260,7 @@ class Fetcher:
                 refusal = address_refusal(exc)
                 if refusal is None:
                     raise
-                raise _Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
+                raise Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
             try:
                 status = response.status_code
                 state.status = status
@@ -337,81 +269,26 @@ class Fetcher:
                 state.headers = headers
                 location = headers.get("location")
                 if status in REDIRECT_STATUSES and location:
-                    await _drain(response, headers)
+                    await drain(response, headers)
                     target = urljoin(current, location.strip())
                     if len(state.hops) >= hops_allowed:
-                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
+                        raise Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
                     if follow is not None:
                         decided = await follow(target)
                         if decided is None or isinstance(decided, ErrorClass):
                             cls = decided if isinstance(decided, ErrorClass) else ErrorClass.OUT_OF_SCOPE
-                            raise _Refused(cls, f"redirect to {target} refused ({cls.value})")
+                            raise Refused(cls, f"redirect to {target} refused ({cls.value})")
                         target = decided
                     if target in seen:
-                        raise _Refused(ErrorClass.TOO_MANY_REDIRECTS, f"redirect loop back to {target}")
+                        raise Refused(ErrorClass.TOO_MANY_REDIRECTS, f"redirect loop back to {target}")
                     seen.add(target)
                     state.hops.append(target)
                     state.hop_statuses.append(status)
                     current = target
                     continue
-                return await self._outcome(state, response, headers, accept, cap, truncate)
+                return await read_answer(state, response, headers, accept, cap, truncate)
             finally:
                 await response.aclose()
-
-    async def _outcome(
-        self,
-        state: _FetchState,
-        response: httpx.Response,
-        headers: dict[str, str],
-        accept: Sequence[str] | None,
-        cap: int,
-        truncate: bool,
-    ) -> FetchResult:
-        status = response.status_code
-        content_type = headers.get("content-type")
-        error_class = error_class_for_status(status)
-        error: str | None = None
-        body: bytes | None = None
-        raw = 0
-        if 200 <= status < 300:
-            if not content_type_accepted(content_type, accept):
-                error_class, error = ErrorClass.BAD_CONTENT_TYPE, f"content-type {content_type!r} not accepted"
-            else:
-                length = content_length(headers)
-                if length is not None and length > cap and not truncate:
-                    error_class, error = ErrorClass.TOO_LARGE, f"Content-Length {length} over {cap}"
-                else:
-                    read = await _read_body(response, headers, cap, truncate=truncate, state=state)
-                    body, raw = read.data, read.raw_bytes
-                    if content_type is None and accept is not None and looks_binary(body):
-                        # Untyped and not text (an image, an archive): what a typed one would have been refused as.
-                        error_class, error = ErrorClass.BAD_CONTENT_TYPE, "no content-type, and the body is binary"
-                        body = None
-        elif status != 304 and status >= 400:
-            error = f"HTTP {status}"
-            read_err = await _drain(response, headers)
-            body, raw = read_err.data, read_err.raw_bytes
-        retry_after = parse_retry_after(headers.get("retry-after")) if "retry-after" in headers else None
-        return FetchResult(
-            url=state.url,
-            final_url=state.current,
-            status=status,
-            started_at=state.started_wall,
-            elapsed_s=time.monotonic() - state.started,
-            error_class=error_class,
-            error=error,
-            content_type=content_type,
-            etag=headers.get("etag"),
-            last_modified=headers.get("last-modified"),
-            body=body,
-            bytes_read=raw,
-            redirects=tuple(state.hops),
-            redirect_statuses=tuple(state.hop_statuses),
-            retry_after_s=retry_after,
-            headers=headers,
-            sent_validators=state.sent,
-        )
-
 
 def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
     """What a redirect hop is asked with. The validators stored for a URL come from the last answer of its last
@@ -424,65 +301,7 @@ def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
     return Validators(etag=validators.etag)
 
 
-class _FetchState:
-    """What a fetch knows so far, so a failure mid-way still reports status, hops and headers."""
-
-    __slots__ = ("answered", "current", "headers", "hop_statuses", "hops", "raw_bytes", "sent", "started",
-                 "started_wall", "status", "url")
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.current = url
-        self.hops: list[str] = []
-        self.hop_statuses: list[int] = []
-        self.raw_bytes = 0
-        self.status: int | None = None
-        self.answered = False
-        """Whether the request now in flight (this hop) got its status line."""
-        self.headers: dict[str, str] | None = None
-        self.sent: Validators | None = None
-        """The validators of the request now in flight (this hop); None before one is sent."""
-        self.started_wall = time.time()
-        self.started = time.monotonic()
-
-    def failure(self, error_class: ErrorClass, error: str) -> FetchResult:
-        headers = self.headers
-        return FetchResult(
-            url=self.url,
-            final_url=self.current,
-            status=self.status,
-            started_at=self.started_wall,
-            elapsed_s=time.monotonic() - self.started,
-            error_class=error_class,
-            error=error,
-            content_type=headers.get("content-type") if headers is not None else None,
-            etag=headers.get("etag") if headers is not None else None,
-            last_modified=headers.get("last-modified") if headers is not None else None,
-            bytes_read=self.raw_bytes,
-            redirects=tuple(self.hops),
-            redirect_statuses=tuple(self.hop_statuses),
-            retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
-            headers=headers if headers is not None else {},
-            sent_validators=self.sent,
-        )
-
-
-async def _drain(response: httpx.Response, headers: dict[str, str]) -> _Body:
-    """Read a redirect/error body up to ERROR_BODY_BYTES so the connection can be reused; beyond that, drop it."""
-    length = content_length(headers)
-    if length is not None and length > ERROR_BODY_BYTES:
-        return _Body(b"", 0)
-    parts: list[bytes] = []
-    raw = 0
-    async for chunk in response.aiter_raw():
-        raw += len(chunk)
-        if raw > ERROR_BODY_BYTES:
-            return _Body(b"", raw)
-        parts.append(chunk)
-    return _Body(b"".join(parts), raw)
-
-
-def _broken_or_unreachable(exc: BaseException, state: _FetchState) -> ErrorClass:
+def _broken_or_unreachable(exc: BaseException, state: FetchState) -> ErrorClass:
     """PROTOCOL when the server answered and broke HTTP (the body cut short or overrunning its Content-Length,
     a garbled status line), CONNECT when no answer came: operators look at the server for one, the network for
     the other. Both are retried and count towards parking alike."""

@@ -59,17 +59,19 @@ def classify(result: FetchResult, slow_response_s: float) -> Signal:
 
 @dataclass(frozen=True, slots=True)
 class GateConfig:
-    """The static rules of one host: settings, the site profile's overrides and what robots.txt said."""
+    """The static rules of one host: settings, the site profile's overrides and what robots.txt said. No field
+    has a default of its own: the defaults are ``PolitenessSettings``' (one home per knob), through
+    ``from_settings``."""
 
-    start_limit: int = 2
-    max_limit: int = 4
-    min_delay_s: float = 0.0
-    slow_response_s: float = 5.0
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 300.0
-    park_after_failures: int = 20
-    max_crawl_delay_s: float = 60.0
-    park_s: float = 86_400.0
+    start_limit: int
+    max_limit: int
+    min_delay_s: float
+    slow_response_s: float
+    backoff_base_s: float
+    backoff_max_s: float
+    park_after_failures: int
+    max_crawl_delay_s: float
+    park_s: float
 
     @classmethod
     def from_settings(cls, settings: PolitenessSettings, *, per_host_limit: int | None = None,

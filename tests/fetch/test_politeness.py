@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.records import ErrorClass, FetchResult
@@ -10,7 +11,8 @@ from harvester.settings import PolitenessSettings
 
 
 def gate(**kw) -> HostGate:
-    return HostGate(GateConfig(**kw), rng=random.Random(7))
+    """A gate with the settings' defaults but for ``kw`` (GateConfig's own fields)."""
+    return HostGate(replace(GateConfig.from_settings(PolitenessSettings()), **kw), rng=random.Random(7))
 
 
 def result(status: int | None, error_class: ErrorClass | None = None, elapsed: float = 0.01) -> FetchResult:
