@@ -94,8 +94,9 @@ class EngineStats:
     parked: dict[str, str] = field(default_factory=dict)
     lease_lost: list[str] = field(default_factory=list)
     unsent: list[Job] = field(default_factory=list)
-    """Jobs whose host's hold lapsed before their request (``run_hosts``' ``holds``): nothing was sent; the
-    caller hands their claims back."""
+    """Jobs whose host's hold lapsed before their request (``run_hosts``' ``holds``): nothing was sent, or, lapsed
+    at a redirect hop, nothing past the hops before it; the caller hands their claims back, and the URL is asked
+    again whole (a lapsed owner writes nothing for it, and a hop's answer alone is no outcome of the URL)."""
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
