@@ -11,7 +11,7 @@ import functools
 import logging
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -73,7 +73,10 @@ class HostWork(Protocol):
         Whatever must stop the host's next request is decided here, before the worker moves on. What only
         records the answer (parsing, extracting, writing) may be handed back as an awaitable instead: the engine
         runs it once the worker's next request is on its way (``_HostRun._settle``), so it never holds the host's
-        request chain; it may raise LeaseLost too, which stops the host as soon as it is known."""
+        request chain; it may raise LeaseLost too, which stops the host as soon as it is known. A turn cancelled
+        (its run failed or was stopped) before a record began closes that record unrun: whatever ``done`` was
+        handed must already be kept by the work until its record has run (``ExtractWork`` keeps the answer and
+        records it as it winds down), or it is lost."""
         ...
 
     async def hosts(self) -> Sequence[str]:
@@ -91,8 +94,9 @@ class EngineStats:
     parked: dict[str, str] = field(default_factory=dict)
     lease_lost: list[str] = field(default_factory=list)
     unsent: list[Job] = field(default_factory=list)
-    """Jobs whose host's hold lapsed before their request (``run_hosts``' ``holds``): nothing was sent; the
-    caller hands their claims back."""
+    """Jobs whose host's hold lapsed before their request (``run_hosts``' ``holds``): nothing was sent, or, lapsed
+    at a redirect hop, nothing past the hops before it; the caller hands their claims back, and the URL is asked
+    again whole (a lapsed owner writes nothing for it, and a hop's answer alone is no outcome of the URL)."""
     elapsed_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -118,6 +122,8 @@ class _HostRun:
         self.exhausted = False
         self.batch = client.settings.store.claim_batch
         self.settling: set[asyncio.Task[None]] = set()
+        self.unstarted: set[Awaitable[None]] = set()
+        """Deferred records not yet begun: a cancelled turn closes them (``_close_unstarted``)."""
         self.tasks: asyncio.TaskGroup | None = None
         self.workers = max(1, self.client.gate_config.max_limit)
 
@@ -129,11 +135,22 @@ class _HostRun:
                     tasks.create_task(self._worker(), name=f"worker {self.host} #{i}")
         finally:
             self.client.set_queue_depth(self.host, 0)
+            self._close_unstarted()
+
+    def _close_unstarted(self) -> None:
+        """The turn was cancelled before these records began: closed, never run, so no coroutine is left never
+        awaited. Their answers are the work's to keep (``HostWork.done``): running them here would wait on the
+        writer, and when the cancel came from a store fault, on the very lock whose failure must end the task."""
+        for record in self.unstarted:
+            if isinstance(record, Coroutine):
+                record.close()
+        self.unstarted.clear()
 
     def _defer(self, record: Awaitable[None], sent: asyncio.Event) -> None:
         """Run ``record`` (an answer's parse and write) once ``sent``: the worker's next request has passed every
         wait (or the worker has none to send), so the record never delays the host's next request."""
         assert self.tasks is not None
+        self.unstarted.add(record)
         task = self.tasks.create_task(self._settle(record, sent), name=f"record {self.host}")
         self.settling.add(task)
         task.add_done_callback(self.settling.discard)
@@ -141,6 +158,7 @@ class _HostRun:
     async def _settle(self, record: Awaitable[None], sent: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
             await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
+        self.unstarted.discard(record)
         try:
             await record
         except LeaseLost:

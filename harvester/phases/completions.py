@@ -88,10 +88,15 @@ class CompletionBatcher:
         checks, hits = self._lastmod.get(host, (0, 0))
         self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
 
-    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+    def keep(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        """Add to the pending batch, synchronously, writing nothing: the next flush writes it, or, failing, keeps it
+        (and ``_wind_down`` hands it to the cycle's retry)."""
         if not self._pending:
             self._first_at = time.monotonic()
         self._pending.append((completion, outlinks))
+
+    async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        self.keep(completion, outlinks)
         if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
             await self.flush()
 

@@ -91,6 +91,11 @@ class ExtractWork:
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
         self._in_scope: dict[str, bool] = {}
+        self._unrecorded: dict[int, tuple[Job, FetchResult]] = {}
+        """Answers handed to ``done`` whose record has not yet put their completion in the writer. A turn cancelled
+        before their record ran (the run failed or was stopped) closes the record unrun; the answer stays here and
+        ``record_unrecorded`` puts it in the writer as the run winds down, so it is written, or kept for the
+        retry, and not asked again."""
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -328,11 +333,38 @@ class ExtractWork:
         a lapsed lease is the engine's check before each request): the parse, extraction and write are handed
         back to run once the next request is on its way (``HostWork.done``)."""
         self._unsent.get(job.host, set()).discard(job.payload.id)
+        self._unrecorded[job.payload.id] = (job, result)
         return self._record(job, result)
 
     async def _record(self, job: Job, result: FetchResult) -> None:
+        await self.writer.put(*await self._recorded(job, result))
+
+    async def record_unrecorded(self) -> int:
+        """Put every answer whose record never ran (its turn was cancelled) in the writer's pending batch, and
+        write nothing: the caller's flush writes them, or keeps them for the retry. Nothing here waits on the
+        store, so a store fault that ended the run still ends it at once. An answer that cannot be parsed is
+        dropped, logged (its URL's lease returns and it is asked again), so the others are still kept."""
+        kept = 0
+        while self._unrecorded:
+            job, result = next(iter(self._unrecorded.values()))
+            try:
+                completion, outlinks = await self._recorded(job, result)
+            except Exception as exc:
+                self._unrecorded.pop(job.payload.id, None)
+                logger.warning("answer of %s not recorded as the run ended: %s: %s", job.url, type(exc).__name__,
+                               exc, extra={"host": job.host})
+                continue
+            self.writer.keep(completion, outlinks)
+            kept += 1
+        return kept
+
+    async def _recorded(self, job: Job, result: FetchResult) -> tuple[Completion, list[DiscoveredUrl]]:
+        """The answer's completion and outlinks, taken out of ``_unrecorded``: from here to the writer's pending
+        batch the caller does not yield, so the answer is always in one of the two."""
         claimed: ClaimedUrl = job.payload
-        completion, outlinks = self._complete(claimed, result, await self._extract(result))
+        extracted = await self._extract(result)
+        self._unrecorded.pop(claimed.id, None)
+        completion, outlinks = self._complete(claimed, result, extracted)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
         # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
         # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
@@ -341,7 +373,7 @@ class ExtractWork:
             checks, hits = self._checks.get(claimed.host, (0, 0))
             self._checks[claimed.host] = (checks + 1, hits + predicted)
             self._judge(claimed.host)
-        await self.writer.put(completion, outlinks)
+        return completion, outlinks
 
     def _judge(self, host: str) -> None:
         checks, hits = self._checks.get(host, (0, 0))

@@ -184,7 +184,11 @@ async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState 
     """However extraction ends: write what is pending, hand every lease back, and retire the owner, so a retry
     in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease.
     ``cycle`` None: the caller gave no cycle, so no retry can find what is unwritten; the owner is retired (its
-    leases return to the next run at once) and those few pages are fetched again."""
+    leases return to the next run at once) and those few pages are fetched again. Answers whose record a
+    cancelled turn never ran join the pending batch first (``record_unrecorded``: a parse, no store call)."""
+    kept = await work.record_unrecorded()
+    if kept:
+        logger.info("%d answers received before extraction ended were recorded as it wound down", kept)
     try:
         await work.writer.flush()
         await db(store.release_owner, work.owner)

@@ -486,3 +486,26 @@ async def test_a_lease_that_lapses_while_the_request_waits_for_its_connection_se
         assert (await client.fetch(first)).ok  # the host's slot and pool are still usable
     records = await log_of(web)
     assert [r.url for r in records[before:]] == [first]  # the second URL never reached the server
+
+
+async def test_a_lease_that_lapses_at_a_redirect_hop_sends_no_further_hop(make_web):
+    """The lease is asked again at each hop's connection: lapsed at the second, the fetch raises ``LeaseLost`` with
+    the first hop sent and nothing more, and the worker hands the job back as unsent (``EngineStats.unsent``). Its
+    next fetch asks the first hop again, and must: the lapsed owner may write nothing for the URL, and one hop's
+    answer is no outcome of it (a temporary redirect names no lasting address; a permanent one is recorded as a
+    move only with its target's answer, ``revisit.classify_outcome``)."""
+    web = make_web([HostSpec("a", pages=4, hostile=True, page_bytes=SMALL)])
+    asked: list[str] = []
+
+    def lapses_at_the_second_hop() -> bool:
+        asked.append("ask")
+        return len(asked) <= 2  # before the fetch, at the first hop's connection; then lapsed
+
+    async with PoliteClient(settings(), per_host_limit=1) as client:
+        assert (await client.fetch(urls_of(web, "a")[0])).ok  # robots.txt read: only the chain's hops follow
+        before = len(await log_of(web))
+        with pytest.raises(LeaseLost):
+            await client.fetch(web.url("a", "/hostile/redirect-chain/3"), hold=lapses_at_the_second_hop)
+        assert asked == ["ask", "ask", "ask"]
+    records = await log_of(web)
+    assert [r.path for r in records[before:]] == ["/hostile/redirect-chain/3"]  # the first hop only
