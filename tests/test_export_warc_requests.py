@@ -46,11 +46,12 @@ class Site:
         return [headers for got, headers in self.received if got == path]
 
 
-PAGES = ("/changes", "/stays", "/retag", "/drops", "/moves", "/hooked")
+PAGES = ("/changes", "/stays", "/retag", "/drops", "/moves", "/hooked", "/alias")
 """In the sitemap. ``/changes``: new bytes and ETag each day; ``/stays``: the same bytes and ETag every day;
 ``/retag``: the same bytes every day, a new ETag each day; ``/drops``: the same bytes every day, an ETag on
 day 1 only; ``/moves``: a temporary redirect to ``/moved-here`` (same
-bytes and ETag every day); ``/hooked``: the page the broken hook fails on."""
+bytes and ETag every day); ``/hooked``: the page the broken hook fails on; ``/alias``: a permanent redirect to
+``/canonical``, which the harvest learns of from that redirect."""
 
 
 def answer(site: Site, path: str) -> tuple[str | None, bytes] | str | None:
@@ -58,7 +59,9 @@ def answer(site: Site, path: str) -> tuple[str | None, bytes] | str | None:
     day = site.day
     if path == "/moves":
         return "/moved-here"
-    etags = {"/changes": f'"changes-{day}"', "/stays": '"stays-1"', "/retag": f'"retag-{day}"',
+    if path == "/alias":
+        return "/canonical"
+    etags = {"/canonical": '"canonical-1"', "/changes": f'"changes-{day}"', "/stays": '"stays-1"', "/retag": f'"retag-{day}"',
              "/moved-here": '"here-1"', "/hooked": '"hooked-1"', "/drops": '"drops-1"' if day == 1 else None}
     if path not in etags:
         return None
@@ -91,7 +94,7 @@ def site() -> Iterator[Site]:
             elif found is None:
                 status = 404
             elif isinstance(found, str):
-                status, headers = 302, {"Location": found}
+                status, headers = (301 if self.path == "/alias" else 302), {"Location": found}
             elif found[0] is not None and self.headers.get("If-None-Match") == found[0]:
                 status, headers = 304, {"ETag": found[0]}
             else:
@@ -224,3 +227,20 @@ def test_a_page_reasked_after_the_hook_failed_is_recorded_without_validators(
     assert len(hooked) == 2 and "if-none-match" not in hooked[1]  # the truth: asked in full
     cli("export", "--format", "warc", "-o", str(tmp_path / "all.warc.gz"))
     assert_requests_as_received(site, tmp_path / "all.warc.gz", ("/hooked",))
+
+
+def test_a_permanent_redirects_target_read_once_is_one_exchange_in_the_warc(
+    site: Site, cli: Callable[..., str], tmp_path: Path,
+) -> None:
+    """``/alias`` answers 301 to ``/canonical``, which the harvest then queues as a URL of its own and records from
+    the answer the redirect already got (``moved_target_read_once``): the old address's fetch row is the 301, the
+    target's holds the page. The WARC holds what went over the wire: one request and one response for
+    ``/canonical``, not a second exchange (a request and an identical-payload revisit) that no server saw."""
+    cli("harvest", f"{site.origin}/")
+    assert len(site.asked("/canonical")) == 1  # control: the target was asked once for both URLs
+    cli("export", "--format", "warc", "-o", str(tmp_path / "all.warc.gz"))
+    assert_requests_as_received(site, tmp_path / "all.warc.gz", ("/canonical",))
+    with (tmp_path / "all.warc.gz").open("rb") as stream:
+        kinds = [record.rec_type for record in ArchiveIterator(stream)
+                 if record.rec_headers.get_header("WARC-Target-URI") == site.origin + "/canonical"]
+    assert kinds == ["request", "response"] or kinds == ["response", "request"], kinds
