@@ -62,7 +62,8 @@ def answer(site: Site, path: str) -> tuple[str | None, bytes] | str | None:
     if path == "/alias":
         return "/canonical"
     etags = {"/changes": f'"changes-{day}"', "/stays": '"stays-1"', "/retag": f'"retag-{day}"',
-             "/canonical": '"canonical-1"', "/moved-here": '"here-1"', "/hooked": '"hooked-1"', "/drops": '"drops-1"' if day == 1 else None}
+             "/canonical": '"canonical-1"', "/moved-here": '"here-1"', "/hooked": '"hooked-1"',
+             "/drops": '"drops-1"' if day == 1 else None}
     if path not in etags:
         return None
     version = day if path == "/changes" else 1
