@@ -144,9 +144,11 @@ async def test_retry_after_is_honoured(make_web):
     throttled = [r for r in records if r.status == 429]
     assert throttled  # control: the host did push back
     for rec in throttled:
-        # Requests already on the wire when the 429 was sent may land just after it; none may start later.
-        early = [r for r in records if rec.end + 0.005 < r.start < rec.end + 0.3]
-        assert not early, (rec, early[:3])
+        # The server logs when it begins a request, not when the client sent it: requests already on their way when
+        # the 429 went out (at most the limit's other 3) may be logged after it, later still under load (a 5 ms
+        # margin failed at a load of 8). A client that ignored Retry-After would send ~40 in its 0.3 s.
+        early = [r for r in records if rec.end < r.start < rec.end + 0.3]
+        assert len(early) <= 3, (rec, early[:5])
     assert sum(1 for _, r in work.results if r.ok) == 60  # every 429 was requeued and fetched later
 
 
