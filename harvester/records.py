@@ -290,6 +290,12 @@ class Completion:
     """The run had an extractor hook, which ran on ``page`` (or failed: ``page.hook_error``). Only then may the
     answer repair a stored version the hook failed on: a run without one leaves that version's ``hook_error``, and
     the URL's mark of it (``FrontierStore.due_hook_retries``), for a run with the hook to repair."""
+    claimed: bool = False
+    """Built from a claim (``ClaimedUrl``), whose lastmod is ``claimed_lastmod``: the lastmod the outcome was decided
+    on. The store then keeps news that came while the URL was leased (``Outcomes``' ``_NEWS``): discovery makes only a
+    DONE URL due on a newer lastmod, so a DONE completion whose URL's lastmod grew since its claim, past our copy (or,
+    for a skip, was withdrawn), leaves the URL due at once instead of at ``next_fetch_at``."""
+    claimed_lastmod: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

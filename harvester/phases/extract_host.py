@@ -313,7 +313,8 @@ class ExtractWork:
                 await self.writer.put(
                     Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
                                content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
-                               etag=item.etag, last_modified=item.last_modified),
+                               etag=item.etag, last_modified=item.last_modified, claimed=True,
+                               claimed_lastmod=item.lastmod),
                     [],
                 )
                 return None
@@ -390,7 +391,7 @@ class ExtractWork:
             ),
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
-            bytes_read=result.bytes_read, hooked=self.hook is not None,
+            bytes_read=result.bytes_read, hooked=self.hook is not None, claimed=True, claimed_lastmod=claimed.lastmod,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:
