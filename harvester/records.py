@@ -296,6 +296,9 @@ class Completion:
     DONE URL due on a newer lastmod, so a DONE completion whose URL's lastmod grew since its claim, past our copy (or,
     for a skip, was withdrawn), leaves the URL due at once instead of at ``next_fetch_at``."""
     claimed_lastmod: datetime | None = None
+    forget_validators: bool = False
+    """The URL keeps no validators, so its next request is unconditional: a 304 that contradicted a lastmod newer
+    than our copy, asked again in full (``revisit.reask_304``)."""
 
 
 @dataclass(frozen=True, slots=True)
