@@ -297,6 +297,15 @@ class Completion:
     """The run had an extractor hook, which ran on ``page`` (or failed: ``page.hook_error``). Only then may the
     answer repair a stored version the hook failed on: a run without one leaves that version's ``hook_error``, and
     the URL's mark of it (``FrontierStore.due_hook_retries``), for a run with the hook to repair."""
+    claimed: bool = False
+    """Built from a claim (``ClaimedUrl``), whose lastmod is ``claimed_lastmod``: the lastmod the outcome was decided
+    on. The store then keeps news that came while the URL was leased (``Outcomes``' ``_NEWS``): discovery makes only a
+    DONE URL due on a newer lastmod, so a DONE completion whose URL's lastmod grew since its claim, past our copy (or,
+    for a skip, was withdrawn), leaves the URL due at once instead of at ``next_fetch_at``."""
+    claimed_lastmod: datetime | None = None
+    forget_validators: bool = False
+    """The URL keeps no validators, so its next request is unconditional: a 304 that contradicted a lastmod newer
+    than our copy, asked again in full (``revisit.reask_304``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,15 +169,13 @@ def test_a_day_of_changes_is_counted_exported_and_archived_as_it_happened(
     assert responses == 5  # the three changed, the restyled and the added page
 
 
-@pytest.mark.xfail(strict=True, reason="a 304 is believed though the sitemap announced a change after our copy")
 def test_a_304_that_contradicts_a_newer_lastmod_does_not_keep_the_old_version(
     web: tuple[str, Web], cli: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Known defect, not fixed here (harvester/phases, others' area): ``/liar`` was edited overnight and its
-    sitemap lastmod says so, but its server kept the ETag (a template's, an inode's) and answers the conditional
-    request 304. The harvester believes the 304: the page is counted unchanged, ``export --latest`` keeps
-    yesterday's text and the WARC writes a server-not-modified revisit of it. Asking once more without validators
-    when a 304 contradicts a lastmod newer than our copy would cost one request only on such sites."""
+    """``/liar`` was edited overnight and its sitemap lastmod says so, but its server kept the ETag (a template's,
+    an inode's) and answers the conditional request 304. Believed, the 304 kept yesterday's text in ``export
+    --latest``; the 304 contradicting a lastmod newer than our copy is asked again once without validators
+    (``revisit.reask_304``), and the page is counted changed with today's text."""
     origin, site = web
     site.liar = True
     CLOCK.travel_to(DAY0)

@@ -122,6 +122,30 @@ class Hosts(Part):
                     )
                 )
 
+    def add_reasks(self, tallies: dict[str, tuple[int, int]]) -> None:
+        """Add (re-asks, changed) per host in one transaction: 304s that contradicted a newer lastmod, asked again in
+        full, and how many of those answers brought a changed page (``revisit.reask_304``)."""
+        tallies = {origin: pair for origin, pair in tallies.items() if pair[0]}
+        if not tallies:
+            return
+        with self._tx() as tx:
+            host_ids = self._keys.host_ids(tx, list(tallies))
+            for origin, (asked, changed) in tallies.items():
+                tx.conn.execute(
+                    update(Host).where(Host.id == host_ids[origin]).values(
+                        lastmod_reasks=Host.lastmod_reasks + asked,
+                        lastmod_reasks_changed=Host.lastmod_reasks_changed + changed,
+                    )
+                )
+
+    def reask_tally(self, origin: str) -> tuple[int, int]:
+        """(re-asks, changed) of ``origin`` so far (``add_reasks``)."""
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(
+                select(Host.lastmod_reasks, Host.lastmod_reasks_changed).where(Host.origin == origin)
+            ).first()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
     def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
         """(checks, hits): how often this host's newer lastmod came with a real content change."""
         with self._tx(write=False) as tx:

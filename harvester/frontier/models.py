@@ -124,6 +124,10 @@ class Host(Base):
     lease_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
     lastmod_checks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     lastmod_hits: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    lastmod_reasks: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    """304s that contradicted a lastmod newer than our copy, asked again in full (``revisit.reask_304``) ..."""
+    lastmod_reasks_changed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    """... and how many of those full answers brought a changed page (the lastmod was right, the 304 wrong)."""
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     moved_to: Mapped[str | None] = mapped_column(String(300))
     """The origin this seed host's homepage redirects to: part of the crawl's scope from then on."""

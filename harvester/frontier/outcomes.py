@@ -8,7 +8,7 @@ import logging
 import zlib
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import Connection, Table, exists, func, insert, or_, select, update
@@ -56,6 +56,23 @@ _URL_UPDATE = (
     " last_fetched_at = COALESCE(?, last_fetched_at) WHERE id = ?"
 )
 """One completion's URL columns (rows.UrlOutcome); run with executemany for a batch of completions."""
+
+_NEWS = (
+    "CASE WHEN (urls.lastmod > ? AND urls.lastmod > COALESCE(?, urls.last_fetched_at))"
+    " OR (urls.lastmod IS NULL AND ? = 1) THEN ? ELSE ? END"
+)
+"""``next_fetch_at`` of a DONE completion built from a claim: due at once (the value after THEN) when the URL's
+lastmod grew since the claim (past the lastmod it was claimed with) and is newer than our copy (the fetch this
+completion records, else the last one), or when a completion that sent no request (a skip on the lastmod) finds the
+lastmod it was decided on withdrawn (the URL vanished from the sitemap that dated it: ``recheck_vanished``); else its
+next revisit. Discovery acts on such news only for a DONE URL (``dialects._UPSERT_SET``, ``recheck_vanished``);
+while extraction held it, the news changed nothing but the lastmod, and without this the completion, decided on
+what the claim read (a skip, a 304, an unchanged 200), would push the news back to the URL's next revisit. Read in
+the UPDATE itself, not before it: on PostgreSQL the UPDATE waits for a concurrent upsert of the row and sees its
+lastmod, and an upsert after it sees the URL DONE."""
+_URL_UPDATE_NEWS = _URL_UPDATE.replace(" next_fetch_at = ?,", f" next_fetch_at = {_NEWS},")
+_NEWS_FLOOR = datetime(1970, 1, 1, tzinfo=UTC)
+"""Stands for "no lastmod at claim" in ``_NEWS``: any lastmod stored since is news."""
 
 
 class _Held(NamedTuple):
@@ -263,7 +280,8 @@ class Outcomes(Part):
         next run with the hook asks it in full and repairs it; its fetch-log line is this run's, which ran no hook."""
         d = self._d
         max_attempts = self.settings.politeness.max_attempts
-        updates, fetch_rows, retries = [], [], []
+        updates, watched, fetch_rows, retries = [], [], [], []
+        now = d.ts(utcnow())
         for c in completions:
             h = held[c.url_id]
             o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts)
@@ -273,7 +291,14 @@ class Outcomes(Part):
                             error=kept or "the extractor hook failed on this version; no hook ran since")
             if o.state == "queued":  # a retry: back in the queue, due after its back-off
                 retries.append((h.host_id, h.kind, -h.score, c.url_id, d.ts(o.next_fetch_at)))
-            updates.append(_update_params(o, c.url_id, d.ts))
+            params = _update_params(o, c.url_id, d.ts)
+            if c.claimed and o.state == UrlState.DONE.value:  # ``_NEWS`` in place of next_fetch_at (its 6th value)
+                withdrawn = int(c.claimed_lastmod is not None and o.last_fetched_at is None)
+                news = (d.ts(aware(c.claimed_lastmod) or _NEWS_FLOOR), d.ts(o.last_fetched_at), withdrawn, now,
+                        params[5])
+                watched.append((*params[:5], *news, *params[6:]))
+            else:
+                updates.append(params)
             change = changes.get(c.url_id)
             how = outcome(c)
             # What the request carried, on the row written anyway (WARC request records); none when none left.
@@ -289,6 +314,9 @@ class Outcomes(Part):
             })
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)
+        if watched:
+            conn.exec_driver_sql(_URL_UPDATE_NEWS.replace("?", d.p), watched)
+        if fetch_rows:
             conn.execute(insert(Fetch), fetch_rows)
         if retries:
             conn.exec_driver_sql(d.enqueue_sql, retries)

@@ -128,12 +128,15 @@ class Queue(Part):
         self._source_kinds.update(kinds)
 
     def _learn_sources(self, conn: Connection, ids: set[int | None]) -> None:
-        """Source id → kind for the claimed URLs' first sources (a few per host: cached, bounded)."""
+        """Source id → kind for the claimed URLs' first sources (a few per host: cached, bounded). A full cache is
+        emptied before the claim's ids are looked up, not after: emptied after, the ids it already held would read
+        as unknown, and a URL of unknown source counts as listed (``revisit.listed``), so a feed-only page could be
+        skipped on its feed date."""
+        if len(self._source_kinds) > SOURCE_KINDS_CACHED:
+            self._source_kinds.clear()
         unknown = [i for i in ids if i is not None and i not in self._source_kinds]
         if not unknown:
             return
-        if len(self._source_kinds) > SOURCE_KINDS_CACHED:
-            self._source_kinds.clear()
         for start in range(0, len(unknown), 500):
             chunk = unknown[start:start + 500]
             rows = conn.execute(select(Source.id, Source.kind).where(Source.id.in_(chunk)))

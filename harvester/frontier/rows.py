@@ -219,11 +219,12 @@ def url_outcome(
     elif state in _FINAL:
         attempts = 0
     responded = c.status is not None and 200 <= c.status < 300
+    forget = c.forget_validators
     return UrlOutcome(
         state=state.value,
         status=c.status,
-        etag=c.etag if responded else (c.etag or old_etag),
-        last_modified=c.last_modified if responded else (c.last_modified or old_lm),
+        etag=None if forget else c.etag if responded else (c.etag or old_etag),
+        last_modified=None if forget else c.last_modified if responded else (c.last_modified or old_lm),
         content_hash=c.content_hash or old_hash,
         next_fetch_at=aware(c.next_fetch_at),
         revisit_s=c.revisit_s,

@@ -100,6 +100,8 @@ class FrontierStore:
         self.record_lastmod_check = hosts.record_lastmod_check
         self.add_lastmod_checks = hosts.add_lastmod_checks
         self.lastmod_truthfulness = hosts.lastmod_truthfulness
+        self.add_reasks = hosts.add_reasks
+        self.reask_tally = hosts.reask_tally
 
         self.begin_cycle = cycles.begin_cycle
         self.finish_cycle = cycles.finish_cycle

@@ -76,6 +76,7 @@ class CompletionBatcher:
         self._first_at = 0.0
         self._lock = asyncio.Lock()
         self._lastmod: dict[str, tuple[int, int]] = {}
+        self._reasks: dict[str, tuple[int, int]] = {}
         self.counters: Counter[str] = Counter()
 
     def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
@@ -87,6 +88,12 @@ class CompletionBatcher:
         announced it; written with the next batch, not a transaction per URL."""
         checks, hits = self._lastmod.get(host, (0, 0))
         self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
+
+    def note_reask(self, host: str, *, changed: bool) -> None:
+        """One full answer to a 304 that contradicted a newer lastmod, and whether the page had changed; written with
+        the next batch (``FrontierStore.add_reasks``)."""
+        asked, found = self._reasks.get(host, (0, 0))
+        self._reasks[host] = (asked + 1, found + (1 if changed else 0))
 
     def keep(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         """Add to the pending batch, synchronously, writing nothing: the next flush writes it, or, failing, keeps it
@@ -123,6 +130,9 @@ class CompletionBatcher:
             if self._lastmod:
                 tallies, self._lastmod = self._lastmod, {}
                 await db(self._store.add_lastmod_checks, tallies)
+            if self._reasks:
+                reasks, self._reasks = self._reasks, {}
+                await db(self._store.add_reasks, reasks)
             for completion, _ in items:
                 # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
                 failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None

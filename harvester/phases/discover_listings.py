@@ -185,6 +185,7 @@ class ListingCrawl:
             url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at,
             content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
             next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
+            claimed=True, claimed_lastmod=claimed.lastmod,
         ), []
 
     async def _listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl]]:
@@ -226,6 +227,7 @@ class ListingCrawl:
             url_id=claimed.id, state=UrlState.DONE, fetched_at=claimed.last_fetched_at or now,
             content_hash=claimed.content_hash, etag=claimed.etag, last_modified=claimed.last_modified,
             next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
+            claimed=True, claimed_lastmod=claimed.lastmod,
         ), []
 
     async def _read_listing(self, claimed: ClaimedUrl) -> tuple[Completion, list[DiscoveredUrl], bool | None]:
@@ -240,6 +242,7 @@ class ListingCrawl:
             url_id=claimed.id, state=UrlState.DONE, fetched_at=now, status=result.status, final_url=result.final_url,
             etag=result.etag or claimed.etag, last_modified=result.last_modified or claimed.last_modified,
             next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit), revisit_s=revisit_s,
+            claimed=True, claimed_lastmod=claimed.lastmod,
             bytes_read=result.bytes_read, sent_validators=result.sent_validators,
         )
         if result.not_modified and (claimed.etag or claimed.last_modified):  # else a failure (UNASKED_304)

@@ -13,6 +13,7 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harvester.extraction import Extracted, ExtractorHook, extract_page
@@ -86,6 +87,14 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
+        self._reasks: dict[str, tuple[int, int]] = {}
+        """Per host (re-asks, changed): the stored tally plus this run's answers (``revisit.reask_304``)."""
+        self._reasking: dict[int, str] = {}
+        """URLs asked again in full after a contradicting 304 whose answer has not come yet -> their host."""
+        self._reasked: set[int] = set()
+        """URLs asked again so in this run: at most one extra request each."""
+        self._probed: set[str] = set()
+        """Hosts whose contradicting 304s are believed and one of which was asked again in this run all the same."""
         self._moved = MovedAnswers()
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
@@ -144,6 +153,8 @@ class ExtractWork:
         if origin not in self._checks:
             self._checks[origin] = await db(self.store.lastmod_truthfulness, origin)
             self._judge(origin)
+        if origin not in self._reasks:
+            self._reasks[origin] = await db(self.store.reask_tally, origin)
 
     async def my_hosts(self) -> list[str]:
         """The profile's hosts in the frontier (its seeds', those they moved to, those its scope takes in): a run
@@ -318,7 +329,8 @@ class ExtractWork:
                 await self.writer.put(
                     Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
                                content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
-                               etag=item.etag, last_modified=item.last_modified),
+                               etag=item.etag, last_modified=item.last_modified, claimed=True,
+                               claimed_lastmod=item.lastmod),
                     [],
                 )
                 return None
@@ -366,6 +378,12 @@ class ExtractWork:
         self._unrecorded.pop(claimed.id, None)
         completion, outlinks = self._complete(claimed, result, extracted)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+        if claimed.id in self._reasking:  # the full answer to a re-asked 304 (or a failure, which tells nothing)
+            host = self._reasking.pop(claimed.id)
+            if result.ok:
+                predicted = self._reasked_answer(host, completion.changed)
+        elif predicted and result.not_modified and completion.state is UrlState.DONE and self._may_reask(claimed):
+            completion = replace(completion, forget_validators=True, next_fetch_at=utcnow())
         # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
         # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
         if predicted is not None and completion.changed and claimed.content_hash and not result.redirects:
@@ -374,6 +392,33 @@ class ExtractWork:
             self._checks[claimed.host] = (checks + 1, hits + predicted)
             self._judge(claimed.host)
         return completion, outlinks
+
+    def _may_reask(self, claimed: ClaimedUrl) -> bool:
+        """A 304 contradicts a lastmod newer than our copy: ask the URL again without validators (due now, with none
+        kept), at most once in this run, where the host's record allows (``revisit.reask_304``), and once a run on a
+        host whose 304s are believed, so its record keeps being tested."""
+        host = claimed.host
+        if claimed.id in self._reasked:
+            return False
+        if revisit.reask_304(*self._reasks.get(host, (0, 0))):
+            self.counters["contradicting_304s_reasked"] += 1
+        elif host not in self._probed:
+            self._probed.add(host)
+            self.counters["contradicting_304s_probed"] += 1
+        else:
+            self.counters["contradicting_304s_believed"] += 1
+            return False
+        self._reasked.add(claimed.id)
+        self._reasking[claimed.id] = host
+        return True
+
+    def _reasked_answer(self, host: str, changed: bool) -> bool:
+        """The full answer to a re-asked 304 came: the host's record learns whether the lastmod was right (the page
+        changed). Returns the lastmod's prediction for the truthfulness tally: a change, the lastmod announced it."""
+        asked, found = self._reasks.get(host, (0, 0))
+        self._reasks[host] = (asked + 1, found + changed)
+        self.writer.note_reask(host, changed=changed)
+        return True
 
     def _judge(self, host: str) -> None:
         checks, hits = self._checks.get(host, (0, 0))
@@ -423,6 +468,7 @@ class ExtractWork:
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
             bytes_read=result.bytes_read, sent_validators=result.sent_validators, hooked=self.hook is not None,
+            claimed=True, claimed_lastmod=claimed.lastmod,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:

@@ -682,3 +682,18 @@ def test_next_due_at_is_when_queued_work_can_next_be_claimed(store: FrontierStor
     assert store.next_due_at(now=T0) == T0 + minute
     assert store.next_due_at(now=T0 + 6 * minute) == T0 + 10 * minute  # c is claimable now: not waited for
     assert store.next_due_at(now=T0 + 11 * minute) is None
+
+
+def test_a_claim_names_every_first_source_though_the_source_cache_was_full(
+    store: FrontierStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim's URLs whose first source the bounded cache held when it was emptied keep their source: one read as
+    unknown counts as listed (``revisit.listed``), and a feed-only page would be skipped on its feed date."""
+    monkeypatch.setattr("harvester.frontier.queue.SOURCE_KINDS_CACHED", 1)
+    host = "https://a.test"
+    store.add_discovered([found(f"{host}/s", score=3.0), found(f"{host}/f", source=FEED, score=2.0)], now=T0)
+    assert [c.source for c in claim_all(store, "w", [host], per_host=2)] == ["sitemap", "feed"]  # both cached
+    store.add_discovered([found(f"{host}/f2", source=FEED, score=1.0),
+                          found(f"{host}/l", source="listing:https://a.test/list", score=0.5)], now=T0)
+    claimed = {c.url: c.source for c in claim_all(store, "w", [host])}
+    assert claimed == {f"{host}/f2": "feed", f"{host}/l": "listing"}, claimed
