@@ -176,7 +176,11 @@ async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
                                within_s=FINAL_WITHIN_S)
         worker.wait(timeout=30)
         said = await run_logs(created.id)
-        assert "was sent SIGTERM" in said and "stopping (no new request" in said, said
+        # The SIGTERM passed on by the worker's command, or that command gone: the worker SIGKILLs it as it stops,
+        # and under load that came before the command ran its handler (seen in a run at a load of 10 on 2 cores).
+        # Both start the same graceful stop; the run's logs say which it heard first.
+        assert "stopping (no new request" in said, said
+        assert "was sent SIGTERM" in said or "that started this run (pid" in said, said
         assert ended.state.is_crashed() or ended.state.name == "AwaitingRetry", ended.state
         left = await settled_running_task_runs(created.id)
         assert left == [], left
@@ -258,6 +262,8 @@ async def test_a_stopped_runs_logs_say_why_before_its_state_ends(prefect_api, mo
         await APILogWorker.drain_all(timeout=10)  # type: ignore[misc]
     assert ended.state.is_crashed() and "is gone" in (ended.state.message or ""), ended.state
     assert f"the process that started this run (pid {gone.pid}) is gone: stopping (no new request" in said, said
+    said = await run_logs(ran[0])  # what Prefect's handler held is sent now: the message is there once, not twice
+    assert said.count("stopping (no new request") == 1, said
 
 
 def kill_run_processes(flow_run_id: Any) -> int:
