@@ -170,16 +170,19 @@ async def parent_lifeline() -> AsyncIterator[None]:
         await told.wait()
         reason = reasons[0]
         request_stop(reason)  # first: the stop waits for no API
+        told_at = loop.time()
         message = (f"{reason}: stopping (no new request; answers in flight are written, leases go back); a rerun "
                    f"resumes from the frontier")
+        written = False
         try:
-            written = await _say_in_the_runs_logs(message)
+            with suppress(TimeoutError):  # a server that hangs a request: bounded too
+                written = await asyncio.wait_for(_say_in_the_runs_logs(message), SAY_WITHIN_S)
             # The console's copy; the run's logs got theirs above, or get it from Prefect's handler if that failed.
             get_run_logger().warning("%s", message, extra={"send_to_api": not written})
         finally:
             said.set()
         # A body that does not reach a request (waiting for the site's slot, publishing) is cancelled instead.
-        await asyncio.sleep(GRACE_S)
+        await asyncio.sleep(GRACE_S - (loop.time() - told_at))
         if body is not None:
             body.cancel(f"{reason}, and the run did not stop within {GRACE_S:.0f} s")
 
@@ -196,6 +199,6 @@ async def parent_lifeline() -> AsyncIterator[None]:
     finally:
         if told.is_set():  # the run reports its final state after this block: its logs say why first
             with suppress(TimeoutError):
-                await asyncio.wait_for(said.wait(), SAY_WITHIN_S + 5.0)
+                await asyncio.wait_for(said.wait(), SAY_WITHIN_S + 1.0)
         for watcher in watchers:
             watcher.cancel()
