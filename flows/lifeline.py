@@ -11,7 +11,9 @@ go back, and the run ends ``Crashed`` (``Interrupted``), which ``harvester.flows
 SIGTERM starts the same graceful stop. Prefect's own handler raised ``TerminationSignal`` at once in whatever was
 running: the run crashed mid-answer (a page fetched twice by the rerun), and a worker that stopped with it killed
 the process before the crash was reported, so the run stayed Running until the heartbeat automation marked it. Here
-the run drains (the stop takes about one answer's time), then ends ``Crashed`` with the reason as its message.
+the run drains (the stop takes about one answer's time), then ends ``Crashed`` with the reason as its message. The
+reason is written into the run's logs through the API before that final state is reported (``_say_in_the_runs_logs``):
+Prefect's log batches came after the state, or never, and a run stopped at its first instant showed Crashed alone.
 
 Only under a runner (``PREFECT__FLOW_RUN_ID`` in the environment, set by Prefect for the child): a flow called
 in-process, by ``harvester harvest`` in a shell, keeps running when that shell goes away (nohup).
@@ -20,15 +22,19 @@ in-process, by ``harvester harvest`` in a shell, keeps running when that shell g
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
+from datetime import UTC, datetime
 from types import FrameType
 
 import prefect.utilities.engine as engine_utils
-from prefect import get_run_logger
+from prefect import get_client, get_run_logger
 from prefect._internal.control_listener import get_intent
+from prefect.client.schemas.actions import LogCreate
+from prefect.context import FlowRunContext
 from rich.console import Console
 
 from harvester.flows.engine import PARENT_PID, told_before
@@ -39,6 +45,10 @@ POLL_S = 0.5
 
 GRACE_S = 20.0
 """After the stop request, how long the run may take to drain (answers in flight) before it is cancelled."""
+
+SAY_WITHIN_S = 15.0
+"""How long the stop message may take to reach the run's logs (retried) before the run may report its final state
+without it; less than ``GRACE_S``, so a run cancelled for not stopping has said why long before."""
 
 
 def started_by_runner() -> bool:
@@ -95,6 +105,31 @@ def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) ->
             signal.signal(signal.SIGTERM, previous)
 
 
+async def _say_in_the_runs_logs(message: str) -> bool:
+    """Write ``message`` into this run's logs through the API now, retried within ``SAY_WITHIN_S``; True once it is
+    there. Prefect's log handler sends a batch every 2 s, after the fact, and drops one the server refused, while
+    the run's final state is set directly: a run stopped at its first instant reached Crashed with its logs still
+    empty (the message was queued, or its batch lost), and the UI showed a crash with no word of why."""
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return False
+    log = LogCreate(name="prefect.flow_runs", level=logging.WARNING, message=message, timestamp=datetime.now(UTC),
+                    flow_run_id=context.flow_run.id)
+    loop = asyncio.get_running_loop()
+    deadline, delay = loop.time() + SAY_WITHIN_S, 0.25
+    async with get_client() as client:
+        while True:
+            try:
+                await client.create_logs([log])
+            except Exception:  # the server busy (a 5xx) or away: asked again, within the bound
+                if loop.time() + delay > deadline:
+                    return False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            else:
+                return True
+
+
 def _parent() -> int:
     """The process whose end stops this run: ``harvester.flows.engine``'s, named by it (it may have died before this
     line ran: the worker stopped as the run started, and ``os.getppid()`` named whoever inherited us, for ever),
@@ -115,6 +150,7 @@ async def parent_lifeline() -> AsyncIterator[None]:
     loop = asyncio.get_running_loop()
     _outlive_the_readers()
     told = asyncio.Event()
+    said = asyncio.Event()
     reasons: list[str] = []
 
     def on_sigterm() -> None:
@@ -133,13 +169,20 @@ async def parent_lifeline() -> AsyncIterator[None]:
     async def stop_when_told() -> None:
         await told.wait()
         reason = reasons[0]
-        get_run_logger().warning(
-            "%s: stopping (no new request; answers in flight are written, leases go back); a rerun resumes from "
-            "the frontier", reason,
-        )
-        request_stop(reason)
+        request_stop(reason)  # first: the stop waits for no API
+        told_at = loop.time()
+        message = (f"{reason}: stopping (no new request; answers in flight are written, leases go back); a rerun "
+                   f"resumes from the frontier")
+        written = False
+        try:
+            with suppress(TimeoutError):  # a server that hangs a request: bounded too
+                written = await asyncio.wait_for(_say_in_the_runs_logs(message), SAY_WITHIN_S)
+            # The console's copy; the run's logs got theirs above, or get it from Prefect's handler if that failed.
+            get_run_logger().warning("%s", message, extra={"send_to_api": not written})
+        finally:
+            said.set()
         # A body that does not reach a request (waiting for the site's slot, publishing) is cancelled instead.
-        await asyncio.sleep(GRACE_S)
+        await asyncio.sleep(GRACE_S - (loop.time() - told_at))
         if body is not None:
             body.cancel(f"{reason}, and the run did not stop within {GRACE_S:.0f} s")
 
@@ -154,5 +197,8 @@ async def parent_lifeline() -> AsyncIterator[None]:
         with _sigterm_stops(loop, on_sigterm):
             yield
     finally:
+        if told.is_set():  # the run reports its final state after this block: its logs say why first
+            with suppress(TimeoutError):
+                await asyncio.wait_for(said.wait(), SAY_WITHIN_S + 1.0)
         for watcher in watchers:
             watcher.cancel()

@@ -76,6 +76,13 @@ async def test_a_failing_worker_cancels_the_others_cleanly_and_the_rerun_repeats
     snapshot = await asyncio.to_thread(done_details, db_url, details)
     assert 0 < len(snapshot) < len(details), "control: the failure landed mid-extraction"
     assert not [r for r in web.records() if r.start >= ended_at], "a cancelled worker went on fetching"
+    # Its run row is finished as failed, saying why (``harvester status`` shows the last finished extraction):
+    # before, it stayed "running" and status showed the run before it.
+    with FrontierStore.open(settings) as store:
+        last = store.last_run("extract")
+    assert last is not None and last["status"] == "failed", last
+    assert "worker 1 broke on purpose" in last["counters"]["error"], last
+    assert sum(host["fetched"] for host in last["counters"]["hosts"].values()) >= len(snapshot), last
 
     monkeypatch.setattr(phases, "extract", real)
     again = await asyncio.wait_for(extract_flow(profile, workers=2, overrides=overrides, return_state=True), WAIT_S)
