@@ -107,6 +107,44 @@ def pg_url() -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def _migrated_postgres() -> Iterator[str]:
+    """The name of one PostgreSQL database migrated to head, for ``migrated_pg_url``; dropped at the end."""
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    require_postgres()
+    name = f"hv_test_migrated_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        FrontierStore.open(Settings(database_url=PG_URL_TEMPLATE.format(name=name)), upgrade=True).close()
+        yield name
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def migrated_pg_url(_migrated_postgres: str) -> str:
+    """A PostgreSQL database migrated to head and empty, as a fresh database migrated for this test holds it (the
+    migrations insert no row but Alembic's version): one database per session, its sessions of an earlier test
+    ended, every table but Alembic's truncated and its ids restarted. A database of its own per test costs ~2 s of
+    CREATE and DROP DATABASE (checkpoint-bound on a loaded machine); for a test of the migrations, use ``pg_url``."""
+    name = _migrated_postgres
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                      " WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+    with psycopg.connect(PG_ADMIN_DSN.replace("dbname=postgres", f"dbname={name}"), autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '60s'")  # a lock left behind fails the test, it does not hang it
+        tables = [row[0] for row in conn.execute(
+            "SELECT quote_ident(tablename) FROM pg_tables WHERE schemaname = 'public'"
+            " AND tablename <> 'alembic_version'")]
+        assert tables, f"control: {name} holds the frontier's tables"
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
+    return PG_URL_TEMPLATE.format(name=name)
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'harvester.db'}"

@@ -118,6 +118,20 @@ async def artifacts_of(flow_run_ids: list[Any]) -> dict[str, Any]:
     return {artifact.key: artifact for artifact in found if artifact.key}
 
 
+async def free_a_dead_runs_site_slot(site: str) -> None:
+    """Remove the slot of ``site`` (``one_run_per_site``) that a run killed with SIGKILL still holds, as an operator
+    would for a run known dead: its lease would keep the next run of the site waiting for it to run out (60 s,
+    Prefect's floor). For a test that reruns at once; the next run creates the limit again."""
+    from prefect import get_client
+
+    from harvester.flows.site_slot import limit_name
+
+    async with get_client() as client:
+        limit = await client.read_global_concurrency_limit_by_name(limit_name(site))
+        assert limit.active_slots == 1, limit  # control: the dead run holds it
+        await client.delete_global_concurrency_limit_by_name(limit_name(site))
+
+
 @pytest.fixture(autouse=True)
 def _own_database_url(monkeypatch: pytest.MonkeyPatch) -> None:
     """``prepared`` sets HARVESTER_DATABASE_URL for the flows run in this process: restored after each test."""

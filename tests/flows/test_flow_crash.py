@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from conftest import VENV_BIN, prepared, stop_group
+from conftest import VENV_BIN, free_a_dead_runs_site_slot, prepared, stop_group
 
 from harvester.frontier import FrontierStore
 from harvester.phases.completions import FLUSH_ITEMS
@@ -63,6 +63,7 @@ def test_sigkill_halfway_then_rerun_repeats_nothing_and_loses_nothing(prefect_ap
         stop_group(first, signal.SIGKILL)
     snapshot = done_details(sqlite_url, details)
     assert len(details) // 2 <= len(snapshot) < len(details), "the kill must land halfway"
+    asyncio.run(free_a_dead_runs_site_slot("crash"))  # else the rerun waits out the dead run's 60 s lease
 
     second = subprocess.run(  # our own console script, no shell
         harvest_cmd(web.seeds, sqlite_url), env=env, capture_output=True, timeout=180, cwd=tmp_path, check=False,

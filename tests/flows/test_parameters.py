@@ -8,6 +8,7 @@ typo in a group name raised ``KeyError: 'politness'`` inside the run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -215,17 +216,25 @@ async def test_a_database_that_does_not_answer_is_waited_for_in_the_runs_logs(
 ) -> None:
     """A run whose database does not answer (a closed port here) says so in its logs in the UI, read from the API,
     once, on a worker that set nothing for it (no ``PREFECT_LOGGING_EXTRA_LOGGERS``) as on one that did. Before, on
-    the first, the library's line went to the worker's stdout only: a run Running in silence for 180 s."""
+    the first, the library's line went to the worker's stdout only: a run Running in silence for 180 s.
+
+    Each case is a site of its own, whose slot (``one_run_per_site``) is removed at the end: the killed run holds
+    its slot until its lease runs out (60 s, Prefect's floor), and the second case waited those 60 s for it."""
     from conftest import free_port
     from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
     from test_shutdown import run_logs
+
+    from harvester.flows.site_slot import limit_name
 
     env = {key: value for key, value in prefect_api.items() if key != "PREFECT_LOGGING_EXTRA_LOGGERS"}
     if extra_loggers is not None:
         env["PREFECT_LOGGING_EXTRA_LOGGERS"] = extra_loggers
     env.update(HARVESTER_DATABASE_URL=f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nobody_listens")
+    site = f"unanswered-{extra_loggers}"
     async with get_client() as client:
-        run = await client.create_flow_run_from_deployment(checked_deployment, parameters={"profile": PROFILE})
+        run = await client.create_flow_run_from_deployment(checked_deployment,
+                                                           parameters={"profile": {**PROFILE, "name": site}})
     env["PREFECT__FLOW_RUN_ID"] = str(run.id)
     engine = subprocess.Popen([sys.executable, "-m", "prefect.engine"], env=env, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -237,6 +246,9 @@ async def test_a_database_that_does_not_answer_is_waited_for_in_the_runs_logs(
     finally:
         os.killpg(engine.pid, signal.SIGKILL)
         engine.wait()
+        async with get_client() as client:  # the shared server: no slot of a dead run left held
+            with contextlib.suppress(ObjectNotFound):
+                await client.delete_global_concurrency_limit_by_name(limit_name(site))
     lines = [line for line in said.splitlines() if "waiting up to" in line]
     assert len(lines) == 1, said  # once: not once per handler
     assert "database unavailable, waiting up to 180 s for it" in lines[0] and "nobody_listens" in lines[0], lines
