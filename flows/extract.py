@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -53,13 +54,18 @@ async def extract_flow(
     return result.counters
 
 
+FINISH_FAILED_S = 15.0
+"""How long a failed extraction tries to mark its run row failed before it fails with its own error."""
+
+
 async def _finish_failed(settings: Settings, run_id: int, error: Exception) -> None:
     """Close the run row as failed, with the error and the requests it sent per host (as ``finish_run`` counts
     them). Left ``running``, it was never the last extraction ``harvester status`` shows: that was the run before,
     as if this one had not happened. A store that cannot be written (the failure may be the database itself)
-    leaves the row as it was, and the run's logs say so; the flow fails with its own error either way."""
+    leaves the row as it was, and the run's logs say so; the flow fails with its own error either way, within
+    ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``)."""
     try:
-        async with phases.open_store(settings) as store:
+        async with asyncio.timeout(FINISH_FAILED_S), phases.open_store(settings) as store:
             sent = await db(store.run_fetch_counts, run_id)
             hosts = {origin: {"fetched": counts.get("fetched", 0), "not_modified": counts.get("not_modified", 0),
                               "gone": counts.get("gone", 0),
@@ -67,5 +73,5 @@ async def _finish_failed(settings: Settings, run_id: int, error: Exception) -> N
                      for origin, counts in sent.items()}
             await db(store.finish_run, run_id, status="failed",
                      counters={"error": f"{type(error).__name__}: {error}", "hosts": hosts})
-    except Exception as unwritten:  # the flow's own error is the one to raise
+    except Exception as unwritten:  # the flow's own error is the one to raise (TimeoutError included)
         get_run_logger().warning("extraction run %d failed, and could not be marked failed: %s", run_id, unwritten)

@@ -71,8 +71,8 @@ def run_demo(settings: Settings, directory: Path, *, fresh: bool, keep: bool, ru
         if state is None:
             _travel(run_at(0))
             result = run("harvest", settings, profile)
-            extract = result.get("extract") or {}
-            console.print(f"harvest, day 0: {extract.get('changed', 0)} pages stored", soft_wrap=True)
+            console.print(f"harvest, day 0: {(result.get('changes') or {}).get('new', 0)} pages stored",
+                          soft_wrap=True)
             print_status(settings)
         day += 1
         truth = web.advance_day(**DAY_CHANGE)
@@ -81,11 +81,7 @@ def run_demo(settings: Settings, directory: Path, *, fresh: bool, keep: bool, ru
         console.print(f"\n[bold]Day {day}[/]: overnight the test web edited {_count(truth.changed)} pages, added "
                       f"{_count(truth.new)} and deleted {_count(truth.gone)}. The re-crawl, on the same database:")
         result = run("recrawl", settings, profile)
-        extract, found = result.get("extract") or {}, result.get("discover") or {}
-        console.print(f"  {extract.get('not_modified', 0)} pages answered 304 Not Modified (nothing downloaded), "
-                      f"{extract.get('changed', 0)} changed or new ones were downloaded, "
-                      f"{extract.get('gone', 0)} answered 404/410; discovery found {found.get('urls_new', 0)} "
-                      "new URLs in sitemaps, feeds and listings", soft_wrap=False)
+        console.print(recrawl_sentence(result.get("changes") or {}), soft_wrap=False)
         print_changes(result.get("changes") or {})
         console.print(f"demo ran in {time.monotonic() - started:.1f} s")
         print_commands(directory, database_url if own_db else None)
@@ -94,6 +90,16 @@ def run_demo(settings: Settings, directory: Path, *, fresh: bool, keep: bool, ru
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
+
+
+def recrawl_sentence(changes: dict[str, Any]) -> str:
+    """What the re-crawl did, in words, from the cycle's counts (``FrontierStore.cycle_counts``): the numbers the
+    table under it, ``status`` and the run's event carry, so the sentence and the table never disagree. (It read
+    the extraction run's counters, which have no ``changed`` or ``gone`` key: it said 0 of each on every day.)"""
+    downloaded = sum(int(changes.get(name, 0)) for name in ("new", "changed", "restyled"))
+    return (f"  {changes.get('not_modified', 0)} requests answered 304 Not Modified (nothing downloaded), "
+            f"{downloaded} changed or new pages were downloaded and stored, {changes.get('gone', 0)} pages are "
+            "gone (404/410)")
 
 
 def _count(per_host: dict[str, tuple[Any, ...]]) -> int:

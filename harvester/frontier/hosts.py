@@ -110,7 +110,7 @@ class Hosts(Part):
 
     def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
         """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
-        tallies = {origin: pair for origin, pair in tallies.items() if pair[0]}
+        tallies = {origin: pair for origin, pair in tallies.items() if any(pair)}
         if not tallies:
             return
         with self._tx() as tx:
@@ -123,9 +123,10 @@ class Hosts(Part):
                 )
 
     def add_reasks(self, tallies: dict[str, tuple[int, int]]) -> None:
-        """Add (re-asks, changed) per host in one transaction: 304s that contradicted a newer lastmod, asked again in
-        full, and how many of those answers brought a changed page (``revisit.reask_304``)."""
-        tallies = {origin: pair for origin, pair in tallies.items() if pair[0]}
+        """Add (re-asks, changed) per host in one transaction: 304s that contradicted a newer lastmod, to be asked
+        again in full (counted when decided), and full answers to such re-asks that brought a changed page
+        (``revisit.reask_304``)."""
+        tallies = {origin: pair for origin, pair in tallies.items() if any(pair)}
         if not tallies:
             return
         with self._tx() as tx:

@@ -89,11 +89,11 @@ class CompletionBatcher:
         checks, hits = self._lastmod.get(host, (0, 0))
         self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
 
-    def note_reask(self, host: str, *, changed: bool) -> None:
-        """One full answer to a 304 that contradicted a newer lastmod, and whether the page had changed; written with
-        the next batch (``FrontierStore.add_reasks``)."""
-        asked, found = self._reasks.get(host, (0, 0))
-        self._reasks[host] = (asked + 1, found + (1 if changed else 0))
+    def note_reask(self, host: str, *, asked: int = 0, changed: int = 0) -> None:
+        """A 304 that contradicted a newer lastmod, to be asked again (``asked``), or the full answer to one that
+        found the page changed (``changed``); written with the next batch (``FrontierStore.add_reasks``)."""
+        was_asked, found = self._reasks.get(host, (0, 0))
+        self._reasks[host] = (was_asked + asked, found + changed)
 
     def keep(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         """Add to the pending batch, synchronously, writing nothing: the next flush writes it, or, failing, keeps it

@@ -400,7 +400,11 @@ class ExtractWork:
         host = claimed.host
         if claimed.id in self._reasked:
             return False
-        if revisit.reask_304(*self._reasks.get(host, (0, 0))):
+        asked, found = self._reasks.get(host, (0, 0))
+        # Judged on the re-asks whose answers could have come: those of this run still on their way are not yet
+        # evidence either way (a burst of 304s read before the first answer is all asked, as the record allows).
+        pending = sum(1 for waiting in self._reasking.values() if waiting == host)
+        if revisit.reask_304(asked - pending, found):
             self.counters["contradicting_304s_reasked"] += 1
         elif host not in self._probed:
             self._probed.add(host)
@@ -410,14 +414,20 @@ class ExtractWork:
             return False
         self._reasked.add(claimed.id)
         self._reasking[claimed.id] = host
+        # Counted when decided, with the 304 that drops the validators, not when the full answer comes: an answer
+        # asked in a later run (a page budget spent, a stop) or never still counts, as no change, so a host that
+        # stamps its lastmods is judged after ``REASK_PROBES`` re-asks, never re-asked every other day.
+        self._reasks[host] = (asked + 1, found)
+        self.writer.note_reask(host, asked=1)
         return True
 
     def _reasked_answer(self, host: str, changed: bool) -> bool:
         """The full answer to a re-asked 304 came: the host's record learns whether the lastmod was right (the page
         changed). Returns the lastmod's prediction for the truthfulness tally: a change, the lastmod announced it."""
-        asked, found = self._reasks.get(host, (0, 0))
-        self._reasks[host] = (asked + 1, found + changed)
-        self.writer.note_reask(host, changed=changed)
+        if changed:  # the re-ask itself was counted when it was decided (``_may_reask``)
+            asked, found = self._reasks.get(host, (0, 0))
+            self._reasks[host] = (asked, found + 1)
+            self.writer.note_reask(host, changed=1)
         return True
 
     def _judge(self, host: str) -> None:

@@ -185,16 +185,17 @@ async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState 
     in this same process (a Prefect task retry) can take the hosts at once instead of waiting out the lease.
     ``cycle`` None: the caller gave no cycle, so no retry can find what is unwritten; the owner is retired (its
     leases return to the next run at once) and those few pages are fetched again. Answers whose record a
-    cancelled turn never ran join the pending batch first (``record_unrecorded``: a parse, no store call)."""
-    kept = await work.record_unrecorded()
-    if kept:
-        logger.info("%d answers received before extraction ended were recorded as it wound down", kept)
+    cancelled turn never ran join the pending batch after it (``record_unrecorded``: a parse, no store call), so
+    a wind-down cut short (a stop's grace spent) has written what was recorded first."""
     try:
         await work.writer.flush()
+        if await _record_unrecorded(work):
+            await work.writer.flush()
         await db(store.release_owner, work.owner)
     except StoreError as exc:
         if cycle is not None:
             # Keep the unwritten completions (and their leases): a retry of this cycle's extraction writes them first.
+            await _record_unrecorded(work)
             cycle.unwritten.keep(work.owner, work.writer.take_pending())
         else:
             retire_owner(work.owner)
@@ -207,6 +208,13 @@ async def _wind_down(store: FrontierStore, work: ExtractWork, cycle: CycleState 
         work.leave()
 
 
+
+
+async def _record_unrecorded(work: ExtractWork) -> int:
+    kept = await work.record_unrecorded()
+    if kept:
+        logger.info("%d answers received before extraction ended were recorded as it wound down", kept)
+    return kept
 
 
 def _settled(work: ExtractWork) -> int:

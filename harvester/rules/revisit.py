@@ -215,12 +215,14 @@ REASK_PROBES = 3
 def reask_304(asked: int, changed: int, *, probes: int = REASK_PROBES) -> bool:
     """Whether a 304 that contradicts a lastmod newer than our copy is asked again without validators.
 
-    ``asked``/``changed``: the host's earlier such re-asks (stored and of this run) and how many brought a changed
-    page. A server may keep a validator across an edit (a template's ETag, an inode's), so its 304 hides a change
-    the lastmod announced; a sitemap may instead stamp every URL with today's date, and asking all of its 304s again
-    would undo the savings of conditional requests. So every contradicting 304 of a host is asked again until
-    ``probes`` answers came, then as long as at least half of the re-asks found a change (its lastmod is right, its
-    304s are not); once most found none, its 304s are believed (the caller still probes one a run, so a host that
+    ``asked``/``changed``: the host's earlier such re-asks (stored and of this run, each counted when it was
+    decided) and how many brought a changed page (a full answer read in a later run than its 304, or never, counts
+    as none: the host leans to believing its 304s, as before re-asks existed). A server may keep a validator across
+    an edit (a template's ETag, an inode's), so its 304 hides a change the lastmod announced; a sitemap may instead
+    stamp every URL with today's date, and asking all of its 304s again would undo the savings of conditional
+    requests. So every contradicting 304 of a host is asked again until ``probes`` re-asks were decided, then as
+    long as at least half of them found a change (its lastmod is right, its 304s are not); once most found none,
+    its 304s are believed (the caller still probes one a run, so a host that
     mends its ways is noticed)."""
     if asked < probes:
         return True

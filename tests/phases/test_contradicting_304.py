@@ -63,9 +63,12 @@ class Site:
             "enough to be taken for the article body by the extractor.</p></article></main></body></html>"))
 
 
-async def recrawl_days(db_url: str, origin: str, site: Site, days: int) -> FrontierStore:
+async def recrawl_days(
+    db_url: str, origin: str, site: Site, days: int, *, budget: int | None = None,
+) -> FrontierStore:
     settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
+    profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False,
+                                max_pages_per_host=budget)
     with FrontierStore.open(settings, upgrade=True):
         pass
     CLOCK.travel_to(run_at(0))
@@ -104,3 +107,19 @@ async def test_a_host_that_stamps_every_lastmod_is_probed_then_its_304s_are_beli
     assert site.conditional[1] == site.conditional[2] == site.conditional[3] == len(PAGES)
     assert tally == (site.unconditional[1] + 2, 0)
     assert all(b"Edition 0 " in latest[origin + p] for p in PAGES)
+
+
+async def test_a_stamping_host_whose_re_asks_wait_for_the_next_run_is_still_judged(db_url, serve, clock):
+    """A page budget of one request per page: the day's 304s spend it, so the re-asks they decide go out in the next
+    run, whose answers no longer know they were re-asks. Counted when decided, they still judge the host: from the
+    third day on, one page a day is asked without validators (the probe), not half the site every other day."""
+    site = Site(stamps=True)
+    origin = await serve(site.handle)
+    with await recrawl_days(db_url, origin, site, 6, budget=len(PAGES)) as store:
+        tally = store.reask_tally(origin)
+    assert site.unconditional[0] == len(PAGES)  # control: the harvest
+    assert site.conditional[1] == len(PAGES) and site.unconditional[1] == 0  # control: the budget held them back
+    assert site.unconditional[2] >= REASK_PROBES  # control: day 1's re-asks went out on day 2
+    assert site.unconditional[3] <= 1, site.unconditional
+    assert [site.unconditional[day] for day in (4, 5, 6)] == [1, 1, 1], site.unconditional
+    assert tally[1] == 0 and tally[0] <= len(PAGES) + 4, tally

@@ -43,7 +43,10 @@ async def test_feed_pages_are_read_beside_listing_pages_within_the_limit(make_we
     feeds = [r for r in records if r.path.startswith("/feeds/")]
     listings = [r for r in records if r.path.startswith("/topics/")]
     assert len(feeds) > 10 and len(listings) > 10, (len(feeds), len(listings))  # two long chains
-    assert overlaps(feeds, listings) >= 5  # side by side, not one after the other (before: 0)
+    # Side by side, not one after the other (one after the other: 0). How often the two chains' requests meet in
+    # time is the gate's to choose: since a host goes to extraction once its sitemaps are read, its detail pages
+    # share the limit with both chains, and 2 to 9 of 4 runs here met (a floor of 5 failed 1 run in 4).
+    assert overlaps(feeds, listings) >= 1
     assert max_in_flight(records, "chains") <= LIMIT
     with FrontierStore.open(settings) as store:
         states = store.url_states()
