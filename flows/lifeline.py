@@ -197,8 +197,10 @@ async def parent_lifeline() -> AsyncIterator[None]:
         with _sigterm_stops(loop, on_sigterm):
             yield
     finally:
-        if told.is_set():  # the run reports its final state after this block: its logs say why first
-            with suppress(TimeoutError):
-                await asyncio.wait_for(said.wait(), SAY_WITHIN_S + 1.0)
-        for watcher in watchers:
-            watcher.cancel()
+        try:
+            if told.is_set():  # the run reports its final state after this block: its logs say why first
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(said.wait(), SAY_WITHIN_S + 1.0)
+        finally:  # a second cancel in that wait must not leave the watchers running past the body
+            for watcher in watchers:
+                watcher.cancel()
