@@ -83,6 +83,7 @@ def status_of(settings: Settings) -> dict[str, Any]:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
             "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
+            "status": last.get("status"), **({"error": counters["error"]} if counters.get("error") else {}),
         }
     return stats
 
@@ -111,9 +112,14 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
     if cycle:
         console.print(f"[bold]Last cycle[/] ({cycle['kind']} {cycle['id']}, {cycle['status']}, all its attempts):")
         print_changes(cycle)
-    hosts = (stats.get("last_extract") or {}).get("hosts") or {}
+    last = stats.get("last_extract") or {}
+    if last.get("status") == "failed":  # a failed run is the last extraction too: say so, and why
+        console.print(f"[bold]Last extraction (run {last['run']}) failed[/]: {last.get('error') or 'no reason kept'}",
+                      soft_wrap=True)
+    hosts = last.get("hosts") or {}
     if hosts:
-        diag = Table(title=f"Last extraction (run {stats['last_extract']['run']}): per-host diagnostics",
+        ended = " (failed)" if last.get("status") == "failed" else ""
+        diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
                      caption="in flight: the most requests open at once / the adaptive limit when the run ended")
         diag_hosts = host_labels(list(hosts))
         parked = any(host.get("parked_reason") for host in hosts.values())

@@ -14,6 +14,7 @@ from typing import Any
 from conftest import prepared
 from test_flow_crash import done_details
 from test_shutdown import settled_running_task_runs
+from typer.testing import CliRunner
 
 from harvester import phases
 from harvester.errors import ConfigError
@@ -83,6 +84,11 @@ async def test_a_failing_worker_cancels_the_others_cleanly_and_the_rerun_repeats
     assert last is not None and last["status"] == "failed", last
     assert "worker 1 broke on purpose" in last["counters"]["error"], last
     assert sum(host["fetched"] for host in last["counters"]["hosts"].values()) >= len(snapshot), last
+    from harvester.cli import app  # what `harvester status` shows of it: the run failed, and why
+    shown = CliRunner().invoke(app, ["status", "--db", db_url], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert f"Last extraction (run {last['id']}) failed" in shown.output, shown.output
+    assert "worker 1 broke on purpose" in shown.output, shown.output
 
     monkeypatch.setattr(phases, "extract", real)
     again = await asyncio.wait_for(extract_flow(profile, workers=2, overrides=overrides, return_state=True), WAIT_S)
