@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
+from harvester.errors import Interrupted
 from harvester.fetch.robots import robots_token
 from harvester.phases.discover_context import HostContext
 from harvester.phases.discover_feeds import FeedQueue
@@ -120,10 +121,18 @@ class ListingCrawl:
             # Each page is written as soon as it is read, not with the rest of its batch: a kill repeats only the
             # requests in flight (a batch waited for its slowest page and its continuations, one after another).
             lost = await self._write_listings(items) if items else 0
-            reading = [asyncio.ensure_future(self._listing(item)) for item in firsts]
+            reading = [asyncio.create_task(self._listing(item)) for item in firsts]
+            written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]] = set()
             try:
-                for read in asyncio.as_completed(reading):
-                    lost += await self._write_listings([await read])
+                pending = set(reading)
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for read in done:
+                        written.add(read)
+                        lost += await self._write_listings([read.result()])
+            except Interrupted:
+                await self._write_on_stop(reading, written)
+                raise
             except BaseException:
                 await settle(reading, cancel=True)
                 raise
@@ -145,6 +154,24 @@ class ListingCrawl:
             await db(self.host.store.release, self.host.owner, list(held))
         if fetched >= budget:
             self.host.problem(f"{self.host.origin}: listing page budget of {budget} reached")
+
+    async def _write_on_stop(
+        self, reading: list[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
+        written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
+    ) -> None:
+        """The process is stopping (``runtime.request_stop``): no listing page sends its request any more (each
+        meets ``check_stop`` first), but those already on the wire end, and their answers are written, so the
+        rerun does not ask them again (cancelled, their answers were lost and the cycle's counts missed them). A
+        cancel meanwhile (the stop's grace spent) cancels the rest."""
+        try:
+            await asyncio.gather(*reading, return_exceptions=True)
+        except BaseException:
+            await settle(reading, cancel=True)
+            raise
+        answered = [read.result() for read in reading
+                    if read not in written and not read.cancelled() and read.exception() is None]
+        if answered:
+            await self._write_listings(answered)
 
     async def _write_listings(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> int:
         """Complete listing pages read (with what they named, what they stopped naming and the feeds found so far)

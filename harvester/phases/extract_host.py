@@ -21,6 +21,7 @@ from harvester.fetch.workers import HandedBack, Job
 from harvester.phases.completions import CompletionBatcher
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
+from harvester.phases.runs import teach_classifier
 from harvester.records import (
     ClaimedUrl,
     Completion,
@@ -100,6 +101,8 @@ class ExtractWork:
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
         self._in_scope: dict[str, bool] = {}
+        self._taught = 0
+        """The handover's version when detail shapes were last learned (``hosts``)."""
         self._unrecorded: dict[int, tuple[Job, FetchResult]] = {}
         """Answers handed to ``done`` whose record has not yet put their completion in the writer. A turn cancelled
         before their record ran (the run failed or was stopped) closes the record unrun; the answer stays here and
@@ -125,6 +128,12 @@ class ExtractWork:
             self._sharing = (with_work, others)
             room = fair_take(room=room, with_work=with_work, others=others, mine=active)
             await self._share_out()
+        if room > 0 and self.handover is not None and self.handover.version != self._taught:
+            # A host handed over since the round began (``_rounds`` teaches between rounds): its sitemaps' detail
+            # shapes are learned before any of its pages is read, or a page's links to details went unclassified,
+            # depending on whether the round began before or after the handover.
+            self._taught = self.handover.version
+            await teach_classifier(self.store, self.site)
         if room > 0:
             asked_at = lease_clock()
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
