@@ -13,7 +13,6 @@ import logging
 from collections import Counter
 from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from harvester.extraction import Extracted, ExtractorHook, extract_page
@@ -21,6 +20,7 @@ from harvester.fetch.workers import HandedBack, Job
 from harvester.phases.completions import CompletionBatcher
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
+from harvester.phases.reasks import Reasks
 from harvester.phases.runs import teach_classifier
 from harvester.records import (
     ClaimedUrl,
@@ -88,14 +88,8 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
-        self._reasks: dict[str, tuple[int, int]] = {}
-        """Per host (re-asks, changed): the stored tally plus this run's answers (``revisit.reask_304``)."""
-        self._reasking: dict[int, str] = {}
-        """URLs asked again in full after a contradicting 304 whose answer has not come yet -> their host."""
-        self._reasked: set[int] = set()
-        """URLs asked again so in this run: at most one extra request each."""
-        self._probed: set[str] = set()
-        """Hosts whose contradicting 304s are believed and one of which was asked again in this run all the same."""
+        self.reasks = Reasks(store, self.writer, self.counters)
+        """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
         self._moved = MovedAnswers()
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
@@ -162,8 +156,7 @@ class ExtractWork:
         if origin not in self._checks:
             self._checks[origin] = await db(self.store.lastmod_truthfulness, origin)
             self._judge(origin)
-        if origin not in self._reasks:
-            self._reasks[origin] = await db(self.store.reask_tally, origin)
+        await self.reasks.open(origin)
 
     async def my_hosts(self) -> list[str]:
         """The profile's hosts in the frontier (its seeds', those they moved to, those its scope takes in): a run
@@ -387,12 +380,7 @@ class ExtractWork:
         self._unrecorded.pop(claimed.id, None)
         completion, outlinks = self._complete(claimed, result, extracted)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
-        if claimed.id in self._reasking:  # the full answer to a re-asked 304 (or a failure, which tells nothing)
-            host = self._reasking.pop(claimed.id)
-            if result.ok:
-                predicted = self._reasked_answer(host, completion.changed)
-        elif predicted and result.not_modified and completion.state is UrlState.DONE and self._may_reask(claimed):
-            completion = replace(completion, forget_validators=True, next_fetch_at=utcnow())
+        completion, predicted = self.reasks.settle(claimed, result, completion, predicted)
         # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
         # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.
         if predicted is not None and completion.changed and claimed.content_hash and not result.redirects:
@@ -401,43 +389,6 @@ class ExtractWork:
             self._checks[claimed.host] = (checks + 1, hits + predicted)
             self._judge(claimed.host)
         return completion, outlinks
-
-    def _may_reask(self, claimed: ClaimedUrl) -> bool:
-        """A 304 contradicts a lastmod newer than our copy: ask the URL again without validators (due now, with none
-        kept), at most once in this run, where the host's record allows (``revisit.reask_304``), and once a run on a
-        host whose 304s are believed, so its record keeps being tested."""
-        host = claimed.host
-        if claimed.id in self._reasked:
-            return False
-        asked, found = self._reasks.get(host, (0, 0))
-        # Judged on the re-asks whose answers could have come: those of this run still on their way are not yet
-        # evidence either way (a burst of 304s read before the first answer is all asked, as the record allows).
-        pending = sum(1 for waiting in self._reasking.values() if waiting == host)
-        if revisit.reask_304(asked - pending, found):
-            self.counters["contradicting_304s_reasked"] += 1
-        elif host not in self._probed:
-            self._probed.add(host)
-            self.counters["contradicting_304s_probed"] += 1
-        else:
-            self.counters["contradicting_304s_believed"] += 1
-            return False
-        self._reasked.add(claimed.id)
-        self._reasking[claimed.id] = host
-        # Counted when decided, with the 304 that drops the validators, not when the full answer comes: an answer
-        # asked in a later run (a page budget spent, a stop) or never still counts, as no change, so a host that
-        # stamps its lastmods is judged after ``REASK_PROBES`` re-asks, never re-asked every other day.
-        self._reasks[host] = (asked + 1, found)
-        self.writer.note_reask(host, asked=1)
-        return True
-
-    def _reasked_answer(self, host: str, changed: bool) -> bool:
-        """The full answer to a re-asked 304 came: the host's record learns whether the lastmod was right (the page
-        changed). Returns the lastmod's prediction for the truthfulness tally: a change, the lastmod announced it."""
-        if changed:  # the re-ask itself was counted when it was decided (``_may_reask``)
-            asked, found = self._reasks.get(host, (0, 0))
-            self._reasks[host] = (asked, found + 1)
-            self.writer.note_reask(host, changed=1)
-        return True
 
     def _judge(self, host: str) -> None:
         checks, hits = self._checks.get(host, (0, 0))
