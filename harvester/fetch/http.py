@@ -252,15 +252,23 @@ class Fetcher:
             state.current = current
             sent = validators if not state.hops else (
                 _hop_validators(validators, state.url, current) if revalidate_hops else NO_VALIDATORS)
-            state.sent = sent
             state.answered = False
+            # ``state.sent`` names the validators once the request may have left, never before: a request refused
+            # by the address policy or whose connection was never made carried nothing, and the fetch log (and
+            # the WARC export's request records) must not say it did. A hop that never left keeps the last hop's.
             try:
                 response = await self.client(origin_of(current)).send(current, sent)
             except (httpx.HTTPError, aiohttp.ClientError, OSError) as exc:
                 refusal = address_refusal(exc)
-                if refusal is None:
-                    raise
-                raise Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
+                if refusal is not None:
+                    raise Refused(ErrorClass.ADDRESS_REFUSED, str(refusal)) from exc
+                if not _never_left(exc):
+                    state.sent = sent
+                raise
+            except BaseException:  # the deadline or a cancel, on the wire or not: taken to have left, as it may have
+                state.sent = sent
+                raise
+            state.sent = sent
             try:
                 status = response.status_code
                 state.status = status
@@ -299,6 +307,22 @@ def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
     if not validators.etag or origin_of(hop) != origin_of(first):
         return NO_VALIDATORS
     return Validators(etag=validators.etag)
+
+
+def _never_left(exc: BaseException) -> bool:
+    """Whether ``exc`` was met before the request's bytes could go out: no connection was made (refused,
+    unreachable, timed out connecting) or none came free in the pool. Any other failure may have met the request
+    on the wire."""
+    if isinstance(exc, (httpx.ConnectError, httpx.PoolTimeout, aiohttp.ClientConnectorError,
+                        aiohttp.ConnectionTimeoutError)):
+        return True
+    if isinstance(exc, httpx.ConnectTimeout):
+        # httpcore raises it only while connecting; httpx-aiohttp maps every aiohttp connection error to it, a
+        # server's disconnect after the request was written among them: there, its aiohttp cause tells.
+        cause = exc.__cause__
+        return not isinstance(cause, aiohttp.ClientError) or isinstance(
+            cause, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
+    return False
 
 
 def _broken_or_unreachable(exc: BaseException, state: FetchState) -> ErrorClass:

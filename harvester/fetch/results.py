@@ -59,7 +59,8 @@ class FetchState:
         """Whether the request now in flight (this hop) got its status line."""
         self.headers: dict[str, str] | None = None
         self.sent: Validators | None = None
-        """The validators of the request now in flight (this hop); None before one is sent."""
+        """The validators of the last request that may have left (this hop's once it may have, else the hop's
+        before); None while none has: a request refused before it left carried none (``http._fetch``)."""
         self.started_wall = time.time()
         self.started = time.monotonic()
 

@@ -166,6 +166,28 @@ async def test_connect_refused_is_a_value_not_an_exception(fetcher):
     assert result.status is None
 
 
+async def test_a_request_that_never_left_carried_no_validators_and_one_that_left_did(fetcher):
+    """The validators a result says were sent go to the fetch log and the WARC request records: a connection refused
+    sent nothing (None); a request the server read and hung up on carried them, answer or not."""
+    validators = Validators(etag='"v1"', last_modified="Sun, 06 Dec 2026 07:00:00 GMT")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    refused = await fetcher.fetch(f"http://127.0.0.1:{port}/", validators=validators)
+    assert refused.error_class is ErrorClass.CONNECT
+    assert refused.sent_validators is None
+    received: list[bytes] = []
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        received.append(await reader.readuntil(b"\r\n\r\n"))  # the request read, then closed with no answer
+        writer.close()
+
+    dropped = await fetch_from_raw(fetcher, hang_up, validators=validators)
+    assert dropped.error_class is ErrorClass.CONNECT, dropped.error
+    assert b'if-none-match: "v1"' in received[0].lower()  # control: the request left with them
+    assert dropped.sent_validators == validators
+
+
 async def test_only_http_schemes_are_requested(fetcher):
     result = await fetcher.fetch("ftp://127.0.0.1/file")
     assert result.error_class is ErrorClass.OUT_OF_SCOPE
