@@ -22,6 +22,7 @@ from harvester.phases.runs import (
     begin_cycle,
     begin_run,
     close_cycle,
+    finish_failed,
     finish_run,
     mark_due,
     open_store,
@@ -31,5 +32,5 @@ from harvester.phases.runs import (
 
 __all__ = [
     "PhaseResult", "Progress", "StoreRobots", "begin_cycle", "begin_run", "close_cycle", "discover", "extract",
-    "finish_run", "mark_due", "open_store", "polite_client", "recover_leases", "site_hosts",
+    "finish_failed", "finish_run", "mark_due", "open_store", "polite_client", "recover_leases", "site_hosts",
 ]

@@ -33,6 +33,7 @@ from harvester.phases.runs import (
     begin_cycle,
     begin_run,
     close_cycle,
+    finish_failed,
     finish_run,
     mark_due,
     open_store,
@@ -204,8 +205,12 @@ class LocalSteps:
 
     async def extract(self, *, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)
-        async with task_group() as tasks:  # a failed worker cancels the others: they wind down, nothing is lost
-            runs = [tasks.create_task(self._worker(run_id, n, cycle)) for n in range(max(1, self.workers))]
+        try:
+            async with task_group() as tasks:  # a failed worker cancels the others: they wind down, nothing is lost
+                runs = [tasks.create_task(self._worker(run_id, n, cycle)) for n in range(max(1, self.workers))]
+        except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
+            await finish_failed(self.settings, run_id, failed)
+            raise
         parts = [run.result() for run in runs]
         result, _ = await finish_run(self.settings, run_id, "extract", parts)
         return result

@@ -7,12 +7,14 @@ none may hold a store another task opened.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from harvester.errors import FrontierBusy
 from harvester.frontier import FrontierStore
 from harvester.phases.results import PhaseResult
 from harvester.rules.admission import Site
@@ -72,16 +74,51 @@ async def finish_run(
     result = PhaseResult.merge(phase, parts)
     async with open_store(settings) as store:
         if phase == "extract":
-            own = await db(store.run_fetch_counts, run_id)
+            own = await _requests_per_host(store, run_id)
             for origin in {*result.hosts, *own}:
-                sent = own.get(origin, {})
-                result.hosts.setdefault(origin, {}).update(
-                    fetched=sent.get("fetched", 0), not_modified=sent.get("not_modified", 0),
-                    gone=sent.get("gone", 0),
-                    errors={key[6:]: n for key, n in sent.items() if key.startswith("error:")})
+                result.hosts.setdefault(origin, {}).update(own.get(origin) or _requests({}))
         await db(store.finish_run, run_id, status="completed", counters=result.as_dict())
         stats = (await db(store.stats)).as_dict()
     return result, stats
+
+
+FINISH_FAILED_S = 15.0
+"""How long a failed extraction tries to mark its run row failed before it fails with its own error."""
+
+FAILED_ERROR_CHARS = 500
+"""The most of a failed run's error kept in its row (as a completion's): a message may carry a whole response or
+statement, and ``harvester status`` shows it on one line."""
+
+
+async def finish_failed(settings: Settings, run_id: int, error: Exception) -> None:
+    """Close an extraction's run row as failed, with the error and the requests it sent per host (as ``finish_run``
+    counts them). Left ``running``, it was never the last extraction ``harvester status`` shows: that was the run
+    before, as if this one had not happened. A store that cannot be written (the failure may be the database
+    itself) leaves the row as it was, and the log says so; the caller fails with its own error either way, within
+    ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``). A stop
+    (``Interrupted``) is no failure: its row stays for the rerun to resume. Nor is ``FrontierBusy``: this run never
+    started, and the unfinished row it resumed (``begin_run``) may be that of the extraction holding the frontier."""
+    if isinstance(error, FrontierBusy):
+        return
+    try:
+        async with asyncio.timeout(FINISH_FAILED_S), open_store(settings) as store:
+            hosts = await _requests_per_host(store, run_id)
+            said = f"{type(error).__name__}: {error}"
+            await db(store.finish_run, run_id, status="failed",
+                     counters={"error": said[:FAILED_ERROR_CHARS], "hosts": hosts})
+    except Exception as unwritten:  # the run's own error is the one to raise (TimeoutError included)
+        logger.warning("extraction run %d failed, and could not be marked failed: %s", run_id, unwritten)
+
+
+async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dict[str, Any]]:
+    """An extraction run's own requests per host, from the fetch log: fetched, not modified, gone, errors by class."""
+    return {origin: _requests(counts) for origin, counts in (await db(store.run_fetch_counts, run_id)).items()}
+
+
+def _requests(counts: dict[str, int]) -> dict[str, Any]:
+    return {"fetched": counts.get("fetched", 0), "not_modified": counts.get("not_modified", 0),
+            "gone": counts.get("gone", 0),
+            "errors": {key[6:]: n for key, n in counts.items() if key.startswith("error:")}}
 
 
 async def mark_due(settings: Settings, profile: SiteProfile) -> datetime:

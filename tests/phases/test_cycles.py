@@ -145,3 +145,63 @@ async def test_a_sites_extraction_leaves_another_sites_hosts_on_the_same_frontie
         states = store.url_states()
     for name in ("a", "b"):
         assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls()), name
+
+
+async def test_a_failed_extraction_finishes_its_run_row_as_failed_saying_why(make_web, db_url):
+    """The library's cycle, as the flow: a run that fails (here the caller's progress sink, on its last report) is
+    the last extraction ``harvester status`` shows, failed, with its error (cut to a line's worth) and the requests
+    it sent per host. Before, its row stayed ``running`` and status showed the run before it as the last."""
+    from harvester.phases.results import Progress
+    from harvester.phases.runs import FAILED_ERROR_CHARS
+
+    web = make_web([HostSpec("a", pages=8)], seed=37)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    said = "the progress sink broke " * 100
+
+    async def report(progress: Progress) -> None:
+        if progress.final:
+            raise RuntimeError(said)
+
+    with FrontierStore.open(settings, upgrade=True) as store:
+        with pytest.raises(RuntimeError, match="the progress sink broke"):
+            await aharvest(settings, profile, on_progress=report)
+        last = store.last_run("extract")
+    assert last is not None and last["status"] == "failed", last
+    error = last["counters"]["error"]
+    assert error.startswith("RuntimeError: the progress sink broke") and len(error) == FAILED_ERROR_CHARS, error
+    fetched = sum(host["fetched"] for host in last["counters"]["hosts"].values())
+    assert fetched >= len(web.truth["a"].allowed_detail_urls()), last
+
+
+async def test_an_extraction_refused_a_busy_frontier_leaves_the_holders_run_row_alone(make_web, sqlite_url):
+    """Another extraction holds the SQLite frontier (its lock; here taken by hand) and its run row is open: a second
+    one resumes that row (same phase and profile) and is refused, ``FrontierBusy``. It never ran: the row is the
+    holder's, and stays ``running``."""
+    import fcntl
+    import os
+
+    from harvester.errors import FrontierBusy
+    from harvester.phases import begin_run
+    from harvester.phases.cycles import LocalSteps
+    from harvester.phases.extraction_lock import lock_path
+
+    web = make_web([HostSpec("a", pages=4)], seed=38)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    holders = await begin_run(settings, "extract", profile)
+    path = lock_path(settings)
+    assert path is not None
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, b"424242")
+        with pytest.raises(FrontierBusy, match="pid 424242"):
+            await LocalSteps(settings, profile).extract()
+    finally:
+        os.close(fd)
+    with FrontierStore.open(settings) as store:
+        row = store.get_run(holders)
+    assert row is not None and row["status"] == "running" and row["finished_at"] is None, row
