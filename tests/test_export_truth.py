@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
 
 FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
           "clauses and plain words that carry meaning. ")
@@ -63,43 +63,18 @@ def origin() -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 with a robots.txt and a sitemap naming every page of ``little_web``."""
     pages = little_web()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(request: Asked) -> Answer:
+        if request.path == "/robots.txt":
+            return robots_txt(request.origin)
+        if request.path == "/sitemap.xml":
+            return sitemap(request.origin, dict.fromkeys(pages))
+        if request.path not in pages:
+            return 404, {}, b""
+        headers, body = pages[request.path]
+        return 200, headers, body
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            base = f"http://{self.headers['Host']}"
-            headers: dict[str, str]
-            if self.path == "/robots.txt":
-                headers, body = {"Content-Type": "text/plain"}, f"User-agent: *\nSitemap: {base}/sitemap.xml\n".encode()
-            elif self.path == "/sitemap.xml":
-                urls = "".join(f"<url><loc>{base}{path}</loc></url>" for path in pages)
-                headers, body = {"Content-Type": "application/xml"}, (
-                    '<?xml version="1.0" encoding="UTF-8"?>'
-                    f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>').encode()
-            elif self.path in pages:
-                headers, body = pages[self.path]
-            else:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            self.send_response(200)
-            for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_site(respond) as origin:
+        yield origin
 
 
 def exported(cli: Callable[..., str], path: Path, *flags: str) -> dict[str, dict]:
@@ -138,43 +113,21 @@ def changing_origin() -> Iterator[tuple[str, list[tuple[str, dict[str, str]]], l
         day = version[0] if changes else 1
         return f'"{path[1:]}-{day}"', article(f"Page {path}", f"Version {day} of {path}.").encode()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(request: Asked) -> Answer:
+        received.append((request.path, request.headers))
+        if request.path == "/robots.txt":
+            return robots_txt(request.origin)
+        if request.path == "/sitemap.xml":
+            return sitemap(request.origin, dict.fromkeys(("/changes", "/stays", "/ignores")))
+        found = page(request.path)
+        if found is None:
+            return 404, {"Content-Type": "text/html; charset=utf-8"}, b""
+        if request.headers.get("if-none-match") == found[0] and request.path != "/ignores":
+            return 304, {"ETag": found[0]}, b""
+        return 200, {"Content-Type": "text/html; charset=utf-8", "ETag": found[0]}, found[1]
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            received.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-            base = f"http://{self.headers['Host']}"
-            found = page(self.path)
-            status, headers, body = 200, {"Content-Type": "text/html; charset=utf-8"}, b""
-            if self.path == "/robots.txt":
-                headers["Content-Type"], body = "text/plain", f"Sitemap: {base}/sitemap.xml\n".encode()
-            elif self.path == "/sitemap.xml":
-                headers["Content-Type"], body = "application/xml", (
-                    '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/'
-                    f'sitemap/0.9"><url><loc>{base}/changes</loc></url><url><loc>{base}/stays</loc></url>'
-                    f"<url><loc>{base}/ignores</loc></url></urlset>").encode()
-            elif found is None:
-                status = 404
-            elif self.headers.get("If-None-Match") == found[0] and self.path != "/ignores":
-                status, headers = 304, {"ETag": found[0]}
-            else:
-                headers["ETag"], body = found
-            self.send_response(status)
-            for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", received, version
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_site(respond) as origin:
+        yield origin, received, version
 
 
 def request_records(path: Path) -> dict[str, dict[str, str]]:

@@ -10,11 +10,9 @@ export run through the CLI, and the file is read back with warcio.
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from typer.testing import CliRunner
 from warcio.archiveiterator import ArchiveIterator
 
 from harvester.cli import app
+from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
 
 runner = CliRunner()
 
@@ -75,47 +74,25 @@ def site() -> Iterator[Site]:
     """A real HTTP server on 127.0.0.1 that honours If-None-Match (304 on a match) and logs every request."""
     state = Site()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(request: Asked) -> Answer:
+        state.received.append((request.path, request.headers))
+        if request.path == "/robots.txt":
+            return robots_txt(state.origin)
+        if request.path == "/sitemap.xml":
+            return sitemap(state.origin, dict.fromkeys(PAGES))
+        found = answer(state, request.path)
+        if found is None:
+            return 404, {"Content-Type": "text/html; charset=utf-8"}, b""
+        if isinstance(found, str):
+            return (301 if request.path == "/alias" else 302), {"Location": found}, b""
+        etag, body = found
+        if etag is not None and request.headers.get("if-none-match") == etag:
+            return 304, {"ETag": etag}, b""
+        return 200, {"Content-Type": "text/html; charset=utf-8", **({"ETag": etag} if etag else {})}, body
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            state.received.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
-            found = answer(state, self.path)
-            status, headers, body = 200, {"Content-Type": "text/html; charset=utf-8"}, b""
-            if self.path == "/robots.txt":
-                headers["Content-Type"], body = "text/plain", f"Sitemap: {state.origin}/sitemap.xml\n".encode()
-            elif self.path == "/sitemap.xml":
-                urls = "".join(f"<url><loc>{state.origin}{path}</loc></url>" for path in PAGES)
-                headers["Content-Type"], body = "application/xml", (
-                    '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/'
-                    f'sitemap/0.9">{urls}</urlset>').encode()
-            elif found is None:
-                status = 404
-            elif isinstance(found, str):
-                status, headers = (301 if self.path == "/alias" else 302), {"Location": found}
-            elif found[0] is not None and self.headers.get("If-None-Match") == found[0]:
-                status, headers = 304, {"ETag": found[0]}
-            else:
-                body = found[1]
-                if found[0] is not None:
-                    headers["ETag"] = found[0]
-            self.send_response(status)
-            for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    state.origin = f"http://127.0.0.1:{server.server_port}"
-    try:
+    with threaded_site(respond) as origin:
+        state.origin = origin
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 HOOK = """

@@ -12,17 +12,16 @@ import base64
 import gzip
 import hashlib
 import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
+from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
 
 FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
           "clauses and plain words that carry meaning. ")
@@ -72,45 +71,25 @@ class Web:
 def web() -> Iterator[tuple[str, Web]]:
     state = Web()
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(request: Asked) -> Answer:
+        pages = state.pages()
+        status, headers, body = 404, {"Content-Type": "text/plain"}, b""
+        if request.path == "/robots.txt":
+            status, headers, body = robots_txt(request.origin)
+        elif request.path == "/sitemap.xml":
+            status, headers, body = sitemap(request.origin, {path: lastmod for path, (_, _, lastmod) in pages.items()})
+        elif request.path in pages:
+            headers, meant, _ = pages[request.path]
+            status, headers = 200, dict(headers)
+            body = gzip.compress(meant, mtime=0) if headers.get("Content-Encoding") == "gzip" else meant
+            if request.headers.get("if-none-match") and request.headers.get("if-none-match") == headers.get("ETag"):
+                status, body = 304, b""
+                headers = {"ETag": headers["ETag"]}
+        state.sent.append((request.path, status, headers, body))
+        return status, headers, body
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            base, pages = f"http://{self.headers['Host']}", state.pages()
-            status, headers, body = 404, {"Content-Type": "text/plain"}, b""
-            if self.path == "/robots.txt":
-                status, body = 200, f"Sitemap: {base}/sitemap.xml\n".encode()
-            elif self.path == "/sitemap.xml":
-                entries = "".join(f"<url><loc>{base}{path}</loc><lastmod>{lastmod}</lastmod></url>"
-                                  for path, (_, _, lastmod) in pages.items())
-                status, headers["Content-Type"], body = 200, "application/xml", (
-                    '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/'
-                    f'sitemap/0.9">{entries}</urlset>').encode()
-            elif self.path in pages:
-                headers, meant, _ = pages[self.path]
-                status, headers = 200, dict(headers)
-                body = gzip.compress(meant, mtime=0) if headers.get("Content-Encoding") == "gzip" else meant
-                if self.headers.get("If-None-Match") and self.headers.get("If-None-Match") == headers.get("ETag"):
-                    status, body = 304, b""
-                    headers = {"ETag": headers["ETag"]}
-            headers["Content-Length"] = str(len(body))
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
-            state.sent.append((self.path, status, headers, body))
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", state
-    finally:
-        server.shutdown()
-        server.server_close()
+    with threaded_site(respond) as origin:
+        yield origin, state
 
 
 def payload(headers: dict[str, str], body: bytes) -> bytes:
