@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select, update
+from sqlalchemy.orm import Mapped
 
 from harvester.errors import InvalidRecord
 from harvester.frontier.base import Database, Part
@@ -110,49 +111,39 @@ class Hosts(Part):
 
     def add_lastmod_checks(self, tallies: dict[str, tuple[int, int]]) -> None:
         """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
-        tallies = {origin: pair for origin, pair in tallies.items() if any(pair)}
-        if not tallies:
-            return
-        with self._tx() as tx:
-            host_ids = self._keys.host_ids(tx, list(tallies))
-            for origin, (checks, hits) in tallies.items():
-                tx.conn.execute(
-                    update(Host).where(Host.id == host_ids[origin]).values(
-                        lastmod_checks=Host.lastmod_checks + checks, lastmod_hits=Host.lastmod_hits + hits
-                    )
-                )
+        self._add_pairs(tallies, Host.lastmod_checks, Host.lastmod_hits)
 
     def add_reasks(self, tallies: dict[str, tuple[int, int]]) -> None:
         """Add (re-asks, changed) per host in one transaction: 304s that contradicted a newer lastmod, to be asked
         again in full (counted when decided), and full answers to such re-asks that brought a changed page
         (``revisit.reask_304``)."""
+        self._add_pairs(tallies, Host.lastmod_reasks, Host.lastmod_reasks_changed)
+
+    def reask_tally(self, origin: str) -> tuple[int, int]:
+        """(re-asks, changed) of ``origin`` so far (``add_reasks``)."""
+        return self._pair(origin, Host.lastmod_reasks, Host.lastmod_reasks_changed)
+
+    def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
+        """(checks, hits): how often this host's newer lastmod came with a real content change."""
+        return self._pair(origin, Host.lastmod_checks, Host.lastmod_hits)
+
+    def _add_pairs(self, tallies: dict[str, tuple[int, int]], first: Mapped[int], second: Mapped[int]) -> None:
+        """Add each host's pair of counts to its two tally columns, in one transaction; a pair of zeros writes
+        nothing."""
         tallies = {origin: pair for origin, pair in tallies.items() if any(pair)}
         if not tallies:
             return
         with self._tx() as tx:
             host_ids = self._keys.host_ids(tx, list(tallies))
-            for origin, (asked, changed) in tallies.items():
+            for origin, (one, two) in tallies.items():
                 tx.conn.execute(
-                    update(Host).where(Host.id == host_ids[origin]).values(
-                        lastmod_reasks=Host.lastmod_reasks + asked,
-                        lastmod_reasks_changed=Host.lastmod_reasks_changed + changed,
-                    )
+                    update(Host).where(Host.id == host_ids[origin]).values({first: first + one, second: second + two})
                 )
 
-    def reask_tally(self, origin: str) -> tuple[int, int]:
-        """(re-asks, changed) of ``origin`` so far (``add_reasks``)."""
+    def _pair(self, origin: str, first: Mapped[int], second: Mapped[int]) -> tuple[int, int]:
+        """A host's two tally columns; (0, 0) for a host the frontier does not know."""
         with self._tx(write=False) as tx:
-            row = tx.conn.execute(
-                select(Host.lastmod_reasks, Host.lastmod_reasks_changed).where(Host.origin == origin)
-            ).first()
-        return (0, 0) if row is None else (int(row[0]), int(row[1]))
-
-    def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
-        """(checks, hits): how often this host's newer lastmod came with a real content change."""
-        with self._tx(write=False) as tx:
-            row = tx.conn.execute(
-                select(Host.lastmod_checks, Host.lastmod_hits).where(Host.origin == origin)
-            ).first()
+            row = tx.conn.execute(select(first, second).where(Host.origin == origin)).first()
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def _host_row(self, conn: Connection, origin: str) -> Any:
