@@ -102,6 +102,9 @@ class ExtractWork:
         before their record ran (the run failed or was stopped) closes the record unrun; the answer stays here and
         ``record_unrecorded`` puts it in the writer as the run winds down, so it is written, or kept for the
         retry, and not asked again."""
+        self._parsing: dict[int, tuple[FetchResult, asyncio.Future[Extracted | None]]] = {}
+        """Parses in flight per URL, with their answer: one whose record was cancelled meanwhile is awaited by the
+        answer's next record (``_extract``)."""
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -376,7 +379,7 @@ class ExtractWork:
         """The answer's completion and outlinks, taken out of ``_unrecorded``: from here to the writer's pending
         batch the caller does not yield, so the answer is always in one of the two."""
         claimed: ClaimedUrl = job.payload
-        extracted = await self._extract(result)
+        extracted = await self._extract(claimed.id, result)
         self._unrecorded.pop(claimed.id, None)
         completion, outlinks = self._complete(claimed, result, extracted)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
@@ -396,14 +399,30 @@ class ExtractWork:
 
     # -- decisions ----------------------------------------------------------------------------------------------
 
-    async def _extract(self, result: FetchResult) -> Extracted | None:
+    async def _extract(self, url_id: int, result: FetchResult) -> Extracted | None:
         """The page's parse and the hook, off the event loop (in ``EXTRACTION``'s one thread, so a hook is never
-        called twice at once): the loop stays free to send the hosts' next requests and read their answers."""
+        called twice at once): the loop stays free to send the hosts' next requests and read their answers.
+
+        A cancel cannot stop the hook in its thread: a record cancelled meanwhile leaves the parse running (shielded)
+        and the answer's next record (``record_unrecorded``) awaits it, never running the hook on it again."""
         if not (result.ok and result.body is not None):
             return None
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(EXTRACTION, functools.partial(
-            extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
+        kept = self._parsing.get(url_id)
+        if kept is not None and kept[0] is result:
+            parsing = kept[1]
+        else:
+            parsing = asyncio.get_running_loop().run_in_executor(EXTRACTION, functools.partial(
+                extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
+            self._parsing[url_id] = (result, parsing)
+        try:
+            extracted = await asyncio.shield(parsing)
+        except asyncio.CancelledError:
+            raise  # the parse runs on, kept for the answer's next record
+        except BaseException:
+            self._parsing.pop(url_id, None)
+            raise
+        self._parsing.pop(url_id, None)
+        return extracted
 
     def _complete(self, claimed: ClaimedUrl, result: FetchResult,
                   extracted: Extracted | None) -> tuple[Completion, list[DiscoveredUrl]]:

@@ -107,3 +107,45 @@ async def test_answers_received_before_a_cancelled_turn_are_stored_once_and_not_
     assert {url for url in details if states[url][0] != "done"} == set()
     assert {url: stored[url] for url in details if stored[url] != 1} == {}  # each stored exactly once
     assert [str(w.message) for w in seen if "never awaited" in str(w.message)] == []
+
+
+async def test_a_record_cancelled_while_its_hook_runs_does_not_run_the_hook_again(make_web, sqlite_url, monkeypatch):
+    """The hook runs in the extraction thread, which a cancel cannot stop: the record awaiting it was cancelled, the
+    answer stayed unrecorded, and the wind-down parsed it again, running the hook a second time on the same answer
+    (a hook that writes elsewhere wrote twice). Forced: the hook blocks on its first page until the cancelled run's
+    wind-down has begun (``record_unrecorded``), so the cancel lands while it runs."""
+    import threading
+
+    web = make_web([HostSpec("a", pages=6)], seed=40)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=1)
+    entered, release = threading.Event(), threading.Event()
+    calls: Counter[str] = Counter()
+    first: list[str] = []
+
+    def hook(page: Any) -> dict[str, int]:
+        calls[page.url] += 1
+        if not first:
+            first.append(page.url)
+            entered.set()
+            assert release.wait(WAIT_S)
+        return {"words": len(page.main_text.split())}
+
+    original = ExtractWork.record_unrecorded
+
+    async def record_unrecorded(self: ExtractWork) -> int:
+        release.set()  # the turn is over, its record cancelled: the hook it left running may end now
+        return await original(self)
+
+    monkeypatch.setattr(ExtractWork, "record_unrecorded", record_unrecorded)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, profile)
+        run = asyncio.create_task(phases.extract(store, settings, profile, extractor=hook))
+        assert await asyncio.to_thread(entered.wait, WAIT_S)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        assert release.is_set()  # the control: the cancel landed while the hook ran
+        stored = [page for page in store.iter_pages() if page.url == first[0]]
+    assert calls[first[0]] == 1, calls
+    assert len(stored) == 1  # the answer was kept, recorded by the wind-down
