@@ -13,7 +13,7 @@ import socket
 from datetime import timedelta
 
 from aiohttp import web
-from test_harvest import settings_for
+from test_harvest import robots_and_sitemap, settings_for
 
 from harvester import phases
 from harvester.frontier import FrontierStore
@@ -25,13 +25,9 @@ PAGES = [f"/articles/story-{n}" for n in range(3)]
 
 
 async def handle(request: web.Request) -> web.Response:
-    origin = f"http://{request.host}"
-    if request.path == "/robots.txt":
-        return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
-    if request.path == "/sitemap.xml":
-        locs = "".join(f"<url><loc>{origin}{path}</loc></url>" for path in PAGES)
-        return web.Response(content_type="application/xml",
-                            text=f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+    listed = robots_and_sitemap(request, PAGES)
+    if listed is not None:
+        return listed
     if request.path not in PAGES:
         return web.Response(status=404)
     return web.Response(content_type="text/html", headers={"ETag": f'"{request.path[9:]}"'}, text=(
