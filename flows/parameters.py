@@ -76,7 +76,7 @@ class RunOverrides(BaseModel):
     max_active_hosts: int | None = Field(None, ge=1, le=10_000, description="Hosts fetched at once.")
     min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests to a host.")
     max_crawl_delay_s: float | None = Field(None, ge=0, description="A larger Crawl-delay parks the host.")
-    max_attempts: int | None = Field(None, ge=1, le=20, description="Attempts per URL before it is failed.")
+    max_attempts: int | None = Field(None, ge=1, le=20, description="Attempts per URL in a run before it is failed.")
     user_agent: str | None = Field(None, min_length=8, description="User-Agent with a contact URL.")
     timeout_s: float | None = Field(None, gt=0, le=600, description="Deadline for a whole fetch.")
     connect_timeout_s: float | None = Field(None, gt=0, le=120, description="Deadline for one TCP/TLS connect.")

@@ -189,7 +189,9 @@ class PolitenessSettings(Group):
         description="A parked host is left alone this long, across runs (a Retry-After beyond backoff_max_s "
         "parks it for that Retry-After instead); then it gets another chance.",
     )
-    max_attempts: int = Field(3, ge=1, le=20, description="Attempts per URL before it is marked failed.")
+    max_attempts: int = Field(
+        3, ge=1, le=20, description="Attempts per URL in a run before it is marked failed (a later run asks it again)."
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -171,12 +171,14 @@ class Discovered(Part):
     def _revive(self, conn: Connection, revive: list[tuple[int, datetime]]) -> None:
         """Gone URLs named again (``_known_rows``) go back to the queue, due when ``revive`` says (now, or their
         recheck time): the run that reaches it asks them, and a 200 stores their new version (docs/operations.md
-        §4b). Until then they stay out of ``export --latest`` (their last answer was a 404/410)."""
+        §4b). Until then they stay out of ``export --latest`` (their last answer was a 404/410). Failed URLs and
+        duplicates a newer lastmod announces are queued due now the same way."""
         if not revive:
             return
         d = self._d
         conn.exec_driver_sql(f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE id = {d.p}"
-                             " AND state = 'gone'", [(d.ts(due), url_id) for url_id, due in revive])
+                             " AND state IN ('gone', 'failed', 'duplicate')",
+                             [(d.ts(due), url_id) for url_id, due in revive])
         where, params = d.any_of("id", [url_id for url_id, _ in revive])
         conn.exec_driver_sql(
             "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
@@ -197,7 +199,9 @@ class Discovered(Part):
         (``next_fetch_at``, doubling each time it is found still gone: ``rules.revisit.gone_recheck_s``). Before
         its recheck time only a list (a sitemap, feed, listing page, seed) queues it, never a link on a page: a
         page found gone stays gone though the pages fetched with it still link to it. So a stale list naming a
-        dead URL costs a request at a growing interval, not one a day."""
+        dead URL costs a request at a growing interval, not one a day. A FAILED or DUPLICATE URL is queued due now
+        by a lastmod newer than its stored one: the site touched the page since (mended it, or made it differ from
+        the page it copied), whatever its own recheck time (``FrontierStore.requeue_rechecks``)."""
         d = self._d
         paths_by_host: dict[int, list[str]] = {}
         for host_id, m in zip(hids, chunk, strict=True):
@@ -225,6 +229,12 @@ class Discovered(Part):
                 if recheck is not None and (recheck <= now or (host_id, path) in listed):
                     revive.append((url_id, recheck))
                     made_due += recheck <= now
+                continue
+            if state in ("failed", "duplicate") and new_lastmod is not None:
+                old = d.dt(old_lastmod)
+                if old is None or new_lastmod > old:  # the site touched it since: asked now, whatever its recheck
+                    revive.append((url_id, now))
+                    made_due += 1
                 continue
             if state == "done" and new_lastmod is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)

@@ -145,9 +145,10 @@ class Outcomes(Part):
 
         Completions whose URL is no longer LEASED by ``owner`` are skipped and counted in ``lost``. A FAILED
         completion goes back to QUEUED (due at ``completion.next_fetch_at``) while attempts stay below
-        ``settings.politeness.max_attempts``, and is FAILED for good after that; any other outcome resets
-        attempts. Validators and content_hash are replaced on a 2xx response and kept otherwise (a 304 or an
-        error says nothing new about them).
+        ``settings.politeness.max_attempts``, then stays FAILED until its recheck time (a later run asks it
+        again, ``requeue_rechecks``); any other outcome resets attempts. A URL whose content is gone or changed
+        makes its duplicates due now (``_release_duplicates``). Validators and content_hash are replaced on a
+        2xx response and kept otherwise (a 304 or an error says nothing new about them).
         """
         if not items:
             return CompleteResult(0, 0, 0, AddResult(0, 0, 0))
@@ -281,10 +282,18 @@ class Outcomes(Part):
         d = self._d
         max_attempts = self.settings.politeness.max_attempts
         updates, watched, fetch_rows, retries = [], [], [], []
-        now = d.ts(utcnow())
+        moment = utcnow()
+        now = d.ts(moment)
+        lost_content: list[int] = []
         for c in completions:
             h = held[c.url_id]
-            o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts)
+            o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts,
+                            self.settings.revisit)
+            if h.content_hash is not None and (
+                o.state not in (UrlState.DONE.value, UrlState.QUEUED.value) or o.content_hash != h.content_hash
+                or o.status in PERMANENT_REDIRECTS
+            ):
+                lost_content.append(c.url_id)
             if c.url_id in unrepaired:
                 kept = h.last_error if h.last_error_class == ErrorClass.HOOK_FAILED.value else None
                 o = replace(o, etag=None, last_modified=None, error_class=ErrorClass.HOOK_FAILED.value,
@@ -320,6 +329,7 @@ class Outcomes(Part):
             conn.execute(insert(Fetch), fetch_rows)
         if retries:
             conn.exec_driver_sql(d.enqueue_sql, retries)
+        self._release_duplicates(conn, lost_content, moment)
 
     def due_hook_retries(self, origins: Sequence[str], *, before: datetime, now: datetime | None = None) -> list[int]:
         """Detail URLs of ``origins`` the extractor hook failed on, last fetched before ``before`` (the run's start),
@@ -339,6 +349,56 @@ class Outcomes(Part):
             for start in range(0, len(ids), 500):
                 tx.conn.execute(update(Url).where(Url.id.in_(ids[start:start + 500])).values(next_fetch_at=now))
         return ids
+
+    def requeue_rechecks(self, origins: Sequence[str], *, now: datetime | None = None) -> int:
+        """FAILED and DUPLICATE URLs of ``origins`` whose time has come (``next_fetch_at``) go back to the queue;
+        returns how many. A URL that failed every attempt of a run is asked again at a later run (its recheck time,
+        ``rules.revisit.failed_recheck_s``), a duplicate at its revisit time: neither is final, as the site
+        mends a broken page, and a copy of another page may change apart from it or outlive it. Run when an
+        extraction begins, as finished URLs' revisits are promoted when their hosts are claimed."""
+        if not origins:
+            return 0
+        now = aware(now) or utcnow()
+        with self._tx() as tx:
+            host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
+            ids = [int(i) for i in tx.conn.execute(
+                select(Url.id).where(
+                    Url.host_id.in_(host_ids), Url.state.in_([UrlState.FAILED.value, UrlState.DUPLICATE.value]),
+                    Url.next_fetch_at <= now)
+            ).scalars()]
+            return self._enqueue(tx.conn, ids, now)
+
+    def _release_duplicates(self, conn: Connection, holders: Sequence[int], now: datetime) -> int:
+        """The duplicates of ``holders`` (URLs whose content is gone or changed) are due now: each may be the
+        site's surviving copy of the page, so the run asks it (in full: a duplicate keeps no validators) and it
+        holds the content itself when no other URL does (``duplicates_of``)."""
+        if not holders:
+            return 0
+        ids: list[int] = []
+        for start in range(0, len(holders), 500):
+            ids += [int(i) for i in conn.execute(
+                select(Url.id).where(Url.duplicate_of.in_(list(holders[start:start + 500])),
+                                     Url.state == UrlState.DUPLICATE.value)
+            ).scalars()]
+        return self._enqueue(conn, ids, now)
+
+    def _enqueue(self, conn: Connection, ids: Sequence[int], now: datetime) -> int:
+        """FAILED or DUPLICATE URLs among ``ids`` become QUEUED, due ``now``, and enter the queue by score (ahead of
+        plain revisits: each has a reason to be asked that a revisit has not). One another process moved meanwhile
+        is left as it is. Returns how many."""
+        d = self._d
+        moved = 0
+        for start in range(0, len(ids), 500):
+            where, params = d.any_of("id", list(ids[start:start + 500]))
+            rows = conn.exec_driver_sql(
+                f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE {where}"
+                " AND state IN ('failed', 'duplicate') RETURNING host_id, kind, -score, id, next_fetch_at",
+                (d.ts(now), *params),
+            ).all()
+            if rows:
+                conn.exec_driver_sql(d.enqueue_sql, [tuple(row) for row in rows])
+            moved += len(rows)
+        return moved
 
     @staticmethod
     def _demote(conn: Connection, pairs: Sequence[tuple[int, int]]) -> int:

@@ -198,12 +198,14 @@ class Queue(Part):
         return count
 
     def make_due(self, origins: Sequence[str], *, now: datetime | None = None) -> int:
-        """Finished URLs and discovery documents of ``origins`` become due now (an off-schedule re-crawl)."""
+        """Finished URLs (failed ones and duplicates too: ``requeue_rechecks`` queues them when the extraction begins)
+        and discovery documents of ``origins`` become due now (an off-schedule re-crawl)."""
         now = aware(now) or utcnow()
         with self._tx() as tx:
             host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
             result = tx.conn.execute(
-                update(Url).where(Url.host_id.in_(host_ids), Url.state == UrlState.DONE.value)
+                update(Url).where(Url.host_id.in_(host_ids), Url.state.in_(
+                    [UrlState.DONE.value, UrlState.FAILED.value, UrlState.DUPLICATE.value]))
                 .values(next_fetch_at=now)
             )
             for origin in origins:

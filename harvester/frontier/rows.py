@@ -17,7 +17,9 @@ from typing import Any
 
 from harvester.errors import InvalidRecord
 from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState
+from harvester.rules.revisit import due_at, failed_recheck_s
 from harvester.runtime import aware
+from harvester.settings import RevisitSettings
 from harvester.store_results import StoredPage
 
 MAX_URL_LENGTH = 2048
@@ -205,28 +207,38 @@ class UrlOutcome:
 
 
 def url_outcome(
-    c: Completion, attempts: int, old_etag: str | None, old_lm: str | None, old_hash: str | None, max_attempts: int
+    c: Completion, attempts: int, old_etag: str | None, old_lm: str | None, old_hash: str | None, max_attempts: int,
+    revisit: RevisitSettings | None = None,
 ) -> UrlOutcome:
     """Apply the completion rules: a FAILED fetch is QUEUED again (at ``next_fetch_at``) until it has failed
-    ``max_attempts`` times; a final outcome resets attempts; validators and the content hash are replaced on a
-    2xx and kept otherwise (a 304 or an error says nothing new about them)."""
+    ``max_attempts`` times; then it stays FAILED and is due again at a later run (``revisit.failed_recheck_s`` of
+    ``revisit``, growing with each run it fails again; an extraction's start queues it then:
+    ``FrontierStore.requeue_rechecks``), never failed for good: a page a site broke for a day is asked again once it
+    mends it. A final outcome resets attempts. Validators and the content hash are replaced on a 2xx and kept
+    otherwise (a 304 or an error says nothing new about them). A DUPLICATE keeps no validators: its next request is
+    unconditional, so a 304 can never make it hold content it has no stored page of; its answer is compared with its
+    holder's again."""
     fetched_at = aware(c.fetched_at)
     state = c.state
+    next_fetch_at = aware(c.next_fetch_at)
     if state == UrlState.FAILED:
         attempts += 1
         if attempts < max_attempts:
             state = UrlState.QUEUED
+        elif revisit is not None:
+            recheck_s = failed_recheck_s(attempts - max_attempts, c.error_class, revisit)
+            next_fetch_at = due_at(fetched_at, recheck_s, revisit)
     elif state in _FINAL:
         attempts = 0
     responded = c.status is not None and 200 <= c.status < 300
-    forget = c.forget_validators
+    forget = c.forget_validators or state == UrlState.DUPLICATE
     return UrlOutcome(
         state=state.value,
         status=c.status,
         etag=None if forget else c.etag if responded else (c.etag or old_etag),
         last_modified=None if forget else c.last_modified if responded else (c.last_modified or old_lm),
         content_hash=c.content_hash or old_hash,
-        next_fetch_at=aware(c.next_fetch_at),
+        next_fetch_at=next_fetch_at,
         revisit_s=c.revisit_s,
         attempts=attempts,
         error_class=c.error_class.value if c.error_class else None,

@@ -71,6 +71,7 @@ class FrontierStore:
         self.duplicates_of = outcomes.duplicates_of
         self.declared_canonicals = outcomes.declared_canonicals
         self.due_hook_retries = outcomes.due_hook_retries
+        self.requeue_rechecks = outcomes.requeue_rechecks
 
         self.claim_hosts = queue.claim_hosts
         self.renew_hosts = queue.renew_hosts

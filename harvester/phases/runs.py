@@ -56,8 +56,14 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
 
 
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
-    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
+    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed. An extraction
+    first queues the profile's failed URLs and duplicates whose recheck time has come
+    (``FrontierStore.requeue_rechecks``): no URL is done with for good while the site may still serve it."""
     async with open_store(settings) as store:
+        if phase == "extract":
+            requeued = await db(store.requeue_rechecks, site_hosts(settings, profile))
+            if requeued:
+                logger.info("%d failed or duplicate URLs due again", requeued)
         return await db(
             store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
         )

@@ -107,6 +107,19 @@ def gone_recheck_s(previous_s: float | None, settings: RevisitSettings) -> float
     return min(max(2.0 * last, settings.default_s), settings.max_s)
 
 
+def failed_recheck_s(past_limit: int, error_class: ErrorClass | None, settings: RevisitSettings) -> float:
+    """How long a URL that failed ``politeness.max_attempts`` times in a row waits before its next run asks it
+    again (docs/operations.md §4b): ``past_limit`` is how many runs already asked it once more and failed again
+    (0 the first time). A failure that may go away by itself (``RETRYABLE``: 5xx, timeout, ...) is asked the next
+    daily run (``default_s``), then after twice as long each time, at most ``max_s``; one that would fail the
+    same way (a 403, too large, wrong type) after ``max_s``, as between its attempts. A site mends a broken page
+    when it will, and only asking tells; the URL keeps its last good version (marked failed) meanwhile, and a
+    newer lastmod makes it due at once (frontier)."""
+    if error_class is not None and error_class not in RETRYABLE:
+        return settings.max_s
+    return min(settings.default_s * 2.0 ** min(max(past_limit, 0), 30), settings.max_s)
+
+
 def first_interval(changefreq: str | None, settings: RevisitSettings) -> float:
     """The seed interval: changefreq when it is one of the seven protocol values, else ``default_s``."""
     key = (changefreq or "").strip().lower()
@@ -285,8 +298,9 @@ def classify_outcome(
       ``next_fetch_at`` says when a source naming it again may make it due (``gone_recheck_s``).
     - robots refused → DISALLOWED; a redirect out of scope or into a trap → SKIPPED.
     - a failure → FAILED with ``next_fetch_at`` set; the store counts the attempt and queues the URL again at
-      that time while attempts stay below ``politeness.max_attempts`` (then it stays FAILED, next_fetch_at
-      None). Retryable failures (timeout, connect, 5xx, 429; ``retry`` True) come back after a back-off
+      that time while attempts stay below ``politeness.max_attempts``; then it stays FAILED (next_fetch_at None
+      here), and the store sets when a later run asks it once more (``failed_recheck_s``, growing each time).
+      Retryable failures (timeout, connect, 5xx, 429; ``retry`` True) come back after a back-off
       (Retry-After when the server gave one, else ``backoff_base_s × 2^attempts``, capped by
       ``backoff_max_s``); the others (4xx, too large, wrong type) only after ``revisit.max_s``, since they
       would fail the same way now. A parked host (no request sent) → QUEUED, no attempt counted.
@@ -425,6 +439,7 @@ __all__ = [
     "RETRYABLE",
     "Outcome",
     "classify_outcome",
+    "failed_recheck_s",
     "first_interval",
     "gone_recheck_s",
     "http_time",

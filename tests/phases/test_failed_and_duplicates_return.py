@@ -1,0 +1,173 @@
+"""No URL is done with for good while the site may still serve it: a page that failed every attempt of one run and
+the duplicate of a page that went away are asked again by the daily re-crawl (docs/operations.md §4b).
+
+A page that answered 500 on every attempt of a run is asked again the next daily run, then at a doubling interval
+while it keeps failing; a newer sitemap lastmod makes it due at once and ``--refresh`` asks it too. Meanwhile its
+last good version stays in ``export --latest``, marked failed. A URL kept as the duplicate of another is asked in
+the run that finds the other gone, and the snapshot keeps the page under the surviving URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from aiohttp import web
+from test_harvest import settings_for
+
+from harvester import aharvest, arecrawl
+from harvester.frontier import FrontierStore
+from harvester.runtime import CLOCK
+from harvester.site_profile import SiteProfile
+from harvester.testing.schedule import run_at
+
+LASTMOD = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+def _page(title: str, text: str) -> str:
+    return (f"<html><head><title>{title}</title></head><body><main><article><h1>{title}</h1><p>{text} "
+            + "words of the story " * 30 + "</p></article></main></body></html>")
+
+
+def _site(pages: Callable[[], dict[str, tuple[int, str, str | None, str | None]]], log: list[tuple[int, str, int]],
+          day: list[int]) -> Callable[[web.Request], object]:
+    """A one-off site: ``pages()`` → path -> (status, body, sitemap lastmod or None, changefreq or None); a path
+    whose lastmod is None is not in the sitemap. Page answers carry an ETag (a 304 to a matching If-None-Match)
+    and are logged as (day, path, status)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        origin = f"http://{request.host}"
+        now = pages()
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nDisallow:\nSitemap: {origin}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            entries = "".join(
+                f"<url><loc>{origin}{path}</loc><lastmod>{lastmod}</lastmod>"
+                + (f"<changefreq>{freq}</changefreq>" if freq else "") + "</url>"
+                for path, (_, _, lastmod, freq) in sorted(now.items()) if lastmod is not None)
+            return web.Response(content_type="application/xml", text=(
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'))
+        if request.path not in now:
+            return web.Response(status=404, text="not here")
+        status, body, _, _ = now[request.path]
+        etag = f'"{abs(hash(body)):x}"'
+        if status == 200 and request.headers.get("If-None-Match") == etag:
+            status = 304
+        log.append((day[0], request.path, status))
+        if status == 304:
+            return web.Response(status=304, headers={"ETag": etag})
+        if status != 200:
+            return web.Response(status=status, text="no")
+        return web.Response(content_type="text/html", text=body, headers={"ETag": etag})
+
+    return handle
+
+
+async def test_a_page_failed_in_one_run_is_asked_again_later_runs_and_its_recovery_is_kept(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    day = [1]
+    log: list[tuple[int, str, int]] = []
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        d = day[0]
+        out: dict[str, tuple[int, str, str | None, str | None]] = {
+            "/x/1": (200, _page("One", "one, as ever"), LASTMOD.isoformat(), None),
+            # Broken on day 2 only; mended on day 3 in a new version, its lastmod moved on.
+            "/x/2": (500 if d == 2 else 200, _page("Two", "two v1" if d < 3 else "two v2 after the outage"),
+                     (LASTMOD if d < 3 else run_at(3, hour=1)).isoformat(), None),
+            # Broken from day 2 on; its lastmod moves on day 6 (still broken).
+            "/x/4": (200 if d == 1 else 500, _page("Four", "four v1"),
+                     (LASTMOD if d < 6 else run_at(6, hour=1)).isoformat(), None),
+        }
+        return out
+
+    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
+    settings = settings_for(db_url, **{"politeness.backoff_base_s": 0.05, "politeness.max_attempts": 3})
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+
+    def asked(path: str) -> list[int]:
+        return [d for d, p, _ in log if p == path]
+
+    for n in range(1, 8):
+        day[0] = n
+        CLOCK.travel_to(run_at(n))
+        if n == 1:
+            await aharvest(settings, profile)
+        else:
+            await arecrawl(settings, profile, refresh=n == 7)
+        if n == 2:
+            with FrontierStore.open(settings) as store:
+                latest = {page.url: page for page in store.iter_pages(latest=True)}
+            # Failed for this run: its last good version is still handed over, marked failed.
+            assert latest[f"{origin}/x/2"].url_state == "failed"
+            assert b"two v1" in latest[f"{origin}/x/2"].body
+        if n == 3:
+            with FrontierStore.open(settings) as store:
+                latest = {page.url: page for page in store.iter_pages(latest=True)}
+            assert latest[f"{origin}/x/2"].url_state == "done"
+            assert b"two v2 after the outage" in latest[f"{origin}/x/2"].body
+
+    # Three attempts the day it broke, then once on day 3 (where it was mended).
+    assert [(d, s) for d, p, s in log if p == "/x/2"][:4] == [(1, 200), (2, 500), (2, 500), (2, 500)]
+    assert (3, 200) in [(d, s) for d, p, s in log if p == "/x/2"]
+    # Still broken: asked again the next day, then after two days (day 5), not daily; its newer lastmod makes it
+    # due at once (day 6, though its recheck was day 9), and a refresh asks it (day 7).
+    assert asked("/x/4") == [1, 2, 2, 2, 3, 5, 6, 7]
+    with FrontierStore.open(settings) as store:
+        latest = {page.url: page for page in store.iter_pages(latest=True)}
+        info = store.url_info(f"{origin}/x/4")
+    assert info is not None and info.state == "failed"
+    assert latest[f"{origin}/x/4"].url_state == "failed" and b"four v1" in latest[f"{origin}/x/4"].body
+
+
+async def test_the_duplicate_of_a_page_that_went_away_is_asked_that_run_and_kept_in_the_snapshot(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    day = [1]
+    log: list[tuple[int, str, int]] = []
+    same = _page("Same", "the very same bytes at two addresses")
+    gone: list[str] = []
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        out: dict[str, tuple[int, str, str | None, str | None]] = {
+            path: (200, same, LASTMOD.isoformat(), "weekly") for path in ("/y/a", "/y/b")}
+        out["/y/z"] = (200, _page("Other", "another page"), LASTMOD.isoformat(), "weekly")
+        for path in gone:  # the page kept of the two answers 410 and leaves the sitemap
+            out[path] = (410, "", None, None)
+        return out
+
+    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    CLOCK.travel_to(run_at(1))
+    await aharvest(settings, profile)
+    with FrontierStore.open(settings) as store:
+        states = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
+    kept = [path for path, info in states.items() if info is not None and info.state == "done"]
+    copies = [path for path, info in states.items() if info is not None and info.state == "duplicate"]
+    assert len(kept) == len(copies) == 1, states
+
+    gone.append(kept[0])
+    day[0] = 2
+    CLOCK.travel_to(run_at(2))
+    await arecrawl(settings, profile)
+    # Weekly pages are not due on day 2: the copy is asked because the page it copied went away.
+    assert (2, kept[0], 410) in log
+    assert (2, copies[0], 200) in log
+    with FrontierStore.open(settings) as store:
+        latest = {page.url: page for page in store.iter_pages(latest=True)}
+    assert f"{origin}{copies[0]}" in latest and latest[f"{origin}{copies[0]}"].url_state == "done"
+    assert latest[f"{origin}{copies[0]}"].body == same.encode()
+    assert f"{origin}{kept[0]}" not in latest
+
+    day[0] = 3
+    CLOCK.travel_to(run_at(3))
+    await arecrawl(settings, profile)
+    with FrontierStore.open(settings) as store:
+        latest = {page.url: page for page in store.iter_pages(latest=True)}
+    assert f"{origin}{copies[0]}" in latest
