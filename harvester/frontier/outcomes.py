@@ -88,6 +88,7 @@ class _Held(NamedTuple):
     last_status: int | None
     last_error_class: str | None
     last_error: str | None
+    duplicate_of: int | None
 
 
 def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], Any]) -> tuple[Any, ...]:
@@ -185,7 +186,8 @@ class Outcomes(Part):
             row[0]: _Held(*row[1:])
             for row in conn.exec_driver_sql(
                 "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score,"
-                " u.last_status, u.last_error_class, u.last_error FROM leases l JOIN urls u ON u.id = l.url_id"
+                " u.last_status, u.last_error_class, u.last_error, u.duplicate_of"
+                " FROM leases l JOIN urls u ON u.id = l.url_id"
                 f" WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
                 (*params, owner),
             )
@@ -289,6 +291,9 @@ class Outcomes(Part):
             h = held[c.url_id]
             o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts,
                             self.settings.revisit)
+            if h.duplicate_of is not None and o.state == UrlState.DONE.value and c.status == 304:
+                # A copy asked at its revisit answered "unchanged": still the copy of the page its holder keeps.
+                o = replace(o, state=UrlState.DUPLICATE.value, duplicate_of=h.duplicate_of)
             if h.content_hash is not None and (
                 o.state not in (UrlState.DONE.value, UrlState.QUEUED.value) or o.content_hash != h.content_hash
                 or o.status in PERMANENT_REDIRECTS
@@ -370,7 +375,7 @@ class Outcomes(Part):
 
     def _release_duplicates(self, conn: Connection, holders: Sequence[int], now: datetime) -> int:
         """The duplicates of ``holders`` (URLs whose content is gone or changed) are due now: each may be the
-        site's surviving copy of the page, so the run asks it (in full: a duplicate keeps no validators) and it
+        site's surviving copy of the page, so the run asks it (in full: ``_enqueue``'s ``in_full``) and it
         holds the content itself when no other URL does (``duplicates_of``)."""
         if not holders:
             return 0
@@ -380,18 +385,20 @@ class Outcomes(Part):
                 select(Url.id).where(Url.duplicate_of.in_(list(holders[start:start + 500])),
                                      Url.state == UrlState.DUPLICATE.value)
             ).scalars()]
-        return self._enqueue(conn, ids, now)
+        return self._enqueue(conn, ids, now, in_full=True)
 
-    def _enqueue(self, conn: Connection, ids: Sequence[int], now: datetime) -> int:
+    def _enqueue(self, conn: Connection, ids: Sequence[int], now: datetime, *, in_full: bool = False) -> int:
         """FAILED or DUPLICATE URLs among ``ids`` become QUEUED, due ``now``, and enter the queue by score (ahead of
         plain revisits: each has a reason to be asked that a revisit has not). One another process moved meanwhile
-        is left as it is. Returns how many."""
+        is left as it is. Returns how many. ``in_full`` drops their validators: a duplicate whose holder's content
+        went away has no stored page of its own, so a 304 would leave the snapshot without the page."""
         d = self._d
         moved = 0
+        forget = ", etag = NULL, last_modified = NULL" if in_full else ""
         for start in range(0, len(ids), 500):
             where, params = d.any_of("id", list(ids[start:start + 500]))
             rows = conn.exec_driver_sql(
-                f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE {where}"
+                f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p}{forget} WHERE {where}"
                 " AND state IN ('failed', 'duplicate') RETURNING host_id, kind, -score, id, next_fetch_at",
                 (d.ts(now), *params),
             ).all()

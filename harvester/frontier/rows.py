@@ -215,9 +215,9 @@ def url_outcome(
     ``revisit``, growing with each run it fails again; an extraction's start queues it then:
     ``FrontierStore.requeue_rechecks``), never failed for good: a page a site broke for a day is asked again once it
     mends it. A final outcome resets attempts. Validators and the content hash are replaced on a 2xx and kept
-    otherwise (a 304 or an error says nothing new about them). A DUPLICATE keeps no validators: its next request is
-    unconditional, so a 304 can never make it hold content it has no stored page of; its answer is compared with its
-    holder's again."""
+    otherwise (a 304 or an error says nothing new about them). A DUPLICATE keeps its validators: asked at its revisit,
+    a 304 keeps it the copy of its holder (``Outcomes._write_outcomes``); made due because its holder's content went
+    away, it is asked in full (``Outcomes._release_duplicates``)."""
     fetched_at = aware(c.fetched_at)
     state = c.state
     next_fetch_at = aware(c.next_fetch_at)
@@ -231,7 +231,7 @@ def url_outcome(
     elif state in _FINAL:
         attempts = 0
     responded = c.status is not None and 200 <= c.status < 300
-    forget = c.forget_validators or state == UrlState.DUPLICATE
+    forget = c.forget_validators
     return UrlOutcome(
         state=state.value,
         status=c.status,

@@ -171,3 +171,39 @@ async def test_the_duplicate_of_a_page_that_went_away_is_asked_that_run_and_kept
     with FrontierStore.open(settings) as store:
         latest = {page.url: page for page in store.iter_pages(latest=True)}
     assert f"{origin}{copies[0]}" in latest
+
+
+async def test_a_duplicate_asked_at_its_revisit_is_asked_conditionally_and_stays_a_copy(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    """A copy's own revisit costs a 304, not a download, and the answer leaves the snapshot as it was: one page for
+    the two addresses, held by the URL that held it."""
+    day = [1]
+    log: list[tuple[int, str, int]] = []
+    same = _page("Same", "the very same bytes at two addresses")
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
+
+    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    CLOCK.travel_to(run_at(1))
+    await aharvest(settings, profile)
+    with FrontierStore.open(settings) as store:
+        first = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
+    copy = next(path for path, info in first.items() if info is not None and info.state == "duplicate")
+
+    for n in (2, 3):
+        day[0] = n
+        CLOCK.travel_to(run_at(n))
+        await arecrawl(settings, profile)
+        with FrontierStore.open(settings) as store:
+            info = store.url_info(origin + copy)
+            latest = [page.url for page in store.iter_pages(latest=True)]
+        assert info is not None and info.state == "duplicate", (n, info)
+        assert len(latest) == 1 and latest[0] != origin + copy, latest
+    asked = [status for d, path, status in log if path == copy and d > 1]
+    assert asked and set(asked) == {304}, log
