@@ -54,10 +54,13 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
 
 
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
-    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed."""
+    """The run this phase belongs to: an unfinished run of the same phase, profile and User-Agent is resumed. It
+    records the User-Agent its client sends (``polite_client``: the profile's, else the settings'), which the WARC
+    export writes into the run's request records."""
     async with open_store(settings) as store:
         return await db(
-            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
+            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase),
+            user_agent=profile.user_agent or settings.http.user_agent,
         )
 
 
