@@ -255,8 +255,9 @@ def test_the_robots_directives_a_page_gave_us_are_stored_and_exported(db_url, me
 
 
 def test_latest_exports_the_current_version_of_each_live_page(db_url):
-    """Every stored version by default, each with the URL's state now; ``latest``: the newest version of each
-    URL, and nothing of one since found gone or moved (its page lives at the new address)."""
+    """Every stored version by default, each with the URL's state now (``moved`` for one whose last answer was a
+    permanent redirect); ``latest``: the newest version of each URL, and nothing of one since found gone or moved
+    (its page lives at the new address)."""
     settings = Settings(database_url=db_url)
     urls = [f"{ORIGIN}/p/{name}" for name in ("kept", "changed", "removed", "moving")]
     with FrontierStore.open(settings, upgrade=True) as store:
@@ -277,5 +278,5 @@ def test_latest_exports_the_current_version_of_each_live_page(db_url):
     every_lines = [json.loads(line) for line in every.getvalue().splitlines()]
     latest_lines = [json.loads(line) for line in latest.getvalue().splitlines()]
     assert [(line["url"], line["state"]) for line in every_lines] == [
-        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[3], "done"), (urls[1], "done")]
+        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[3], "moved"), (urls[1], "done")]
     assert [(line["url"], line["etag"]) for line in latest_lines] == [(urls[0], '"1"'), (urls[1], '"2"')]
