@@ -309,13 +309,17 @@ def export(
                 return
             counts = exporter.WarcCounts()
             # The User-Agents the harvest's runs sent, never this process's setting (an export runs anywhere).
+            agents = store.request_user_agents(since=since_utc)
             exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out, filename=output.name,
-                                 user_agents=store.request_user_agents(since=since_utc), counts=counts)
+                                 user_agents=agents, counts=counts)
     records = counts.responses + counts.revisits + counts.requests
     left_out = ", ".join(f"{n} {what}" for n, what in counts.left_out_parts())
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
                   + (f"; left out fetches: {left_out}" if left_out else ""))
+    if None in agents:
+        console.print("the User-Agent of requests logged before migration 0013 was not recorded: their request "
+                      "records carry none, and the warcinfo says it is not known")
     unreadable(damage, where)
 
 
