@@ -12,6 +12,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,7 @@ def test_the_warc_says_the_user_agent_each_request_was_sent_with_not_the_exporte
     site.page("/a", "Alpha", etag='"a1"')
     site.page("/b", "Beta", etag='"b1"')
     run("harvest", f"{site.origin}/", ua=SENT)
+    between = datetime.now(UTC).isoformat()
     site.page("/b", "Beta again", etag='"b2"')
     run("recrawl", "--refresh", ua=LATER)
     truth = {(f"{site.origin}{path}", headers["user-agent"]) for path, headers in site.received
@@ -160,6 +162,12 @@ def test_the_warc_says_the_user_agent_each_request_was_sent_with_not_the_exporte
                    for kind, h, http, _ in records if kind == "request"}
         assert claimed == truth, name
         assert [v for k, v in warcinfo_fields(records) if k == "http-header-user-agent"] == sorted([SENT, LATER])
+
+    warc = tmp_path / "since.warc.gz"  # the re-crawl alone: its User-Agent only, in the warcinfo too
+    run("export", "--format", "warc", "--since", between, "-o", str(warc), ua=OTHER)
+    records = warc_records(warc)
+    assert {http.get_header("User-Agent") for kind, _, http, _ in records if kind == "request"} == {LATER}
+    assert [v for k, v in warcinfo_fields(records) if k == "http-header-user-agent"] == [LATER]
 
     # The harvest's runs as a frontier from before migration 0013 holds them: no User-Agent recorded.
     engine = create_engine(db_url)

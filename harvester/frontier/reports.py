@@ -298,11 +298,13 @@ class Reports(Part):
         outside any run. What a WARC's warcinfo says was sent, before its records are written: per run (few rows),
         one index probe of its fetches each, never a pass over the fetch log."""
         answered = [or_(Fetch.status.between(200, 299), Fetch.status == 304)]
+        runs = []
         if since is not None:
             answered.append(Fetch.fetched_at >= since)
+            runs.append(or_(Run.finished_at.is_(None), Run.finished_at >= since))  # no probe of older runs' rows
         with self._tx(write=False) as tx:
             agents: set[str | None] = set(tx.conn.execute(
-                select(Run.user_agent).where(exists().where(Fetch.run_id == Run.id, *answered)).distinct()
+                select(Run.user_agent).where(*runs, exists().where(Fetch.run_id == Run.id, *answered)).distinct()
             ).scalars())
             if tx.conn.execute(select(exists().where(Fetch.run_id.is_(None), *answered))).scalar():
                 agents.add(None)
