@@ -60,6 +60,8 @@ def summary_markdown(result: PhaseResult, *, title: str, run_id: int, stats: dic
         lines += [f"| {state} | {count} |" for state, count in sorted(states.items())]
     if result.problems:
         lines += ["", "## Problems", ""] + [f"- {problem}" for problem in result.problems[:50]]
+        if len(result.problems) > 50:
+            lines.append(f"- ... and {len(result.problems) - 50} more in the run's record")
     return "\n".join(lines) + "\n"
 
 
@@ -132,6 +134,8 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     if cycle.problems:
         lines += ["", f"## Discovery problems ({len(cycle.problems)})", ""]
         lines += [f"- {problem}" for problem in cycle.problems[:MAX_EXAMPLES]]
+        if len(cycle.problems) > MAX_EXAMPLES:
+            lines.append(f"- ... and {len(cycle.problems) - MAX_EXAMPLES} more in the discovery run's record")
     for name in ("new", "changed", "restyled", "gone"):
         urls = changes[f"{name}_urls"][:MAX_EXAMPLES]
         if urls:

@@ -308,17 +308,18 @@ def export(
                 unreadable(damage, where)
                 return
             counts = exporter.WarcCounts()
-            exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out,
-                                 user_agent=settings.http.user_agent, filename=output.name, counts=counts)
+            # The User-Agents the harvest's runs sent, never this process's setting (an export runs anywhere).
+            agents = store.request_user_agents(since=since_utc)
+            exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out, filename=output.name,
+                                 user_agents=agents, counts=counts)
     records = counts.responses + counts.revisits + counts.requests
-    left_out = ", ".join(f"{n} {what}" for n, what in (
-        (counts.no_exchange, "without an HTTP answer"), (counts.not_stored, "whose body was not stored"),
-        (counts.error_status, "answered with an error status or redirect"),
-        (counts.unreferenced, "304s whose earlier response is not in this export"),
-    ) if n)
+    left_out = ", ".join(f"{n} {what}" for n, what in counts.left_out_parts())
     console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
                   f"{counts.revisits} revisits, {counts.requests} requests"
                   + (f"; left out fetches: {left_out}" if left_out else ""))
+    if None in agents:
+        console.print("the User-Agent of requests logged before migration 0013 was not recorded: their request "
+                      "records carry none, and the warcinfo says it is not known")
     unreadable(damage, where)
 
 

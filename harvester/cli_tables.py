@@ -61,8 +61,13 @@ def print_changes(changes: dict[str, Any]) -> None:
         console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in names),
                       soft_wrap=True)
     for label in ("new", "changed", "restyled", "gone"):
-        for url in (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]:
+        shown = (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]
+        for url in shown:
             console.print(f"  {label}: {url}", soft_wrap=True)
+        # The count is over every URL; the stored examples are capped too (cycles.EXAMPLES): say what is not listed.
+        if shown and (more := int(changes.get(label) or 0) - len(shown)) > 0:
+            console.print(f"  ... and {more} more {label} (`harvester export --format jsonl` lists every version "
+                          f"with its change)", soft_wrap=True)
 
 
 def status_of(settings: Settings) -> dict[str, Any]:
@@ -74,11 +79,18 @@ def status_of(settings: Settings) -> dict[str, Any]:
     with db_sync(FrontierStore.open, settings) as store:
         stats = db_sync(store.stats).as_dict()
         last = db_sync(store.last_run, "extract")
+        discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
             stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
                                    "started_at": str(cycle["started_at"]), **counts}
+    if discovery is not None:
+        refused = robots_refused(discovery.get("counters") or {})
+        stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
+                                  "robots_refused": sum(refused.values()), "robots_refused_by_host": refused}
+        for origin, host in (stats.get("hosts") or {}).items():
+            host["robots_refused"] = refused.get(origin, 0)
     if last is not None:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
@@ -86,6 +98,17 @@ def status_of(settings: Settings) -> dict[str, Any]:
             "status": last.get("status"), **({"error": counters["error"]} if counters.get("error") else {}),
         }
     return stats
+
+
+def robots_refused(counters: dict[str, Any]) -> dict[str, int]:
+    """Per host, the URLs a discovery run's robots.txt refused (its reports' ``rejected["disallowed"]``: each
+    sitemap entry, feed item or link once). Discovery neither stores nor fetches them, so no URL state counts them:
+    these numbers are the one place they show."""
+    refused: dict[str, int] = {}
+    for origin, report in (counters.get("reports") or {}).items():
+        if n := int(((report or {}).get("rejected") or {}).get("disallowed") or 0):
+            refused[origin] = n
+    return refused
 
 
 MAX_HOSTS_SHOWN = 25
@@ -108,6 +131,7 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
         by_state = host.get("states") or {}
         table.add_row(hosts_shown.label(origin), *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
+    print_refused(stats, most)
     cycle = stats.get("last_cycle")
     if cycle:
         console.print(f"[bold]Last cycle[/] ({cycle['kind']} {cycle['id']}, {cycle['status']}, all its attempts):")
@@ -136,6 +160,24 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
                          str(host.get("rate_per_s", 0)), *((host.get("parked_reason") or "",) if parked else ()))
         console.print(diag)
     return stats
+
+
+def print_refused(stats: dict[str, Any], most: int | None) -> None:
+    """The URLs robots.txt refused in the last discovery, per host: never fetched nor stored, so the table of
+    states above cannot show them (a URL already known that robots.txt refuses later is in state ``disallowed``)."""
+    discovery = stats.get("last_discover") or {}
+    if not discovery.get("robots_refused"):
+        return
+    by_host = discovery.get("robots_refused_by_host") or {}
+    labels = host_labels(list(by_host))
+    refused = sorted(by_host.items(), key=lambda item: (-item[1], item[0]))
+    shown = refused if most is None else refused[:most]
+    total = int(discovery["robots_refused"])
+    console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} the last discovery (run "
+                  f"{discovery['run']}) found, neither fetched nor stored; per host: "
+                  + ", ".join(f"{labels.label(origin)} {n}" for origin, n in shown)
+                  + (f" ... and {len(refused) - len(shown)} more hosts" if len(refused) > len(shown) else ""),
+                  soft_wrap=True)
 
 
 class HostLabels:

@@ -118,6 +118,9 @@ class StoredFetch:
     """(If-None-Match, If-Modified-Since) the request carried, as logged when it was sent ((None, None): an
     unconditional GET). None for a fetch logged before migration 0011: the WARC export then rebuilds them from the
     version before (``prior``, or the responses it wrote), which is wrong where a request's differed from it."""
+    user_agent: str | None = None
+    """The User-Agent the request carried: its run's (``runs.user_agent``). None when not known: a fetch of a run
+    started before migration 0013, or logged outside any run."""
 
 
 class Changes(TypedDict):

@@ -37,3 +37,16 @@ def test_a_failed_cycle_says_why_it_failed_not_that_nothing_was_due() -> None:
     page = cycle_markdown("harvest", "shop", cycle)
     assert "**Failed: no seed host answered**" in page
     assert NOTHING_DUE not in page
+
+
+def test_the_problems_a_summary_cuts_are_counted_not_dropped() -> None:
+    """The run page listed the first 20 of a cycle's discovery problems and the phase summary the first 50, with no
+    word of the rest: every cut list says how many it left out, as the CLI's does."""
+    from harvester.flows.artifacts import summary_markdown
+    from harvester.phases.results import PhaseResult
+
+    problems = [f"sitemap {i} refused" for i in range(57)]
+    page = cycle_markdown("harvest", "shop", Cycle(discover={}, extract={}, changes=changes(), problems=problems))
+    assert "- ... and 37 more" in page
+    phase = summary_markdown(PhaseResult(phase="discover", problems=problems), title="t", run_id=1, stats={})
+    assert "- ... and 7 more" in phase

@@ -47,7 +47,8 @@ def fetch(url: str, status: int | None, body: bytes | None = None, *, etag: str 
     )
 
 
-def complete(store: FrontierStore, settings: Settings, item: ClaimedUrl, result: FetchResult, now: datetime) -> None:
+def complete(store: FrontierStore, settings: Settings, item: ClaimedUrl, result: FetchResult, now: datetime,
+             run_id: int | None = None) -> None:
     extracted = extract_page(result, settings=settings) if result.ok and result.body is not None else None
     new_hash = extracted.content_hash if extracted is not None else None
     outcome = classify_outcome(item, result, new_hash, settings=settings, now=now)
@@ -57,7 +58,7 @@ def complete(store: FrontierStore, settings: Settings, item: ClaimedUrl, result:
         last_modified=result.last_modified, content_hash=outcome.content_hash, changed=outcome.changed,
         next_fetch_at=now, revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error,
         page=extracted.page if extracted is not None and outcome.store_page else None, bytes_read=result.bytes_read,
-    ))
+    ), run_id=run_id)
 
 
 def claim_all(store: FrontierStore, now: datetime) -> dict[str, ClaimedUrl]:
@@ -66,21 +67,23 @@ def claim_all(store: FrontierStore, now: datetime) -> dict[str, ClaimedUrl]:
 
 @pytest.fixture
 def harvested(db_url):
-    """Two days of a tiny harvest: day 1 four URLs (two pages, a 404, a timeout), day 2 a 304, a changed page."""
+    """Two days of a tiny harvest: day 1 four URLs (two pages, a 404, a timeout), day 2 a 304, a changed page; every
+    fetch in a run that sent ``UA``."""
     settings = Settings(database_url=db_url)
     store = FrontierStore.open(settings, upgrade=True)
     urls = [f"{ORIGIN}/p/{name}" for name in ("a", "b", "gone", "slow")]
     store.add_discovered([DiscoveredUrl(url=u, kind=UrlKind.DETAIL, source="seed") for u in urls], now=DAY1)
+    run = store.start_run("extract", user_agent=UA)
     day1 = claim_all(store, DAY1)
     assert set(day1) == set(urls)
-    complete(store, settings, day1[urls[0]], fetch(urls[0], 200, html("Alpha", "first"), etag='"a1"'), DAY1)
-    complete(store, settings, day1[urls[1]], fetch(urls[1], 200, html("Beta", "first"), etag='"b1"'), DAY1)
-    complete(store, settings, day1[urls[2]], fetch(urls[2], 404, error_class=ErrorClass.HTTP_4XX), DAY1)
-    complete(store, settings, day1[urls[3]], fetch(urls[3], None, error_class=ErrorClass.TIMEOUT), DAY1)
+    complete(store, settings, day1[urls[0]], fetch(urls[0], 200, html("Alpha", "first"), etag='"a1"'), DAY1, run)
+    complete(store, settings, day1[urls[1]], fetch(urls[1], 200, html("Beta", "first"), etag='"b1"'), DAY1, run)
+    complete(store, settings, day1[urls[2]], fetch(urls[2], 404, error_class=ErrorClass.HTTP_4XX), DAY1, run)
+    complete(store, settings, day1[urls[3]], fetch(urls[3], None, error_class=ErrorClass.TIMEOUT), DAY1, run)
     day2 = claim_all(store, DAY2)
     assert {urls[0], urls[1]} <= set(day2)
-    complete(store, settings, day2[urls[0]], fetch(urls[0], 304, etag='"a1"'), DAY2)
-    complete(store, settings, day2[urls[1]], fetch(urls[1], 200, html("Beta", "second"), etag='"b2"'), DAY2)
+    complete(store, settings, day2[urls[0]], fetch(urls[0], 304, etag='"a1"'), DAY2, run)
+    complete(store, settings, day2[urls[1]], fetch(urls[1], 200, html("Beta", "second"), etag='"b2"'), DAY2, run)
     try:
         yield store, urls
     finally:
@@ -133,7 +136,7 @@ def test_warc_has_one_record_per_stored_exchange_with_bodies_intact(harvested):
     assert len(fetches) == 6
     out = io.BytesIO()
     counts = WarcCounts()
-    archived = export_warc(store.iter_fetches(), out, user_agent=UA, filename="day2.warc.gz", counts=counts)
+    archived = export_warc(store.iter_fetches(), out, filename="day2.warc.gz", counts=counts)
     records = read_warc(out.getvalue())
     assert out.getvalue()[:2] == b"\x1f\x8b"  # gzip members
     assert records[0][0] == "warcinfo"
@@ -167,7 +170,7 @@ def test_warc_has_one_record_per_stored_exchange_with_bodies_intact(harvested):
 def test_warc_revisit_refers_to_the_earlier_response_and_request_is_conditional(harvested):
     store, urls = harvested
     out = io.BytesIO()
-    export_warc(store.iter_fetches(), out, user_agent=UA, filename="t.warc.gz")
+    export_warc(store.iter_fetches(), out, filename="t.warc.gz")
     records = read_warc(out.getvalue())
     first = next(r for r in records if r[0] == "response" and r[1]["WARC-Target-URI"] == urls[0])
     revisit = next(r for r in records if r[0] == "revisit")
@@ -210,7 +213,7 @@ def test_warc_streams_from_a_generator_with_bounded_state():
                               outcome="not_modified", bytes=0, error_class=None, run_id=None, page=None)
 
     out = io.BytesIO()
-    assert export_warc(many(), out, user_agent=UA, filename="many.warc.gz", refer_cache=10) == 600
+    assert export_warc(many(), out, filename="many.warc.gz", refer_cache=10) == 600
     revisits = [r for r in read_warc(out.getvalue()) if r[0] == "revisit"]
     assert len(revisits) == 300
     assert all(r[1]["WARC-Refers-To-Target-URI"] for r in revisits)
@@ -252,8 +255,9 @@ def test_the_robots_directives_a_page_gave_us_are_stored_and_exported(db_url, me
 
 
 def test_latest_exports_the_current_version_of_each_live_page(db_url):
-    """Every stored version by default, each with the URL's state now; ``latest``: the newest version of each
-    URL, and nothing of one since found gone or moved (its page lives at the new address)."""
+    """Every stored version by default, each with the URL's state now (``moved`` for one whose last answer was a
+    permanent redirect); ``latest``: the newest version of each URL, and nothing of one since found gone or moved
+    (its page lives at the new address)."""
     settings = Settings(database_url=db_url)
     urls = [f"{ORIGIN}/p/{name}" for name in ("kept", "changed", "removed", "moving")]
     with FrontierStore.open(settings, upgrade=True) as store:
@@ -274,5 +278,5 @@ def test_latest_exports_the_current_version_of_each_live_page(db_url):
     every_lines = [json.loads(line) for line in every.getvalue().splitlines()]
     latest_lines = [json.loads(line) for line in latest.getvalue().splitlines()]
     assert [(line["url"], line["state"]) for line in every_lines] == [
-        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[3], "done"), (urls[1], "done")]
+        (urls[0], "done"), (urls[1], "done"), (urls[2], "gone"), (urls[3], "moved"), (urls[1], "done")]
     assert [(line["url"], line["etag"]) for line in latest_lines] == [(urls[0], '"1"'), (urls[1], '"2"')]

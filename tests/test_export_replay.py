@@ -161,7 +161,7 @@ def test_a_repeated_payload_replays_from_the_response_it_refers_to(tmp_path, pyw
     warc = tmp_path / "repeat.warc.gz"
     with warc.open("wb") as out:
         export_warc([fetch(A, 0, 200, page(A, 0, same, '"1"')), fetch(A, 1, 200, page(A, 1, same, '"1b"')),
-                     fetch(A, 2, 200, page(A, 2, new, '"2"'))], out, user_agent="t", filename=warc.name)
+                     fetch(A, 2, 200, page(A, 2, new, '"2"'))], out, filename=warc.name)
     with warc.open("rb") as stream:
         profiles = [r.rec_headers.get_header("WARC-Profile") for r in ArchiveIterator(stream)
                     if r.rec_type == "revisit"]

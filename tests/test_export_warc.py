@@ -33,7 +33,7 @@ def fetch(url: str, day: int, status: int | None, stored: StoredPage | None = No
 
 def write(fetches) -> tuple[list, WarcCounts]:
     out, counts = io.BytesIO(), WarcCounts()
-    export_warc(fetches, out, user_agent=UA, filename="unit.warc.gz", counts=counts)
+    export_warc(fetches, out, filename="unit.warc.gz", counts=counts)
     records = []
     for r in ArchiveIterator(io.BytesIO(out.getvalue())):
         head = r.http_headers.to_bytes() if r.http_headers else b""

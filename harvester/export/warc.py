@@ -12,7 +12,7 @@ import io
 import logging
 from base64 import b32encode
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from http import HTTPStatus
@@ -56,31 +56,43 @@ class _Written:
 class WarcCounts:
     """What ``export_warc`` wrote, by kind, and the fetches it left out, by reason.
 
-    ``no_exchange``: no HTTP answer (network failure, nothing sent). ``not_stored``: a 2xx whose body the store did
-    not keep (nothing truthful to write). ``error_status``: a 3xx/4xx/5xx (the store keeps its status, not its
-    bytes), or a 304 to a request that had no validator to send. ``unreferenced``: a 304 whose earlier response is
-    neither in this file nor named by the store.
+    ``no_exchange``: a request sent that got no HTTP answer (timeout, refused connection, broken HTTP).
+    ``unsent``: a URL completed without a request (a page skipped on its sitemap's trusted lastmod, robots.txt
+    refusing it, its host parked, the address policy): nothing was exchanged, nothing failed.
+    ``not_stored``: a 2xx whose body the store did not keep (nothing truthful to write). ``error_status``: a
+    3xx/4xx/5xx (the store keeps its status, not its bytes), or a 304 to a request that had no validator to send.
+    ``unreferenced``: a 304 whose earlier response is neither in this file nor named by the store.
     """
 
     responses: int = 0
     revisits: int = 0
     requests: int = 0
     no_exchange: int = 0
+    unsent: int = 0
     not_stored: int = 0
     error_status: int = 0
     unreferenced: int = 0
 
     @property
     def left_out(self) -> int:
-        return self.no_exchange + self.not_stored + self.error_status + self.unreferenced
+        return self.no_exchange + self.unsent + self.not_stored + self.error_status + self.unreferenced
+
+    def left_out_parts(self) -> list[tuple[int, str]]:
+        """(count, what) of each class of fetches left out that has any: one wording for the CLI and the log."""
+        return [(n, what) for n, what in (
+            (self.no_exchange, "failed without an HTTP answer"), (self.unsent, "never sent (no request)"),
+            (self.not_stored, "whose body was not stored"),
+            (self.error_status, "answered with an error status or redirect"),
+            (self.unreferenced, "304s whose earlier response is not in this export"),
+        ) if n]
 
 
 def export_warc(
     fetches: Iterable[StoredFetch],
     out: IO[bytes],
     *,
-    user_agent: str,
     filename: str,
+    user_agents: Collection[str | None] = (),
     refer_cache: int = DEFAULT_REFER_CACHE,
     counts: WarcCounts | None = None,
 ) -> int:
@@ -90,17 +102,14 @@ def export_warc(
     keeps, the body as stored: decoded), or an ``identical-payload-digest`` revisit when an earlier response of the
     same URL in this file has the same payload digest; a 304 is a ``server-not-modified`` revisit of the URL's
     earlier response (in this file, or the version the store names). Each is followed by its ``request`` record
-    (WARC-Concurrent-To). Everything else is left out and counted in ``counts`` (see ``WarcCounts``).
+    (WARC-Concurrent-To), with the User-Agent the fetch's run sent (``StoredFetch.user_agent``; none where it was
+    not recorded). Everything else is left out and counted in ``counts`` (see ``WarcCounts``). ``user_agents``: the
+    User-Agents of the requests to be written (``FrontierStore.request_user_agents``), None for those not recorded:
+    the warcinfo names each, and says when some are unknown. Never this process's setting: the export may run
+    anywhere, long after the requests went out.
     """
     writer = WARCWriter(out, gzip=True, warc_version="1.1")
-    writer.write_record(writer.create_warcinfo_record(filename, {
-        "software": f"harvester/{__version__} (warcio)",
-        "format": "WARC File Format 1.1",
-        "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
-        "http-header-user-agent": user_agent,
-        "description": "HTML pages the harvester stored, as fetched (bodies decoded); discovery documents "
-                       "(robots.txt, sitemaps, feeds) and fetches whose bytes were not kept are not recorded.",
-    }))
+    writer.write_record(_warcinfo(writer, filename, user_agents))
     counts = counts if counts is not None else WarcCounts()
     latest: OrderedDict[str, _Written] = OrderedDict()  # url -> its newest response here
     by_digest: OrderedDict[tuple[str, str], _Written] = OrderedDict()  # (url, payload digest) -> first response
@@ -113,14 +122,33 @@ def export_warc(
         writer.write_record(record)
         if record.rec_type == "response":
             _remember(fetch, record, latest, by_digest, refer_cache)
-        writer.write_record(_request(writer, record, user_agent, before, fetch))
+        writer.write_record(_request(writer, record, before, fetch))
         counts.requests += 1
         archived += 1
-    logger.info("WARC export %s: %d responses, %d revisits, %d requests; left out %d fetches (%d without an HTTP "
-                "answer, %d bodies not stored, %d error statuses, %d 304s without an earlier response)", filename,
-                counts.responses, counts.revisits, counts.requests, counts.left_out, counts.no_exchange,
-                counts.not_stored, counts.error_status, counts.unreferenced)
+    left_out = ", ".join(f"{n} {what}" for n, what in counts.left_out_parts())
+    logger.info("WARC export %s: %d responses, %d revisits, %d requests; left out %d fetches%s", filename,
+                counts.responses, counts.revisits, counts.requests, counts.left_out,
+                f" ({left_out})" if left_out else "")
     return archived
+
+
+def _warcinfo(writer: WARCWriter, filename: str, user_agents: Collection[str | None]) -> Any:
+    """The file's warcinfo (application/warc-fields): one ``http-header-user-agent`` per User-Agent its requests
+    carried (a field may repeat; a file spanning a change of setting names both), and, when some requests' was not
+    recorded (runs before migration 0013), a ``description`` saying so rather than a guess."""
+    fields = [("software", f"harvester/{__version__} (warcio)"), ("format", "WARC File Format 1.1"),
+              ("conformsTo", "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/")]
+    fields += [("http-header-user-agent", agent) for agent in sorted(a for a in user_agents if a)]
+    description = ("HTML pages the harvester stored, as fetched (bodies decoded); discovery documents (robots.txt, "
+                   "sitemaps, feeds) and fetches whose bytes were not kept are not recorded.")
+    if None in user_agents:
+        description += (" Some requests were logged before the harvester recorded the User-Agent it sent (migration "
+                        "0013): it is not known, and their request records carry no User-Agent header.")
+    fields.append(("description", description))
+    block = "".join(f"{name}: {value}\r\n" for name, value in fields).encode("utf-8")
+    return writer.create_warc_record("", "warcinfo", payload=io.BytesIO(block), length=len(block),
+                                     warc_content_type="application/warc-fields",
+                                     warc_headers_dict={"WARC-Filename": filename})
 
 
 def _answer(
@@ -130,7 +158,10 @@ def _answer(
     """The response or revisit record of one fetch, or None (counted) when it has no truthful record."""
     status, page = fetch.status, fetch.page
     if status is None:
-        counts.no_exchange += 1
+        if fetch.outcome == "unsent":
+            counts.unsent += 1
+        else:
+            counts.no_exchange += 1
         return None
     date = _warc_date(fetch.fetched_at)
     if status == 304:
@@ -204,15 +235,16 @@ def _revisit(
     return writer.create_warc_record(target, "revisit", http_headers=http_headers, warc_headers_dict=warc_headers)
 
 
-def _request(writer: WARCWriter, answer: Any, user_agent: str, before: _Written | None, fetch: StoredFetch) -> Any:
-    """The GET that got ``answer``: the harvester's User-Agent and the validators the request carried, as the fetch
-    log recorded them when it went out; for a fetch logged before they were (migration 0011), the validators of the
-    URL's version before, which were the ones sent unless the request went without them or with newer ones."""
+def _request(writer: WARCWriter, answer: Any, before: _Written | None, fetch: StoredFetch) -> Any:
+    """The GET that got ``answer``: the User-Agent its run sent (none when not recorded: before migration 0013)
+    and the validators the request carried, as the fetch log recorded them when it went out; for a fetch logged
+    before they were (migration 0011), the validators of the URL's version before, which were the ones sent unless
+    the request went without them or with newer ones."""
     target = answer.rec_headers.get_header("WARC-Target-URI")
     parts = urlsplit(target)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    headers = [("Host", parts.netloc), ("User-Agent", user_agent), ("Accept-Encoding", ACCEPT_ENCODING),
-               ("Accept", ACCEPT)]
+    headers = [("Host", parts.netloc), *((("User-Agent", fetch.user_agent),) if fetch.user_agent else ()),
+               ("Accept-Encoding", ACCEPT_ENCODING), ("Accept", ACCEPT)]
     sent = fetch.sent if fetch.sent is not None else _rebuilt(before, fetch)
     headers += [(n, v) for n, v in zip(("If-None-Match", "If-Modified-Since"), sent, strict=True) if v]
     return writer.create_warc_record(

@@ -354,6 +354,10 @@ class Run(Base):
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     owner: Mapped[str | None] = mapped_column(String(200))
     cycle_id: Mapped[int | None] = mapped_column(ForeignKey("cycles.id"))
+    user_agent: Mapped[str | None] = mapped_column(Text)
+    """The User-Agent every request of this run carried (one client per run): what the WARC's request records and
+    warcinfo say was sent, whatever the exporting process is configured with. NULL for a run started before 0013,
+    whose User-Agent nobody recorded."""
 
 
 class Fetch(Base):

@@ -21,6 +21,7 @@ from harvester.frontier.models import (
     Host,
     Lease,
     Page,
+    Run,
     Url,
 )
 from harvester.frontier.rows import stored_page
@@ -78,9 +79,26 @@ _NOT_CURRENT = tuple(s.value for s in (UrlState.GONE, UrlState.DUPLICATE, UrlSta
 """URL states whose stored pages a snapshot (``iter_pages(latest=True)``) leaves out."""
 
 
+_MOVED = "moved"
+"""The state an export gives a URL whose last answer was a permanent redirect: its page lives at the target's
+address (the frontier keeps such a URL ``done``, its ``last_status`` saying 301/308)."""
+
+
+def _state_now() -> Any:
+    """The URL's state as the exports tell it, by the rule ``iter_pages(latest=True)`` leaves URLs out with: a URL
+    whose last answer was a permanent redirect is ``moved``, one whose last answer was 404/410 (queued for a recheck,
+    docs/operations.md §4b) is ``gone``; the final states (gone, duplicate, disallowed, skipped) are kept."""
+    live = Url.state.not_in(_NOT_CURRENT)
+    return case(
+        (and_(live, Url.last_status.in_(sorted(PERMANENT_REDIRECTS))), _MOVED),
+        (and_(live, Url.last_status.in_((404, 410))), UrlState.GONE.value),
+        else_=Url.state,
+    )
+
+
 def _pages_query() -> Select[Any]:
     return (
-        select(Page.__table__, FULL_URL, Url.state.label("url_state"), Url.kind.label("url_kind"),
+        select(Page.__table__, FULL_URL, _state_now().label("url_state"), Url.kind.label("url_kind"),
                Body.digest, Body.body.label("stored_body"))
         .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id).join(Body, Body.id == Page.body_id)
     )
@@ -233,9 +251,10 @@ class Reports(Part):
         def read(conn: Connection, after: int, upto: int | None, limit: int | None,
                  ids: Sequence[int] | None) -> list[Any]:
             query = (
-                select(Fetch.__table__, FULL_URL, page_of).join(Url, Url.id == Fetch.url_id)
-                .join(Host, Host.id == Url.host_id).where(Fetch.id > after if ids is None else Fetch.id.in_(ids))
-                .order_by(Fetch.id)
+                select(Fetch.__table__, FULL_URL, page_of, Run.user_agent.label("sent_user_agent"))
+                .join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+                .outerjoin(Run, Run.id == Fetch.run_id)
+                .where(Fetch.id > after if ids is None else Fetch.id.in_(ids)).order_by(Fetch.id)
             )
             if upto is not None:
                 query = query.where(Fetch.id <= upto)
@@ -268,9 +287,28 @@ class Reports(Part):
                     prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
                            and r.change != "same" else None),
                     sent=(r.if_none_match, r.if_modified_since) if r.conditional is not None else None,
+                    user_agent=r.sent_user_agent,
                 )
             pages.clear()
             priors.clear()
+
+    def request_user_agents(self, *, since: datetime | None = None) -> set[str | None]:
+        """The User-Agents that requests answered 2xx or 304 (at or after ``since``) carried: their runs'
+        (``runs.user_agent``), None for a run that recorded none (started before migration 0013) or a fetch logged
+        outside any run. What a WARC's warcinfo says was sent, before its records are written: per run (few rows),
+        one index probe of its fetches each, never a pass over the fetch log."""
+        answered = [or_(Fetch.status.between(200, 299), Fetch.status == 304)]
+        runs = []
+        if since is not None:
+            answered.append(Fetch.fetched_at >= since)
+            runs.append(or_(Run.finished_at.is_(None), Run.finished_at >= since))  # no probe of older runs' rows
+        with self._tx(write=False) as tx:
+            agents: set[str | None] = set(tx.conn.execute(
+                select(Run.user_agent).where(*runs, exists().where(Fetch.run_id == Run.id, *answered)).distinct()
+            ).scalars())
+            if tx.conn.execute(select(exists().where(Fetch.run_id.is_(None), *answered))).scalar():
+                agents.add(None)
+        return agents
 
     def url_states(self) -> dict[str, tuple[str, str | None]]:
         """url -> (state, content_hash) for every URL: for tests and crash checks, not for big frontiers."""

@@ -29,10 +29,12 @@ class Runs(Part):
         super().__init__(db)
         self._cycles = cycles
 
-    def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None) -> int:
+    def start_run(self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None,
+                  user_agent: str | None = None) -> int:
         """A new run of ``phase``, in the cycle open for ``profile`` (``Cycles.open_cycle``) if any. An
         extraction with no cycle open (``harvester extract`` on its own) opens one of its own (kind ``extract``,
-        closed by ``finish_run``): the first versions it stores are new in a cycle, once, like any other's."""
+        closed by ``finish_run``): the first versions it stores are new in a cycle, once, like any other's.
+        ``user_agent``: the one its requests carry, for the WARC export (None: not known)."""
         now = utcnow()
         with self._tx() as tx:
             cycle_id = self._cycles.open_cycle(tx.conn, profile)
@@ -43,26 +45,28 @@ class Runs(Part):
                 ).scalar_one())
             row = tx.conn.execute(
                 insert(Run).values(phase=phase, started_at=now, status="running", profile=profile,
-                                   owner=owner, cycle_id=cycle_id).returning(Run.id)
+                                   owner=owner, cycle_id=cycle_id, user_agent=user_agent).returning(Run.id)
             ).one()
         return int(row[0])
 
     def resume_or_start_run(
-        self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None
+        self, phase: str, *, profile: dict[str, Any] | None = None, owner: str | None = None,
+        user_agent: str | None = None,
     ) -> int:
-        """The newest unfinished run of ``phase`` with the same profile in the same cycle (a crashed one,
-        resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
-        fetches are that cycle's."""
+        """The newest unfinished run of ``phase`` with the same profile and User-Agent in the same cycle (a crashed
+        one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
+        fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun):
+        a run's requests all carry its own, as the WARC export says."""
         with self._tx(write=False) as tx:
             cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
-                select(Run.id, Run.profile, Run.cycle_id).where(Run.phase == phase, Run.status == "running")
-                .order_by(Run.id.desc()).limit(20)
+                select(Run.id, Run.profile, Run.cycle_id, Run.user_agent)
+                .where(Run.phase == phase, Run.status == "running").order_by(Run.id.desc()).limit(20)
             ).all()
-        for run_id, stored, cycle_id in rows:
-            if stored == profile and cycle_id == cycle:
+        for run_id, stored, cycle_id, sent in rows:
+            if stored == profile and cycle_id == cycle and sent == user_agent:
                 return int(run_id)
-        return self.start_run(phase, profile=profile, owner=owner)
+        return self.start_run(phase, profile=profile, owner=owner, user_agent=user_agent)
 
     def run_started_at(self, run_id: int) -> datetime | None:
         with self._tx(write=False) as tx:

@@ -124,6 +124,7 @@ class FrontierStore:
         self.stats = reports.stats
         self.iter_pages = reports.iter_pages
         self.iter_fetches = reports.iter_fetches
+        self.request_user_agents = reports.request_user_agents
         self.url_states = reports.url_states
         self.url_info = reports.url_info
 

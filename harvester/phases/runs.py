@@ -56,16 +56,19 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
 
 
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
-    """The run this phase belongs to: an unfinished run of the same phase and profile is resumed. An extraction
-    first queues the profile's failed URLs and duplicates whose recheck time has come
-    (``FrontierStore.requeue_rechecks``): no URL is done with for good while the site may still serve it."""
+    """The run this phase belongs to: an unfinished run of the same phase, profile and User-Agent is resumed. It
+    records the User-Agent its client sends (``polite_client``: the profile's, else the settings'), which the WARC
+    export writes into the run's request records. An extraction first queues the profile's failed URLs and
+    duplicates whose recheck time has come (``FrontierStore.requeue_rechecks``): no URL is done with for good while
+    the site may still serve it."""
     async with open_store(settings) as store:
         if phase == "extract":
             requeued = await db(store.requeue_rechecks, site_hosts(settings, profile))
             if requeued:
                 logger.info("%d failed or duplicate URLs due again", requeued)
         return await db(
-            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase)
+            store.resume_or_start_run, phase, profile=profile.model_dump(mode="json"), owner=make_owner(phase),
+            user_agent=profile.user_agent or settings.http.user_agent,
         )
 
 
