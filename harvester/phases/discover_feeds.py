@@ -191,11 +191,18 @@ class FeedReader:
             await task
             self.read_beside()  # queued after that reader's last look
 
-    async def stop(self) -> None:
-        """End the reader beside the listing crawl (the crawl failed or is being stopped)."""
-        if self._beside is not None:
-            self._beside.cancel()
-            await asyncio.gather(self._beside, return_exceptions=True)
+    async def stop(self, *, cancel: bool) -> None:
+        """End the reader beside the listing crawl, which failed (``cancel``) or met the process's stop
+        (``runtime.request_stop``). On a stop the reader is not cancelled: it sends no request any more (each meets
+        ``check_stop`` first), but a document it holds (answered, being parsed or written) or has on the wire is
+        recorded, so the rerun does not ask it again (cancelled, its answer was lost with it). A cancel meanwhile
+        (the stop's grace spent) cancels it."""
+        task = self._beside
+        if task is None:
+            return
+        if cancel:
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)  # cancelled itself, it cancels the reader too
 
     async def _feed(self, url: str) -> None:
         """A feed head, then its older documents (RFC 5005) while they may hold entries not seen before.

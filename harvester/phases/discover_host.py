@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from harvester.errors import Interrupted
 from harvester.fetch.workers import turn_ended
 from harvester.phases.discover_feeds import FeedQueue, FeedReader
 from harvester.phases.discover_listings import ListingCrawl
@@ -29,7 +30,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import db, retire_owner, utcnow
+from harvester.runtime import check_stop, db, retire_owner, utcnow
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -50,13 +51,18 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
     sets of what it read and found) and an open pool in ``client``. Each is made by ``make`` when its turn comes,
     handed to ``finished`` once its discovery returned (its politeness state saved: the caller may hand it over to
     extraction), then dropped, its pool closed in the background (``PoliteClient.retire``: recreated on demand, its
-    gate kept). The first failure propagates at once, as from ``asyncio.gather``.
+    gate kept). The first failure propagates at once, as from ``asyncio.gather``; but the process's stop
+    (``Interrupted``, met by one host at its next request) propagates once every host being discovered has
+    stopped too: each sends no request any more, but records what it read and what it has on the wire, so the
+    rerun asks none of it again (left running, they were cancelled with the run's event loop, their answers
+    lost). No host starts after the stop.
     """
     pending = iter(origins)
     closing: set[asyncio.Task[None]] = set()
 
     async def worker() -> None:
         for origin in pending:  # one shared iterator: each origin is taken by exactly one worker
+            check_stop()
             item = make(origin)
             try:
                 await item.run()
@@ -66,8 +72,19 @@ async def discover_hosts(client: PoliteClient, origins: Sequence[str], make: Cal
             for home in item.homes():
                 turn_ended(client, home, closing)
 
+    workers = [asyncio.create_task(worker(), name="discover hosts")
+               for _ in range(max(1, min(at_once, len(origins))))]
     try:
-        await asyncio.gather(*(worker() for _ in range(max(1, min(at_once, len(origins))))))
+        await asyncio.gather(*workers)
+    except Interrupted:
+        left = sum(1 for task in workers if not task.done())
+        if left:
+            logger.info("stopping: waiting for %d more hosts to record what they read", left)
+        ended = await asyncio.gather(*workers, return_exceptions=True)  # cancelled, it cancels them too
+        for failed in ended:
+            if isinstance(failed, Exception):
+                logger.warning("a host failed as discovery stopped: %s", failed, extra={"error_class": "internal"})
+        raise
     finally:
         if closing:
             await asyncio.gather(*closing, return_exceptions=True)
@@ -112,6 +129,9 @@ class HostDiscovery:
         host = self.host
         try:
             await self._run()
+        except Interrupted:
+            await self.sitemaps.record_asked()  # asked beside the seed: an answer in is recorded
+            raise
         finally:
             await self.sitemaps.drop_asked(cancel=True)  # asked beside the seed, never walked (a failure between)
             await host.urls.aclose()
@@ -177,8 +197,11 @@ class HostDiscovery:
             self.listed(host.homes())
         try:
             await self.listings.crawl()  # the feeds found so far read beside it (``FeedReader.read_beside``)
+        except Interrupted:
+            await self.reader.stop(cancel=False)  # what it read is recorded; it stops at its next request
+            raise
         except BaseException:
-            await self.reader.stop()
+            await self.reader.stop(cancel=True)
             raise
         await self.reader.caught_up()
         if profile.use_feeds:

@@ -4,6 +4,7 @@ resumably, their entries admitted and written in batches."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections import deque
@@ -14,7 +15,7 @@ from typing import Any
 
 from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
 from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
-from harvester.errors import ContentRejected, NotASitemap
+from harvester.errors import ContentRejected, Interrupted, NotASitemap
 from harvester.phases.discover_context import ANY_MEDIA_TYPE, HostContext
 from harvester.phases.discover_feeds import FeedQueue
 from harvester.records import (
@@ -30,7 +31,7 @@ from harvester.records import (
 )
 from harvester.rules import revisit, revisit_documents
 from harvester.rules.revisit_documents import unreadable_count
-from harvester.runtime import aware, db, settle, utcnow
+from harvester.runtime import aware, check_stop, db, settle, utcnow
 from harvester.store_results import AddResult
 
 logger = logging.getLogger(__name__)
@@ -69,6 +70,8 @@ class SitemapWalk:
         """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
         self._asked: dict[str, asyncio.Task[tuple[DocumentState | None, FetchResult | None]]] = {}
         """Sitemaps asked ahead of the walk (``_ask_sitemap``): taken when it reaches them."""
+        self._asked_as: dict[str, tuple[bool, datetime | None]] = {}
+        """How each sitemap asked ahead is read (probed, its lastmod in its index), should a stop read it."""
         self._reached: set[str] = set()
         """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
 
@@ -91,15 +94,37 @@ class SitemapWalk:
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
         if url not in self._asked:
             self._asked[url] = asyncio.ensure_future(self._sitemap_answer(url, probing, dated))
+            self._asked_as[url] = (probing, dated)
 
     async def walk(self) -> None:
         """Walk the host's sitemaps (robots.txt's and the seeds', else the known paths)."""
         try:
             await self._walk_named_sitemaps()
+        except Interrupted:
+            await self.record_asked()
+            raise
         except BaseException:
             await self.drop_asked(cancel=True)
             raise
         await self.drop_asked(cancel=False)
+
+    async def record_asked(self) -> None:
+        """The process is stopping (``runtime.request_stop``): the sitemaps asked ahead send no request any more
+        (each meets ``check_stop`` first), but those on the wire end, and every answer in is read and recorded as
+        the walk would (its validators, its URLs), so the rerun does not ask it again. An index's children are left
+        to the rerun, which finds them in the index's record. A cancel meanwhile (the stop's grace spent) cancels
+        the rest."""
+        asked = list(self._asked.items())
+        try:
+            await asyncio.gather(*(task for _, task in asked), return_exceptions=True)
+            for url, task in asked:
+                if task.cancelled() or task.exception() is not None:
+                    continue
+                probing, dated = self._asked_as.get(url, (False, None))
+                with contextlib.suppress(Interrupted):  # it needed a request more (asked before the site moved)
+                    await self._sitemap(url, probing, dated)
+        finally:
+            await self.drop_asked(cancel=True)
 
     async def drop_asked(self, *, cancel: bool) -> None:
         """End what was asked and never walked to: no task outlives the host. Cancelled only when the walk failed
@@ -107,6 +132,7 @@ class SitemapWalk:
         answering it (``_Ahead.drop``)."""
         tasks: list[asyncio.Task[Any]] = list(self._asked.values())
         self._asked.clear()
+        self._asked_as.clear()
         await settle(tasks, cancel=cancel)
 
     async def _walk_named_sitemaps(self) -> None:
@@ -193,6 +219,7 @@ class SitemapWalk:
         (known children, undated, when it is unchanged), or None when it could not be read. ``dated``: this
         file's lastmod in its parent index."""
         asked = self._asked.pop(url, None)
+        self._asked_as.pop(url, None)
         known, result = await (asked if asked is not None else self._sitemap_answer(url, probing, dated))
         if asked is not None and self.host.moved is not None and result is not None and (
                 result.error_class is ErrorClass.OUT_OF_SCOPE):
@@ -348,6 +375,7 @@ class SitemapWalk:
 
         for attempt in range(politeness.max_attempts if retry else 1):
             if attempt:
+                check_stop()  # a stopped process sends no request: no wait for one either
                 self.host.counters["sitemap_retries"] += 1
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.host.client.fetch(
