@@ -20,6 +20,7 @@ from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
 from harvester.frontier.models import (
     HOOK_FAILED_ROWS,
+    RECHECK_ROWS,
     Fetch,
     Host,
     Page,
@@ -364,12 +365,12 @@ class Outcomes(Part):
         if not origins:
             return 0
         now = aware(now) or utcnow()
+        d = self._d
         with self._tx() as tx:
-            host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
-            ids = [int(i) for i in tx.conn.execute(
-                select(Url.id).where(
-                    Url.host_id.in_(host_ids), Url.state.in_([UrlState.FAILED.value, UrlState.DUPLICATE.value]),
-                    Url.next_fetch_at <= now)
+            where, params = d.any_of("h.origin", list(origins))
+            ids = [int(i) for i in tx.conn.exec_driver_sql(  # the partial index's WHERE as it is written there
+                f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE {where} AND u.{RECHECK_ROWS}"
+                f" AND u.next_fetch_at <= {d.p}", (*params, d.ts(now)),
             ).scalars()]
             return self._enqueue(tx.conn, ids, now)
 
