@@ -312,7 +312,8 @@ class _HostRun:
 async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: int,
                     on_progress: Callable[[dict[str, HostDiagnostics]], None] | None = None,
                     holds: Callable[[str], bool] | None = None,
-                    ended: Callable[[str], Awaitable[None]] | None = None) -> EngineStats:
+                    ended: Callable[[str], Awaitable[None]] | None = None,
+                    offered: Callable[[], Awaitable[None]] | None = None) -> EngineStats:
     """Fetch every host's work through its own queue and workers, at most ``max_active_hosts`` at once.
 
     Hosts are served in the order ``work.hosts()`` gives; a host that runs out of work, is parked or loses its
@@ -322,7 +323,9 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     ``holds(host)`` is asked before each request (``PoliteClient.fetch``'s ``hold``): False (the lease lapsed), or
     ``HandedBack`` raised (the caller gives the host up on purpose), stops the host's turn at once, its unsent jobs
     in ``EngineStats.unsent``. ``ended(host)`` is awaited when a host's turn is over,
-    none of its requests out (the caller may hand the host to another worker then, not before).
+    none of its requests out (the caller may hand the host to another worker then, not before). ``offered()``
+    returns when ``work.hosts()`` may offer a host it did not at its last look (discovery handed one over): while
+    there is room, it is looked at once, not at the next poll.
     """
     stats = EngineStats()
     started = time.monotonic()
@@ -331,7 +334,7 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     try:
         async with task_group() as tasks:
             progress = tasks.create_task(_progress(client, on_progress)) if on_progress is not None else None
-            await _serve_hosts(client, work, tasks, max_active_hosts, stats, served, closing, holds, ended)
+            await _serve_hosts(client, work, tasks, max_active_hosts, stats, served, closing, holds, ended, offered)
             if progress is not None:
                 progress.cancel()
     finally:
@@ -349,7 +352,8 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
 async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.TaskGroup, max_active_hosts: int,
                        stats: EngineStats, ever: set[str], closing: set[asyncio.Task[None]],
                        holds: Callable[[str], bool] | None = None,
-                       ended: Callable[[str], Awaitable[None]] | None = None) -> None:
+                       ended: Callable[[str], Awaitable[None]] | None = None,
+                       offered: Callable[[], Awaitable[None]] | None = None) -> None:
     """Start hosts' turns (in ``tasks``) as slots free up, until no host is left with work; retire each, its
     pool closing in the background (``closing``)."""
     pending: deque[str] = deque()
@@ -358,47 +362,61 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
     finished: set[str] = set()
     polling = False
     looked = time.monotonic()
-    while True:
-        while len(active) < max_active_hosts and not stop_requested():
-            if not pending:
-                try:
-                    pending.extend(h for h in await work.hosts() if h not in served)
-                except StoreError as exc:
-                    if not polling:
-                        raise
-                    # Only a look for more: the hosts being served go on, and the next look asks again. (A fault
-                    # that lasts fails their own writes, which wait it out first.)
-                    logger.warning("looking for more hosts: %s", exc, extra={"error_class": "storage"})
+    waking: asyncio.Future[None] | None = None
+    """``offered()``, awaited while there is room: a host handed over starts at once, not at the next poll (on a
+    slow host, the poll's half second left its slots idle for two and a half waves, issue 31)."""
+    try:
+        while True:
+            while len(active) < max_active_hosts and not stop_requested():
                 if not pending:
-                    break
-            host = pending.popleft()
-            if host in served:
-                continue
-            served.add(host)
-            ever.add(host)
-            stats.hosts_served += 1
-            run = _HostRun(client, work, host, stats, None if holds is None else functools.partial(holds, host))
-            active[tasks.create_task(run.run(), name=f"host {host}")] = host
-        if not active:
-            break
-        room = len(active) < max_active_hosts and not stop_requested()
-        done, _ = await asyncio.wait(active, timeout=HOSTS_POLL_S if room else None,
-                                     return_when=asyncio.FIRST_COMPLETED)
-        polling = not done
-        now = time.monotonic()
-        if now - looked >= HOSTS_POLL_S:
-            # Turns that ended before this look may start again: work came due on their hosts while others were
-            # served (links a page named, a feed read beside extraction), rather than wait for another round.
-            looked = now
-            served.difference_update(finished)
-            finished.clear()
-        for task in done:
-            host = active.pop(task)
-            task.result()  # a bug in done()/claim() surfaces here
-            finished.add(host)
-            turn_ended(client, host, closing)
-            if ended is not None:
-                await ended(host)
+                    try:
+                        pending.extend(h for h in await work.hosts() if h not in served)
+                    except StoreError as exc:
+                        if not polling:
+                            raise
+                        # Only a look for more: the hosts being served go on, and the next look asks again. (A
+                        # fault that lasts fails their own writes, which wait it out first.)
+                        logger.warning("looking for more hosts: %s", exc, extra={"error_class": "storage"})
+                    if not pending:
+                        break
+                host = pending.popleft()
+                if host in served:
+                    continue
+                served.add(host)
+                ever.add(host)
+                stats.hosts_served += 1
+                run = _HostRun(client, work, host, stats, None if holds is None else functools.partial(holds, host))
+                active[tasks.create_task(run.run(), name=f"host {host}")] = host
+            if not active:
+                break
+            room = len(active) < max_active_hosts and not stop_requested()
+            if room and offered is not None and waking is None:
+                waking = asyncio.ensure_future(offered())
+            done, _ = await asyncio.wait([*active, *([waking] if room and waking is not None else [])],
+                                         timeout=HOSTS_POLL_S if room else None, return_when=asyncio.FIRST_COMPLETED)
+            if waking is not None and waking in done:
+                done.discard(waking)
+                waking.result()
+                waking = None
+            polling = not done
+            now = time.monotonic()
+            if now - looked >= HOSTS_POLL_S:
+                # Turns that ended before this look may start again: work came due on their hosts while others
+                # were served (links a page named, a feed read beside extraction), rather than wait for another
+                # round.
+                looked = now
+                served.difference_update(finished)
+                finished.clear()
+            for task in [task for task in active if task in done]:
+                host = active.pop(task)
+                task.result()  # a bug in done()/claim() surfaces here
+                finished.add(host)
+                turn_ended(client, host, closing)
+                if ended is not None:
+                    await ended(host)
+    finally:
+        if waking is not None:
+            waking.cancel()
 
 
 def turn_ended(client: PoliteClient, origin: str, closing: set[asyncio.Task[None]]) -> None:

@@ -32,6 +32,10 @@ FLUSH_ITEMS = 64
 FLUSH_EVERY_S = 0.25
 """A pending completion waits at most this long before it is written."""
 
+FLUSH_BACKLOG = 4 * FLUSH_ITEMS
+"""Completions pending while a write is under way, beyond which ``put`` waits for that write: the database sets
+the pace once it cannot keep up, rather than the answers piling up."""
+
 WRITE_ATTEMPTS = 5
 WRITE_BACKOFF_S = 0.25
 """A failed completion write is retried after 0.25, 0.5, 1, 2 s: a lock or a database restart is waited out."""
@@ -103,8 +107,13 @@ class CompletionBatcher:
         self._pending.append((completion, outlinks))
 
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
+        """Add to the pending batch, and write it when it is due, unless a write is already under way: the next
+        write takes it (this one's, the next put's or the tick's, ``tick``), so a record never waits for a batch
+        of other hosts' answers to be written, and with it its host's next requests (issue 31: a slow host's
+        records, held behind those writes, held its workers back). Past ``FLUSH_BACKLOG``, it waits."""
         self.keep(completion, outlinks)
-        if len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S:
+        due = len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S
+        if due and (not self._lock.locked() or len(self._pending) >= FLUSH_BACKLOG):
             await self.flush()
 
     async def tick(self) -> None:

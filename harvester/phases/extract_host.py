@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import HandedBack, Job
 from harvester.phases.completions import CompletionBatcher
+from harvester.phases.host_turns import HostTurns
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
 from harvester.phases.reasks import Reasks
@@ -46,6 +47,12 @@ logger = logging.getLogger(__name__)
 
 EXTRACTION = ThreadPoolExecutor(max_workers=1, thread_name_prefix="extract")
 """Where pages are parsed and hooks called (``ExtractWork._extract``): one thread, started on first use."""
+
+OFFER_WAIT_S = 3600.0
+"""``ExtractWork.offered`` asks the handover again this often (it is woken by the change itself)."""
+
+TURNS = HostTurns(EXTRACTION)
+"""How the hosts share ``EXTRACTION``: in turns, so a slow host's answer never waits behind a fast host's backlog."""
 
 
 class ExtractWork:
@@ -97,6 +104,8 @@ class ExtractWork:
         self._in_scope: dict[str, bool] = {}
         self._taught = 0
         """The handover's version when detail shapes were last learned (``hosts``)."""
+        self._looked = 0
+        """The handover's version at the last look for hosts (``hosts``, ``offered``)."""
         self._unrecorded: dict[int, tuple[Job, FetchResult]] = {}
         """Answers handed to ``done`` whose record has not yet put their completion in the writer. A turn cancelled
         before their record ran (the run failed or was stopped) closes the record unrun; the answer stays here and
@@ -114,6 +123,8 @@ class ExtractWork:
         A newly leased host gets its persisted politeness state (back-off, learned limit) before its first
         request. A host parked in this run is handed back: its jobs would only be refused again.
         """
+        if self.handover is not None:
+            self._looked = self.handover.version  # read before the hosts it opens: a change after is seen
         politeness = self.settings.politeness
         active = len(self.leased - self.exhausted - self.spent)
         room = politeness.max_active_hosts - active
@@ -148,6 +159,15 @@ class ExtractWork:
             for origin in parked:
                 await self._end_turn(origin)
         return [origin for origin in self.leased if origin not in self.exhausted and origin not in self.spent]
+
+    async def offered(self) -> None:
+        """Returns once discovery has handed a host over (or ended) since the last look for hosts: ``run_hosts``
+        looks again at once, so the host's requests start now, not at its next poll. Never, without a handover."""
+        if self.handover is None:
+            await asyncio.get_running_loop().create_future()
+            return
+        while not await self.handover.changed(self._looked, OFFER_WAIT_S):
+            pass
 
     async def _open(self, origin: str, *, new: bool) -> None:
         """A host leased by this look: what the run spent there (read once, when newly ours), its persisted
@@ -379,7 +399,7 @@ class ExtractWork:
         """The answer's completion and outlinks, taken out of ``_unrecorded``: from here to the writer's pending
         batch the caller does not yield, so the answer is always in one of the two."""
         claimed: ClaimedUrl = job.payload
-        extracted = await self._extract(claimed.id, result)
+        extracted = await self._extract(claimed.id, result, job.host)
         self._unrecorded.pop(claimed.id, None)
         completion, outlinks = self._complete(claimed, result, extracted)
         predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
@@ -399,9 +419,10 @@ class ExtractWork:
 
     # -- decisions ----------------------------------------------------------------------------------------------
 
-    async def _extract(self, url_id: int, result: FetchResult) -> Extracted | None:
+    async def _extract(self, url_id: int, result: FetchResult, host: str) -> Extracted | None:
         """The page's parse and the hook, off the event loop (in ``EXTRACTION``'s one thread, so a hook is never
-        called twice at once): the loop stays free to send the hosts' next requests and read their answers.
+        called twice at once), ``host`` taking its turn with the others (``TURNS``): the loop stays free to send
+        the hosts' next requests and read their answers, and a slow host's records keep up with its answers.
 
         A cancel cannot stop the hook in its thread: a record cancelled meanwhile leaves the parse running (shielded)
         and the answer's next record (``record_unrecorded``) awaits it, never running the hook on it again."""
@@ -411,7 +432,7 @@ class ExtractWork:
         if kept is not None and kept[0] is result:
             parsing = kept[1]
         else:
-            parsing = asyncio.get_running_loop().run_in_executor(EXTRACTION, functools.partial(
+            parsing = TURNS.submit(host, functools.partial(
                 extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
             self._parsing[url_id] = (result, parsing)
         try:

@@ -146,7 +146,7 @@ async def _rounds(store: FrontierStore, client: PoliteClient, work: ExtractWork,
             scoped = seen
         known_before = await db(store.url_high_water)
         engine = await run_hosts(client, work, max_active_hosts=settings.politeness.max_active_hosts,
-                                 holds=work.may_send, ended=work.turn_over)
+                                 holds=work.may_send, ended=work.turn_over, offered=work.offered)
         await work.give_back(engine.unsent)
         await work.writer.flush()
         check_stop()

@@ -511,3 +511,50 @@ async def test_a_lease_that_lapses_at_a_redirect_hop_sends_no_further_hop(make_w
         assert asked == ["ask", "ask", "ask"]
     records = await log_of(web)
     assert [r.path for r in records[before:]] == ["/hostile/redirect-chain/3"]  # the first hop only
+
+
+class HandedOverWork(ListWork):
+    """Host ``a`` from the start; host ``b`` is offered (as discovery hands a host over) with ``a``'s first answer,
+    whose record then waits, up to ``patience_s``, for ``b``'s turn to have begun (its first claim)."""
+
+    def __init__(self, a: Sequence[str], b: Sequence[str], *, patience_s: float) -> None:
+        super().__init__(a)
+        self.b, self.patience_s = list(b), patience_s
+        self.change = asyncio.Event()
+        self.b_started = asyncio.Event()
+        self.waited: list[bool] = []
+
+    async def offered(self) -> None:
+        await self.change.wait()
+        self.change.clear()
+
+    async def claim(self, host: str, n: int) -> Sequence[Job]:
+        if self.b and host == origin_of(self.b[0]):
+            self.b_started.set()
+        return await super().claim(host, n)
+
+    async def done(self, job: Job, result: FetchResult) -> None:
+        await super().done(job, result)
+        if not self.waited:
+            self.waited.append(False)
+            for url in self.b:
+                self.queues[origin_of(url)].append(Job(url=url, host=origin_of(url)))
+            self.change.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.b_started.wait(), self.patience_s)
+            self.waited[0] = self.b_started.is_set()
+
+
+@pytest.mark.parametrize("wake", [True, False])
+async def test_a_host_handed_over_while_others_are_served_starts_at_once(make_web, monkeypatch, wake):
+    """Issue 31: a host discovery handed over waited for ``run_hosts``' next look (``HOSTS_POLL_S``, half a second:
+    two and a half waves of a 200 ms host with its slots idle). ``offered`` wakes the look at the change. The poll
+    is pushed out of reach here: without the wake (the control), ``b`` cannot start while ``a``'s turn waits for
+    it, and starts only once ``a``'s turn has ended."""
+    monkeypatch.setattr("harvester.fetch.workers.HOSTS_POLL_S", 3600.0)
+    web = make_web([HostSpec(n, pages=4, page_bytes=SMALL) for n in "ab"])
+    work = HandedOverWork(urls_of(web, "a", 2), urls_of(web, "b", 2), patience_s=60.0 if wake else 0.5)
+    async with PoliteClient(settings(), per_host_limit=1) as client:
+        await run_hosts(client, work, max_active_hosts=2, offered=work.offered if wake else None)
+    assert work.waited == [wake]
+    assert sorted(job.url for job, _ in work.results) == sorted(urls_of(web, "a", 2) + urls_of(web, "b", 2))
