@@ -19,7 +19,7 @@ import re
 import resource
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 
 _DIR = os.environ.get("BENCH_DBCOUNT_DIR")
 
@@ -30,7 +30,7 @@ def _install(directory: str) -> None:
 
     lock = threading.Lock()
     statements: Counter[str] = Counter()
-    seconds: Counter[str] = Counter()
+    seconds: dict[str, float] = defaultdict(float)
     ends: Counter[str] = Counter()
     state = {"pipelines": 0, "piped": 0}
     local = threading.local()
@@ -90,7 +90,7 @@ def _install(directory: str) -> None:
 
     original_connect = psycopg.Connection.connect.__func__  # type: ignore[attr-defined]
 
-    def connect(cls, conninfo="", **kwargs):  # type: ignore[no-untyped-def]
+    def connect(cls, /, conninfo="", **kwargs):  # type: ignore[no-untyped-def]
         # Named by pid, so the bench's sampler of pg_stat_activity tells the processes' sessions apart (the one an
         # extraction process renames keeps the pid at the end of its name).
         kwargs.setdefault("application_name", f"bench:{os.getpid()}")
