@@ -171,6 +171,11 @@ class Hosts(Part):
     def _update_host(self, origin: str, values: dict[str, Any]) -> None:
         if not ORIGIN.fullmatch(origin):
             raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        known = self._keys.known_host_id(origin)
+        if known is not None:  # one statement (a claimed host's politeness state at its turn's end)
+            with self._tx(one_statement=True) as tx:
+                tx.conn.execute(update(Host).where(Host.id == known).values(**values))
+            return
         with self._tx() as tx:
             host_id = self._keys.host_ids(tx, [origin])[origin]
             tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))

@@ -60,6 +60,10 @@ class Keys(Part):
                 wanted[label] = source_id
         return {s: i for s, i in wanted.items() if i is not None}
 
+    def known_host_id(self, origin: str) -> int | None:
+        """The id of ``origin`` if this store has met it (None: ask ``host_ids``, which makes it if need be)."""
+        return self._host_ids.get(origin)
+
     def learn_hosts(self, ids: Mapping[int, str]) -> None:
         """Host id -> origin read elsewhere (a claim maps the ids it leased): the next write naming those hosts
         (their politeness state, their pages' outlinks) finds their ids here, with no insert and read of its own."""

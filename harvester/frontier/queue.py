@@ -92,7 +92,7 @@ class Queue(Part):
         if not origins:
             return
         now = aware(now) or utcnow()
-        with self._tx() as tx:
+        with self._tx(one_statement=True) as tx:  # a host's turn ends with it: no BEGIN and COMMIT round trips
             tx.conn.execute(
                 update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
                 .values(lease_owner=None, lease_until=now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
 from sqlalchemy import event
 
 from harvester.frontier import FrontierStore
@@ -65,3 +66,28 @@ def test_many_hosts_policies_are_read_in_one_statement(db_url: str) -> None:
         assert sorted(policies) == HOSTS
         assert policies[HOSTS[2]] == HostPolicy(origin=HOSTS[2], parked_reason="failing", failures=5)
         assert policies[HOSTS[0]] == store.host_policy(HOSTS[0]) == HostPolicy(origin=HOSTS[0])
+
+
+@pytest.mark.postgres
+def test_a_hosts_turn_end_sends_its_writes_without_begin_and_commit(pg_url: str) -> None:
+    """Its politeness write and its release are one statement each: PostgreSQL runs them in autocommit (each is
+    its own transaction), sparing the BEGIN and COMMIT round trips a transaction costs."""
+    with filled(pg_url) as store:
+        assert store.claim_hosts("w", limit=3, lease_s=60) == HOSTS
+        assert len(store.claim("w", hosts=[HOSTS[0]], per_host=5, lease_s=60)) == 3
+        autocommit: list[bool] = []
+
+        def before(conn, _cursor, _statement, _params, _context, _many):  # type: ignore[no-untyped-def]
+            autocommit.append(conn.connection.dbapi_connection.autocommit)
+
+        event.listen(store.db.engine, "before_cursor_execute", before)
+        try:
+            store.save_host_policy(HostPolicy(origin=HOSTS[0], concurrency_limit=3))
+            store.release_hosts("w", [HOSTS[0]])
+        finally:
+            event.remove(store.db.engine, "before_cursor_execute", before)
+        assert autocommit == [True, True]
+        assert store.host_policy(HOSTS[0]) == HostPolicy(origin=HOSTS[0], concurrency_limit=3)
+        with store.db.engine.connect() as conn:
+            owners = dict(conn.exec_driver_sql("SELECT origin, lease_owner FROM hosts").all())
+        assert owners == {HOSTS[0]: None, HOSTS[1]: "w", HOSTS[2]: "w"}
