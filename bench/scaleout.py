@@ -2,7 +2,7 @@
 processes side by side, repeated and interleaved (issue 32).
 
     .venv/bin/python bench/scaleout.py [--hosts 200] [--pages 30] [--latency 0.005] [--limit 4] [--procs 1,2,3]
-        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR]
+        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR] [--count]
 
 The test web (process mode, its own process; ``--webs`` processes, each serving a share of the hosts) serves
 ``--hosts`` hosts of ``--pages`` detail pages (as bench/broad.py). The web is discovered once into the database
@@ -20,22 +20,30 @@ URL; must be 0), pages per process, and each process's timeline: its first reque
 wall(1) (each ratio taken between runs of one repetition, minutes apart at most), with their range. The machine
 is shared: single walls are noisy, the median of interleaved ratios much less so. The databases are dropped at
 the end.
+
+``--count`` adds, per process, evidence that does not depend on the machine's load: its CPU per page, its
+statements and round trips per page (psycopg wrapped by bench/dbcount/sitecustomize.py), the wall it spent inside
+database calls and on which statements, how many hosts it served, and what its sessions were doing when sampled
+(pg_stat_activity every 20 ms: running, waiting on a lock, on I/O, or idle in a transaction).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -65,6 +73,8 @@ class Outcome:
     load: float
     web_cpu_s: float
     """CPU the test web spent serving the run: on a busy machine it competes with the extractors for the cores."""
+    counted: list[str] = field(default_factory=list)
+    """``--count``: lines of evidence per process."""
 
 
 def children_cpu() -> dict[int, float]:
@@ -123,8 +133,91 @@ def discover_template(web: Webs, name: str, limit: int) -> None:
         asyncio.run(phases.discover(store, settings, profile))
 
 
+class Sampler:
+    """What the run's database sessions are doing, sampled from pg_stat_activity every ``every_s``: per process
+    (by the pid in the session's application_name), counts of (state, wait event)."""
+
+    def __init__(self, database: str, every_s: float = 0.02) -> None:
+        self.database = database
+        self.every_s = every_s
+        self.samples = 0
+        self.seen: dict[int, Counter[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            while not self._stop.wait(self.every_s):
+                rows = conn.execute(
+                    "SELECT application_name, state, wait_event_type, wait_event FROM pg_stat_activity"
+                    " WHERE datname = %s AND pid <> pg_backend_pid()", (self.database,)).fetchall()
+                self.samples += 1
+                for app, state, wtype, wevent in rows:
+                    found = re.search(r":(\d+)$", app or "")
+                    if found is None or state in (None, "idle"):
+                        continue
+                    what = state if wtype is None else f"{state}:{wtype}:{wevent}"
+                    self.seen.setdefault(int(found.group(1)), Counter())[what] += 1
+
+
+def read_sched(sched: dict[int, dict[int, tuple[float, float]]]) -> None:
+    """Per process and thread: seconds on a CPU and seconds runnable but waiting for one (/proc's schedstat), the
+    latest reading kept (a thread that ends keeps its last)."""
+    for pid, threads in sched.items():
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                run_ns, wait_ns, _ = stat.read_text().split()
+            except (OSError, ValueError):
+                continue
+            threads[int(stat.parent.name)] = (int(run_ns) / 1e9, int(wait_ns) / 1e9)
+
+
+def counted_lines(count_dir: Path, pids: list[int], pages: list[int], hosts: list[int],
+                  sampler: Sampler | None, sched: dict[int, dict[int, tuple[float, float]]]) -> list[str]:
+    """Per process: CPU, statements and round trips per page, database wall, the top statements by wall, what
+    its sessions were doing when sampled."""
+    lines = []
+    for pid, done, served in zip(pids, pages, hosts, strict=True):
+        path = count_dir / f"{pid}.json"
+        if not path.is_file():
+            lines.append(f"  pid {pid}: no counts written")
+            continue
+        c = json.loads(path.read_text())
+        per = max(1, done)
+        ends = sum(c["ends"].values())
+        statements = sum(c["statements"].values())
+        # psycopg sends BEGIN before a transaction's first statement; a pipeline is one round trip for its statements
+        trips = statements - c["piped"] + c["pipelines"] + 2 * ends
+        db_s = sum(c["seconds"].values())
+        top = sorted(c["seconds"].items(), key=lambda kv: -kv[1])[:5]
+        lines.append(f"  pid {pid}: {done} pages, {served} hosts, CPU {1000 * c['cpu_s'] / per:.2f} ms/page, "
+                     f"{statements / per:.2f} statements/page, {trips / per:.2f} round trips/page, "
+                     f"{ends / per:.2f} transactions/page, in database calls {db_s:.1f} s of {c['wall_s']:.1f} s")
+        threads = sched.get(pid, {})
+        main_run, main_wait = threads.get(pid, (0.0, 0.0))
+        lines.append(f"      on a CPU / waiting for one (schedstat): main thread {main_run:.1f} / {main_wait:.1f} s,"
+                     f" all {len(threads)} threads {sum(r for r, _ in threads.values()):.1f} /"
+                     f" {sum(w for _, w in threads.values()):.1f} s")
+        for name, secs in top:
+            lines.append(f"      {secs:7.2f} s {c['statements'].get(name, c['ends'].get(name.lower(), 0)):6}x"
+                         f"  {name}")
+        if sampler is not None and sampler.samples:
+            seen = sampler.seen.get(pid, Counter())
+            what = ", ".join(f"{k} {v / sampler.samples:.2f}" for k, v in seen.most_common(6))
+            lines.append(f"      sessions (mean count over {sampler.samples} samples): {what}")
+    return lines
+
+
 def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: str, tag: str,
-        spy: Path | None = None) -> Outcome:
+        spy: Path | None = None, count: bool = False) -> Outcome:
     name = f"{template}_{tag}"
     drop_database(name)
     admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -135,10 +228,16 @@ def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: s
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "HARVESTER_"))}
         load = os.getloadavg()[0]
         web_before = children_cpu()
+        count_dir = tmp / f"count-{tag}"
+        extra: dict[str, str] = {}
+        if count:
+            count_dir.mkdir()
+            extra = {"BENCH_DBCOUNT_DIR": str(count_dir), "PYTHONPATH": str(Path(__file__).parent / "dbcount")}
+        sampler = Sampler(name).__enter__() if count else None
         started = time.monotonic()
         procs: list[subprocess.Popen[bytes]] = []
         for agent in agents:
-            env = {**base, "HARVESTER_HTTP__USER_AGENT": agent, "PREFECT_HOME": str(tmp / "prefect")}
+            env = {**base, "HARVESTER_HTTP__USER_AGENT": agent, "PREFECT_HOME": str(tmp / "prefect"), **extra}
             command = [str(Path(sys.executable).parent / "harvester"), "extract", *web.seeds, "--db", url,
                        "--per-host", str(limit)]
             if spy is not None:  # sampled with idle frames: where each process's wall time goes, waits included
@@ -150,8 +249,13 @@ def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: s
         cpu = 0.0
         exits: dict[int, float] = {}
         failed = False
+        sched: dict[int, dict[int, tuple[float, float]]] = {proc.pid: {} for proc in procs}
+        polls = 0
         while len(exits) < len(procs):  # polled: each exit time is known within 20 ms, whatever the order
             time.sleep(0.02)
+            polls += 1
+            if count and polls % 5 == 0:
+                read_sched(sched)
             for proc in procs:
                 if proc.pid in exits:
                     continue
@@ -160,6 +264,8 @@ def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: s
                     exits[pid] = time.monotonic() - started
                     cpu += usage.ru_utime + usage.ru_stime
                     failed = failed or os.waitstatus_to_exitcode(status) != 0
+        if sampler is not None:
+            sampler.__exit__()
         if failed:
             raise SystemExit(f"an extract process of the {n}-process run failed")
         wall = max(exits.values())
@@ -173,9 +279,14 @@ def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: s
         for agent, proc in zip(agents, procs, strict=True):
             starts = [r.start - started for r in web.records() if r.user_agent == agent]
             timelines.append((min(starts, default=0.0), max(starts, default=0.0), exits[proc.pid]))
+        counted: list[str] = []
+        if count:
+            hosts_of = {a: len({r.url.split("/")[2] for r in ok if r.user_agent == a}) for a in agents}
+            counted = counted_lines(count_dir, [p.pid for p in procs], [by_agent[a] for a in agents],
+                                    [hosts_of[a] for a in agents], sampler, sched)
         return Outcome(n, len(counts), wall, cpu, max((r.in_flight for r in records), default=0),
                        sum(1 for c in counts.values() if c > 1), [by_agent[a] for a in agents], timelines, load,
-                       web_cpu)
+                       web_cpu, counted)
     finally:
         drop_database(name)
 
@@ -199,6 +310,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=1, help="repetitions, interleaved (default 1)")
     parser.add_argument("--db", default="hv_scaleout", help="the template database's name (copies get a suffix)")
     parser.add_argument("--webs", type=int, default=1, help="test web processes the hosts are split across")
+    parser.add_argument("--count", action="store_true", help="per process: statements, round trips and CPU per "
+                        "page, database wall, sessions sampled (see above)")
     parser.add_argument("--spy", type=Path, help="a directory: each process runs under py-spy (idle frames "
                         "included), its stacks written there; slows the runs, for finding waits, not for figures")
     args = parser.parse_args()
@@ -222,11 +335,13 @@ def main() -> None:
                   f"{args.reps} repetition(s) of {counts} interleaved\n{header}", flush=True)
             for rep in range(args.reps):
                 order = counts[rep % len(counts):] + counts[:rep % len(counts)]
-                done = {n: run(web, n, args.limit, details, Path(tmp), args.db, f"r{rep}n{n}", args.spy)
-                        for n in order}
+                done = {n: run(web, n, args.limit, details, Path(tmp), args.db, f"r{rep}n{n}", args.spy,
+                               args.count) for n in order}
                 runs.append([done[n] for n in counts])
                 for n in order:
                     print(line(done[n], done[counts[0]].wall_s if n != counts[0] else None), flush=True)
+                    for counted in done[n].counted:
+                        print(counted, flush=True)
         finally:
             drop_database(args.db)
     print(f"\nper process count over {args.reps} repetition(s); ratio: wall(N) / wall({counts[0]}) of one repetition")

@@ -279,16 +279,18 @@ class Database:
         return url.render_as_string(hide_password=True)
 
     @contextmanager
-    def tx(self, *, write: bool = True) -> Iterator[Transaction]:
+    def tx(self, *, write: bool = True, one_statement: bool = False) -> Iterator[Transaction]:
         """One transaction. On SQLite a writer takes the write lock up front (BEGIN IMMEDIATE), so a
-        read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord."""
+        read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord.
+        ``one_statement``: the unit of work is a single statement, which PostgreSQL runs atomically on its own."""
         try:
             with self.engine.connect() as conn:
                 conn.execution_options(harvester_write=write)
-                if not write and not self.dialect.is_sqlite:
+                if (one_statement or not write) and not self.dialect.is_sqlite:
                     # A read needs no transaction on PostgreSQL: at READ COMMITTED (the default, never changed
-                    # here) each statement takes its own snapshot inside one too. Autocommit spares the BEGIN and
-                    # COMMIT round trips, two of a one-statement read's three (issue 32).
+                    # here) each statement takes its own snapshot inside one too; nor does a write of one statement,
+                    # its own transaction. Autocommit spares the BEGIN and COMMIT round trips, two of a
+                    # one-statement unit's three (issue 32).
                     conn.execution_options(isolation_level="AUTOCOMMIT")
                 tx = Transaction(conn)
                 with conn.begin():

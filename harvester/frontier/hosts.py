@@ -71,15 +71,25 @@ class Hosts(Part):
         self._update_host(state.origin, values)
 
     def host_policy(self, origin: str) -> HostPolicy | None:
+        return self.host_policies([origin]).get(origin)
+
+    def host_policies(self, origins: Sequence[str]) -> dict[str, HostPolicy]:
+        """origin -> its persisted politeness state, for those of ``origins`` the frontier has: one read for many
+        (a run's start looks at every seed host's park), the policy's columns only (a host's row also holds its
+        robots.txt body)."""
+        out: dict[str, HostPolicy] = {}
+        wanted = sorted(set(origins))
         with self._tx(write=False) as tx:
-            host = self._host_row(tx.conn, origin)
-        if host is None:
-            return None
-        return HostPolicy(
-            origin=origin, crawl_delay_s=host["crawl_delay_s"], request_rate_s=host["request_rate_s"],
-            concurrency_limit=host["concurrency_limit"], blocked_until=host["blocked_until"],
-            parked_reason=host["parked_reason"], failures=host["failures"], next_allowed_at=host["next_allowed_at"],
-        )
+            for start in range(0, len(wanted), self._chunk):
+                rows = tx.conn.execute(select(
+                    Host.origin, Host.crawl_delay_s, Host.request_rate_s, Host.concurrency_limit, Host.blocked_until,
+                    Host.parked_reason, Host.failures, Host.next_allowed_at,
+                ).where(Host.origin.in_(wanted[start:start + self._chunk])))
+                for origin, delay, rate, limit, blocked, parked, failures, allowed in rows:
+                    out[origin] = HostPolicy(
+                        origin=origin, crawl_delay_s=delay, request_rate_s=rate, concurrency_limit=limit,
+                        blocked_until=blocked, parked_reason=parked, failures=failures, next_allowed_at=allowed)
+        return out
 
     def save_host_policy(self, policy: HostPolicy) -> None:
         values = {
@@ -152,6 +162,11 @@ class Hosts(Part):
     def _update_host(self, origin: str, values: dict[str, Any]) -> None:
         if not ORIGIN.fullmatch(origin):
             raise InvalidRecord(f"origin {origin!r} is not scheme://host[:port] (http or https)")
+        known = self._keys.known_host_id(origin)
+        if known is not None:  # one statement (a claimed host's politeness state at its turn's end)
+            with self._tx(one_statement=True) as tx:
+                tx.conn.execute(update(Host).where(Host.id == known).values(**values))
+            return
         with self._tx() as tx:
             host_id = self._keys.host_ids(tx, [origin])[origin]
             tx.conn.execute(update(Host).where(Host.id == host_id).values(**values))

@@ -7,7 +7,7 @@ join the cache only once it has committed (a rolled-back insert leaves no id beh
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from harvester.frontier.base import Database, Part, Transaction
 from harvester.frontier.rows import source_kind
@@ -59,6 +59,15 @@ class Keys(Part):
                 tx.sources[label] = source_id
                 wanted[label] = source_id
         return {s: i for s, i in wanted.items() if i is not None}
+
+    def known_host_id(self, origin: str) -> int | None:
+        """The id of ``origin`` if this store has met it (None: ask ``host_ids``, which makes it if need be)."""
+        return self._host_ids.get(origin)
+
+    def learn_hosts(self, ids: Mapping[int, str]) -> None:
+        """Host id -> origin read elsewhere (a claim maps the ids it leased): the next write naming those hosts
+        (their politeness state, their pages' outlinks) finds their ids here, with no insert and read of its own."""
+        self._host_ids.update({origin: host_id for host_id, origin in ids.items()})
 
     def _publish(self, tx: Transaction) -> None:
         """The ids ``tx`` made, once it has committed."""

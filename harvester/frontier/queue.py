@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, exists, func, or_, select, update
 
 from harvester.frontier.base import Database, Part
+from harvester.frontier.keys import Keys
 from harvester.frontier.models import (
     Document,
     Host,
@@ -40,8 +41,9 @@ SOURCE_KINDS_CACHED = 100_000
 class Queue(Part):
     """Claims (host leases, then URL leases, never one URL to two claimers), releases and due counts."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, keys: Keys) -> None:
         super().__init__(db)
+        self._keys = keys
         self._source_kinds: dict[int, str] = {}
         """Source id -> kind of the claimed URLs' first sources (``_learn_sources``)."""
 
@@ -90,7 +92,7 @@ class Queue(Part):
         if not origins:
             return
         now = aware(now) or utcnow()
-        with self._tx() as tx:
+        with self._tx(one_statement=True) as tx:  # a host's turn ends with it: no BEGIN and COMMIT round trips
             tx.conn.execute(
                 update(Host).where(Host.origin.in_(origins), Host.lease_owner == owner)
                 .values(lease_owner=None, lease_until=now)
@@ -120,6 +122,7 @@ class Queue(Part):
                 self._learn_sources(tx.conn, {row[-1] for row in rows})
             else:
                 self._remember_sources(kinds_read)
+        self._keys.learn_hosts(origin_of)  # hosts are never deleted: the ids a claim read stay true
         return self._claimed(rows, origin_of, until)
 
     def _remember_sources(self, kinds: dict[int, str]) -> None:

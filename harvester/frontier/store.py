@@ -46,7 +46,7 @@ class FrontierStore:
         self.discovered = discovered = Discovered(db, keys)
         self.documents = documents = Documents(db)
         self.outcomes = outcomes = Outcomes(db, discovered, documents)
-        self.queue = queue = Queue(db)
+        self.queue = queue = Queue(db, keys)
         self.hosts = hosts = Hosts(db, keys)
         self.cycles = cycles = Cycles(db)
         self.runs = runs = Runs(db, cycles)
@@ -95,6 +95,7 @@ class FrontierStore:
         self.load_robots = hosts.load_robots
         self.save_robots = hosts.save_robots
         self.host_policy = hosts.host_policy
+        self.host_policies = hosts.host_policies
         self.save_host_policy = hosts.save_host_policy
         self.set_moved_to = hosts.set_moved_to
         self.moved_hosts = hosts.moved_hosts
