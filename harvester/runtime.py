@@ -14,9 +14,10 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from harvester.errors import DatabaseUnavailable, Interrupted, WriteConflict
 
@@ -308,12 +309,32 @@ _STOP: list[str] = []
 """Why this process was asked to stop (empty: it was not). A list, so that setting it needs no ``global``."""
 
 
+_STOP_WAKERS: weakref.WeakSet[StopWaker] = weakref.WeakSet()
+"""What waits for a slot and must hear of a stop at once (``fetch.slots.HostSlots``), held weakly: a waiter for a
+host's Crawl-delay or back-off would otherwise sleep it out after the stop, only to send nothing."""
+
+
+class StopWaker(Protocol):
+    def stop_requested(self) -> None:
+        """Called in the thread that asked for the stop (a signal handler, the lifeline's thread): thread-safe."""
+
+
+def wake_on_stop(waker: StopWaker) -> None:
+    """``waker.stop_requested()`` when this process is asked to stop (at once if it already was)."""
+    _STOP_WAKERS.add(waker)
+    if _STOP:
+        waker.stop_requested()
+
+
 def request_stop(reason: str) -> None:
     """Ask every phase of this process to stop soon and cleanly: no new request is sent, requests in flight end and
     are written, leases go back, then the phase raises ``Interrupted``. For an orchestrator's process whose
-    parent is gone (``harvester.flows.lifeline``); a rerun resumes from the frontier."""
+    parent is gone (``harvester.flows.lifeline``); a rerun resumes from the frontier. Waits for a host's slot end
+    at once (``wake_on_stop``)."""
     if not _STOP:
         _STOP.append(reason)
+        for waker in list(_STOP_WAKERS):
+            waker.stop_requested()
 
 
 def stop_requested() -> str | None:

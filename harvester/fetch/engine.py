@@ -234,6 +234,7 @@ class PoliteClient:
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
                      ) -> FetchResult:
         if not await self._slots.acquire(host):
+            check_stop()  # refused because the process is stopping: no request, as below
             return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
         held: list[_Host | None] = [host]
         started = [time.monotonic()]
@@ -259,6 +260,7 @@ class PoliteClient:
                 if not rules.allowed(target):
                     return _robots_refusal(target, rules).error_class
             if not await self._slots.acquire(hop):
+                check_stop()
                 return ErrorClass.PARKED
             held[0] = hop
             started[0] = time.monotonic()

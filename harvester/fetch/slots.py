@@ -5,6 +5,7 @@ for politeness happens here; ``politeness.HostGate`` only decides."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import deque
@@ -13,6 +14,7 @@ from collections.abc import Callable, ItemsView
 from harvester.fetch.politeness import GateConfig, HostGate, Signal
 from harvester.fetch.robots import RobotsRules
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics
+from harvester.runtime import stop_requested, wake_on_stop
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +67,25 @@ class HostSlots:
                 host.timer.cancel()
                 host.timer = None
 
+    def stop_requested(self) -> None:
+        """The process was asked to stop (``runtime.request_stop``, from any thread): every wait for a slot ends now
+        with False, instead of sleeping out a Crawl-delay or a back-off before sending nothing (the caller then
+        raises ``Interrupted``)."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(self._refuse_waiters)
+
+    def _refuse_waiters(self) -> None:
+        for host in self._hosts.values():
+            while host.waiters:
+                waiter = host.waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(False)
+
     async def acquire(self, host: _Host) -> bool:
-        """Wait for a slot and the next-allowed time, FIFO per host. False: the host is parked."""
+        """Wait for a slot and the next-allowed time, FIFO per host. False: the host is parked, or the process was
+        asked to stop (``stop_requested``)."""
         gate = host.gate
         if gate.parked is not None:
             return False
@@ -75,8 +94,12 @@ class HostSlots:
             gate.start(now)
             self._note_start(host)
             return True
-        loop = self._loop or asyncio.get_running_loop()
-        self._loop = loop
+        if stop_requested():
+            return False  # a stopped process sends nothing more: no wait for a slot it would not use
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            wake_on_stop(self)
         waiter: asyncio.Future[bool] = loop.create_future()
         host.waiters.append(waiter)
         self._dispatch(host)

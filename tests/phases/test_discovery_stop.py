@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +23,7 @@ from aiohttp import web
 
 from harvester import phases
 from harvester.errors import Interrupted
+from harvester.fetch.slots import HostSlots
 from harvester.frontier import FrontierStore
 from harvester.phases import discover_feeds, discover_sitemaps
 from harvester.phases.discover_listings import ListingCrawl
@@ -264,3 +266,50 @@ async def test_a_sitemap_asked_ahead_and_answered_is_recorded_when_the_walk_meet
     assert asked["/b.xml"] == 1, asked
     assert asked["/a.xml"] == 2, asked  # control: the one that failed as the stop came is asked again
     assert all(states.get(f"{origin}/story/{name}-{n}") for name in "ab" for n in range(1, 4)), states
+
+
+async def test_a_host_waiting_out_its_crawl_delay_does_not_hold_the_stop(  # type: ignore[no-untyped-def]
+    sqlite_url, serve, stopped, monkeypatch,
+):
+    """Discovery waits on a stop for the hosts with answers in hand, never for one waiting for its slot: its wait
+    (an hour's Crawl-delay here) ends at the stop, and the request it waited for is never sent."""
+    waiting = asyncio.Event()
+    acquire = HostSlots.acquire
+
+    async def spied(self: HostSlots, host: Any) -> bool:
+        if host.gate.wait_s(time.monotonic()) not in (None, 0.0):  # a wait for the next allowed time begins
+            waiting.set()
+        return await acquire(self, host)
+
+    monkeypatch.setattr(HostSlots, "acquire", spied)
+    asked: Counter[str] = Counter()
+    held, release = asyncio.Event(), asyncio.Event()
+    stopping = await serve(listing_site(asked, held, release, feed=False))
+    slow_asked: Counter[str] = Counter()
+    robots_read = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        slow_asked[request.path] += 1
+        here = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            robots_read.set()
+            return web.Response(text=f"User-agent: *\nCrawl-delay: 3600\nAllow: /\nSitemap: {here}/sitemap.xml\n")
+        if request.path == "/sitemap.xml":
+            return web.Response(text=URLSET.format(f"<url><loc>{here}/story/s-1</loc></url>"),
+                                content_type="application/xml")
+        return html("a page")
+
+    origin = await serve(slow)
+    settings = Settings.load(database_url=sqlite_url, politeness={"max_crawl_delay_s": 3600})
+    profile = SiteProfile.build(seeds=(stopping + "/", origin + "/"), use_feeds=False,
+                                listing_patterns=(r"/topics/",), detail_patterns=(r"/story/",))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        run_id = store.start_run("discover")
+        discovery = asyncio.create_task(phases.discover(store, settings, profile, run_id=run_id))
+        await until(held, robots_read, waiting)
+        request_stop("test")
+        release.set()
+        async with asyncio.timeout(WAIT_S):  # without the wake: an hour, the sitemap's Crawl-delay
+            with pytest.raises(Interrupted):
+                await discovery
+    assert slow_asked == Counter({"/robots.txt": 1})
