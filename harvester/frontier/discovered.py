@@ -231,8 +231,10 @@ class Discovered(Part):
                     made_due += recheck <= now
                 continue
             if state in ("failed", "duplicate") and new_lastmod is not None:
-                old = d.dt(old_lastmod)
-                if old is None or new_lastmod > old:  # the site touched it since: asked now, whatever its recheck
+                old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
+                # The site touched it since it was last asked: asked now, whatever its recheck (a sitemap stamping
+                # every URL with the same date every day names no news past the last fetch, as for a DONE URL).
+                if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
                     revive.append((url_id, now))
                     made_due += 1
                 continue

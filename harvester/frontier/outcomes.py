@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier.base import Database, Part
+from harvester.frontier.dialects import REVISIT_RANK_OFFSET
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
 from harvester.frontier.models import (
@@ -97,6 +98,8 @@ class _Held(NamedTuple):
     last_error_class: str | None
     last_error: str | None
     duplicate_of: int | None
+    holder_hash: str | None
+    """The content hash of the URL ``duplicate_of`` names, while it holds a content (not gone, failed, moved)."""
 
 
 def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], Any]) -> tuple[Any, ...]:
@@ -106,6 +109,18 @@ def _update_params(o: UrlOutcome, url_id: int, ts: Callable[[datetime | None], A
         o.error_class, o.error, ts(o.changed_at), ts(o.gone_at), o.final_url, o.duplicate_of, ts(o.last_fetched_at),
         url_id,
     )
+
+
+def _still_a_copy(c: Completion, links: Sequence[DiscoveredUrl],
+                  h: _Held) -> tuple[Completion, Sequence[DiscoveredUrl]]:
+    """A duplicate asked again whose answer is still its holder's content stays that holder's duplicate, stores no
+    page and expands no links, though the holder was due when the answer was read (extraction's duplicate test,
+    ``phases.completions``, only trusts a holder not due). Else on a site without validators a copy and its holder
+    swapped roles at every revisit, a page version stored at each swap."""
+    if (h.duplicate_of is None or h.holder_hash is None or c.state != UrlState.DONE or c.page is None
+            or c.content_hash != h.holder_hash):
+        return c, links
+    return replace(c, state=UrlState.DUPLICATE, duplicate_of=h.duplicate_of, page=None), ()
 
 
 def _check_batch(items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]]) -> None:
@@ -166,7 +181,7 @@ class Outcomes(Part):
         with self._tx() as tx:
             conn = tx.conn
             held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
-            mine = [(c, links) for c, links in items if c.url_id in held]
+            mine = [_still_a_copy(c, links, held[c.url_id]) for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
             page_ids, changes, stored, unrepaired = self._store_versions(conn, [c for c, _ in mine], held)
             self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id, unrepaired)
@@ -194,8 +209,11 @@ class Outcomes(Part):
             row[0]: _Held(*row[1:])
             for row in conn.exec_driver_sql(
                 "SELECT l.url_id, u.attempts, u.etag, u.last_modified, u.content_hash, u.host_id, u.kind, u.score,"
-                " u.last_status, u.last_error_class, u.last_error, u.duplicate_of"
-                " FROM leases l JOIN urls u ON u.id = l.url_id"
+                " u.last_status, u.last_error_class, u.last_error, u.duplicate_of,"
+                " CASE WHEN hu.state IN ('done', 'queued') AND COALESCE(hu.last_status, 200) NOT IN"
+                f" ({', '.join(str(status) for status in (*GONE_STATUSES, *PERMANENT_REDIRECTS))})"
+                " THEN hu.content_hash END"
+                " FROM leases l JOIN urls u ON u.id = l.url_id LEFT JOIN urls hu ON hu.id = u.duplicate_of"
                 f" WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
                 (*params, owner),
             )
@@ -302,6 +320,10 @@ class Outcomes(Part):
             if h.duplicate_of is not None and o.state == UrlState.DONE.value and c.status == 304:
                 # A copy asked at its revisit answered "unchanged": still the copy of the page its holder keeps.
                 o = replace(o, state=UrlState.DUPLICATE.value, duplicate_of=h.duplicate_of)
+            elif h.duplicate_of is not None and o.state in (UrlState.QUEUED.value, UrlState.FAILED.value):
+                # A copy whose request failed: still its holder's copy, asked next in full, so that no 304 can
+                # make it DONE without a stored page (its answer is compared with the holder's: ``_still_a_copy``).
+                o = replace(o, duplicate_of=h.duplicate_of, etag=None, last_modified=None)
             if h.content_hash is not None and (
                 o.state not in (UrlState.DONE.value, UrlState.QUEUED.value) or o.content_hash != h.content_hash
                 or o.status in PERMANENT_REDIRECTS
@@ -376,7 +398,7 @@ class Outcomes(Part):
                 f"SELECT u.id FROM urls u JOIN hosts h ON h.id = u.host_id WHERE {where} AND u.{RECHECK_ROWS}"
                 f" AND u.next_fetch_at <= {d.p}", (*params, d.ts(now)),
             ).scalars()]
-            return self._enqueue(tx.conn, ids, now)
+            return self._enqueue(tx.conn, ids, now, rank=f"{REVISIT_RANK_OFFSET} - score")
 
     def _release_duplicates(self, conn: Connection, holders: Sequence[int], now: datetime) -> int:
         """The duplicates of ``holders`` (URLs whose content is gone or changed) are due now: each may be the
@@ -392,7 +414,8 @@ class Outcomes(Part):
             ).scalars()]
         return self._enqueue(conn, ids, now, in_full=True)
 
-    def _enqueue(self, conn: Connection, ids: Sequence[int], now: datetime, *, in_full: bool = False) -> int:
+    def _enqueue(self, conn: Connection, ids: Sequence[int], now: datetime, *, in_full: bool = False,
+                 rank: str = "-score") -> int:
         """FAILED or DUPLICATE URLs among ``ids`` become QUEUED, due ``now``, and enter the queue by score (ahead of
         plain revisits: each has a reason to be asked that a revisit has not). One another process moved meanwhile
         is left as it is. Returns how many. ``in_full`` drops their validators: a duplicate whose holder's content
@@ -404,7 +427,7 @@ class Outcomes(Part):
             where, params = d.any_of("id", list(ids[start:start + 500]))
             rows = conn.exec_driver_sql(
                 f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p}{forget} WHERE {where}"
-                " AND state IN ('failed', 'duplicate') RETURNING host_id, kind, -score, id, next_fetch_at",
+                f" AND state IN ('failed', 'duplicate') RETURNING host_id, kind, {rank}, id, next_fetch_at",
                 (d.ts(now), *params),
             ).all()
             if rows:

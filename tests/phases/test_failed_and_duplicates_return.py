@@ -30,10 +30,11 @@ def _page(title: str, text: str) -> str:
 
 
 def _site(pages: Callable[[], dict[str, tuple[int, str, str | None, str | None]]], log: list[tuple[int, str, int]],
-          day: list[int]) -> Callable[[web.Request], object]:
+          day: list[int], *, etags: bool = True, fail_once: set[str] | None = None) -> Callable[[web.Request], object]:
     """A one-off site: ``pages()`` → path -> (status, body, sitemap lastmod or None, changefreq or None); a path
     whose lastmod is None is not in the sitemap. Page answers carry an ETag (a 304 to a matching If-None-Match)
-    and are logged as (day, path, status)."""
+    unless ``etags`` is False, and are logged as (day, path, status). A path in ``fail_once`` answers its next
+    request with a 503, then leaves the set."""
 
     async def handle(request: web.Request) -> web.Response:
         origin = f"http://{request.host}"
@@ -51,14 +52,17 @@ def _site(pages: Callable[[], dict[str, tuple[int, str, str | None, str | None]]
             return web.Response(status=404, text="not here")
         status, body, _, _ = now[request.path]
         etag = f'"{abs(hash(body)):x}"'
-        if status == 200 and request.headers.get("If-None-Match") == etag:
+        if fail_once is not None and request.path in fail_once:
+            fail_once.discard(request.path)
+            status = 503
+        elif status == 200 and etags and request.headers.get("If-None-Match") == etag:
             status = 304
         log.append((day[0], request.path, status))
         if status == 304:
             return web.Response(status=304, headers={"ETag": etag})
         if status != 200:
             return web.Response(status=status, text="no")
-        return web.Response(content_type="text/html", text=body, headers={"ETag": etag})
+        return web.Response(content_type="text/html", text=body, headers={"ETag": etag} if etags else {})
 
     return handle
 
@@ -207,3 +211,70 @@ async def test_a_duplicate_asked_at_its_revisit_is_asked_conditionally_and_stays
         assert len(latest) == 1 and latest[0] != origin + copy, latest
     asked = [status for d, path, status in log if path == copy and d > 1]
     assert asked and set(asked) == {304}, log
+
+
+async def test_a_copy_without_validators_stays_the_copy_of_the_page_it_copies(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    """On a site without validators a copy's revisit reads the same content again, while its holder is due too: the
+    copy stays the copy and stores nothing (they swapped roles at every revisit, a version stored at each swap)."""
+    day = [1]
+    log: list[tuple[int, str, int]] = []
+    same = _page("Same", "the very same bytes at two addresses")
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
+
+    origin = await serve(_site(pages, log, day, etags=False))  # type: ignore[operator]
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    seen = []
+    for n in range(1, 5):
+        day[0] = n
+        CLOCK.travel_to(run_at(n))
+        await (aharvest if n == 1 else arecrawl)(settings, profile)
+        with FrontierStore.open(settings) as store:
+            states = {path: info.state for path in ("/y/a", "/y/b") if (info := store.url_info(origin + path))}
+            versions = len(list(store.iter_pages()))
+        seen.append((states, versions))
+    assert [path for day_n, path, status in log if path.startswith("/y/") and day_n > 1], log  # both asked again
+    assert all(states == seen[0][0] for states, _ in seen), seen
+    assert sorted(seen[0][0].values()) == ["done", "duplicate"], seen
+    assert all(versions == 1 for _, versions in seen), seen
+
+
+async def test_a_copy_whose_revisit_failed_once_is_still_a_copy_and_the_page_stays(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    """A copy's revisit answered 503, then its retry: the retry asks in full (a 304 to the validators it kept would
+    make it DONE with no stored page of its own), and it stays the copy; the snapshot still holds the page."""
+    day = [1]
+    log: list[tuple[int, str, int]] = []
+    same = _page("Same", "the very same bytes at two addresses")
+    fail_once: set[str] = set()
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
+
+    origin = await serve(_site(pages, log, day, fail_once=fail_once))  # type: ignore[operator]
+    settings = settings_for(db_url, **{"politeness.backoff_base_s": 0.05})
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    CLOCK.travel_to(run_at(1))
+    await aharvest(settings, profile)
+    with FrontierStore.open(settings) as store:
+        first = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
+    copy = next(path for path, info in first.items() if info is not None and info.state == "duplicate")
+    fail_once.add(copy)
+    day[0] = 2
+    CLOCK.travel_to(run_at(2))
+    await arecrawl(settings, profile)
+    assert [status for d, path, status in log if path == copy and d == 2] == [503, 200], log
+    with FrontierStore.open(settings) as store:
+        info = store.url_info(origin + copy)
+        latest = [page.url for page in store.iter_pages(latest=True)]
+    assert info is not None and info.state == "duplicate", info
+    assert len(latest) == 1, latest
