@@ -40,9 +40,12 @@ lint: $(VENV)/.installed
 # core, so two processes overlap the waits on a 2-core machine. A file's tests stay on one worker (--dist loadfile):
 # module fixtures (a work pool with its deployments) are made once; tests/flows starts one Prefect server per worker.
 # The slowest files start first (tests/conftest.py's SLOWEST_FIRST, xdist's reorder by test count off), so the two
-# workers end together. Still opt-in (`make test TEST_WORKERS=2`): no two whole runs with two workers have been
-# green yet: at a load of 5-15 from other work on 2 cores two runs took 42.6 and 24.1 min, far above the 9 min aimed
-# at, and failed 2 and 5 tests (the demo's progress line over 80 columns, a product bug, in both; timing controls the
+# workers end together. Still opt-in (`make test TEST_WORKERS=2`): no whole run with two workers has been green yet.
+# Measured beside five other engineers' suites (a load of 1.5-19 on 2 cores): one process took 39.5 min (green); two
+# workers took 11.4 min a little later at a lower load, and failed 1 test (test_shutdown's SIGTERM at a run's first
+# instant, the group case: the run still Submitting 30 s after it); the 14 slowest files alone with two workers,
+# 9.5 min, green, against ~16 min of theirs in the one-process run. Earlier: two runs of 42.6 and 24.1 min at a load
+# of 5-15 failed 2 and 5 tests (the demo's progress line over 80 columns, a product bug, in both; timing controls the
 # load outran; a frozen extractor over a host's limit, issue 32).
 TEST_WORKERS ?= 0
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from conftest import VENV_BIN, prepared, stop_group
 from test_serve import deployment, finished
-from test_shutdown import harvest_on_pool, under_way
+from test_shutdown import harvest_on_pool, run_processes, under_way
 
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
@@ -73,22 +73,23 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
             return sum(1 for r in web.records() if r.url in details)
 
         await under_way(web, 10, serve, log)
+        assert run_processes(created.id), "control: the run's process is found, so its end can be waited for"
         os.kill(serve.pid, signal.SIGKILL)  # the runner only: its flow-run process is left an orphan
         killed_at = time.monotonic()  # the test web stamps requests with this same system-wide clock
         serve.wait()
 
         crashed = await wait_for(created.id, lambda s: not s.is_running(), "left Running", log)
-        await asyncio.sleep(2.0)
-        after = detail_requests()
-        await asyncio.sleep(3.0)
-        assert detail_requests() == after, "the orphan is still fetching"
-        # The orphan sent its last request within about a second of the kill (it looks every 0.5 s; the bound
-        # leaves room for a loaded machine).
-        last = max(r.start for r in web.records() if r.url in details)
-        assert last - killed_at <= STOPS_WITHIN_S, f"requests went on {last - killed_at:.1f} s after the kill"
+        # The orphan's end is waited for, not guessed (5 s of sleeps did): once its process is gone it sends
+        # nothing, so every request it sent is older than the restart below, and is judged at the end.
+        deadline = time.monotonic() + STATE_WAIT_S
+        while run_processes(created.id):
+            assert time.monotonic() < deadline, f"the orphan never ended:\n{log.read_text()[-3000:]}"
+            await asyncio.sleep(0.2)
         assert crashed.is_crashed() or crashed.is_scheduled(), crashed  # Crashed, or already scheduled again
 
         await wait_for(created.id, lambda s: s.is_scheduled(), "scheduled again by the retry automation", log)
+        restarted_at = time.monotonic()  # the test web stamps requests with this same system-wide clock
+        assert detail_requests() > 0  # control: the orphan had fetched
         serve = start_serve(env, log, tmp_path)
         run = await finished(created.id, log)
         assert run.state.is_completed(), f"{run.state}:\n{log.read_text()[-3000:]}"
@@ -99,6 +100,10 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
             for name in ("harvest/lifeline-serve", "recrawl/lifeline-serve"):
                 await client.delete_deployment((await client.read_deployment_by_name(name)).id)
 
+    # The orphan sent its last request within about a second of the kill (it looks every 0.5 s; the bound leaves
+    # room for a loaded machine), and nothing after it: every request before the restart is the orphan's or older.
+    last = max(r.start for r in web.records() if r.url in details and r.start < restarted_at)
+    assert last - killed_at <= STOPS_WITHIN_S, f"requests went on {last - killed_at:.1f} s after the kill"
     assert duplicates(web.records()) == {}
     with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
         states = store.url_states()
