@@ -13,8 +13,8 @@ from harvester.rules.revisit import is_permanent_move
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
 
-READ_URLS_KEPT = 500_000
-"""URLs read in a run that ``ReadUrls`` remembers (the older half is dropped at a time past this)."""
+READ_URLS_KEPT = 200_000
+"""URLs read in a run that ``ReadUrls`` remembers (the older half is dropped at a time past this): ~16 MB at most."""
 
 
 class ReadUrls:
