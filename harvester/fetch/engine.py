@@ -200,7 +200,7 @@ class PoliteClient:
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True,
                     in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                    ) -> FetchResult:
+                    stop_at: Callable[[str], bool] | None = None) -> FetchResult:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
@@ -209,6 +209,10 @@ class PoliteClient:
         hop host's gate. A 429/503 backs the host off and is returned (the caller decides whether to requeue).
         ``hold`` is asked at the last moment before the request, after every wait: False raises ``LeaseLost`` and
         nothing is sent (the caller's lease on the host has lapsed, say after the process was frozen).
+        ``stop_at`` says whether a URL (a hop's target, as this client requests it) was already read in this run: a
+        permanent redirect to one in scope is answered with the redirect itself, unfollowed
+        (``FetchResult.unfollowed``), since following it would download that URL again; no gate is passed for a hop
+        never requested.
         """
         origin = http_origin(url)
         if origin is None:
@@ -225,14 +229,15 @@ class PoliteClient:
         return await self._gated(url, host, validators=validators, accept=accept,
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
-                                 in_scope=self._in_scope if in_scope is None else in_scope, hold=hold)
+                                 in_scope=self._in_scope if in_scope is None else in_scope, hold=hold,
+                                 stop_at=stop_at)
 
     # --- the gated fetch --------------------------------------------------------------------------------------
 
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
                      max_bytes: int, check_robots: bool, robots_fetch: bool,
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                     ) -> FetchResult:
+                     stop_at: Callable[[str], bool] | None = None) -> FetchResult:
         if not await self._slots.acquire(host):
             check_stop()  # refused because the process is stopping: no request, as below
             return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
@@ -266,6 +271,16 @@ class PoliteClient:
             started[0] = time.monotonic()
             return target
 
+        def read(target: str) -> str | None:
+            """The hop as it would be requested, when ``stop_at`` says it was read in this run (and it is in scope:
+            an out-of-scope hop is refused by ``follow`` as ever)."""
+            assert stop_at is not None
+            if self._canonicalize is not None:
+                target = self._canonicalize(target)
+            if in_scope is not None and not in_scope(target):
+                return None
+            return target if stop_at(target) else None
+
         result: FetchResult | None = None
         try:
             check_stop()  # the last moment before a request: a stopped process sends none
@@ -279,7 +294,8 @@ class PoliteClient:
                         max_redirects=self.settings.robots.max_redirects, revalidate_hops=True)
                 else:
                     result = await self._fetcher.fetch(url, validators=validators, accept=accept,
-                                                       max_bytes=max_bytes, follow=follow)
+                                                       max_bytes=max_bytes, follow=follow,
+                                                       stop_at=read if stop_at is not None else None)
             finally:
                 LAST_CHECK.reset(last_check)
             return result

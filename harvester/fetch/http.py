@@ -26,6 +26,7 @@ from harvester.fetch.resolver import seed_addresses
 from harvester.fetch.results import FetchState, Refused, TooLarge, drain, read_answer
 from harvester.fetch.transport import RequestUrls, make_transport
 from harvester.records import ACCEPT, ACCEPT_ENCODING, ErrorClass, FetchResult, Validators, origin_of
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.settings import HttpSettings, PolitenessSettings, parse_networks
 
 logger = logging.getLogger(__name__)
@@ -35,6 +36,11 @@ Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
 
 ``None`` refuses as OUT_OF_SCOPE; an ``ErrorClass`` (ROBOTS_DISALLOWED, OUT_OF_SCOPE, ...) refuses with that class.
 """
+
+StopAt = Callable[[str], "str | None"]
+"""Asked of a permanent redirect's absolute target (every hop before it permanent too), before ``Follow``: the URL
+to record the move to (canonical form) when that URL's answer is already in hand, and then the redirect is not
+followed; ``None`` follows it as usual."""
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -190,6 +196,7 @@ class Fetcher:
         max_redirects: int | None = None,
         truncate: bool = False,
         revalidate_hops: bool = False,
+        stop_at: StopAt | None = None,
     ) -> FetchResult:
         """One bounded GET, redirects included. Never raises for network problems.
 
@@ -198,7 +205,9 @@ class Fetcher:
         ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop;
         ``revalidate_hops``: a redirect hop on the same origin gets the ETag too (``_hop_validators``; robots.txt,
         whose stored validators are its redirect target's: a page's redirect must reach its target whole, since
-        extraction records the move and stores the target's own copy).
+        extraction records the move and stores the target's own copy). ``stop_at``: a permanent redirect to a URL
+        whose answer the caller already holds ends the fetch with the redirect's own answer (``StopAt``), so the
+        target is not downloaded a second time in one run.
         """
         cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
         deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
@@ -209,7 +218,7 @@ class Fetcher:
                 if self._seeding is None or not self._seeding.done():
                     await self.admit_seeds()
                 return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate,
-                                         revalidate_hops)
+                                         revalidate_hops, stop_at)
         except TimeoutError:
             return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
         except Refused as exc:
@@ -243,6 +252,7 @@ class Fetcher:
         hops_allowed: int,
         truncate: bool,
         revalidate_hops: bool,
+        stop_at: StopAt | None = None,
     ) -> FetchResult:
         current = state.url
         seen = {current}
@@ -277,10 +287,15 @@ class Fetcher:
                 state.headers = headers
                 location = headers.get("location")
                 if status in REDIRECT_STATUSES and location:
-                    await drain(response, headers)
+                    drained = await drain(response, headers)
                     target = urljoin(current, location.strip())
                     if len(state.hops) >= hops_allowed:
                         raise Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
+                    if stop_at is not None and status in PERMANENT_REDIRECTS and all(
+                            code in PERMANENT_REDIRECTS for code in state.hop_statuses):
+                        read = stop_at(target)
+                        if read is not None and read not in seen:
+                            return state.unfollowed(read, drained.raw_bytes)
                     if follow is not None:
                         decided = await follow(target)
                         if decided is None or isinstance(decided, ErrorClass):

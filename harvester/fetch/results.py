@@ -85,6 +85,27 @@ class FetchState:
             sent_validators=self.sent,
         )
 
+    def unfollowed(self, target: str, drained_bytes: int) -> FetchResult:
+        """The answer of a permanent redirect to ``target`` left unfollowed (``FetchResult.unfollowed``): the
+        redirect's own status, headers and validators, ``target`` as the last hop, never requested."""
+        headers = self.headers or {}
+        return FetchResult(
+            url=self.url,
+            final_url=target,
+            status=self.status,
+            started_at=self.started_wall,
+            elapsed_s=time.monotonic() - self.started,
+            content_type=headers.get("content-type"),
+            etag=headers.get("etag"),
+            last_modified=headers.get("last-modified"),
+            bytes_read=self.raw_bytes + drained_bytes,
+            redirects=(*self.hops, target),
+            redirect_statuses=(*self.hop_statuses, *(() if self.status is None else (self.status,))),
+            headers=headers,
+            sent_validators=self.sent,
+            unfollowed=True,
+        )
+
 
 async def read_answer(
     state: FetchState,

@@ -56,8 +56,12 @@ class Job:
     validators: Validators = NO_VALIDATORS
     accept: tuple[str, ...] | None = None
     payload: Any = None
-    answered: FetchResult | None = None
-    """This URL's answer, already read (the target of a permanent redirect followed in this run): no request."""
+    answered: Callable[[], FetchResult | None] | None = None
+    """Asked at the job's turn, just before its request: this URL's answer when it is already in hand (the target
+    of a permanent redirect followed in this run, maybe since the job was claimed), and then no request is sent."""
+    read: Callable[[str], bool] | None = None
+    """Whether a URL was read in this run: a permanent redirect to it is not followed (``PoliteClient.fetch``'s
+    ``stop_at``)."""
 
 
 class HostWork(Protocol):
@@ -242,21 +246,22 @@ class _HostRun:
                 return
             try:
                 reason = origin_parked(http_origin(job.url) or job.host)
-                if job.answered is not None:
-                    result = job.answered
+                answered = job.answered() if job.answered is not None else None
+                if answered is not None:
+                    result = answered
                 elif reason is not None:
                     result = refused(job.url, ErrorClass.PARKED, reason)
                 else:
                     try:
                         result = await client.fetch(job.url, validators=job.validators, accept=job.accept,
-                                                    hold=self._hold(sent[0]))
+                                                    hold=self._hold(sent[0]), stop_at=job.read)
                     except Interrupted:
                         return  # stopped before its request was sent: the job's lease goes back unfetched
                     except LeaseLost as exc:
                         self._lost(job, handed_back=isinstance(exc, HandedBack))
                         return
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
-                if result.status is not None and job.answered is None:
+                if result.status is not None and answered is None:
                     self.stats.fetched += 1
                 try:
                     record = await self.work.done(job, result)

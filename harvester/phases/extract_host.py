@@ -97,7 +97,7 @@ class ExtractWork:
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
         self.reasks = Reasks(store, self.writer, self.counters)
         """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
-        self._moved = MovedAnswers()
+        self._moved = MovedAnswers(site.canonicalize)
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
@@ -359,17 +359,23 @@ class ExtractWork:
                     [],
                 )
                 return None
-        answered = self._moved.take(item.url)
+        return Job(url=item.target, host=host, validators=item.validators,
+                   accept=self.settings.http.allowed_content_types, payload=item,
+                   answered=functools.partial(self._kept_answer, item.url), read=self._moved.read)
+
+    def _kept_answer(self, url: str) -> FetchResult | None:
+        """Asked at the job's turn: a redirect followed since the claim may have brought its answer."""
+        answered = self._moved.take(url)
         if answered is not None:
             self.counters["moved_target_read_once"] += 1
-        return Job(url=item.target, host=host, validators=item.validators,
-                   accept=self.settings.http.allowed_content_types, payload=item, answered=answered)
+        return answered
 
     async def done(self, job: Job, result: FetchResult) -> Awaitable[None]:
         """Nothing here stops the host's next request (a park is the client's, decided from the answer's status;
         a lapsed lease is the engine's check before each request): the parse, extraction and write are handed
         back to run once the next request is on its way (``HostWork.done``)."""
         self._unsent.get(job.host, set()).discard(job.payload.id)
+        self._moved.answered(job.payload.url, result)
         self._unrecorded[job.payload.id] = (job, result)
         return self._record(job, result)
 
@@ -489,8 +495,7 @@ class ExtractWork:
                 now=now, kind=UrlKind.DETAIL,
             )
             if target is not None:
-                outlinks.append(target)
-                self._moved.keep(target.url, result)
+                outlinks.append(target)  # its answer, if the redirect was followed, is kept (``done``)
         return completion, outlinks
 
     def _outlinks(self, claimed: ClaimedUrl, base: str, links: Sequence[str], now: Any) -> list[DiscoveredUrl]:

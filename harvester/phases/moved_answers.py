@@ -1,24 +1,74 @@
-"""The answers of permanent redirects, kept for their targets: a target queued as a URL of its own is recorded
-from the answer its old address already got, instead of being downloaded a second time."""
+"""The answers of permanent redirects and their targets, so one run downloads a target once whichever it asks
+first: a target queued as a URL of its own is recorded from the answer its old address already got, and a
+permanent redirect to a URL already read is recorded from the redirect's own answer, not followed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from harvester.records import FetchResult
+from harvester.rules.revisit import is_permanent_move
 
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
 
+READ_URLS_KEPT = 200_000
+"""URLs read in a run that ``ReadUrls`` remembers (the older half is dropped at a time past this): ~16 MB at most."""
+
+
+class ReadUrls:
+    """Canonical URLs whose own answer (a 2xx, or a 304 to a conditional request) this worker holds from this run.
+    Kept as ``hash()`` values (this process's: nothing leaves it), in two generations of half ``limit`` each, so a
+    long run stays bounded; a URL forgotten (or never seen by this worker) has its redirects followed, as ever."""
+
+    def __init__(self, limit: int = READ_URLS_KEPT) -> None:
+        self._now: set[int] = set()
+        self._before: set[int] = set()
+        self._half = max(1, limit // 2)
+
+    def add(self, url: str) -> None:
+        if len(self._now) >= self._half:
+            self._before, self._now = self._now, set()
+        self._now.add(hash(url))
+
+    def __contains__(self, url: str) -> bool:
+        key = hash(url)
+        return key in self._now or key in self._before
+
 
 class MovedAnswers:
-    """Canonical target URL -> the answer its permanent redirect gave, oldest first. In memory and bounded
-    (``MOVED_ANSWERS_BYTES``): a target claimed by another worker, or after a restart, is simply fetched."""
+    """Canonical target URL -> the answer its permanent redirect gave, oldest first, and the URLs read in this run
+    (``ReadUrls``). In memory and bounded (``MOVED_ANSWERS_BYTES``): a target claimed by another worker, or after a
+    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``)."""
 
-    def __init__(self, limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
+    def __init__(self, canonicalize: Callable[[str], str | None], limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
+        self._canonicalize = canonicalize
+        self._read = ReadUrls()
+
+    def answered(self, url: str, result: FetchResult) -> None:
+        """``url`` (its key) got ``result``: noted at once, before the host's next request, which may be the
+        target's own or another redirect to it. A page's own answer makes it read; a permanent move followed to a
+        2xx makes its target read, and keeps that answer for the target's claim."""
+        if result.unfollowed or result.error_class is not None:
+            return
+        if not result.redirects:
+            if result.ok or (result.not_modified and result.sent_validators):
+                self._read.add(url)
+            return
+        if result.ok and is_permanent_move(result):
+            target = self._canonicalize(result.final_url)
+            if target is not None:
+                self._read.add(target)
+                self.keep(target, result)
+
+    def read(self, url: str) -> bool:
+        """Whether ``url`` (as requested) was read in this run: a permanent redirect to it is not followed."""
+        key = self._canonicalize(url)
+        return key is not None and key in self._read
 
     def keep(self, target: str, result: FetchResult) -> None:
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())

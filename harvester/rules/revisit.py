@@ -305,7 +305,9 @@ def classify_outcome(
       ``backoff_max_s``); the others (4xx, too large, wrong type) only after ``revisit.max_s``, since they
       would fail the same way now. A parked host (no request sent) → QUEUED, no attempt counted.
     - 2xx reached through permanent redirects only (301/308) → DONE, ``moved_to`` the final URL (the caller
-      enqueues it), nothing stored here, revisited rarely (``max_s``).
+      enqueues it), nothing stored here, revisited rarely (``max_s``). The same for a permanent redirect left
+      unfollowed because its target was already read in this run (``FetchResult.unfollowed``): the redirect's
+      own answer says where the URL moved, and the target's copy is its own URL's.
     - 2xx whose main content is held by another URL (``duplicate_of``) → DUPLICATE, links not expanded.
     - 2xx with the known content hash → DONE, unchanged; with a new hash → DONE, changed, links expanded,
       interval shrinks. Either way the payload goes to the store (``store_page``), which keeps it as a new version
@@ -326,13 +328,12 @@ def classify_outcome(
         recheck_s = gone_recheck_s(claimed.revisit_s, settings.revisit)
         return Outcome(state=UrlState.GONE, changed=claimed.content_hash is not None, counter="answered_gone",
                        revisit_s=recheck_s, next_fetch_at=due_at(now, recheck_s, settings.revisit))
+    if result.unfollowed and result.error_class is None and is_permanent_move(result):
+        return _moved(result, settings, now)
     if result.error_class is not None or status is None or not 200 <= status < 300:
         return _failure(claimed, result, settings, now)
     if is_permanent_move(result):
-        return Outcome(
-            state=UrlState.DONE, changed=False, counter="moved", next_fetch_at=aware(now) + timedelta(
-                seconds=settings.revisit.max_s), revisit_s=settings.revisit.max_s, moved_to=result.final_url,
-        )
+        return _moved(result, settings, now)
     if duplicate_of is not None:
         return Outcome(state=UrlState.DUPLICATE, changed=False, counter="duplicate", content_hash=new_hash)
     changed = new_hash is not None and new_hash != claimed.content_hash
@@ -354,6 +355,13 @@ def is_permanent_move(result: FetchResult) -> bool:
         and len(result.redirect_statuses) == len(result.redirects)
         and all(code in PERMANENT_REDIRECTS for code in result.redirect_statuses)
         and result.final_url != result.url
+    )
+
+
+def _moved(result: FetchResult, settings: Settings, now: datetime) -> Outcome:
+    return Outcome(
+        state=UrlState.DONE, changed=False, counter="moved", next_fetch_at=aware(now) + timedelta(
+            seconds=settings.revisit.max_s), revisit_s=settings.revisit.max_s, moved_to=result.final_url,
     )
 
 

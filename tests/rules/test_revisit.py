@@ -245,6 +245,18 @@ def test_permanent_move_records_the_target():
     assert out.store_page
 
 
+def test_a_permanent_redirect_left_unfollowed_is_a_move_like_one_followed():
+    """Its target was read this run: the 301 alone says where the URL went (same state, interval and target)."""
+    target = "https://h.example/b-1"
+    hop = {"final_url": target, "redirects": (target,), "redirect_statuses": (301,)}
+    followed = classify_outcome(claimed(), result(200, body=b"x", **hop), "h1", settings=SETTINGS, now=NOW)
+    unfollowed = classify_outcome(claimed(), result(301, unfollowed=True, **hop), None, settings=SETTINGS, now=NOW)
+    assert unfollowed == followed and unfollowed.moved_to == target
+    # The same answer come to an end there (a 301 the fetch did not or could not follow) is no move.
+    stuck = classify_outcome(claimed(), result(301, **hop), None, settings=SETTINGS, now=NOW)
+    assert stuck.moved_to is None and stuck.state is UrlState.FAILED
+
+
 @pytest.mark.parametrize("error_class", [ErrorClass.TIMEOUT, ErrorClass.CONNECT, ErrorClass.HTTP_5XX,
                                          ErrorClass.HTTP_429])
 def test_retryable_failures_requeue_until_max_attempts(error_class):
