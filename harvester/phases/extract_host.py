@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from harvester.extraction import Extracted, ExtractorHook, extract_page
 from harvester.fetch.workers import HandedBack, Job
 from harvester.phases.completions import CompletionBatcher
-from harvester.phases.host_turns import HostTurns
+from harvester.phases.host_turns import HostTurns, Parses
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
 from harvester.phases.reasks import Reasks
@@ -111,9 +111,8 @@ class ExtractWork:
         before their record ran (the run failed or was stopped) closes the record unrun; the answer stays here and
         ``record_unrecorded`` puts it in the writer as the run winds down, so it is written, or kept for the
         retry, and not asked again."""
-        self._parsing: dict[int, tuple[FetchResult, asyncio.Future[Extracted | None]]] = {}
-        """Parses in flight per URL, with their answer: one whose record was cancelled meanwhile is awaited by the
-        answer's next record (``_extract``)."""
+        self._parses = Parses(TURNS)
+        """Parses in flight per URL: one whose record was cancelled meanwhile is awaited by the answer's next record."""
 
     # -- engine protocol --------------------------------------------------------------------------------------
 
@@ -428,28 +427,12 @@ class ExtractWork:
     async def _extract(self, url_id: int, result: FetchResult, host: str) -> Extracted | None:
         """The page's parse and the hook, off the event loop (in ``EXTRACTION``'s one thread, so a hook is never
         called twice at once), ``host`` taking its turn with the others (``TURNS``): the loop stays free to send
-        the hosts' next requests and read their answers, and a slow host's records keep up with its answers.
-
-        A cancel cannot stop the hook in its thread: a record cancelled meanwhile leaves the parse running (shielded)
-        and the answer's next record (``record_unrecorded``) awaits it, never running the hook on it again."""
+        the hosts' next requests and read their answers, and a slow host's records keep up with its answers. A
+        record cancelled meanwhile leaves the parse running for the answer's next record (``Parses``)."""
         if not (result.ok and result.body is not None):
             return None
-        kept = self._parsing.get(url_id)
-        if kept is not None and kept[0] is result:
-            parsing = kept[1]
-        else:
-            parsing = TURNS.submit(host, functools.partial(
-                extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
-            self._parsing[url_id] = (result, parsing)
-        try:
-            extracted = await asyncio.shield(parsing)
-        except asyncio.CancelledError:
-            raise  # the parse runs on, kept for the answer's next record
-        except BaseException:
-            self._parsing.pop(url_id, None)
-            raise
-        self._parsing.pop(url_id, None)
-        return extracted
+        return await self._parses.run(url_id, result, host, functools.partial(
+            extract_page, result, settings=self.settings, hook=self.hook, user_agent=self.site.profile.user_agent))
 
     def _complete(self, claimed: ClaimedUrl, result: FetchResult,
                   extracted: Extracted | None) -> tuple[Completion, list[DiscoveredUrl]]:

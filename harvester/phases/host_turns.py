@@ -130,3 +130,31 @@ def _answer(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value:
 
     with contextlib.suppress(RuntimeError):  # the caller's loop has closed: nobody waits for the answer
         loop.call_soon_threadsafe(settle)
+
+
+class Parses:
+    """Calls in flight per key (a URL's id) with the answer they were asked for, run through ``turns``. A cancel
+    cannot stop a call in its thread (a parse running the user's hook): a caller cancelled meanwhile leaves it
+    running (shielded), and the key's next caller with the same answer awaits it instead of calling again, so a hook
+    never runs twice on one answer."""
+
+    def __init__(self, turns: HostTurns) -> None:
+        self._turns = turns
+        self._kept: dict[int, tuple[object, asyncio.Future[Any]]] = {}
+
+    async def run(self, key: int, answer: object, host: str, call: Callable[[], T]) -> T:
+        kept = self._kept.get(key)
+        if kept is not None and kept[0] is answer:
+            running: asyncio.Future[T] = kept[1]
+        else:
+            running = self._turns.submit(host, call)
+            self._kept[key] = (answer, running)
+        try:
+            value = await asyncio.shield(running)
+        except asyncio.CancelledError:
+            raise  # the call runs on, kept for the key's next caller
+        except BaseException:
+            self._kept.pop(key, None)
+            raise
+        self._kept.pop(key, None)
+        return value
