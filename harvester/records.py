@@ -363,6 +363,14 @@ class RobotsState:
     error_class: ErrorClass | None = None
     refused: str | None = None
     """The URL the fetch was refused at (a redirect's target, when robots.txt redirected there); not persisted."""
+    url: str | None = None
+    """The URL whose answer ``body`` and the validators are (robots.txt's redirect target); None: ``/robots.txt``
+    (a state built without a fetch)."""
+
+    @property
+    def answered_by(self) -> str:
+        """The URL that issued the validators: the only one they may be sent to (RFC 9110 §13.1.2)."""
+        return self.url or self.origin + "/robots.txt"
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from harvester.errors import LeaseLost
 from harvester.fetch.http import NO_VALIDATORS, Fetcher, close_clients
 from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
-from harvester.fetch.robots import ROBOTS_PATH, RobotsCache, RobotsPersistence, RobotsRules
+from harvester.fetch.robots import ROBOTS_PATH, ROBOTS_READ_PAST, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.fetch.slots import HostSlots, _Host
 from harvester.fetch.transport import LAST_CHECK
 from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
@@ -235,7 +235,7 @@ class PoliteClient:
     # --- the gated fetch --------------------------------------------------------------------------------------
 
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
-                     max_bytes: int, check_robots: bool, robots_fetch: bool,
+                     max_bytes: int, check_robots: bool, robots_fetch: bool, validators_url: str | None = None,
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
                      stop_at: Callable[[str], bool] | None = None) -> FetchResult:
         if not await self._slots.acquire(host):
@@ -291,7 +291,7 @@ class PoliteClient:
                 if robots_fetch:
                     result = await self._fetcher.fetch(
                         url, validators=validators, max_bytes=max_bytes, follow=follow, truncate=True,
-                        max_redirects=self.settings.robots.max_redirects, revalidate_hops=True)
+                        max_redirects=self.settings.robots.max_redirects, validators_url=validators_url)
                 else:
                     result = await self._fetcher.fetch(url, validators=validators, accept=accept,
                                                        max_bytes=max_bytes, follow=follow,
@@ -307,10 +307,11 @@ class PoliteClient:
             if result is not None:
                 self._slots.count(last or host, result)
 
-    async def _fetch_robots(self, origin: str, validators: Validators) -> FetchResult:
+    async def _fetch_robots(self, origin: str, validators: Validators, issuer: str) -> FetchResult:
         host = self._slots.host(origin)
-        return await self._gated(origin + ROBOTS_PATH, host, validators=validators, accept=None,
-                                 max_bytes=self.settings.robots.max_bytes, check_robots=False, robots_fetch=True)
+        return await self._gated(origin + ROBOTS_PATH, host, validators=validators, validators_url=issuer, accept=None,
+                                 max_bytes=self.settings.robots.max_bytes + ROBOTS_READ_PAST, check_robots=False,
+                                 robots_fetch=True)
 
     def retire(self, origin: str) -> asyncio.Task[None] | None:
         """A host whose run ended keeps no sockets and, when they are persisted, no robots.txt rules in memory

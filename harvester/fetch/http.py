@@ -195,19 +195,20 @@ class Fetcher:
         follow: Follow | None = None,
         max_redirects: int | None = None,
         truncate: bool = False,
-        revalidate_hops: bool = False,
+        validators_url: str | None = None,
         stop_at: StopAt | None = None,
     ) -> FetchResult:
         """One bounded GET, redirects included. Never raises for network problems.
 
         The total deadline covers every hop's headers and body and the ``follow`` hook. The body cap applies
         to Content-Length, to raw streamed bytes and to decoded bytes; ``truncate`` keeps the first
-        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators are sent on the first hop;
-        ``revalidate_hops``: a redirect hop on the same origin gets the ETag too (``_hop_validators``; robots.txt,
-        whose stored validators are its redirect target's: a page's redirect must reach its target whole, since
-        extraction records the move and stores the target's own copy). ``stop_at``: a permanent redirect to a URL
-        whose answer the caller already holds ends the fetch with the redirect's own answer (``StopAt``), so the
-        target is not downloaded a second time in one run.
+        ``max_bytes`` instead of failing (robots.txt, RFC 9309 §2.5). Validators go to the URL that issued them alone
+        (RFC 9110 §13.1.2): ``validators_url``, on whichever hop asks it (robots.txt, whose stored validators are its
+        redirect target's, on another origin too); the first hop when None (a page's redirect reaches its target
+        whole, since extraction records the move and stores the target's own copy). Another URL never gets them:
+        an ETag names one entity, and one a host set is never shown to another (ETags can track). ``stop_at``: a
+        permanent redirect to a URL whose answer the caller already holds ends the fetch with the redirect's own
+        answer (``StopAt``), so the target is not downloaded a second time in one run.
         """
         cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
         deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
@@ -218,7 +219,7 @@ class Fetcher:
                 if self._seeding is None or not self._seeding.done():
                     await self.admit_seeds()
                 return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate,
-                                         revalidate_hops, stop_at)
+                                         validators_url or url, stop_at)
         except TimeoutError:
             return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
         except Refused as exc:
@@ -251,7 +252,7 @@ class Fetcher:
         follow: Follow | None,
         hops_allowed: int,
         truncate: bool,
-        revalidate_hops: bool,
+        validators_url: str,
         stop_at: StopAt | None = None,
     ) -> FetchResult:
         current = state.url
@@ -260,8 +261,7 @@ class Fetcher:
             if urlsplit(current).scheme not in _SCHEMES:
                 raise Refused(ErrorClass.OUT_OF_SCOPE, f"scheme of {current!r} is not http(s)")
             state.current = current
-            sent = validators if not state.hops else (
-                _hop_validators(validators, state.url, current) if revalidate_hops else NO_VALIDATORS)
+            sent = validators if current == validators_url else NO_VALIDATORS
             state.answered = False
             # ``state.sent`` names the validators once the request may have left, never before: a request refused
             # by the address policy or whose connection was never made carried nothing, and the fetch log (and
@@ -312,17 +312,6 @@ class Fetcher:
                 return await read_answer(state, response, headers, accept, cap, truncate)
             finally:
                 await response.aclose()
-
-def _hop_validators(validators: Validators, first: str, hop: str) -> Validators:
-    """What a redirect hop is asked with. The validators stored for a URL come from the last answer of its last
-    fetch, which for a redirected URL is the target's: ``/robots.txt`` moved to ``/robots-real.txt`` was asked
-    conditionally and its target in full, every run. The ETag alone goes on, and only within the origin: an
-    opaque tag can only match the entity it names (a date could match another file's), and a tag one host set is
-    never shown to another (ETags can be used as tracking identifiers)."""
-    if not validators.etag or origin_of(hop) != origin_of(first):
-        return NO_VALIDATORS
-    return Validators(etag=validators.etag)
-
 
 def _never_left(exc: BaseException) -> bool:
     """Whether ``exc`` was met before the request's bytes could go out: no connection was made (refused,

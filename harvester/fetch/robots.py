@@ -37,8 +37,9 @@ class RobotsPersistence(Protocol):
     async def save_robots(self, state: RobotsState) -> None: ...
 
 
-RobotsFetch = Callable[[str, Validators], Awaitable[FetchResult]]
-"""Fetches ``<origin>/robots.txt`` politely (truncated at the cap, up to five redirects) with these validators."""
+RobotsFetch = Callable[[str, Validators, str], Awaitable[FetchResult]]
+"""Fetches ``<origin>/robots.txt`` politely (truncated at the cap, up to five redirects) with these validators, sent
+to the URL given last alone: the one that issued them (robots.txt's redirect target, on any hop)."""
 
 
 @functools.cache
@@ -77,20 +78,31 @@ def robots_token(user_agent: str, settings: RobotsSettings) -> str:
 def decode_robots(body: bytes | str, max_bytes: int) -> str:
     """robots.txt bytes → text: at most ``max_bytes`` (RFC 9309 §2.5), UTF-8 with BOM stripped, partial line cut.
 
-    A line cut in half by the cap is dropped: a truncated ``Disallow: /private`` would silently widen to
-    ``Disallow: /pri`` (harmless) but a cut ``Allow`` or user-agent line could change which group applies.
+    ``body`` longer than ``max_bytes`` was cut: the fetch reads one byte past the limit (``ROBOTS_READ_PAST``) so
+    that a cut body can be told from one that ends exactly at it. A line the cut falls in is dropped: the RFC's
+    grammar ends every rule with an EOL, and a fragment is a rule the site never wrote (``Allow: /pub`` cut to
+    ``Allow: /`` undoes a ``Disallow: /``, ``Disallow: /syyy`` cut to ``Disallow: /s`` blocks /sitemap.xml). The
+    line stays when the byte past the limit is its EOL. A body within the limit is read whole, a last line without
+    a newline included.
     """
     raw = body.encode("utf-8", "replace") if isinstance(body, str) else body
     if len(raw) > max_bytes:
+        whole_line = raw[max_bytes:max_bytes + 1] in (b"\n", b"\r")
         raw = raw[:max_bytes]
-        cut = max(raw.rfind(b"\n"), raw.rfind(b"\r"))
-        raw = raw[: cut + 1] if cut >= 0 else b""
+        if not whole_line:
+            cut = max(raw.rfind(b"\n"), raw.rfind(b"\r"))
+            raw = raw[: cut + 1] if cut >= 0 else b""
     for bom in (b"\xef\xbb\xbf", b"\xef\xbb", b"\xef"):
         if raw.startswith(bom):  # a BOM, or what is left of one (Google's reference parser skips those too)
             raw = raw[len(bom):]
             break
     # robotstxt.parse splits at CR, LF and CRLF (RFC 9309 §2.1).
     return raw.decode("utf-8", "replace")
+
+
+ROBOTS_READ_PAST = 1
+"""Bytes a robots.txt fetch reads past ``RobotsSettings.max_bytes``: a body cut at exactly the limit could not be
+told from a file of that size, and its cut last line would be read as a rule (``decode_robots``)."""
 
 
 class RobotsRules:
@@ -165,7 +177,8 @@ def state_from_fetch(origin: str, result: FetchResult, settings: RobotsSettings,
     now = now or utcnow()
     if result.status == 304 and previous is not None and result.error_class is None:
         return replace(previous, fetched_at=now, expires_at=now + timedelta(seconds=settings.cache_s),
-                       etag=result.etag or previous.etag, last_modified=result.last_modified or previous.last_modified)
+                       url=result.final_url, etag=result.etag or previous.etag,
+                       last_modified=result.last_modified or previous.last_modified)
     error_class = result.error_class
     if error_class in (ErrorClass.HTTP_4XX, ErrorClass.HTTP_5XX, ErrorClass.HTTP_429):
         error_class = None  # the status says it; error_class is kept for failures without a usable status
@@ -173,7 +186,7 @@ def state_from_fetch(origin: str, result: FetchResult, settings: RobotsSettings,
     if result.ok and result.body is not None:
         body = decode_robots(result.body, settings.max_bytes)
     state = RobotsState(
-        origin=origin, status=result.status, fetched_at=now, expires_at=None, body=body,
+        origin=origin, status=result.status, fetched_at=now, expires_at=None, body=body, url=result.final_url,
         etag=result.etag if result.ok else None, last_modified=result.last_modified if result.ok else None,
         error_class=error_class,
         refused=result.final_url if error_class in (ErrorClass.ADDRESS_REFUSED, ErrorClass.INVALID_URL) else None,
@@ -245,7 +258,8 @@ class RobotsCache:
         conditional = previous if previous is not None and status_mode(previous) == "rules" else None
         validators = Validators(conditional.etag, conditional.last_modified) if conditional else Validators()
         self.fetches += 1
-        result = await self._fetch(origin, validators)
+        issuer = conditional.answered_by if conditional is not None else origin + ROBOTS_PATH
+        result = await self._fetch(origin, validators, issuer)
         state = state_from_fetch(origin, result, self._settings, previous=conditional, now=utcnow())
         if state.error_class is not None or (state.status or 0) >= 500:
             logger.info("robots.txt of %s unreachable (%s): disallow all for %.0fs", origin,

@@ -56,8 +56,10 @@ class Hosts(Part):
             return None
         return RobotsState(
             origin=origin, status=host["robots_status"], fetched_at=host["robots_fetched_at"],
-            expires_at=host["robots_expires_at"], body=host["robots_body"], etag=host["robots_etag"],
-            last_modified=host["robots_last_modified"],
+            expires_at=host["robots_expires_at"], body=host["robots_body"], url=host["robots_url"],
+            # Saved before migration 0015: whose validators they are is not known, so none is sent.
+            etag=host["robots_etag"] if host["robots_url"] else None,
+            last_modified=host["robots_last_modified"] if host["robots_url"] else None,
             error_class=ErrorClass(host["robots_error"]) if host["robots_error"] else None,
         )
 
@@ -65,7 +67,7 @@ class Hosts(Part):
         values = {
             "robots_status": state.status, "robots_fetched_at": aware(state.fetched_at),
             "robots_expires_at": aware(state.expires_at), "robots_body": state.body, "robots_etag": state.etag,
-            "robots_last_modified": state.last_modified,
+            "robots_last_modified": state.last_modified, "robots_url": state.answered_by,
             "robots_error": state.error_class.value if state.error_class else None,
         }
         self._update_host(state.origin, values)

@@ -113,6 +113,8 @@ class Host(Base):
     robots_fetched_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     robots_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     robots_error: Mapped[str | None] = mapped_column(String(40))
+    robots_url: Mapped[str | None] = mapped_column(Text)
+    """The URL that answered with ``robots_body`` and issued its validators (robots.txt's redirect target)."""
     crawl_delay_s: Mapped[float | None] = mapped_column(Float)
     request_rate_s: Mapped[float | None] = mapped_column(Float)
     concurrency_limit: Mapped[int | None] = mapped_column(SmallInteger)

@@ -319,45 +319,48 @@ async def test_truncate_keeps_the_first_bytes_instead_of_failing(web, fetcher):
     assert len(result.body or b"") == 1000
 
 
-async def test_only_the_etag_goes_on_to_a_redirect_hop_and_only_within_the_origin(web, fetcher, serve):
-    """Asked to (robots.txt), the ETag goes on to a hop on the same origin, so an unchanged target answers 304; a
-    date (which could match another file) does not, and no tag reaches another origin. By default (pages) no
-    validator goes on: extraction records a move and stores the target's own copy (control)."""
-    web.clear_records()
-    started = time.monotonic()
+async def test_validators_go_to_the_url_that_issued_them_alone(web, fetcher, serve):
+    """Told which URL issued them (robots.txt's redirect target), the validators go on that hop's request, both of
+    them, and on no other: not on the first URL nor on the hops between, on another origin too. By default (pages)
+    they go on the first request only (control)."""
     validators = Validators(etag='"x"', last_modified="Mon, 05 Jan 2026 00:00:00 GMT")
-    await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=validators, revalidate_hops=True)
-    # Only this fetch's requests: an earlier test's streamed body may be logged late, when it ends.
-    recs = [r for r in await log_of(web) if r.start >= started]
-    assert (recs[0].if_none_match, recs[0].if_modified_since) == ('"x"', "Mon, 05 Jan 2026 00:00:00 GMT")
-    assert (recs[1].if_none_match, recs[1].if_modified_since) == ('"x"', None)
+    web.clear_records()
     started = time.monotonic()
     await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=validators)
     recs = [r for r in await log_of(web) if r.start >= started]
-    assert (recs[1].if_none_match, recs[1].if_modified_since) == (None, None)
+    assert len(recs) >= 2
+    assert (recs[0].if_none_match, recs[0].if_modified_since) == ('"x"', "Mon, 05 Jan 2026 00:00:00 GMT")
+    assert all((r.if_none_match, r.if_modified_since) == (None, None) for r in recs[1:])
+    issuer = web.url("h", recs[-1].path)
+    started = time.monotonic()
+    await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=validators, validators_url=issuer)
+    recs = [r for r in await log_of(web) if r.start >= started]
+    assert all((r.if_none_match, r.if_modified_since) == (None, None) for r in recs[:-1])
+    assert (recs[-1].if_none_match, recs[-1].if_modified_since) == ('"x"', "Mon, 05 Jan 2026 00:00:00 GMT")
 
     from aiohttp import web as aioweb
 
-    seen: list[str | None] = []
+    seen: list[tuple[str, str | None]] = []
 
     async def elsewhere(request: aioweb.Request) -> aioweb.Response:
-        seen.append(request.headers.get("If-None-Match"))
+        seen.append((request.path, request.headers.get("If-None-Match")))
         return aioweb.Response(text="<html><body>there</body></html>", content_type="text/html")
 
     other = await serve(elsewhere)
 
     async def away(request: aioweb.Request) -> aioweb.Response:
+        seen.append((request.path, request.headers.get("If-None-Match")))
         raise aioweb.HTTPMovedPermanently(f"{other}/there")
 
     origin = await serve(away)
-    moved = await fetcher.fetch(origin + "/here", validators=Validators(etag='"x"'), revalidate_hops=True)
-    assert moved.ok and seen == [None]
+    moved = await fetcher.fetch(origin + "/here", validators=Validators(etag='"x"'), validators_url=f"{other}/there")
+    assert moved.ok and seen == [("/here", None), ("/there", '"x"')]
 
 
 async def test_the_result_says_what_the_request_that_got_the_answer_carried(web, fetcher):
     """``sent_validators`` is the last hop's request as the server received it (the WARC writes it): the
-    validators of a conditional GET, none for a plain one, and for a redirect chain the hop's (the ETag alone when
-    hops are revalidated, else nothing), not those the fetch was given."""
+    validators of a conditional GET, none for a plain one, and for a redirect chain the hop's (all of them when it
+    issued them, else nothing), not those the fetch was given."""
     url = web.truth["h"].allowed_detail_urls()[2]
     first = await fetcher.fetch(url)
     assert first.sent_validators == Validators() and first.validators
@@ -365,10 +368,11 @@ async def test_the_result_says_what_the_request_that_got_the_answer_carried(web,
     rec = [r for r in (await log_of(web)) if r.path in url][-1]
     assert again.sent_validators == Validators(rec.if_none_match, rec.if_modified_since) == first.validators
     given = Validators(etag='"x"', last_modified="Mon, 05 Jan 2026 00:00:00 GMT")
-    for revalidate, last_hop in ((True, Validators(etag='"x"')), (False, Validators())):
+    chain = web.url("h", "/hostile/redirect-chain/1")
+    final = (await fetcher.fetch(chain)).final_url
+    for issuer, last_hop in ((final, given), (None, Validators())):
         started = time.monotonic()
-        result = await fetcher.fetch(web.url("h", "/hostile/redirect-chain/1"), validators=given,
-                                     revalidate_hops=revalidate)
+        result = await fetcher.fetch(chain, validators=given, validators_url=issuer)
         recs = [r for r in await log_of(web) if r.start >= started]
         assert result.sent_validators == last_hop == Validators(recs[-1].if_none_match, recs[-1].if_modified_since)
 

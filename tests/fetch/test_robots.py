@@ -94,6 +94,18 @@ def test_truncation_drops_the_partial_last_line():
     assert decode_robots(b"User-agent: *\nDisallow: /private", 25) == "User-agent: *\n"
 
 
+def test_only_a_line_the_cut_falls_in_is_dropped():
+    """The fetch reads one byte past the limit: a body longer than it was cut, and the line the cut falls in is no
+    rule (``Allow: /pub`` cut to ``Allow: /`` would tie ``Disallow: /`` and win). A line whose EOL is the byte past
+    the limit is whole; a body within the limit is read whole, its last line without a newline included."""
+    head = b"User-agent: *\nDisallow: /\n"
+    assert decode_robots(head + b"Allow: /pub\n", len(head) + 8) == head.decode()
+    assert decode_robots(head + b"Allow: /pub\n", len(head) + 11) == head.decode() + "Allow: /pub"
+    assert decode_robots(head + b"Allow: /pub", len(head) + 11) == head.decode() + "Allow: /pub"
+    rules = rules_for(decode_robots(head + b"Allow: /pub\n", len(head) + 8))
+    assert not rules.allowed("http://h/private1")
+
+
 def test_state_lifetimes_and_a_304_extends_the_previous_state():
     settings = RobotsSettings(cache_s=3600, error_cache_s=60)
     ok = FetchResult(url="http://h/robots.txt", final_url="http://h/robots.txt", status=200, started_at=0,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -438,13 +439,16 @@ def test_a_holder_due_again_or_moved_vouches_for_no_content(store: FrontierStore
 def test_robots_round_trip(store: FrontierStore) -> None:
     assert store.load_robots("https://a.test") is None
     state = RobotsState(origin="https://a.test", status=200, fetched_at=T0, expires_at=T0 + timedelta(days=1),
-                        body="User-agent: *\nDisallow: /private", etag='"r"', last_modified="x")
+                        body="User-agent: *\nDisallow: /private", etag='"r"', last_modified="x",
+                        url="https://b.test/r2.txt")
     store.save_robots(state)
-    assert store.load_robots("https://a.test") == state
+    assert store.load_robots("https://a.test") == state  # the URL that issued the validators too
+    store.save_robots(replace(state, url=None))
+    assert store.load_robots("https://a.test") == replace(state, url="https://a.test/robots.txt")
     failed = RobotsState(origin="https://a.test", status=None, fetched_at=T0, expires_at=T0,
                          error_class=ErrorClass.CONNECT)
     store.save_robots(failed)
-    assert store.load_robots("https://a.test") == failed
+    assert store.load_robots("https://a.test") == replace(failed, url="https://a.test/robots.txt")
 
 
 def test_host_policy_and_lastmod_truthfulness(store: FrontierStore) -> None:
