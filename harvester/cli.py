@@ -251,6 +251,7 @@ def status(
         return
     console.print(f"frontier: {where}", soft_wrap=True, markup=False, highlight=False)
     print_status(settings, most=None)
+    print_problems(settings)
 
 
 @app.command()

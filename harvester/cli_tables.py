@@ -89,7 +89,8 @@ def status_of(settings: Settings) -> dict[str, Any]:
     if discovery is not None:
         refused = robots_refused(discovery.get("counters") or {})
         stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
-                                  "robots_refused": sum(refused.values()), "robots_refused_by_host": refused}
+                                  "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
+                                  "problems": list((discovery.get("counters") or {}).get("problems") or [])}
         for origin, host in (stats.get("hosts") or {}).items():
             host["robots_refused"] = refused.get(origin, 0)
     if last is not None:

@@ -111,6 +111,8 @@ class SitemapDoc:
     parser: str = "lxml"
     counts: dict[str, int] = field(default_factory=dict)
     truncated: bool = False
+    malformed: str | None = None
+    """Where and why the XML parser's recovery passed over an error (what follows it may be lost), or None."""
 
     def problem(self, message: str) -> None:
         if len(self.problems) < MAX_PROBLEMS:

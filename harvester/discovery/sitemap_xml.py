@@ -215,6 +215,7 @@ def parse_lxml(prepared: PreparedSitemap, settings: DiscoverySettings, *, feeds:
     elif root_name == "sitemap:sitemapindex":
         doc.kind = "index"
         _index_children(doc, _events_from(doc, events, first), names, settings.max_sitemap_urls)
+        note_recovered(doc, events)
     elif root_name in ("rss", "feed", "rdf:RDF", "RDF"):
         kind: SitemapKind = "atom" if root_name == "feed" else "rss"
         if not feeds:
@@ -276,10 +277,24 @@ def _urlset_entries(doc: SitemapDoc, events: Any, names: _Names) -> Iterator[Sit
     except etree.XMLSyntaxError as exc:
         doc.problem(f"XML error (entries before it kept): {exc!s:.200}")
     finally:
+        note_recovered(doc, events)
         _report_shape(doc, "url", several=several, nested=nested, stray=stray)
         if foreign_entries:
             counts["foreign_namespace"] = foreign_entries
             doc.problem(names.foreign_problem(foreign_entries, "url"))
+
+
+def note_recovered(doc: SitemapDoc, events: Any) -> None:
+    """The first error lxml's recovery passed over, as ``doc.malformed`` and a problem: recovery reads on without a
+    word, and what it could not make sense of is dropped (``<<broken & </oops>`` after the 4th of 6 entries ended
+    the file there: two URLs lost, the document shown as read whole). What follows the error may be lost, so the
+    file is no whole list either (its missing URLs say nothing)."""
+    errors = events.error_log.filter_from_errors()
+    if not errors or doc.malformed is not None:
+        return
+    first = errors[0]
+    doc.malformed = f"malformed XML at line {first.line}, column {first.column} ({str(first.message).strip():.120})"
+    doc.problem(f"{doc.malformed}: the entries read up to it kept, any after it may be lost")
 
 
 def _report_shape(doc: SitemapDoc, what: str, *, several: int, nested: int, stray: int) -> None:

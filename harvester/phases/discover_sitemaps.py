@@ -330,7 +330,7 @@ class SitemapWalk:
         # Only a sitemap read in full before can have stopped listing a URL (on a first read the check would scan
         # the host's every URL for nothing), and only a whole one says what it no longer lists.
         vanished = self.host.vanished(Source.SITEMAP, url, known, now) if doc.kind in ("urlset", "text") and not (
-            doc.over_limit or doc.truncated) else None
+            doc.over_limit or doc.truncated or doc.malformed) else None
         children = [child for child in doc.children if self.host.site.canonicalize(child) != url]
         if len(children) != len(doc.children):
             self.host.counters["sitemap_loops"] += 1
@@ -343,6 +343,10 @@ class SitemapWalk:
         elif doc.truncated:  # so is a file that ends early: what it lost is unknown
             self.host.problem(f"{kind.replace('_', ' ')} {url} ends early, only its whole entries were read: "
                               f"{'; '.join(doc.problems)}")
+        elif doc.malformed:  # and one the XML parser recovered from: what it passed over is lost
+            kept = f"{count} entries kept" if doc.kind != "index" else f"{len(children)} child sitemaps kept"
+            self.host.problem(f"{kind.replace('_', ' ')} {url} is broken: {doc.malformed}; {kept}, any after the "
+                              "error may be lost")
         revisit_s = revisit_documents.revisit_s(kind, self.host.settings)
         dated_children = [
             (c, doc.child_lastmod.get(child)) for child in children if (c := self.host.site.canonicalize(child))

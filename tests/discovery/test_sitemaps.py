@@ -775,3 +775,18 @@ def test_a_utf16_sitemap_is_never_cut() -> None:
     doc, entries = parse(text.encode("utf-16"), parser="auto")
     assert len(entries) == 40
     assert not doc.problems
+
+
+def test_markup_the_xml_recovery_passes_over_is_reported_where_it_broke():
+    """lxml's recovery ended a urlset at ``<<broken & </oops>`` after its 4th entry without a word: the document
+    looked read whole. The entries before it are kept, and the document says where the XML broke; a well-formed
+    one says nothing (control)."""
+    locs = [f"https://x.example/p{i}" for i in range(6)]
+    broken = urlset(locs).replace(b"<loc>https://x.example/p3</loc></url>",
+                                  b"<loc>https://x.example/p3</loc></url><<broken & </oops>")
+    doc, entries = parse(broken)
+    assert [e.loc for e in entries] == locs[:4]
+    assert doc.malformed is not None and doc.malformed.startswith("malformed XML at line 6, column ")
+    assert any(problem.startswith(doc.malformed) for problem in doc.problems)
+    whole, entries = parse(urlset(locs))
+    assert len(entries) == 6 and whole.malformed is None
