@@ -44,6 +44,7 @@ class Cycles(Part):
         closed as ``abandoned`` first: a re-crawl after a killed harvest is a cycle of its own."""
         now = utcnow()
         with self._tx() as tx:
+            self._d.lock_cycles(tx.conn)
             rows = tx.conn.execute(
                 select(Cycle.id, Cycle.kind, Cycle.profile).where(Cycle.status == "running")
                 .order_by(Cycle.id.desc())  # every one: at most one runs per profile, so as many as sites

@@ -378,6 +378,10 @@ class Dialect:
         )
         return int(conn.exec_driver_sql(f"DELETE FROM leases WHERE {where}", tuple(params)).rowcount)
 
+    def lock_cycles(self, conn: Connection) -> None:
+        """Serialise, to the end of the transaction, the look for an open cycle and the opening of a new one. On
+        SQLite a writer holds the whole file (BEGIN IMMEDIATE): nothing to do."""
+
     def extraction_processes(self, conn: Connection, site: str = "") -> int:
         """Extraction processes of ``site`` on this frontier, this one included, the idle among them too (what host
         leases cannot show: a process waiting for hosts holds none). One process per file on SQLite."""

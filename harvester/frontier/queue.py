@@ -192,6 +192,18 @@ class Queue(Part):
             owners |= {o for o in tx.conn.execute(select(Host.lease_owner).distinct()).scalars() if o}
         return sorted(owners)
 
+    def host_holders(self, owner: str, *, hosts: Sequence[str]) -> list[str]:
+        """The other owners holding a host lease on one of ``hosts``, live or lapsed: a worker looking for hosts
+        asks which of them are dead processes on its machine (``release_owner`` then), so their hosts are taken
+        at once, not when the round ends or the lease runs out."""
+        if not hosts:
+            return []
+        with self._tx(write=False) as tx:
+            return sorted(o for o in tx.conn.execute(
+                select(Host.lease_owner).distinct().where(
+                    Host.origin.in_(list(hosts)), Host.lease_owner.is_not(None), Host.lease_owner != owner)
+            ).scalars() if o)
+
     def release_owner(self, owner: str) -> int:
         """Every lease ``owner`` holds goes back (its process is known dead); returns URLs requeued."""
         d = self._d

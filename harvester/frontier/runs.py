@@ -37,6 +37,7 @@ class Runs(Part):
         ``user_agent``: the one its requests carry, for the WARC export (None: not known)."""
         now = utcnow()
         with self._tx() as tx:
+            self._d.lock_cycles(tx.conn)
             cycle_id = self._cycles.open_cycle(tx.conn, profile)
             if cycle_id is None and phase == "extract":
                 cycle_id = int(tx.conn.execute(

@@ -81,6 +81,7 @@ class FrontierStore:
         self.requeue_expired = queue.requeue_expired
         self.lease_owners = queue.lease_owners
         self.release_owner = queue.release_owner
+        self.host_holders = queue.host_holders
         self.make_due = queue.make_due
         self.url_high_water = queue.url_high_water
         self.due_count = queue.due_count

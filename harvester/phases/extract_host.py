@@ -22,7 +22,7 @@ from harvester.phases.host_turns import HostTurns, Parses
 from harvester.phases.leases import HostHolds, fair_take, lease_clock, over_share
 from harvester.phases.moved_answers import MovedAnswers
 from harvester.phases.reasks import Reasks
-from harvester.phases.runs import teach_classifier
+from harvester.phases.runs import release_dead_holders, teach_classifier
 from harvester.records import (
     ClaimedUrl,
     Completion,
@@ -130,6 +130,7 @@ class ExtractWork:
         if room > 0:
             handed = self.handover.open_hosts(beside=self.beside) if self.handover is not None else None
             mine = [origin for origin in await self.my_hosts() if handed is None or origin in handed]
+            await release_dead_holders(self.store, self.owner, mine)
             with_work, others = await db(self.store.sharing, self.owner, hosts=mine, site=self.site.profile.name)
             others = max(others, local_peers(self.settings.database_url, self.site.profile.name, self.owner))
             self._sharing = (with_work, others)

@@ -45,6 +45,18 @@ async def recover_leases(store: FrontierStore) -> int:
     return recovered
 
 
+async def release_dead_holders(store: FrontierStore, owner: str, hosts: Sequence[str]) -> int:
+    """Hosts of ``hosts`` leased by a process of this machine that has died go back now: a worker's look for hosts
+    asks this, so a killed worker's hosts are taken while the survivors still serve their own, not once their
+    round ends (its hosts sat idle 36-43 s beside three workers) or its lease runs out (300 s)."""
+    recovered = 0
+    for holder in await db(store.host_holders, owner, hosts=hosts):
+        if owner_is_dead(holder):
+            recovered += await db(store.release_owner, holder)
+            logger.info("took back the hosts of %s, a dead process on this machine", holder)
+    return recovered
+
+
 async def teach_classifier(store: FrontierStore, site: Site) -> None:
     """Detail URL shapes learned from what the frontier already holds, so outlinks are classified like discovery."""
     site.classifier.learn_details(await db(store.sample_urls, kind="detail", limit=5_000))

@@ -155,6 +155,48 @@ async def test_a_worker_finishes_the_hosts_of_a_holder_that_died_during_its_roun
     assert {r.url for r in web.records() if r.url.startswith(held)} & details  # this worker fetched them
 
 
+async def test_a_dead_holders_hosts_are_taken_while_the_survivor_still_serves_its_own(make_web, db_url):
+    """A stranger's kill -9 of one of three workers: the dead worker's hosts got no request for 36-43 s, until
+    the survivors had finished their own hosts (their round ended, and only then were the dead holder's leases
+    handed back). Now each look for hosts hands back the hosts of a dead process of this machine. Here the
+    worker's own host is held (its first page's hook waits) until the dead holder's host has been asked: that
+    happens while its own host is still being served, not after."""
+    specs = [HostSpec("alive", pages=8), HostSpec("dead", pages=6)]
+    web = make_web(specs, seed=7)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # the other worker
+    gave_up: list[bool] = []
+    try:
+        owner = f"{socket.gethostname()}:{holder.pid}:extract-9:deadbeef"
+        held = ""
+
+        def hold_until_taken(page: object) -> None:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()  # reaped: its pid is gone
+            deadline = time.monotonic() + 30  # without the fix: never, until this host is done (it can't be)
+            while not gave_up and not any(r.url.startswith(held) for r in web.records()):
+                if time.monotonic() > deadline:
+                    gave_up.append(True)
+                time.sleep(0.05)
+
+        with FrontierStore.open(settings, upgrade=True) as store:
+            await phases.discover(store, settings, profile)
+            web.clear_records()
+            held = web.origin("dead")
+            assert store.claim_hosts(owner, limit=1, lease_s=600, hosts=[held]) == [held]
+            assert store.claim(owner, hosts=[held], per_host=2, lease_s=600)
+            await phases.extract(store, settings, profile, extractor=hold_until_taken)
+            states = store.url_states()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not gave_up, "the dead holder's host was not taken while this worker served its own"
+    details = {url for spec in specs for url in web.truth[spec.name].allowed_detail_urls()}
+    assert {url for url in details if states[url][0] != "done"} == set()
+
+
 FROZEN_LEASE_S = 6.0
 
 

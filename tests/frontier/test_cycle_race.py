@@ -1,0 +1,59 @@
+"""Extraction processes started at the same instant open one cycle between them, not one each.
+
+A stranger started three ``harvester extract`` on one PostgreSQL frontier 11 ms apart: the first opened cycle 1,
+the other two (READ COMMITTED: neither saw the first's uncommitted cycle) opened cycle 2, and each cycle's
+summary counted part of the harvest (1,184 of 1,200 pages; cycle 1 stayed ``running`` until a later run closed
+it). Here two starts are made to interleave exactly that way: each waits, after looking for an open cycle, for the
+other to have looked too, so without the serialisation both see none and both open one. With it, the second
+cannot look before the first has committed, the first's wait for it gives up, and the second joins its cycle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, create_engine
+from sqlalchemy.pool import NullPool
+
+from harvester.frontier import FrontierStore
+from harvester.frontier.cycles import Cycles
+from harvester.settings import Settings
+
+PROFILE = {"name": "shop", "seeds": ["http://127.0.0.1:1/"]}
+LOOKED_WAIT_S = 3.0
+"""How long a start that has looked waits for the other to look too: long enough for a loaded machine's other
+thread to reach its look when nothing holds it back (without the fix), only a pause when something does."""
+
+
+def test_two_extractions_started_together_share_one_cycle(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    looked = threading.Barrier(2)
+    look = Cycles.open_cycle
+
+    def look_then_wait_for_the_other(self: Cycles, conn: Connection, profile: dict[str, Any] | None) -> int | None:
+        found = look(self, conn, profile)
+        # Broken: the other could not look yet (it waits for this one's commit).
+        with contextlib.suppress(threading.BrokenBarrierError):
+            looked.wait(LOOKED_WAIT_S)
+        return found
+
+    settings = Settings.load(database_url=db_url)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    monkeypatch.setattr(Cycles, "open_cycle", look_then_wait_for_the_other)
+    stores = [FrontierStore.open(settings) for _ in range(2)]
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda store: store.start_run("extract", profile=PROFILE, owner="w"), stores))
+    finally:
+        for store in stores:
+            store.close()
+    engine = create_engine(db_url, poolclass=NullPool)
+    with engine.connect() as conn:
+        cycles = conn.exec_driver_sql("SELECT count(*) FROM cycles").scalar_one()
+    engine.dispose()
+    assert len(set(runs)) == 2
+    assert cycles == 1, f"two extractions started together opened {cycles} cycles"
