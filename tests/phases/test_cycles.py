@@ -177,6 +177,30 @@ async def test_a_failed_extraction_finishes_its_run_row_as_failed_saying_why(mak
     assert fetched >= len(web.truth["a"].allowed_detail_urls()), last
 
 
+async def test_a_failed_discovery_finishes_its_run_row_as_failed_saying_why(make_web, db_url, monkeypatch):
+    """``LocalSteps.discover`` as ``extract``: a discovery that fails closes its run row ``failed`` with its error
+    (it stayed ``running``, and ``harvester status`` showed the discovery before it as the last)."""
+    from harvester.phases import discover_phase
+    from harvester.phases.cycles import LocalSteps
+
+    web = make_web([HostSpec("a", pages=4)], seed=40)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    hosts = discover_phase.discover_hosts
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        await hosts(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("the discovery broke")
+
+    monkeypatch.setattr(discover_phase, "discover_hosts", broken)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        with pytest.raises(RuntimeError, match="the discovery broke"):
+            await LocalSteps(settings, profile).discover(refresh=False)
+        last = store.last_run("discover")
+    assert last is not None and last["status"] == "failed", last
+    assert last["counters"]["error"] == "RuntimeError: the discovery broke", last
+
+
 async def test_a_last_progress_report_that_fails_leaves_the_finished_harvest_finished(make_web, db_url, caplog):
     """The caller's progress sink (a Prefect artifact, an API away) raises on the run's last report: the report's
     failure is logged, and the harvest, its work done and written, is finished, not failed."""
