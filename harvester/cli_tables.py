@@ -89,16 +89,24 @@ def status_of(settings: Settings) -> dict[str, Any]:
     if discovery is not None:
         refused = robots_refused(discovery.get("counters") or {})
         stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
-                                  "robots_refused": sum(refused.values()), "robots_refused_by_host": refused}
+                                  "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
+                                  "status": discovery.get("status"), **_why(discovery)}
         for origin, host in (stats.get("hosts") or {}).items():
             host["robots_refused"] = refused.get(origin, 0)
     if last is not None:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
             "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
-            "status": last.get("status"), **({"error": counters["error"]} if counters.get("error") else {}),
+            "status": last.get("status"), **_why(last),
         }
     return stats
+
+
+def _why(run: Any) -> dict[str, str]:
+    """Why a run ended as it did, when it says: ``error`` (failed: ``phases.finish_failed``) or ``reason``
+    (abandoned: another run was started in its place, ``FrontierStore.resume_or_start_run``)."""
+    counters = run.get("counters") or {}
+    return {key: str(counters[key]) for key in ("error", "reason") if counters.get(key)}
 
 
 def robots_refused(counters: dict[str, Any]) -> dict[str, int]:
@@ -137,13 +145,15 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
     if cycle:
         console.print(f"[bold]Last cycle[/] ({cycle['kind']} {cycle['id']}, {cycle['status']}, all its attempts):")
         print_changes(cycle)
+    for name, key in (("discovery", "last_discover"), ("extraction", "last_extract")):
+        last = stats.get(key) or {}
+        if last.get("status") in ("failed", "abandoned"):  # a failed or abandoned run is the last one too: why
+            console.print(f"[bold]Last {name} (run {last['run']}) {last['status']}[/]: "
+                          f"{last.get('error') or last.get('reason') or 'no reason kept'}", soft_wrap=True)
     last = stats.get("last_extract") or {}
-    if last.get("status") == "failed":  # a failed run is the last extraction too: say so, and why
-        console.print(f"[bold]Last extraction (run {last['run']}) failed[/]: {last.get('error') or 'no reason kept'}",
-                      soft_wrap=True)
     hosts = last.get("hosts") or {}
     if hosts:
-        ended = " (failed)" if last.get("status") == "failed" else ""
+        ended = f" ({last['status']})" if last.get("status") in ("failed", "abandoned") else ""
         diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
                      caption="in flight: the most requests open at once / the adaptive limit when the run ended")
         diag_hosts = host_labels(list(hosts))

@@ -102,9 +102,9 @@ statement, and ``harvester status`` shows it on one line."""
 async def finish_failed(settings: Settings, run_id: int, error: Exception) -> None:
     """Close a phase's run row as failed, with the error and the page requests it sent per host (as ``finish_run``
     counts an extraction's). Left ``running``, it was never the last run of its phase ``harvester status`` shows:
-    that was the run before, as if this one had not happened. A store that cannot be written (the failure may be the database
-    itself) leaves the row as it was, and the log says so; the caller fails with its own error either way, within
-    ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``). A stop
+    that was the run before, as if this one had not happened. A store that cannot be written (the failure may be the
+    database itself) leaves the row as it was, and the log says so; the caller fails with its own error either way,
+    within ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``). A stop
     (``Interrupted``) is no failure: its row stays for the rerun to resume. Nor is ``FrontierBusy``: this run never
     started, and the unfinished row it resumed (``begin_run``) may be that of the extraction holding the frontier."""
     if isinstance(error, FrontierBusy):
