@@ -74,7 +74,8 @@ def print_changes(changes: dict[str, Any]) -> None:
 def status_of(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
     attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of the last
-    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``)."""
+    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``); the URLs
+    robots.txt refuses now, per host (``FrontierStore.refused_counts``)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings) as store:
@@ -82,12 +83,12 @@ def status_of(settings: Settings) -> dict[str, Any]:
         last = db_sync(store.last_run, "extract")
         discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
+        refused = db_sync(store.refused_counts)
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
             stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
                                    "started_at": str(cycle["started_at"]), **counts}
     if discovery is not None:
-        refused = robots_refused(discovery.get("counters") or {})
         stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
                                   "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
                                   "status": discovery.get("status"), **_why(discovery)}
@@ -107,17 +108,6 @@ def _why(run: Any) -> dict[str, str]:
     (abandoned: another run was started in its place, ``FrontierStore.resume_or_start_run``)."""
     counters = run.get("counters") or {}
     return {key: str(counters[key]) for key in ("error", "reason") if counters.get(key)}
-
-
-def robots_refused(counters: dict[str, Any]) -> dict[str, int]:
-    """Per host, the URLs a discovery run's robots.txt refused (its reports' ``rejected["disallowed"]``: each
-    sitemap entry, feed item or link once). Discovery neither stores nor fetches them, so no URL state counts them:
-    these numbers are the one place they show."""
-    refused: dict[str, int] = {}
-    for origin, report in (counters.get("reports") or {}).items():
-        if n := int(((report or {}).get("rejected") or {}).get("disallowed") or 0):
-            refused[origin] = n
-    return refused
 
 
 MAX_HOSTS_SHOWN = 25
@@ -174,8 +164,9 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
 
 
 def print_refused(stats: dict[str, Any], most: int | None) -> None:
-    """The URLs robots.txt refused in the last discovery, per host: never fetched nor stored, so the table of
-    states above cannot show them (a URL already known that robots.txt refuses later is in state ``disallowed``)."""
+    """The URLs discovery found that robots.txt refuses now, per host, each once (``FrontierStore.refused_counts``):
+    never fetched nor stored, so the table of states above cannot show them (a URL already known that robots.txt
+    refuses later is in state ``disallowed``)."""
     discovery = stats.get("last_discover") or {}
     if not discovery.get("robots_refused"):
         return
@@ -184,8 +175,9 @@ def print_refused(stats: dict[str, Any], most: int | None) -> None:
     refused = sorted(by_host.items(), key=lambda item: (-item[1], item[0]))
     shown = refused if most is None else refused[:most]
     total = int(discovery["robots_refused"])
-    console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} the last discovery (run "
-                  f"{discovery['run']}) found, neither fetched nor stored; per host: "
+    console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} discovery found, each "
+                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it), neither fetched nor "
+                  "stored; per host: "
                   + ", ".join(f"{labels.label(origin)} {n}" for origin, n in shown)
                   + (f" ... and {len(refused) - len(shown)} more hosts" if len(refused) > len(shown) else ""),
                   soft_wrap=True)

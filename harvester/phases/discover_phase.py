@@ -9,7 +9,7 @@ gathers their results.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from harvester.frontier import FrontierStore
 from harvester.phases.client import phase_client
@@ -65,9 +65,13 @@ async def discover(
                                              beside=shared.owners if shared is not None else frozenset()),
                                  listed=listed)
 
+        robots: dict[str, Callable[[str], bool]] = {}  # each host's robots.txt as this run read it
+
         def finished(item: HostDiscovery) -> None:
             result.counters.update(item.counters)
             result.problems.extend(item.problems)
+            if item.host.robots is not None:
+                robots[item.host.origin] = item.host.robots.allowed
             if ready is not None:
                 ready.hand_over(item.homes())
 
@@ -76,6 +80,9 @@ async def discover(
         finally:
             if shared is None:
                 await policies.aclose()
+        for origin, allowed in robots.items():  # what robots.txt refuses now, each URL once (``Refusals``)
+            report = site.reports.get(origin)
+            await db(store.keep_refused, origin, report.refused if report is not None else {}, allowed)
         for origin, diag in client.diagnostics().items():
             result.hosts[origin] = diag.as_dict()
     # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
