@@ -112,3 +112,34 @@ async def test_a_failed_discover_flow_finishes_its_run_row_as_failed_saying_why(
         last = store.last_run("discover")
     assert last is not None and last["status"] == "failed", last
     assert "the host's discovery broke on purpose" in last["counters"]["error"], last
+
+
+async def test_a_harvest_whose_reports_fail_at_the_end_still_completes(prefect_api, make_web, sqlite_url, monkeypatch):
+    """The Prefect API refuses every artifact (the progress, each phase's summary and tables, the cycle's) and the
+    cycle's event: each failure is logged, and the harvest, its work done and written, completes."""
+    from harvester.flows import artifacts
+    from harvester.flows.harvest import harvest_flow
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    refused: list[str] = []
+
+    async def away(*args: Any, key: str | None = None, **kwargs: Any) -> Any:
+        refused.append(str(key))
+        raise RuntimeError("the Prefect API is away")
+
+    def no_event(**kwargs: Any) -> None:
+        refused.append("event")
+        raise RuntimeError("the Prefect API is away")
+
+    for name in ("acreate_markdown_artifact", "acreate_table_artifact", "acreate_progress_artifact"):
+        monkeypatch.setattr(artifacts, name, away)
+    monkeypatch.setattr(artifacts, "emit_event", no_event)
+    web = make_web([HostSpec("a", pages=6)], seed=13)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="unreported")
+    state = await harvest_flow(profile, overrides=prepared(sqlite_url), return_state=True)
+    assert state.is_completed(), state
+    assert {"extract-progress", "discover-summary", "extract-summary", "harvest-summary", "event"} <= set(refused)
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        runs = [store.last_run(phase) for phase in ("discover", "extract")]
+    assert all(run is not None and run["status"] == "completed" for run in runs), runs
