@@ -7,20 +7,24 @@ that allowed a URL again left it counted until its sitemap changed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
+import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
-from harvester import aharvest, arecrawl
+from harvester import aharvest, arecrawl, phases
 from harvester.cli import app
 from harvester.cli_tables import status_of
+from harvester.errors import Interrupted
 from harvester.frontier import FrontierStore
+from harvester.runtime import clear_stop, request_stop
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 
-SITEMAPS = {"/a.xml": ("/ok", "/private/x"), "/b.xml": ("/private/x", "/private/y")}
+SITEMAPS = {"/a.xml": ("/ok", "/private/x"), "/b.xml": ("/private/x", "/private/y", "/ok/b")}
 """/private/x is named by both sitemaps."""
 
 
@@ -80,3 +84,36 @@ async def test_robots_refusals_are_counted_once_per_url_and_hold_on_a_recrawl_of
     await arecrawl(settings, profile, refresh=True)
     assert answers[("/a.xml", 304)] == answers[("/b.xml", 304)] == 2, answers
     assert refused() == (1, {origin: 1}, 1)
+
+
+async def test_the_refusals_a_stopped_discovery_read_are_recorded(sqlite_url, serve):
+    """The process is stopped while one host's robots.txt is on the wire and the other's sitemap has been read:
+    the refusals read are recorded before discovery ends (the rerun reads that sitemap no more)."""
+    answers: Counter[tuple[str, int]] = Counter()
+    read = await serve(refusing_site(["/private/"], answers))
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        held.set()
+        await release.wait()
+        return web.Response(text="User-agent: *\nAllow: /\n")
+
+    waiting = await serve(slow)
+    settings = Settings.load(database_url=sqlite_url)
+    profile = SiteProfile.build(seeds=(f"{read}/", f"{waiting}/"), use_listings=False, use_feeds=False)
+    try:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            run_id = store.start_run("discover")
+            discovery = asyncio.create_task(phases.discover(store, settings, profile, run_id=run_id))
+            for _ in range(1500):  # until both sitemaps are read (the last's URLs written) and the other host waits
+                if held.is_set() and (await asyncio.to_thread(store.url_states)).get(f"{read}/ok/b"):
+                    break
+                await asyncio.sleep(0.02)
+            assert held.is_set() and answers[("/b.xml", 200)] == 1, answers  # control: read, and one held
+            request_stop("test: the worker is stopping")
+            release.set()
+            with pytest.raises(Interrupted):
+                await discovery
+            assert store.refused_counts() == {read: 2}
+    finally:
+        clear_stop()
