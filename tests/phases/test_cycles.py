@@ -199,6 +199,13 @@ async def test_a_failed_discovery_finishes_its_run_row_as_failed_saying_why(make
         last = store.last_run("discover")
     assert last is not None and last["status"] == "failed", last
     assert last["counters"]["error"] == "RuntimeError: the discovery broke", last
+    from typer.testing import CliRunner
+
+    from harvester.cli import app  # what `harvester status` shows of it: the run failed, and why
+
+    shown = CliRunner().invoke(app, ["status", "--db", db_url], env={"COLUMNS": "200"}, terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert f"Last discovery (run {last['id']}) failed: RuntimeError: the discovery broke" in shown.output, shown.output
 
 
 async def test_a_last_progress_report_that_fails_leaves_the_finished_harvest_finished(make_web, db_url, caplog):
