@@ -6,8 +6,9 @@ Presentation only: the counters come from ``harvester.phases.PhaseResult`` and `
 
 from __future__ import annotations
 
-from typing import Any
-from uuid import UUID
+import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
@@ -18,6 +19,10 @@ from harvester.phases import PhaseResult
 from harvester.phases.cycles import Cycle
 from harvester.runtime import utcnow
 from harvester.store_results import CYCLE_COUNTS
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 HOST_COLUMNS = (
     "fetched", "not_modified", "gone", "failed", "deferred_by_budget", "peak_in_flight", "limit", "rate_per_s", "bytes",
@@ -65,27 +70,39 @@ def summary_markdown(result: PhaseResult, *, title: str, run_id: int, stats: dic
     return "\n".join(lines) + "\n"
 
 
+async def _reported(what: str, report: Awaitable[T]) -> T | None:
+    """``report``'s result; None when it failed, which is logged: a report is never worth the run it tells of (the
+    Prefect API away as a finished run publishes made it a failed one, its work done and written)."""
+    try:
+        return await report
+    except Exception as exc:
+        logger.warning("%s not published: %s", what, exc, extra={"error_class": type(exc).__name__})
+        return None
+
+
 async def publish(result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any]) -> None:
     """The artifacts every run leaves, keyed by phase so the UI shows their history."""
     key = result.phase.replace("_", "-")
-    await acreate_markdown_artifact(
+    await _reported(f"{key}-summary", acreate_markdown_artifact(
         key=f"{key}-summary", markdown=summary_markdown(result, title=title, run_id=run_id, stats=stats),
         description=f"{title}: summary",
-    )
+    ))
     rows = host_rows(result)
     if rows:
-        await acreate_table_artifact(key=f"{key}-hosts", table=rows, description="Per-host fetch counters")
+        await _reported(f"{key}-hosts", acreate_table_artifact(key=f"{key}-hosts", table=rows,
+                                                               description="Per-host fetch counters"))
     sources = source_rows(result)
     if sources:
-        await acreate_table_artifact(key=f"{key}-sources", table=sources, description="Discovery sources per host")
+        await _reported(f"{key}-sources", acreate_table_artifact(key=f"{key}-sources", table=sources,
+                                                                 description="Discovery sources per host"))
 
 
-async def start_progress(phase: str) -> str:
-    """A progress artifact the extraction workers update while they run."""
-    artifact_id: UUID = await acreate_progress_artifact(
-        progress=0.0, key=f"{phase.replace('_', '-')}-progress", description="Share of due URLs completed"
-    )
-    return str(artifact_id)
+async def start_progress(phase: str) -> str | None:
+    """A progress artifact the extraction workers update while they run (None: it could not be made)."""
+    key = f"{phase.replace('_', '-')}-progress"
+    artifact_id = await _reported(key, acreate_progress_artifact(
+        progress=0.0, key=key, description="Share of due URLs completed"))
+    return None if artifact_id is None else str(artifact_id)
 
 
 MAX_EXAMPLES = 20
@@ -151,15 +168,19 @@ def _failures(counts: dict[str, int]) -> str:
 async def publish_cycle(kind: str, site: str, cycle: Cycle[Any]) -> None:
     """The parent flow's own artifacts, log summary and event, so its run page tells the cycle without the CLI
     and downstream deployments can react to it without polling."""
-    logger = get_run_logger()
-    (logger.error if cycle.silent else logger.info)("%s", cycle_line(kind, site, cycle))
+    run_logger = get_run_logger()
+    (run_logger.error if cycle.silent else run_logger.info)("%s", cycle_line(kind, site, cycle))
     started = cycle.started_at or utcnow()
-    emit_event(**cycle_event(kind, site, cycle, totals=cycle_totals(cycle),
-                             duration_s=(utcnow() - started).total_seconds()))
-    await acreate_markdown_artifact(
+    try:
+        emit_event(**cycle_event(kind, site, cycle, totals=cycle_totals(cycle),
+                                 duration_s=(utcnow() - started).total_seconds()))
+    except Exception as exc:  # as ``_reported``: the cycle is done whether or not its event went out
+        logger.warning("the %s event not emitted: %s", kind, exc, extra={"error_class": type(exc).__name__})
+    await _reported(f"{kind}-summary", acreate_markdown_artifact(
         key=f"{kind}-summary", markdown=cycle_markdown(kind, site, cycle),
         description=f"{kind.capitalize()} of {site}: changes and fetches, summed over its phases",
-    )
+    ))
     rows = [{"host": origin, **counts} for origin, counts in sorted(cycle.fetches.items())]
     if rows:
-        await acreate_table_artifact(key=f"{kind}-hosts", table=rows, description="Page fetches per host, this cycle")
+        await _reported(f"{kind}-hosts", acreate_table_artifact(key=f"{kind}-hosts", table=rows,
+                                                                description="Page fetches per host, this cycle"))

@@ -28,9 +28,14 @@ async def discover_flow(
     origins = phases.site_hosts(settings, profile)
     # A host whose task fails (its retries spent) cancels the others and the flow fails with that first error, as
     # extract_flow's workers do: ``asyncio.gather`` left the other hosts' discovery running after the flow ended.
-    async with task_group() as tasks:
-        runs = [tasks.create_task(discover_host(profile, origin, run_id, refresh, config_file, overrides, handover))
-                for origin in origins]
+    try:
+        async with task_group() as tasks:
+            runs = [tasks.create_task(discover_host(profile, origin, run_id, refresh, config_file, overrides,
+                                                    handover))
+                    for origin in origins]
+    except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
+        await phases.finish_failed(settings, run_id, failed)
+        raise
     results = [run.result() for run in runs]
     result, stats = await phases.finish_run(settings, run_id, "discover", results)
     await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)

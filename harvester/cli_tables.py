@@ -74,7 +74,8 @@ def print_changes(changes: dict[str, Any]) -> None:
 def status_of(settings: Settings) -> dict[str, Any]:
     """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
     attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of the last
-    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``)."""
+    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``); the URLs
+    robots.txt refuses now, per host (``FrontierStore.refused_counts``)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings) as store:
@@ -82,35 +83,32 @@ def status_of(settings: Settings) -> dict[str, Any]:
         last = db_sync(store.last_run, "extract")
         discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
+        refused = db_sync(store.refused_counts)
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
             stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
                                    "started_at": str(cycle["started_at"]), **counts}
     if discovery is not None:
-        refused = robots_refused(discovery.get("counters") or {})
         stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
                                   "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
-                                  "problems": list((discovery.get("counters") or {}).get("problems") or [])}
+                                  "problems": list((discovery.get("counters") or {}).get("problems") or []),
+                                  "status": discovery.get("status"), **_why(discovery)}
         for origin, host in (stats.get("hosts") or {}).items():
             host["robots_refused"] = refused.get(origin, 0)
     if last is not None:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
             "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
-            "status": last.get("status"), **({"error": counters["error"]} if counters.get("error") else {}),
+            "status": last.get("status"), **_why(last),
         }
     return stats
 
 
-def robots_refused(counters: dict[str, Any]) -> dict[str, int]:
-    """Per host, the URLs a discovery run's robots.txt refused (its reports' ``rejected["disallowed"]``: each
-    sitemap entry, feed item or link once). Discovery neither stores nor fetches them, so no URL state counts them:
-    these numbers are the one place they show."""
-    refused: dict[str, int] = {}
-    for origin, report in (counters.get("reports") or {}).items():
-        if n := int(((report or {}).get("rejected") or {}).get("disallowed") or 0):
-            refused[origin] = n
-    return refused
+def _why(run: Any) -> dict[str, str]:
+    """Why a run ended as it did, when it says: ``error`` (failed: ``phases.finish_failed``) or ``reason``
+    (abandoned: another run was started in its place, ``FrontierStore.resume_or_start_run``)."""
+    counters = run.get("counters") or {}
+    return {key: str(counters[key]) for key in ("error", "reason") if counters.get(key)}
 
 
 MAX_HOSTS_SHOWN = 25
@@ -138,13 +136,15 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
     if cycle:
         console.print(f"[bold]Last cycle[/] ({cycle['kind']} {cycle['id']}, {cycle['status']}, all its attempts):")
         print_changes(cycle)
+    for name, key in (("discovery", "last_discover"), ("extraction", "last_extract")):
+        last = stats.get(key) or {}
+        if last.get("status") in ("failed", "abandoned"):  # a failed or abandoned run is the last one too: why
+            console.print(f"[bold]Last {name} (run {last['run']}) {last['status']}[/]: "
+                          f"{last.get('error') or last.get('reason') or 'no reason kept'}", soft_wrap=True)
     last = stats.get("last_extract") or {}
-    if last.get("status") == "failed":  # a failed run is the last extraction too: say so, and why
-        console.print(f"[bold]Last extraction (run {last['run']}) failed[/]: {last.get('error') or 'no reason kept'}",
-                      soft_wrap=True)
     hosts = last.get("hosts") or {}
     if hosts:
-        ended = " (failed)" if last.get("status") == "failed" else ""
+        ended = f" ({last['status']})" if last.get("status") in ("failed", "abandoned") else ""
         diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
                      caption="in flight: the most requests open at once / the adaptive limit when the run ended")
         diag_hosts = host_labels(list(hosts))
@@ -165,8 +165,9 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
 
 
 def print_refused(stats: dict[str, Any], most: int | None) -> None:
-    """The URLs robots.txt refused in the last discovery, per host: never fetched nor stored, so the table of
-    states above cannot show them (a URL already known that robots.txt refuses later is in state ``disallowed``)."""
+    """The URLs discovery found that robots.txt refuses now, per host, each once (``FrontierStore.refused_counts``):
+    never fetched nor stored, so the table of states above cannot show them (a URL already known that robots.txt
+    refuses later is in state ``disallowed``)."""
     discovery = stats.get("last_discover") or {}
     if not discovery.get("robots_refused"):
         return
@@ -175,8 +176,9 @@ def print_refused(stats: dict[str, Any], most: int | None) -> None:
     refused = sorted(by_host.items(), key=lambda item: (-item[1], item[0]))
     shown = refused if most is None else refused[:most]
     total = int(discovery["robots_refused"])
-    console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} the last discovery (run "
-                  f"{discovery['run']}) found, neither fetched nor stored; per host: "
+    console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} discovery found, each "
+                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it), neither fetched nor "
+                  "stored; per host: "
                   + ", ".join(f"{labels.label(origin)} {n}" for origin, n in shown)
                   + (f" ... and {len(refused) - len(shown)} more hosts" if len(refused) > len(shown) else ""),
                   soft_wrap=True)

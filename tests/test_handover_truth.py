@@ -199,7 +199,8 @@ def test_urls_robots_txt_refuses_are_counted_per_host_in_the_harvest_summary_and
     output = sqlite_cli("harvest", f"{site.origin}/")
     assert not site.asked("/private/x") and not site.asked("/private/y")  # control: refused without a request
     host = site.origin.removeprefix("http://")
-    assert re.search(r"Disallowed by robots\.txt: 2 URLs the last discovery \(run \d+\) found", output)
+    assert re.search(r"Disallowed by robots\.txt: 2 URLs discovery found, each once \(robots\.txt as the last "
+                     r"discovery, run \d+, read it\)", output)
     assert f"per host: {host} 2" in output
     assert f"per host: {host} 2" in sqlite_cli("status")
     status = json.loads(sqlite_cli("status", "--json"))

@@ -261,6 +261,21 @@ class UrlSource(Base):
     source_id: Mapped[int] = mapped_column(ForeignKey("sources.id"), primary_key=True)
 
 
+class RobotsRefusal(Base):
+    """A URL of its host that discovery found and robots.txt refuses now: never stored in ``urls``, never asked.
+    One row per URL however many sources name it; dropped when robots.txt allows it again (``Refusals``). 0016."""
+
+    __tablename__ = "robots_refusals"
+    __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 -- SQLAlchemy reads it once, never mutated
+
+    host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), primary_key=True)
+    path: Mapped[str] = mapped_column(String(2048), primary_key=True)
+    """The canonical URL after its host's origin, as ``urls.path``."""
+    judged: Mapped[str | None] = mapped_column(String(2048))
+    """The site's spelling robots.txt judged (the fetch form), when it differs from the canonical URL."""
+    found_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
 class Document(Base):
     """A discovery document (robots, sitemap, feed, listing) as last fetched, for conditional re-fetches."""
 

@@ -56,18 +56,39 @@ class Runs(Part):
     ) -> int:
         """The newest unfinished run of ``phase`` with the same profile and User-Agent in the same cycle (a crashed
         one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
-        fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun):
-        a run's requests all carry its own, as the WARC export says."""
+        fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun), or
+        one whose User-Agent is not known (started before migration 0013): a run's requests all carry its own, as the
+        WARC export says. Such a run of this cycle is closed ``abandoned`` here, saying why
+        (``counters["reason"]``), rather than left ``running`` for ever beside the run that replaced it; what it
+        stored stays the cycle's (its fetches keep its id)."""
         with self._tx(write=False) as tx:
             cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
                 select(Run.id, Run.profile, Run.cycle_id, Run.user_agent)
                 .where(Run.phase == phase, Run.status == "running").order_by(Run.id.desc()).limit(20)
             ).all()
-        for run_id, stored, cycle_id, sent in rows:
-            if stored == profile and cycle_id == cycle and sent == user_agent:
-                return int(run_id)
-        return self.start_run(phase, profile=profile, owner=owner, user_agent=user_agent)
+        ours = [(int(run_id), sent) for run_id, stored, cycle_id, sent in rows
+                if stored == profile and cycle_id == cycle]
+        resumed = next((run_id for run_id, sent in ours if sent == user_agent), None)
+        run_id = resumed if resumed is not None else self.start_run(
+            phase, profile=profile, owner=owner, user_agent=user_agent)
+        self._abandon([(old, sent) for old, sent in ours if sent != user_agent], by=run_id, user_agent=user_agent)
+        return run_id
+
+    def _abandon(self, runs: list[tuple[int, str | None]], *, by: int, user_agent: str | None) -> None:
+        """Close the unfinished ``runs`` (id, the User-Agent it sent) that run ``by`` did not resume (see
+        ``resume_or_start_run``) as ``abandoned``, with the reason ``harvester status`` shows."""
+        for run_id, sent in runs:
+            said = ("its User-Agent is not recorded (started before migration 0013)" if sent is None
+                    else f"it sent the User-Agent {sent!r}")
+            reason = (f"abandoned: {said}; run {by}, sending {user_agent!r}, was started in its place "
+                      "(what it stored is kept)")
+            with self._tx() as tx:
+                tx.conn.execute(
+                    update(Run).where(Run.id == run_id, Run.status == "running")
+                    .values(finished_at=utcnow(), status="abandoned", counters={"reason": reason, "replaced_by": by})
+                )
+            logger.info("run %d %s", run_id, reason)
 
     def run_started_at(self, run_id: int) -> datetime | None:
         with self._tx(write=False) as tx:

@@ -19,6 +19,7 @@ from harvester.frontier.hosts import Hosts
 from harvester.frontier.keys import Keys
 from harvester.frontier.outcomes import Outcomes
 from harvester.frontier.queue import Queue
+from harvester.frontier.refusals import Refusals
 from harvester.frontier.reports import Reports
 from harvester.frontier.runs import Runs
 from harvester.settings import Settings
@@ -31,10 +32,10 @@ class FrontierStore:
 
     One object for callers, one object per concern behind it, each in its own module and owning its own state
     over one shared ``Database`` (engine, dialect, transaction; fixed once open): ``discovered`` (upserts),
-    ``queue`` (claims and leases), ``outcomes`` (completions), ``documents``, ``hosts``, ``cycles``, ``runs``,
-    ``reports``, ``check`` (a damaged file). A concern that needs another is handed it (``outcomes`` writes
-    outlinks through ``discovered``); the two caches live in ``keys`` (host and source ids, for ``discovered``
-    and ``hosts``) and ``queue`` (source kinds).
+    ``queue`` (claims and leases), ``outcomes`` (completions), ``documents``, ``hosts``, ``refusals`` (what
+    robots.txt refuses), ``cycles``, ``runs``, ``reports``, ``check`` (a damaged file). A concern that needs
+    another is handed it (``outcomes`` writes outlinks through ``discovered``); the two caches live in ``keys``
+    (host and source ids, for ``discovered``, ``hosts`` and ``refusals``) and ``queue`` (source kinds).
 
     The methods callers use are the concerns' own, named here: ``store.claim`` is ``store.queue.claim``. Read
     the concern's module for what one does."""
@@ -48,6 +49,7 @@ class FrontierStore:
         self.outcomes = outcomes = Outcomes(db, discovered, documents)
         self.queue = queue = Queue(db, keys)
         self.hosts = hosts = Hosts(db, keys)
+        self.refusals = refusals = Refusals(db, keys)
         self.cycles = cycles = Cycles(db)
         self.runs = runs = Runs(db, cycles)
         self.check = check = Check(db)
@@ -103,6 +105,8 @@ class FrontierStore:
         self.record_lastmod_check = hosts.record_lastmod_check
         self.add_lastmod_checks = hosts.add_lastmod_checks
         self.lastmod_truthfulness = hosts.lastmod_truthfulness
+        self.keep_refused = refusals.keep_refused
+        self.refused_counts = refusals.refused_counts
         self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally
 

@@ -198,8 +198,13 @@ class LocalSteps:
 
     async def discover(self, *, refresh: bool, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "discover", self.profile)
-        async with open_store(self.settings) as store:
-            part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh, cycle=cycle)
+        try:
+            async with open_store(self.settings) as store:
+                part = await discover(store, self.settings, self.profile, run_id=run_id, refresh=refresh,
+                                      cycle=cycle)
+        except Exception as failed:  # as ``extract``: a stop leaves the run to be resumed
+            await finish_failed(self.settings, run_id, failed)
+            raise
         result, _ = await finish_run(self.settings, run_id, "discover", [part])
         return result
 

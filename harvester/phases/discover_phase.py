@@ -9,8 +9,9 @@ gathers their results.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from harvester.errors import Interrupted
 from harvester.frontier import FrontierStore
 from harvester.phases.client import phase_client
 from harvester.phases.cycle_state import CycleState
@@ -59,23 +60,37 @@ async def discover(
         beside = ready is not None and shared is not None  # one gate for both phases: they may overlap on a host
         listed = functools.partial(ready.hand_over, beside=True) if beside and ready is not None else None
 
+        running: dict[str, HostContext] = {}  # the hosts being discovered (``discover_hosts``: a few at a time)
+        robots: dict[str, Callable[[str], bool]] = {}  # each host's robots.txt as this run read it
+
         def make(origin: str) -> HostDiscovery:
-            return HostDiscovery(HostContext(store, settings, site, client, origin, run_id=run_id,
-                                             run_started=started or utcnow(), refresh=refresh, policies=policies,
-                                             beside=shared.owners if shared is not None else frozenset()),
-                                 listed=listed)
+            host = running[origin] = HostContext(
+                store, settings, site, client, origin, run_id=run_id, run_started=started or utcnow(),
+                refresh=refresh, policies=policies, beside=shared.owners if shared is not None else frozenset())
+            return HostDiscovery(host, listed=listed)
+
+        def read(host: HostContext) -> None:
+            if host.robots is not None:
+                robots[host.origin] = host.robots.allowed
 
         def finished(item: HostDiscovery) -> None:
             result.counters.update(item.counters)
             result.problems.extend(item.problems)
+            read(running.pop(item.host.origin, item.host))
             if ready is not None:
                 ready.hand_over(item.homes())
 
         try:
             await discover_hosts(client, origins, make, finished, at_once=settings.politeness.max_active_hosts)
+        except Interrupted:  # the stopped hosts recorded what they read: so are the URLs it named that were refused
+            for host in running.values():
+                read(host)
+            await _keep_refused(store, site, robots)
+            raise
         finally:
             if shared is None:
                 await policies.aclose()
+        await _keep_refused(store, site, robots)
         for origin, diag in client.diagnostics().items():
             result.hosts[origin] = diag.as_dict()
     # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
@@ -85,3 +100,12 @@ async def discover(
         result.reports[origin] = site.reports.pop(origin).to_dict()
     site.forget_learned()
     return result
+
+
+async def _keep_refused(store: FrontierStore, site: Site, robots: dict[str, Callable[[str], bool]]) -> None:
+    """Per host whose robots.txt this run read, the URLs it refused (each once), less those it allows again
+    (``FrontierStore.keep_refused``): what ``harvester status`` counts, true on a re-crawl whose documents answer
+    304. A process killed before this loses the run's new refusals until a document naming them is read again."""
+    for origin, allowed in robots.items():
+        report = site.reports.get(origin)
+        await db(store.keep_refused, origin, report.refused if report is not None else {}, allowed)

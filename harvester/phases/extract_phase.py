@@ -113,8 +113,8 @@ async def _extract(
                 shared.owners.discard(owner)
         diagnostics = client.diagnostics()
         if on_progress is not None:
-            await on_progress(Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
-                                       final=True))
+            await _report(on_progress, Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
+                                                final=True))
     result.counters.update(work.counters)
     result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
     for origin, diag in diagnostics.items():
@@ -261,7 +261,14 @@ async def _keep_writing(work: ExtractWork, on_progress: ProgressCallback | None,
                            extra={"error_class": "storage"})
         if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
             last_report = now
-            try:
-                await on_progress(snapshot())
-            except Exception as exc:  # a progress report is never worth the run (an orchestrator API away)
-                logger.warning("progress report failed: %s", exc, extra={"error_class": type(exc).__name__})
+            await _report(on_progress, snapshot())
+
+
+async def _report(on_progress: ProgressCallback, progress: Progress) -> None:
+    """Hand ``progress`` to the caller; a report that fails is logged, never the run's failure (an orchestrator API
+    away at the last snapshot made a finished extraction a failed one, its work done and written)."""
+    try:
+        await on_progress(progress)
+    except Exception as exc:
+        logger.warning("progress report failed%s: %s", " (the last)" if progress.final else "", exc,
+                       extra={"error_class": type(exc).__name__})

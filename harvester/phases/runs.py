@@ -104,7 +104,7 @@ async def finish_run(
 
 
 FINISH_FAILED_S = 15.0
-"""How long a failed extraction tries to mark its run row failed before it fails with its own error."""
+"""How long a failed phase tries to mark its run row failed before it fails with its own error."""
 
 FAILED_ERROR_CHARS = 500
 """The most of a failed run's error kept in its row (as a completion's): a message may carry a whole response or
@@ -112,11 +112,11 @@ statement, and ``harvester status`` shows it on one line."""
 
 
 async def finish_failed(settings: Settings, run_id: int, error: Exception) -> None:
-    """Close an extraction's run row as failed, with the error and the requests it sent per host (as ``finish_run``
-    counts them). Left ``running``, it was never the last extraction ``harvester status`` shows: that was the run
-    before, as if this one had not happened. A store that cannot be written (the failure may be the database
-    itself) leaves the row as it was, and the log says so; the caller fails with its own error either way, within
-    ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``). A stop
+    """Close a phase's run row as failed, with the error and the page requests it sent per host (as ``finish_run``
+    counts an extraction's). Left ``running``, it was never the last run of its phase ``harvester status`` shows:
+    that was the run before, as if this one had not happened. A store that cannot be written (the failure may be the
+    database itself) leaves the row as it was, and the log says so; the caller fails with its own error either way,
+    within ``FINISH_FAILED_S`` (a store that is away would otherwise be waited on for minutes, ``runtime.db``). A stop
     (``Interrupted``) is no failure: its row stays for the rerun to resume. Nor is ``FrontierBusy``: this run never
     started, and the unfinished row it resumed (``begin_run``) may be that of the extraction holding the frontier."""
     if isinstance(error, FrontierBusy):
@@ -128,7 +128,7 @@ async def finish_failed(settings: Settings, run_id: int, error: Exception) -> No
             await db(store.finish_run, run_id, status="failed",
                      counters={"error": said[:FAILED_ERROR_CHARS], "hosts": hosts})
     except Exception as unwritten:  # the run's own error is the one to raise (TimeoutError included)
-        logger.warning("extraction run %d failed, and could not be marked failed: %s", run_id, unwritten)
+        logger.warning("run %d failed, and could not be marked failed: %s", run_id, unwritten)
 
 
 async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dict[str, Any]]:

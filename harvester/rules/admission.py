@@ -140,6 +140,7 @@ class Site:
         verdict: str | None = self.filter.check(url, trusted=trusted)
         if verdict is None and allowed is not None and origin_of(url) == host and not allowed(fetch or url):
             verdict = "disallowed"
+            report.add_refused({url: fetch})
         report.add_entry(
             label, url, verdict, lastmod=lastmod, fetched_at=fetched_at,
             has_lastmod_field=lastmod is not None if source in (Source.SITEMAP, Source.FEED) else None,
@@ -194,6 +195,7 @@ class Site:
         tracked: list[str] = []
         lastmods: list[datetime | None] = []
         admitted: list[tuple[str, Any, str | None]] = []
+        refused: dict[str, str | None] = {}
         for entry in entries:
             url = canonicalize(entry.loc, where)
             if url is None:
@@ -205,6 +207,7 @@ class Site:
             verdict: str | None = check(url, trusted=True)
             if verdict is None and allowed is not None and url.startswith(same_host) and not allowed(fetch or url):
                 verdict = "disallowed"
+                refused[url] = fetch
             tracked.append(url)
             if entry.lastmod is not None:
                 lastmods.append(entry.lastmod)
@@ -213,6 +216,8 @@ class Site:
             else:
                 admitted.append((url, entry, fetch))
         report.add_entries(label, tracked, verdicts, len(admitted), lastmods=lastmods, fetched_at=fetched_at)
+        if refused:
+            report.add_refused(refused)
         return self._published_records(admitted, label, origin, source, depth, now)
 
     def _published_records(

@@ -86,3 +86,60 @@ async def test_discover_then_extract_then_recrawl_flows(prefect_api, make_web, s
     # Day two is conditional: most of the known pages answer 304.
     pages = [r for r in web.records() if r.url in set(web.truth["a"].detail_urls())]
     assert sum(r.status == 304 for r in pages) > sum(r.status == 200 for r in pages), pages[:5]
+
+
+async def test_a_failed_discover_flow_finishes_its_run_row_as_failed_saying_why(
+    prefect_api, make_web, sqlite_url, monkeypatch
+):
+    """As extract_flow: a host whose task fails (a ConfigError: no retry) fails the flow, and its run row is closed
+    ``failed`` with the error; it stayed ``running``, the discovery before it the last ``harvester status`` showed."""
+    from harvester import phases
+    from harvester.errors import ConfigError
+    from harvester.flows.discover import discover_flow
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    web = make_web([HostSpec("a", pages=4)], seed=12)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="broken")
+
+    async def discover(*args: Any, **kwargs: Any) -> Any:
+        raise ConfigError("the host's discovery broke on purpose")
+
+    monkeypatch.setattr(phases, "discover", discover)
+    state = await discover_flow(profile, overrides=prepared(sqlite_url), return_state=True)
+    assert state.is_failed(), state
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        last = store.last_run("discover")
+    assert last is not None and last["status"] == "failed", last
+    assert "the host's discovery broke on purpose" in last["counters"]["error"], last
+
+
+async def test_a_harvest_whose_reports_fail_at_the_end_still_completes(prefect_api, make_web, sqlite_url, monkeypatch):
+    """The Prefect API refuses every artifact (the progress, each phase's summary and tables, the cycle's) and the
+    cycle's event: each failure is logged, and the harvest, its work done and written, completes."""
+    from harvester.flows import artifacts
+    from harvester.flows.harvest import harvest_flow
+    from harvester.frontier import FrontierStore
+    from harvester.settings import Settings
+
+    refused: list[str] = []
+
+    async def away(*args: Any, key: str | None = None, **kwargs: Any) -> Any:
+        refused.append(str(key))
+        raise RuntimeError("the Prefect API is away")
+
+    def no_event(**kwargs: Any) -> None:
+        refused.append("event")
+        raise RuntimeError("the Prefect API is away")
+
+    for name in ("acreate_markdown_artifact", "acreate_table_artifact", "acreate_progress_artifact"):
+        monkeypatch.setattr(artifacts, name, away)
+    monkeypatch.setattr(artifacts, "emit_event", no_event)
+    web = make_web([HostSpec("a", pages=6)], seed=13)
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="unreported")
+    state = await harvest_flow(profile, overrides=prepared(sqlite_url), return_state=True)
+    assert state.is_completed(), state
+    assert {"extract-progress", "discover-summary", "extract-summary", "harvest-summary", "event"} <= set(refused)
+    with FrontierStore.open(Settings.load(database_url=sqlite_url)) as store:
+        runs = [store.last_run(phase) for phase in ("discover", "extract")]
+    assert all(run is not None and run["status"] == "completed" for run in runs), runs

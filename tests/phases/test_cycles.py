@@ -147,31 +147,91 @@ async def test_a_sites_extraction_leaves_another_sites_hosts_on_the_same_frontie
         assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls()), name
 
 
-async def test_a_failed_extraction_finishes_its_run_row_as_failed_saying_why(make_web, db_url):
-    """The library's cycle, as the flow: a run that fails (here the caller's progress sink, on its last report) is
+async def test_a_failed_extraction_finishes_its_run_row_as_failed_saying_why(make_web, db_url, monkeypatch):
+    """The library's cycle, as the flow: a run that fails (here at the end of the round its pages were fetched in) is
     the last extraction ``harvester status`` shows, failed, with its error (cut to a line's worth) and the requests
     it sent per host. Before, its row stayed ``running`` and status showed the run before it as the last."""
-    from harvester.phases.results import Progress
+    from harvester.phases.extract_host import ExtractWork
     from harvester.phases.runs import FAILED_ERROR_CHARS
 
     web = make_web([HostSpec("a", pages=8)], seed=37)
     settings = Settings.load(database_url=db_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds))
-    said = "the progress sink broke " * 100
+    said = "the round broke " * 100
+    round_over = ExtractWork.round_over
 
-    async def report(progress: Progress) -> None:
-        if progress.final:
+    async def broken(self: ExtractWork) -> None:
+        await round_over(self)
+        if self.claimed_total >= len(web.truth["a"].allowed_detail_urls()):
             raise RuntimeError(said)
 
+    monkeypatch.setattr(ExtractWork, "round_over", broken)
     with FrontierStore.open(settings, upgrade=True) as store:
-        with pytest.raises(RuntimeError, match="the progress sink broke"):
-            await aharvest(settings, profile, on_progress=report)
+        with pytest.raises(RuntimeError, match="the round broke"):
+            await aharvest(settings, profile)
         last = store.last_run("extract")
     assert last is not None and last["status"] == "failed", last
     error = last["counters"]["error"]
-    assert error.startswith("RuntimeError: the progress sink broke") and len(error) == FAILED_ERROR_CHARS, error
+    assert error.startswith("RuntimeError: the round broke") and len(error) == FAILED_ERROR_CHARS, error
     fetched = sum(host["fetched"] for host in last["counters"]["hosts"].values())
     assert fetched >= len(web.truth["a"].allowed_detail_urls()), last
+
+
+async def test_a_failed_discovery_finishes_its_run_row_as_failed_saying_why(make_web, db_url, monkeypatch):
+    """``LocalSteps.discover`` as ``extract``: a discovery that fails closes its run row ``failed`` with its error
+    (it stayed ``running``, and ``harvester status`` showed the discovery before it as the last)."""
+    from harvester.phases import discover_phase
+    from harvester.phases.cycles import LocalSteps
+
+    web = make_web([HostSpec("a", pages=4)], seed=40)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    hosts = discover_phase.discover_hosts
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        await hosts(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("the discovery broke")
+
+    monkeypatch.setattr(discover_phase, "discover_hosts", broken)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        with pytest.raises(RuntimeError, match="the discovery broke"):
+            await LocalSteps(settings, profile).discover(refresh=False)
+        last = store.last_run("discover")
+    assert last is not None and last["status"] == "failed", last
+    assert last["counters"]["error"] == "RuntimeError: the discovery broke", last
+    from typer.testing import CliRunner
+
+    from harvester.cli import app  # what `harvester status` shows of it: the run failed, and why
+
+    shown = CliRunner().invoke(app, ["status", "--db", db_url], env={"COLUMNS": "200"}, terminal_width=200)
+    assert shown.exit_code == 0, shown.output
+    assert f"Last discovery (run {last['id']}) failed: RuntimeError: the discovery broke" in shown.output, shown.output
+
+
+async def test_a_last_progress_report_that_fails_leaves_the_finished_harvest_finished(make_web, db_url, caplog):
+    """The caller's progress sink (a Prefect artifact, an API away) raises on the run's last report: the report's
+    failure is logged, and the harvest, its work done and written, is finished, not failed."""
+    from harvester.phases.results import Progress
+
+    web = make_web([HostSpec("a", pages=8)], seed=39)
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=tuple(web.seeds))
+    finals: list[Progress] = []
+
+    async def report(progress: Progress) -> None:
+        if progress.final:
+            finals.append(progress)
+            raise RuntimeError("the progress sink broke")
+
+    with FrontierStore.open(settings, upgrade=True) as store:
+        cycle = await aharvest(settings, profile, on_progress=report)
+        last = store.last_run("extract")
+        states = store.url_states()
+    assert finals, "control: the last report was made, and failed"
+    assert last is not None and last["status"] == "completed", last
+    assert all(states[url][0] == "done" for url in web.truth["a"].allowed_detail_urls())
+    assert cycle.changes["new"] >= len(web.truth["a"].allowed_detail_urls()), cycle.changes
+    assert "progress report failed (the last): the progress sink broke" in caplog.text
 
 
 async def test_an_extraction_refused_a_busy_frontier_leaves_the_holders_run_row_alone(make_web, sqlite_url):

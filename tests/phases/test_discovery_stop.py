@@ -105,6 +105,20 @@ async def until(*events: asyncio.Event | threading.Event) -> None:
     raise AssertionError(f"never set: {[event for event in events if not event.is_set()]}")
 
 
+async def stopped_discovery(store: FrontierStore, settings: Settings, profile: SiteProfile,
+                            *once: asyncio.Event | threading.Event, release: asyncio.Event) -> int:
+    """Start a discovery run, stop the process once ``once`` are all set, then ``release`` the answer held on the
+    wire: the discovery ends ``Interrupted``. Returns its run, for the rerun."""
+    run_id = store.start_run("discover")
+    first = asyncio.create_task(phases.discover(store, settings, profile, run_id=run_id))
+    await until(*once)
+    request_stop("test: the worker is stopping")
+    release.set()
+    with pytest.raises(Interrupted):
+        await first
+    return run_id
+
+
 async def test_a_feed_read_beside_the_listing_crawl_is_recorded_when_the_crawl_meets_the_stop(
     sqlite_url, serve, monkeypatch, stopped
 ):
@@ -127,13 +141,8 @@ async def test_a_feed_read_beside_the_listing_crawl_is_recorded_when_the_crawl_m
     profile = SiteProfile.build(seeds=(origin + "/",), use_sitemaps=False, listing_patterns=(r"/topics/",),
                                 detail_patterns=(r"/story/",))
     with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.start_run("discover")
-        first = asyncio.create_task(phases.discover(store, settings, profile, run_id=run_id))
-        await until(parsing, held)  # the feed answered, in the reader's hands; the listing page on the wire
-        request_stop("test: the worker is stopping")
-        release.set()
-        with pytest.raises(Interrupted):
-            await first
+        # Stopped once the feed answered, in the reader's hands, and the listing page is on the wire.
+        run_id = await stopped_discovery(store, settings, profile, parsing, held, release=release)
         assert crawl_stopped.is_set()  # control: the crawl met the stop while the reader held the feed
         assert asked["/topics/c/"] == 0, asked  # nothing sent after the stop
         assert store.url_states().get(f"{origin}/story/f-1"), "the feed's entries were not recorded"
@@ -198,13 +207,8 @@ async def test_every_host_records_what_it_read_before_discovery_ends_on_a_stop(
                                 listing_patterns=(r"/topics/",), detail_patterns=(r"/story/",))
     try:
         with FrontierStore.open(settings, upgrade=True) as store:
-            run_id = store.start_run("discover")
-            first = asyncio.create_task(phases.discover(store, settings, profile, run_id=run_id))
-            await until(parsing, held)  # one host's sitemap answered, in hand; the other's listing page on the wire
-            request_stop("test: the worker is stopping")
-            release.set()
-            with pytest.raises(Interrupted):
-                await first
+            # Stopped once one host's sitemap answered, in hand, and the other's listing page is on the wire.
+            run_id = await stopped_discovery(store, settings, profile, parsing, held, release=release)
             ended.set()
             assert crawl_stopped.is_set()  # control: one host met the stop while the other held its sitemap
             # Recorded when discovery ended: nothing of it runs on past the phase (the process would exit).

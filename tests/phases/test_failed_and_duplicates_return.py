@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
 from aiohttp import web
 from test_harvest import settings_for
@@ -18,6 +19,7 @@ from test_harvest import settings_for
 from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
+from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.schedule import run_at
 
@@ -67,11 +69,46 @@ def _site(pages: Callable[[], dict[str, tuple[int, str, str | None, str | None]]
     return handle
 
 
+Pages = Callable[[], dict[str, tuple[int, str, str | None, str | None]]]
+
+
+class Harvested(NamedTuple):
+    """A site served by ``_site``, its frontier set up, and (unless asked not to) its day-1 harvest done."""
+
+    origin: str
+    settings: Settings
+    profile: SiteProfile
+    log: list[tuple[int, str, int]]
+
+
+async def _first_harvest(serve: Callable[..., Any], db_url: str, pages: Pages, day: list[int], *,
+                         harvest: bool = True, overrides: dict[str, Any] | None = None,
+                         **site: Any) -> Harvested:
+    """Serve ``pages`` (``_site``: ``site`` its keywords), set up the frontier with ``overrides``' settings and a
+    profile of sitemaps only, and harvest day 1 (``harvest`` False: left to the test's own loop of days)."""
+    log: list[tuple[int, str, int]] = []
+    origin: str = await serve(_site(pages, log, day, **site))
+    settings = settings_for(db_url, **(overrides or {}))
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    if harvest:
+        CLOCK.travel_to(run_at(1))
+        await aharvest(settings, profile)
+    return Harvested(origin, settings, profile, log)
+
+
+def _the_copy(harvested: Harvested, paths: tuple[str, ...] = ("/y/a", "/y/b")) -> str:
+    """Which of ``paths`` the harvest kept as the duplicate of the other."""
+    with FrontierStore.open(harvested.settings) as store:
+        first = {path: store.url_info(harvested.origin + path) for path in paths}
+    return next(path for path, info in first.items() if info is not None and info.state == "duplicate")
+
+
 async def test_a_page_failed_in_one_run_is_asked_again_later_runs_and_its_recovery_is_kept(
     db_url: str, serve: Callable[..., object], clock: None,
 ) -> None:
     day = [1]
-    log: list[tuple[int, str, int]] = []
 
     def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
         d = day[0]
@@ -86,11 +123,9 @@ async def test_a_page_failed_in_one_run_is_asked_again_later_runs_and_its_recove
         }
         return out
 
-    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
-    settings = settings_for(db_url, **{"politeness.backoff_base_s": 0.05, "politeness.max_attempts": 3})
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
+    origin, settings, profile, log = await _first_harvest(
+        serve, db_url, pages, day, harvest=False,
+        overrides={"politeness.backoff_base_s": 0.05, "politeness.max_attempts": 3})
 
     def asked(path: str) -> list[int]:
         return [d for d, p, _ in log if p == path]
@@ -131,7 +166,6 @@ async def test_the_duplicate_of_a_page_that_went_away_is_asked_that_run_and_kept
     db_url: str, serve: Callable[..., object], clock: None,
 ) -> None:
     day = [1]
-    log: list[tuple[int, str, int]] = []
     same = _page("Same", "the very same bytes at two addresses")
     gone: list[str] = []
 
@@ -143,13 +177,7 @@ async def test_the_duplicate_of_a_page_that_went_away_is_asked_that_run_and_kept
             out[path] = (410, "", None, None)
         return out
 
-    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
-    settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(1))
-    await aharvest(settings, profile)
+    origin, settings, profile, log = await _first_harvest(serve, db_url, pages, day)
     with FrontierStore.open(settings) as store:
         states = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
     kept = [path for path, info in states.items() if info is not None and info.state == "done"]
@@ -183,22 +211,14 @@ async def test_a_duplicate_asked_at_its_revisit_is_asked_conditionally_and_stays
     """A copy's own revisit costs a 304, not a download, and the answer leaves the snapshot as it was: one page for
     the two addresses, held by the URL that held it."""
     day = [1]
-    log: list[tuple[int, str, int]] = []
     same = _page("Same", "the very same bytes at two addresses")
 
     def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
         return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
 
-    origin = await serve(_site(pages, log, day))  # type: ignore[operator]
-    settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(1))
-    await aharvest(settings, profile)
-    with FrontierStore.open(settings) as store:
-        first = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
-    copy = next(path for path, info in first.items() if info is not None and info.state == "duplicate")
+    harvested = await _first_harvest(serve, db_url, pages, day)
+    origin, settings, profile, log = harvested
+    copy = _the_copy(harvested)
 
     for n in (2, 3):
         day[0] = n
@@ -219,17 +239,12 @@ async def test_a_copy_without_validators_stays_the_copy_of_the_page_it_copies(
     """On a site without validators a copy's revisit reads the same content again, while its holder is due too: the
     copy stays the copy and stores nothing (they swapped roles at every revisit, a version stored at each swap)."""
     day = [1]
-    log: list[tuple[int, str, int]] = []
     same = _page("Same", "the very same bytes at two addresses")
 
     def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
         return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
 
-    origin = await serve(_site(pages, log, day, etags=False))  # type: ignore[operator]
-    settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
+    origin, settings, profile, log = await _first_harvest(serve, db_url, pages, day, harvest=False, etags=False)
     seen = []
     for n in range(1, 5):
         day[0] = n
@@ -251,23 +266,16 @@ async def test_a_copy_whose_revisit_failed_once_is_still_a_copy_and_the_page_sta
     """A copy's revisit answered 503, then its retry: the retry asks in full (a 304 to the validators it kept would
     make it DONE with no stored page of its own), and it stays the copy; the snapshot still holds the page."""
     day = [1]
-    log: list[tuple[int, str, int]] = []
     same = _page("Same", "the very same bytes at two addresses")
     fail_once: set[str] = set()
 
     def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
         return {path: (200, same, LASTMOD.isoformat(), "daily") for path in ("/y/a", "/y/b")}
 
-    origin = await serve(_site(pages, log, day, fail_once=fail_once))  # type: ignore[operator]
-    settings = settings_for(db_url, **{"politeness.backoff_base_s": 0.05})
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(1))
-    await aharvest(settings, profile)
-    with FrontierStore.open(settings) as store:
-        first = {path: store.url_info(origin + path) for path in ("/y/a", "/y/b")}
-    copy = next(path for path, info in first.items() if info is not None and info.state == "duplicate")
+    harvested = await _first_harvest(serve, db_url, pages, day, overrides={"politeness.backoff_base_s": 0.05},
+                                     fail_once=fail_once)
+    origin, settings, profile, log = harvested
+    copy = _the_copy(harvested)
     fail_once.add(copy)
     day[0] = 2
     CLOCK.travel_to(run_at(2))
