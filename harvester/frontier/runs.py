@@ -16,7 +16,7 @@ from harvester.frontier.models import (
     Cycle,
     Run,
 )
-from harvester.runtime import aware, utcnow
+from harvester.runtime import aware, owner_is_dead, utcnow
 from harvester.store_results import RunRow
 
 logger = logging.getLogger(__name__)
@@ -58,21 +58,25 @@ class Runs(Part):
         one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
         fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun), or
         one whose User-Agent is not known (started before migration 0013): a run's requests all carry its own, as the
-        WARC export says. Such a run of this cycle is closed ``abandoned`` here, saying why
+        WARC export says. Such a run of this cycle whose process is gone (a process of this machine no longer
+        running, or no owner recorded) is closed ``abandoned`` here, saying why
         (``counters["reason"]``), rather than left ``running`` for ever beside the run that replaced it; what it
         stored stays the cycle's (its fetches keep its id)."""
         with self._tx(write=False) as tx:
             cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
-                select(Run.id, Run.profile, Run.cycle_id, Run.user_agent)
+                select(Run.id, Run.profile, Run.cycle_id, Run.user_agent, Run.owner)
                 .where(Run.phase == phase, Run.status == "running").order_by(Run.id.desc()).limit(20)
             ).all()
-        ours = [(int(run_id), sent) for run_id, stored, cycle_id, sent in rows
+        ours = [(int(run_id), sent, holder) for run_id, stored, cycle_id, sent, holder in rows
                 if stored == profile and cycle_id == cycle]
-        resumed = next((run_id for run_id, sent in ours if sent == user_agent), None)
+        resumed = next((run_id for run_id, sent, _ in ours if sent == user_agent), None)
         run_id = resumed if resumed is not None else self.start_run(
             phase, profile=profile, owner=owner, user_agent=user_agent)
-        self._abandon([(old, sent) for old, sent in ours if sent != user_agent], by=run_id, user_agent=user_agent)
+        # Only a run whose process is gone: workers of one harvest with their own User-Agents run side by side.
+        self._abandon([(old, sent) for old, sent, holder in ours
+                       if sent != user_agent and (holder is None or owner_is_dead(holder))],
+                      by=run_id, user_agent=user_agent)
         return run_id
 
     def _abandon(self, runs: list[tuple[int, str | None]], *, by: int, user_agent: str | None) -> None:

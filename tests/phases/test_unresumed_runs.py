@@ -11,6 +11,7 @@ from __future__ import annotations
 from harvester import FrontierStore, aharvest
 from harvester.cli_tables import status_of
 from harvester.phases import begin_run
+from harvester.runtime import make_owner, retire_owner
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
@@ -50,3 +51,25 @@ async def test_a_run_killed_before_0013_or_with_another_user_agent_is_closed_aba
         assert row is not None and row["status"] == "completed" and row["cycle_id"] == cycle, row
         assert row["id"] not in (old_extract, old_discover), row
     assert outcome.changes["new"] >= len(web.truth["a"].allowed_detail_urls()), outcome.changes
+
+
+async def test_a_live_workers_run_with_another_user_agent_is_left_running(make_web, db_url):
+    """Workers of one harvest may each send their own User-Agent (a stranger's three extraction processes did):
+    a worker starting beside a live one must not close that one's run as abandoned. Only a run whose process is
+    gone is."""
+    web = make_web([HostSpec("a", pages=4)], seed=41)
+    settings = Settings.load(database_url=db_url).with_overrides(**{"http.user_agent": UA})
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="ua")
+    stored = profile.model_dump(mode="json")
+    beside = make_owner("extract")  # a live worker of this process
+    try:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            store.begin_cycle("harvest", profile=stored)
+            other = store.start_run("extract", profile=stored, owner=beside, user_agent=BEFORE)
+        mine = await begin_run(settings, "extract", profile)
+        with FrontierStore.open(settings) as store:
+            row = store.get_run(other)
+    finally:
+        retire_owner(beside)
+    assert mine != other
+    assert row is not None and row["status"] == "running" and row["finished_at"] is None, row
