@@ -48,12 +48,15 @@ class Reasks:
                predicted: bool | None) -> tuple[Completion, bool | None]:
         """The answer's completion and the lastmod's prediction for the truthfulness tally, once re-asks are
         accounted for: the full answer to a re-asked 304 (or a failure, which tells nothing) is a finding for the
-        host's record; a 304 that contradicts the lastmod may drop the validators so the URL is asked again."""
+        host's record; a 304 that contradicts the lastmod (``revisit.contradicts_304``: a lastmod surely newer
+        than our copy, not merely ``predicted`` to be) may drop the validators so the URL is asked again."""
         if claimed.id in self._reasking:
             host = self._reasking.pop(claimed.id)
             if result.ok:
                 predicted = self._answered(host, completion.changed)
-        elif predicted and result.not_modified and completion.state is UrlState.DONE and self._may_reask(claimed):
+        elif (result.not_modified and completion.state is UrlState.DONE
+              and revisit.contradicts_304(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+              and self._may_reask(claimed)):
             completion = replace(completion, forget_validators=True, next_fetch_at=utcnow())
         return completion, predicted
 
@@ -66,10 +69,12 @@ class Reasks:
             return False
         asked, found = self._tallies.get(host, (0, 0))
         # Judged on the re-asks whose answers could have come: those of this run still on their way are not yet
-        # evidence either way (a burst of 304s read before the first answer is all asked, as the record allows).
+        # evidence either way, but they spend the probes (a burst of 304s read before the first answer is asked
+        # up to ``REASK_PROBES``, then believed until answers come).
         pending = sum(1 for waiting in self._reasking.values() if waiting == host)
-        if revisit.reask_304(asked - pending, found):
+        if revisit.reask_304(asked, found, pending=pending):
             self._counters["contradicting_304s_reasked"] += 1
+            self._probed.add(host)  # a host re-asked in this run has had its record tested: no probe on top
         elif host not in self._probed:
             self._probed.add(host)
             self._counters["contradicting_304s_probed"] += 1

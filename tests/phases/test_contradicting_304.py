@@ -87,10 +87,13 @@ async def test_a_304_hiding_an_edit_the_lastmod_announced_is_asked_again_and_the
         latest = {page.url: page.body for page in store.iter_pages(latest=True)}
         tally = store.reask_tally(origin)
     assert site.conditional[1] == site.conditional[2] == len(PAGES)  # control: every page answered 304 first
-    # Every contradicting 304 was asked again, once: the lastmod was right each time, so the host stays probed.
-    assert site.unconditional[1] == site.unconditional[2] == len(PAGES)
+    # Day 1: the first contradicting 304s are asked again, up to the probes until their answers came (the rest,
+    # read before them, are believed for the day); each found the edit, so from then on every contradicting 304
+    # is asked again, once: the lastmod was right each time.
+    assert REASK_PROBES <= site.unconditional[1] <= len(PAGES)
+    assert site.unconditional[2] == len(PAGES)
     assert all(b"Edition 2 " in latest[origin + p] for p in PAGES), latest
-    assert tally == (2 * len(PAGES), 2 * len(PAGES))
+    assert tally == (site.unconditional[1] + len(PAGES),) * 2
 
 
 async def test_a_host_that_stamps_every_lastmod_is_probed_then_its_304s_are_believed(db_url, serve, clock):

@@ -10,12 +10,15 @@ from hypothesis import strategies as st
 
 from harvester.records import ClaimedUrl, ErrorClass, FetchResult, UrlKind, UrlState
 from harvester.rules.revisit import (
+    REASK_PROBES,
     classify_outcome,
+    contradicts_304,
     due_at,
     lastmod_predicts_change,
     may_skip,
     newer_than_copy,
     next_revisit,
+    reask_304,
     retry_delay_s,
     spot_check,
     truthfulness,
@@ -138,6 +141,35 @@ def test_newer_than_copy_compares_on_the_servers_clock():
     assert newer_than_copy(None, copy) is None
     assert newer_than_copy(datetime(2024, 6, 10, 9, 31, tzinfo=UTC), None) is None
     assert newer_than_copy(datetime(2024, 6, 10, 9, 31, tzinfo=UTC), "yesterday") is None
+    # ... but a midnight lastmod equal to the copy's Last-Modified is the copy's own date.
+    assert newer_than_copy(datetime(2024, 6, 10, tzinfo=UTC), "Mon, 10 Jun 2024 00:00:00 GMT") is False
+
+
+def test_a_304_contradicts_only_a_lastmod_surely_newer_than_our_copy():
+    """A site that dates its lastmods at midnight, equal to (or an hour before) the Last-Modified it serves: its
+    unchanged pages' 304s agree with the lastmod (a stranger's test saw each one asked again in full)."""
+    midnight = datetime(2025, 12, 1, tzinfo=UTC)
+    for served in ("Mon, 01 Dec 2025 00:00:00 GMT", "Mon, 01 Dec 2025 01:00:00 GMT"):
+        assert not contradicts_304(midnight, NOW, served)
+        assert not contradicts_304(midnight - timedelta(days=3), NOW, served)
+        assert contradicts_304(midnight + timedelta(days=1), NOW, served)
+    assert contradicts_304(datetime(2025, 12, 1, 1, 0, 1, tzinfo=UTC), NOW, "Mon, 01 Dec 2025 01:00:00 GMT")
+    # No Last-Modified: our fetch time is the mark; no lastmod or no mark, no contradiction.
+    assert contradicts_304(NOW + timedelta(seconds=1), NOW, None)
+    assert not contradicts_304(NOW, NOW, None)
+    assert not contradicts_304(None, NOW, "Mon, 01 Dec 2025 00:00:00 GMT")
+    assert not contradicts_304(NOW, None, None)
+
+
+def test_re_asks_without_answers_spend_the_probes():
+    """A burst of contradicting 304s read before any re-ask's answer: ``REASK_PROBES`` are asked, not all."""
+    assert all(reask_304(asked, 0, pending=asked) for asked in range(REASK_PROBES))
+    assert not reask_304(REASK_PROBES, 0, pending=REASK_PROBES)
+    assert not reask_304(REASK_PROBES + 40, 0, pending=REASK_PROBES + 40)
+    # Once answers came, the share decides; this run's pending re-asks are no evidence either way.
+    assert reask_304(REASK_PROBES + 5, REASK_PROBES, pending=5)
+    assert not reask_304(REASK_PROBES, 0)
+    assert reask_304(10, 5) and not reask_304(10, 4)
 
 
 def test_lastmod_prediction_prefers_our_copys_last_modified_over_our_clock():
