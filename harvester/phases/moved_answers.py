@@ -1,10 +1,12 @@
-"""The answers of permanent redirects and their targets, so one run downloads a target once whichever it asks
-first: a target queued as a URL of its own is recorded from the answer its old address already got, and a
-permanent redirect to a URL already read is recorded from the redirect's own answer, not followed."""
+"""The answers of permanent redirects and their targets, so a run asks a target once, as its own URL would be
+asked: a permanent redirect to a URL already read in the run, or to one the frontier holds (it has a request of its
+own, conditional when it has validators: now, or at its own revisit), is recorded from the redirect's own answer,
+not followed; one to a URL the frontier has never seen is followed, and its answer kept for the target's own claim,
+which records it from that answer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from harvester.records import FetchResult
@@ -40,13 +42,16 @@ class ReadUrls:
 class MovedAnswers:
     """Canonical target URL -> the answer its permanent redirect gave, oldest first, and the URLs read in this run
     (``ReadUrls``). In memory and bounded (``MOVED_ANSWERS_BYTES``): a target claimed by another worker, or after a
-    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``)."""
+    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``); ``known``
+    whether the frontier holds a key."""
 
-    def __init__(self, canonicalize: Callable[[str], str | None], limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
+    def __init__(self, canonicalize: Callable[[str], str | None], known: Callable[[str], Awaitable[bool]],
+                 limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
         self._canonicalize = canonicalize
+        self._known = known
         self._read = ReadUrls()
 
     def answered(self, url: str, result: FetchResult) -> None:
@@ -65,10 +70,16 @@ class MovedAnswers:
                 self._read.add(target)
                 self.keep(target, result)
 
-    def read(self, url: str) -> bool:
-        """Whether ``url`` (as requested) was read in this run: a permanent redirect to it is not followed."""
+    async def asked_alone(self, source: str, url: str) -> bool:
+        """Whether ``url`` (as requested), the target of a permanent redirect from ``source`` (a key), is asked on
+        its own, so the redirect is not followed: read in this run, or a URL of the frontier (due in this run, maybe
+        in flight beside the redirect, or left to its own revisit, conditional when it has validators: following
+        the redirect would ask it a second time, or in full). A target that is ``source`` itself (the site's
+        spelling of its own key) is followed."""
         key = self._canonicalize(url)
-        return key is not None and key in self._read
+        if key is None or key == source:
+            return False
+        return key in self._read or await self._known(key)
 
     def keep(self, target: str, result: FetchResult) -> None:
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())
