@@ -6,11 +6,16 @@ which records it from that answer."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from harvester.records import FetchResult
 from harvester.rules.revisit import is_permanent_move
+from harvester.runtime import db
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
 
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
@@ -42,16 +47,16 @@ class ReadUrls:
 class MovedAnswers:
     """Canonical target URL -> the answer its permanent redirect gave, oldest first, and the URLs read in this run
     (``ReadUrls``). In memory and bounded (``MOVED_ANSWERS_BYTES``): a target claimed by another worker, or after a
-    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``); ``known``
-    whether the frontier holds a key."""
+    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``); ``store``
+    says which keys the frontier holds."""
 
-    def __init__(self, canonicalize: Callable[[str], str | None], known: Callable[[str], Awaitable[bool]],
+    def __init__(self, canonicalize: Callable[[str], str | None], store: FrontierStore,
                  limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
         self._canonicalize = canonicalize
-        self._known = known
+        self._store = store
         self._read = ReadUrls()
 
     def answered(self, url: str, result: FetchResult) -> None:
@@ -79,7 +84,7 @@ class MovedAnswers:
         key = self._canonicalize(url)
         if key is None or key == source:
             return False
-        return key in self._read or await self._known(key)
+        return key in self._read or await db(self._store.url_id, key) is not None
 
     def keep(self, target: str, result: FetchResult) -> None:
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())

@@ -15,12 +15,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from test_harvest import settings_for
+from warcio.archiveiterator import ArchiveIterator
 
 from harvester import aharvest, arecrawl
+from harvester.export import export_warc
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings
@@ -92,6 +95,19 @@ class Site:
         return [(path, status, sent) for d, path, status, sent in self.log if d == day]
 
 
+def _warc_requests(settings: Settings, path: Path) -> dict[str, list[str | None]]:
+    """The WARC export read back with warcio: target URI -> the If-None-Match of each of its request records."""
+    with FrontierStore.open(settings) as store, path.open("wb") as out:
+        export_warc(store.iter_fetches(), out, filename=path.name, user_agents=store.request_user_agents())
+    sent: dict[str, list[str | None]] = {}
+    with path.open("rb") as stream:
+        for record in ArchiveIterator(stream):
+            if record.rec_type == "request":
+                sent.setdefault(record.rec_headers.get_header("WARC-Target-URI"), []).append(
+                    record.http_headers.get_header("If-None-Match"))
+    return {url: found for url, found in sent.items() if url.endswith(("/p/old", "/p/new"))}
+
+
 def _problems(site: Site, settings: Settings, origin: str, n: int, changes: Changes) -> list[str]:
     """What day ``n``'s run did or reported that the server's log of that day contradicts (none: all true)."""
     asked = site.asked(n)
@@ -120,7 +136,7 @@ def _problems(site: Site, settings: Settings, origin: str, n: int, changes: Chan
 
 @pytest.mark.parametrize("listed", [True, False], ids=["target_listed", "target_unlisted"])
 async def test_a_moved_urls_revisits_ask_it_alone_with_its_own_validators(
-    db_url: str, serve: Callable[..., object], clock: None, listed: bool,
+    db_url: str, serve: Callable[..., object], clock: None, listed: bool, tmp_path: Path,
 ) -> None:
     """Days 3 to 8: ``/p/old`` comes due at its revisit, or as its sitemap lastmod moves (day 3), on days its
     target is not due. Each time it is asked once, with its own validators (its page's of day 1: the 301s gave none;
@@ -144,6 +160,9 @@ async def test_a_moved_urls_revisits_ask_it_alone_with_its_own_validators(
         cycle = await arecrawl(settings, profile)
         problems += _problems(site, settings, origin, n, cycle.changes)
     assert not problems, "\n".join(problems)
+    assert _warc_requests(settings, tmp_path / "all.warc.gz") == {  # the WARC's requests: the server's 200s and 304s
+        origin + path: [sent for _, got, status, sent in site.log if got == path and status in (200, 304)]
+        for path in ("/p/old", "/p/new")}
     revisits = [d for d, path, _, _ in site.log if path == "/p/old" and d > 2]
     assert len(revisits) >= 2 and any(d not in revisits for d, path, _, _ in site.log if path == "/p/new"), site.log
 
