@@ -6,6 +6,7 @@ which records it from that answer."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -57,12 +58,23 @@ class MovedAnswers:
         self._limit = limit_bytes
         self._canonicalize = canonicalize
         self._store = store
+        self._following: dict[str, tuple[str, asyncio.Event]] = {}
+        """Source key -> the target key its permanent redirect is being followed to, and the event set once that
+        answer is noted (``answered``)."""
         self._read = ReadUrls()
 
     def answered(self, url: str, result: FetchResult) -> None:
         """``url`` (its key) got ``result``: noted at once, before the host's next request, which may be the
         target's own or another redirect to it. A page's own answer makes it read; a permanent move followed to a
         2xx makes its target read, and keeps that answer for the target's claim."""
+        following = self._following.pop(url, None)
+        try:
+            self._note(url, result)
+        finally:
+            if following is not None:
+                following[1].set()  # a redirect to the same target waiting for this answer goes on
+
+    def _note(self, url: str, result: FetchResult) -> None:
         if result.unfollowed or result.error_class is not None:
             return
         if not result.redirects:
@@ -79,12 +91,25 @@ class MovedAnswers:
         """Whether ``url`` (as requested), the target of a permanent redirect from ``source`` (a key), is asked on
         its own, so the redirect is not followed: read in this run, or a URL of the frontier (due in this run, maybe
         in flight beside the redirect, or left to its own revisit, conditional when it has validators: following
-        the redirect would ask it a second time, or in full). A target that is ``source`` itself (the site's
+        the redirect would ask it a second time, or in full). While another redirect is being followed to it, its
+        answer is waited for (a request on the same host, within this fetch's deadline): read then, it was kept for
+        the target's claim, which must not come before it does. A target that is ``source`` itself (the site's
         spelling of its own key) is followed."""
         key = self._canonicalize(url)
         if key is None or key == source:
             return False
-        return key in self._read or await db(self._store.url_id, key) is not None
+        if await self._read_once_followed(key) or await db(self._store.url_id, key) is not None:
+            return True
+        if await self._read_once_followed(key):  # another redirect to it may have been followed meanwhile
+            return True
+        self._following[source] = (key, asyncio.Event())
+        return False
+
+    async def _read_once_followed(self, key: str) -> bool:
+        """Whether ``key`` was read in this run, once every redirect being followed to it now has its answer."""
+        while waits := [noted for target, noted in self._following.values() if target == key]:
+            await waits[0].wait()
+        return key in self._read
 
     def keep(self, target: str, result: FetchResult) -> None:
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())

@@ -55,6 +55,8 @@ class Site:
     """Sitemap lastmods that differ from ``LASTMOD``."""
     priorities: dict[str, float] = field(default_factory=dict)
     """Sitemap priorities (none given: the protocol's default)."""
+    moving: tuple[str, ...] = ("/p/old",)
+    """What answers 301 to ``/p/new`` from day 2."""
     target_read: int = 1
     """The day ``/p/new`` is first read: day 1 when listed, else day 2, through the redirect."""
     hold: Callable[[web.Request], object] | None = None
@@ -81,7 +83,7 @@ class Site:
         else:
             if self.hold is not None:
                 await self.hold(request)  # type: ignore[misc]
-            if path == "/p/old" and self.moved():
+            if path in self.moving and self.moved():
                 response = web.Response(status=301, headers={"Location": origin + "/p/new"})
             elif request.headers.get("If-None-Match") == ETAGS[path]:
                 response = web.Response(status=304, headers={"ETag": ETAGS[path]})
@@ -207,3 +209,48 @@ async def test_a_redirect_and_its_target_in_flight_at_once_ask_the_target_once(
     with FrontierStore.open(settings) as store:
         info = store.url_info(origin + "/p/old")
     assert info is not None and (info.state, info.final_url, info.last_status) == ("done", origin + "/p/new", 301)
+
+
+async def test_two_redirects_in_flight_to_one_target_never_seen_ask_it_once(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    """Per-host limit 2, day 2: ``/p/old`` and ``/p/2`` both answer 301 to ``/p/new``, which no sitemap lists (the
+    frontier has never seen it), and are both asked at once. The first redirect is followed; ``/p/new``'s answer to
+    it is held until the server sees the harvester's next request after both 301s: following the second redirect
+    then would ask ``/p/new`` again. The next request must be another URL's (``/p/1``), ``/p/new`` asked once, its
+    answer recorded as its own, and both old URLs moved to it."""
+    site = Site(listed=("/p/1", "/p/2", "/p/old"), moving=("/p/old", "/p/2"), target_read=2,
+                priorities={"/p/old": 1.0, "/p/2": 1.0, "/p/1": 0.0})
+    redirects: list[str] = []
+    after_both = asyncio.Event()
+    holding: list[str] = []
+
+    async def hold(request: web.Request) -> None:
+        if site.day != 2:
+            return
+        if len(redirects) == 2:
+            after_both.set()  # the harvester's next request after both redirects were answered
+        if request.path in site.moving:
+            redirects.append(request.path)
+        elif request.path == "/p/new" and not holding:
+            holding.append(request.path)
+            await asyncio.wait_for(after_both.wait(), 60)
+
+    site.hold = hold
+    origin = await serve(site.handle)  # type: ignore[operator]
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False, per_host_limit=2)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    CLOCK.travel_to(run_at(1))
+    await aharvest(settings, profile)
+    site.day = 2
+    CLOCK.travel_to(run_at(2))
+    cycle = await arecrawl(settings, profile)
+    assert holding and len(redirects) == 2, site.asked(2)  # /p/new was in flight, followed, beside the 2nd redirect
+    problems = _problems(site, settings, origin, 2, cycle.changes)
+    assert not problems, "\n".join(problems)
+    with FrontierStore.open(settings) as store:
+        moved = {path: store.url_info(origin + path) for path in site.moving}
+    assert all(info is not None and (info.state, info.final_url, info.last_status) == ("done", origin + "/p/new", 301)
+               for info in moved.values()), moved
