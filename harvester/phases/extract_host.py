@@ -453,13 +453,13 @@ class ExtractWork:
         self.counters[outcome.counter] += 1
         failed = outcome.error_class is not None
         page = extracted.page if extracted is not None and outcome.store_page else None
-        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's, and
-        # so are the validators of a redirect followed (the last answer's): its next request carries none of them.
+        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page and validators are its
+        # target's. It keeps none (``forget_validators``): never again is its revisit asked with the target's ETag.
         status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
         # A failed hook keeps no validators on the URL (its page keeps them), so the next fetch is unconditional and
         # the hook runs again; a failure (a 304 nobody asked for among them) says nothing of our copy: the store
         # keeps the validators it has.
-        own = not (hook_error or failed or (outcome.moved_to and not result.unfollowed))
+        own = not (hook_error or failed or outcome.moved_to)
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.target else None,
@@ -469,7 +469,7 @@ class ExtractWork:
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
             bytes_read=result.bytes_read, sent_validators=result.sent_validators, hooked=self.hook is not None,
-            claimed=True, claimed_lastmod=claimed.lastmod,
+            claimed=True, claimed_lastmod=claimed.lastmod, forget_validators=outcome.moved_to is not None,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:
