@@ -193,9 +193,9 @@ class FetchResult:
     them, or with the ETag alone); empty ones for an unconditional GET, None when no request left. What the WARC
     export writes as that request's If-None-Match / If-Modified-Since."""
     unfollowed: bool = False
-    """The fetch ended at a permanent redirect (every hop 301/308) it did not follow, the target's own answer being
-    already in hand in this run (``Fetcher.fetch``'s ``stop_at``): ``status`` is the redirect's, ``final_url`` its
-    target (the last of ``redirects``), which was not requested; no body. The URL has moved there."""
+    """The fetch ended at a permanent redirect (every hop 301/308) it did not follow, the target being asked by a
+    request of its own (``Fetcher.fetch``'s ``stop_at``): ``status`` is the redirect's, ``final_url`` its target (the
+    last of ``redirects``), which was not requested; no body. The URL has moved there."""
 
     @property
     def ok(self) -> bool:

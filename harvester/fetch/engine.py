@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -200,7 +200,7 @@ class PoliteClient:
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True,
                     in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                    stop_at: Callable[[str], bool] | None = None) -> FetchResult:
+                    stop_at: Callable[[str], Awaitable[bool]] | None = None) -> FetchResult:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
@@ -209,10 +209,10 @@ class PoliteClient:
         hop host's gate. A 429/503 backs the host off and is returned (the caller decides whether to requeue).
         ``hold`` is asked at the last moment before the request, after every wait: False raises ``LeaseLost`` and
         nothing is sent (the caller's lease on the host has lapsed, say after the process was frozen).
-        ``stop_at`` says whether a URL (a hop's target, as this client requests it) was already read in this run: a
-        permanent redirect to one in scope is answered with the redirect itself, unfollowed
-        (``FetchResult.unfollowed``), since following it would download that URL again; no gate is passed for a hop
-        never requested.
+        ``stop_at`` says whether a URL (a hop's target, as this client requests it) is the caller's to ask on its own
+        (read already in this run, or a URL of its frontier): a permanent redirect to one in scope is answered with
+        the redirect itself, unfollowed (``FetchResult.unfollowed``), since following it would download that URL a
+        second time, or in full where its own request is conditional; no gate is passed for a hop never requested.
         """
         origin = http_origin(url)
         if origin is None:
@@ -237,7 +237,7 @@ class PoliteClient:
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
                      max_bytes: int, check_robots: bool, robots_fetch: bool, validators_url: str | None = None,
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                     stop_at: Callable[[str], bool] | None = None) -> FetchResult:
+                     stop_at: Callable[[str], Awaitable[bool]] | None = None) -> FetchResult:
         if not await self._slots.acquire(host):
             check_stop()  # refused because the process is stopping: no request, as below
             return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
@@ -271,15 +271,15 @@ class PoliteClient:
             started[0] = time.monotonic()
             return target
 
-        def read(target: str) -> str | None:
-            """The hop as it would be requested, when ``stop_at`` says it was read in this run (and it is in scope:
-            an out-of-scope hop is refused by ``follow`` as ever)."""
+        async def read(target: str) -> str | None:
+            """The hop as it would be requested, when ``stop_at`` says the caller asks it on its own (and it is in
+            scope: an out-of-scope hop is refused by ``follow`` as ever)."""
             assert stop_at is not None
             if self._canonicalize is not None:
                 target = self._canonicalize(target)
             if in_scope is not None and not in_scope(target):
                 return None
-            return target if stop_at(target) else None
+            return target if await stop_at(target) else None
 
         result: FetchResult | None = None
         try:

@@ -37,10 +37,11 @@ Follow = Callable[[str], Awaitable["str | ErrorClass | None"]]
 ``None`` refuses as OUT_OF_SCOPE; an ``ErrorClass`` (ROBOTS_DISALLOWED, OUT_OF_SCOPE, ...) refuses with that class.
 """
 
-StopAt = Callable[[str], "str | None"]
+StopAt = Callable[[str], Awaitable["str | None"]]
 """Asked of a permanent redirect's absolute target (every hop before it permanent too), before ``Follow``: the URL
-to record the move to (canonical form) when that URL's answer is already in hand, and then the redirect is not
-followed; ``None`` follows it as usual."""
+to record the move to (canonical form) when that URL is the caller's to ask on its own (its answer already in hand,
+or a URL the frontier holds), and then the redirect is not followed; ``None`` follows it as usual. Awaited: the
+answer may take a look in the frontier."""
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
@@ -207,8 +208,9 @@ class Fetcher:
         redirect target's, on another origin too); the first hop when None (a page's redirect reaches its target
         whole, since extraction records the move and stores the target's own copy). Another URL never gets them:
         an ETag names one entity, and one a host set is never shown to another (ETags can track). ``stop_at``: a
-        permanent redirect to a URL whose answer the caller already holds ends the fetch with the redirect's own
-        answer (``StopAt``), so the target is not downloaded a second time in one run.
+        permanent redirect to a URL the caller asks on its own (read already, or known to its frontier) ends the
+        fetch with the redirect's own answer (``StopAt``), so the target is neither downloaded twice in one run nor
+        in full behind its own validators' back.
         """
         cap = self.settings.max_body_bytes if max_bytes is None else max_bytes
         deadline_s = self.settings.timeout_s if timeout_s is None else timeout_s
@@ -293,7 +295,7 @@ class Fetcher:
                         raise Refused(ErrorClass.TOO_MANY_REDIRECTS, f"more than {hops_allowed} redirects")
                     if stop_at is not None and status in PERMANENT_REDIRECTS and all(
                             code in PERMANENT_REDIRECTS for code in state.hop_statuses):
-                        read = stop_at(target)
+                        read = await stop_at(target)
                         if read is not None and read not in seen:
                             return state.unfollowed(read, drained.raw_bytes)
                     if follow is not None:

@@ -59,9 +59,9 @@ class Job:
     answered: Callable[[], FetchResult | None] | None = None
     """Asked at the job's turn, just before its request: this URL's answer when it is already in hand (the target
     of a permanent redirect followed in this run, maybe since the job was claimed), and then no request is sent."""
-    read: Callable[[str], bool] | None = None
-    """Whether a URL was read in this run: a permanent redirect to it is not followed (``PoliteClient.fetch``'s
-    ``stop_at``)."""
+    read: Callable[[str], Awaitable[bool]] | None = None
+    """Whether a URL is the caller's to ask on its own (read in this run, or in its frontier): a permanent redirect
+    to it is not followed (``PoliteClient.fetch``'s ``stop_at``)."""
 
 
 class HostWork(Protocol):

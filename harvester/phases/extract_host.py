@@ -97,7 +97,7 @@ class ExtractWork:
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
         self.reasks = Reasks(store, self.writer, self.counters)
         """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
-        self._moved = MovedAnswers(site.canonicalize)
+        self._moved = MovedAnswers(site.canonicalize, store)
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
@@ -361,7 +361,8 @@ class ExtractWork:
                 return None
         return Job(url=item.target, host=host, validators=item.validators,
                    accept=self.settings.http.allowed_content_types, payload=item,
-                   answered=functools.partial(self._kept_answer, item.url), read=self._moved.read)
+                   answered=functools.partial(self._kept_answer, item.url),
+                   read=functools.partial(self._moved.asked_alone, item.url))
 
     def _kept_answer(self, url: str) -> FetchResult | None:
         """Asked at the job's turn: a redirect followed since the claim may have brought its answer."""
@@ -453,22 +454,23 @@ class ExtractWork:
         self.counters[outcome.counter] += 1
         failed = outcome.error_class is not None
         page = extracted.page if extracted is not None and outcome.store_page else None
-        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page is its target's.
+        # A moved URL is recorded with the answer it gave (301/308) and where it leads; the page and validators are its
+        # target's. It keeps none (``forget_validators``): never again is its revisit asked with the target's ETag.
         status = result.redirect_statuses[0] if outcome.moved_to and result.redirect_statuses else result.status
+        # A failed hook keeps no validators on the URL (its page keeps them), so the next fetch is unconditional and
+        # the hook runs again; a failure (a 304 nobody asked for among them) says nothing of our copy: the store
+        # keeps the validators it has.
+        own = not (hook_error or failed or outcome.moved_to)
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
             final_url=result.final_url if result.final_url != claimed.target else None,
-            # A failed hook keeps no validators on the URL (its page keeps them), so the next fetch is unconditional
-            # and the hook runs again; a failure (a 304 nobody asked for among them) says nothing of our copy: the
-            # store keeps the validators it has.
-            etag=None if hook_error or failed else result.etag or (claimed.etag if result.not_modified else None),
-            last_modified=None if hook_error or failed else (
-                result.last_modified or (claimed.last_modified if result.not_modified else None)
-            ),
+            etag=result.etag or (claimed.etag if result.not_modified else None) if own else None,
+            last_modified=result.last_modified or (claimed.last_modified if result.not_modified else None) if own
+            else None,
             content_hash=outcome.content_hash, changed=outcome.changed, next_fetch_at=outcome.next_fetch_at,
             revisit_s=outcome.revisit_s, error_class=outcome.error_class, error=outcome.error, page=page,
             bytes_read=result.bytes_read, sent_validators=result.sent_validators, hooked=self.hook is not None,
-            claimed=True, claimed_lastmod=claimed.lastmod,
+            claimed=True, claimed_lastmod=claimed.lastmod, forget_validators=outcome.moved_to is not None,
         )
         outlinks: list[DiscoveredUrl] = []
         if extracted is not None and outcome.expand_links:

@@ -1,14 +1,22 @@
-"""The answers of permanent redirects and their targets, so one run downloads a target once whichever it asks
-first: a target queued as a URL of its own is recorded from the answer its old address already got, and a
-permanent redirect to a URL already read is recorded from the redirect's own answer, not followed."""
+"""The answers of permanent redirects and their targets, so a run asks a target once, as its own URL would be
+asked: a permanent redirect to a URL already read in the run, or to one the frontier holds (it has a request of its
+own, conditional when it has validators: now, or at its own revisit), is recorded from the redirect's own answer,
+not followed; one to a URL the frontier has never seen is followed, and its answer kept for the target's own claim,
+which records it from that answer."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from harvester.records import FetchResult
 from harvester.rules.revisit import is_permanent_move
+from harvester.runtime import db
+
+if TYPE_CHECKING:
+    from harvester.frontier import FrontierStore
 
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
@@ -40,19 +48,33 @@ class ReadUrls:
 class MovedAnswers:
     """Canonical target URL -> the answer its permanent redirect gave, oldest first, and the URLs read in this run
     (``ReadUrls``). In memory and bounded (``MOVED_ANSWERS_BYTES``): a target claimed by another worker, or after a
-    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``)."""
+    restart, is simply fetched. ``canonicalize`` gives a URL's frontier key (``Site.canonicalize``); ``store``
+    says which keys the frontier holds."""
 
-    def __init__(self, canonicalize: Callable[[str], str | None], limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
+    def __init__(self, canonicalize: Callable[[str], str | None], store: FrontierStore,
+                 limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
         self._canonicalize = canonicalize
+        self._store = store
+        self._following: dict[str, tuple[str, asyncio.Event]] = {}
+        """Source key -> the target key its permanent redirect is being followed to, and the event set once that
+        answer is noted (``answered``)."""
         self._read = ReadUrls()
 
     def answered(self, url: str, result: FetchResult) -> None:
         """``url`` (its key) got ``result``: noted at once, before the host's next request, which may be the
         target's own or another redirect to it. A page's own answer makes it read; a permanent move followed to a
         2xx makes its target read, and keeps that answer for the target's claim."""
+        following = self._following.pop(url, None)
+        try:
+            self._note(url, result)
+        finally:
+            if following is not None:
+                following[1].set()  # a redirect to the same target waiting for this answer goes on
+
+    def _note(self, url: str, result: FetchResult) -> None:
         if result.unfollowed or result.error_class is not None:
             return
         if not result.redirects:
@@ -65,10 +87,29 @@ class MovedAnswers:
                 self._read.add(target)
                 self.keep(target, result)
 
-    def read(self, url: str) -> bool:
-        """Whether ``url`` (as requested) was read in this run: a permanent redirect to it is not followed."""
+    async def asked_alone(self, source: str, url: str) -> bool:
+        """Whether ``url`` (as requested), the target of a permanent redirect from ``source`` (a key), is asked on
+        its own, so the redirect is not followed: read in this run, or a URL of the frontier (due in this run, maybe
+        in flight beside the redirect, or left to its own revisit, conditional when it has validators: following
+        the redirect would ask it a second time, or in full). While another redirect is being followed to it, its
+        answer is waited for (a request on the same host, within this fetch's deadline): read then, it was kept for
+        the target's claim, which must not come before it does. A target that is ``source`` itself (the site's
+        spelling of its own key) is followed."""
         key = self._canonicalize(url)
-        return key is not None and key in self._read
+        if key is None or key == source:
+            return False
+        if await self._read_once_followed(key) or await db(self._store.url_id, key) is not None:
+            return True
+        if await self._read_once_followed(key):  # another redirect to it may have been followed meanwhile
+            return True
+        self._following[source] = (key, asyncio.Event())
+        return False
+
+    async def _read_once_followed(self, key: str) -> bool:
+        """Whether ``key`` was read in this run, once every redirect being followed to it now has its answer."""
+        while waits := [noted for target, noted in self._following.values() if target == key]:
+            await waits[0].wait()
+        return key in self._read
 
     def keep(self, target: str, result: FetchResult) -> None:
         answer = replace(result, url=target, final_url=target, redirects=(), redirect_statuses=())

@@ -38,8 +38,12 @@ async def test_only_a_permanent_chain_to_a_read_url_stops_at_the_redirect(
     origin, asked = site
     read = {origin + "/target"}
     fetcher = Fetcher(HttpSettings(timeout_s=5.0), user_agent="harvester/0.1 (+test)", allow_addresses=("127.0.0.1",))
+
+    async def stop_at(target: str) -> str | None:
+        return target if target in read else None
+
     try:
-        result = await fetcher.fetch(origin + path, stop_at=lambda target: target if target in read else None)
+        result = await fetcher.fetch(origin + path, stop_at=stop_at)
     finally:
         await fetcher.aclose()
     assert result.unfollowed is unfollowed

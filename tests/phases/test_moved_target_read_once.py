@@ -1,9 +1,11 @@
 """A permanent redirect's target is downloaded once per run, whichever of the two a run asks first.
 
 Day 2, ``/p/old`` answers 301 to ``/p/new``, newly in the sitemap. Asked first (its sitemap lastmod announces a
-change), the redirect is followed and its answer kept for the target's own claim (``MovedAnswers``). Asked after
-the target was read (a revisit nothing announced, ranked behind a new URL), the redirect is not followed: the old
-URL is recorded moved from the 301 alone (``Fetcher.fetch``'s ``stop_at``). Either way the old URL ends moved to the
+change), the redirect is not followed, the target being a URL of the frontier, asked by its own claim (a target the
+frontier never saw is followed and its answer kept for that claim, ``MovedAnswers``: tests/phases/
+test_moved_revisits.py). Asked after the target was read (a revisit nothing announced, ranked behind a new URL), it
+is not followed either. Either way the old URL is recorded moved from the 301 alone (``Fetcher.fetch``'s
+``stop_at``). Either way the old URL ends moved to the
 target, the target's page is stored once, and the cycle's ``fetched`` count is the server's count of page requests.
 Day 3 (``--refresh``: both due again) the same holds at the old URL's revisit.
 """
