@@ -56,3 +56,36 @@ def test_loading_pauses_the_collector_and_freezes_what_it_loaded():
         print(paused, gc.isenabled(), gc.get_freeze_count() > 0)
     """)
     assert done.stdout.split() == ["True", "True", "True"]
+
+
+def test_exit_now_ends_the_idle_extraction_thread_and_exits_at_once():
+    """The extraction thread outlives every run; idle, it must not send the command through the interpreter's
+    teardown (a module global's finalizer runs there, and only there)."""
+    done = run("""
+        from harvester.phases.extract_host import EXTRACTION
+        from harvester.cli_process import exit_now
+        EXTRACTION.submit(print, "parsed", flush=True).result()
+
+        class Teardown:
+            def __del__(self):
+                print("torn down", flush=True)
+
+        kept = Teardown()
+        exit_now(5)
+    """)
+    assert done.returncode == 5
+    assert done.stdout == "parsed\n"
+
+
+def test_exit_now_waits_for_a_parse_still_running():
+    done = run("""
+        import threading, time
+        from harvester.phases.extract_host import EXTRACTION
+        from harvester.cli_process import exit_now
+        started = threading.Event()
+        EXTRACTION.submit(lambda: (started.set(), time.sleep(0.3), print("parse finished", flush=True)))
+        started.wait(30)
+        exit_now(6)
+    """)
+    assert done.returncode == 6
+    assert done.stdout == "parse finished\n"
