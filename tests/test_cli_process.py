@@ -89,3 +89,22 @@ def test_exit_now_waits_for_a_parse_still_running():
     """)
     assert done.returncode == 6
     assert done.stdout == "parse finished\n"
+
+
+def test_the_run_path_loads_neither_feedparser_nor_httpx_command_line():
+    """What ``harvester harvest`` imports before its first request: feedparser waits for the first feed (read in a
+    thread), and httpx's own command line (pygments' lexers) is never loaded (issue 31, the start)."""
+    done = run("""
+        import atexit, sys
+
+        def loaded():  # at the exit of a command run as the console script runs it
+            from harvester.cli_runs import run_locally
+            import httpx
+            print("loaded:", ",".join(m for m in ("feedparser", "httpx._main", "pygments") if sys.modules.get(m)))
+
+        atexit.register(loaded)
+        sys.argv = ["harvester", "--version"]
+        from harvester.cli import main
+        main()
+    """)
+    assert done.stdout.strip().splitlines()[-1] == "loaded:", done.stdout + done.stderr
