@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -82,6 +83,9 @@ WorkersOpt = Annotated[int, typer.Option(
 def main() -> None:
     """Console-script entry point: configuration errors are one clear line, never a traceback."""
     limit_malloc_arenas()  # before any thread starts (Where memory goes, internals.md)
+    # httpx imports its own command line (click, rich and pygments' lexers) when they are installed, as typer's are
+    # here: a third of its import, before the first request, for a command this process never runs.
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "no such module"
     try:
         try:
             app()

@@ -43,9 +43,14 @@ def exit_now(code: int) -> NoReturn:
 
     Everything a run writes is committed before the command returns (a kill at this point loses nothing), the
     stores are closed (SQLite has checkpointed its log), and the output is flushed here; exit handlers still
-    run. A thread or child process still alive gets the ordinary exit, which waits for it.
+    run. A thread or child process still alive gets the ordinary exit, which waits for it. The extraction thread
+    is ended first (a parse still running is waited for, as the ordinary exit would): idle, it outlived every run
+    and sent every command through the interpreter's teardown (above) after its last answer (issue 31's tail).
     """
     children = sys.modules.get("multiprocessing")
+    extraction = sys.modules.get("harvester.phases.extract_host")
+    if extraction is not None:  # a call asked after this runs in its caller's thread (``HostTurns``)
+        extraction.EXTRACTION.shutdown(wait=True)
     if threading.active_count() > 1 or (children is not None and children.active_children()):
         raise SystemExit(code)
     atexit._run_exitfuncs()

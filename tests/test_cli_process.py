@@ -56,3 +56,55 @@ def test_loading_pauses_the_collector_and_freezes_what_it_loaded():
         print(paused, gc.isenabled(), gc.get_freeze_count() > 0)
     """)
     assert done.stdout.split() == ["True", "True", "True"]
+
+
+def test_exit_now_ends_the_idle_extraction_thread_and_exits_at_once():
+    """The extraction thread outlives every run; idle, it must not send the command through the interpreter's
+    teardown (a module global's finalizer runs there, and only there)."""
+    done = run("""
+        from harvester.phases.extract_host import EXTRACTION
+        from harvester.cli_process import exit_now
+        EXTRACTION.submit(print, "parsed", flush=True).result()
+
+        class Teardown:
+            def __del__(self):
+                print("torn down", flush=True)
+
+        kept = Teardown()
+        exit_now(5)
+    """)
+    assert done.returncode == 5
+    assert done.stdout == "parsed\n"
+
+
+def test_exit_now_waits_for_a_parse_still_running():
+    done = run("""
+        import threading, time
+        from harvester.phases.extract_host import EXTRACTION
+        from harvester.cli_process import exit_now
+        started = threading.Event()
+        EXTRACTION.submit(lambda: (started.set(), time.sleep(0.3), print("parse finished", flush=True)))
+        started.wait(30)
+        exit_now(6)
+    """)
+    assert done.returncode == 6
+    assert done.stdout == "parse finished\n"
+
+
+def test_the_run_path_loads_neither_feedparser_nor_httpx_command_line():
+    """What ``harvester harvest`` imports before its first request: feedparser waits for the first feed (read in a
+    thread), and httpx's own command line (pygments' lexers) is never loaded (issue 31, the start)."""
+    done = run("""
+        import atexit, sys
+
+        def loaded():  # at the exit of a command run as the console script runs it
+            from harvester.cli_runs import run_locally
+            import httpx
+            print("loaded:", ",".join(m for m in ("feedparser", "httpx._main", "pygments") if sys.modules.get(m)))
+
+        atexit.register(loaded)
+        sys.argv = ["harvester", "--version"]
+        from harvester.cli import main
+        main()
+    """)
+    assert done.stdout.strip().splitlines()[-1] == "loaded:", done.stdout + done.stderr

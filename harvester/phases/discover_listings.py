@@ -276,9 +276,13 @@ class ListingCrawl:
             return base, [], False
         if not result.ok or result.body is None:
             return self._listing_failure(claimed, result, base), [], None
+        # The parse in a worker thread, as a sitemap's and a feed's: on the loop, every host's answers waited for it
+        # (a listing crawl goes on beside extraction, and the slow host's next requests wait longest, issue 31).
+        links = await asyncio.to_thread(extract_links, result.body, base_url=result.final_url,
+                                        content_type=result.content_type)
         page = apply_robots_header(
-            extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
-            result.headers.get("x-robots-tag"), robots_token(self.host.client.user_agent, self.host.settings.robots),
+            links, result.headers.get("x-robots-tag"),
+            robots_token(self.host.client.user_agent, self.host.settings.robots),
         )
         for feed in page.feeds:
             self.feeds.offer(feed)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -224,3 +225,33 @@ async def test_sitemaps_are_asked_while_the_one_before_is_read(sqlite_url, serve
     maps = [span for span in asked if span[0].startswith("/map-")]
     assert at_once(maps) >= 2  # before: 1
     assert at_once(asked) <= LIMIT
+
+
+# --- a listing page parsed off the event loop ----------------------------------------------------------------
+
+
+async def test_a_listing_page_is_parsed_off_the_event_loop(make_web, sqlite_url, monkeypatch):
+    """The listing crawl goes on beside extraction: a parse on the event loop held every host's answers, the slow
+    host's next requests longest (issue 31). The first listing page's parse waits for the loop to run a callback,
+    which a parse on the loop itself could never see."""
+    from harvester.phases import discover_listings
+
+    real = discover_listings.extract_links
+    loop = asyncio.get_running_loop()
+    verdicts: list[bool] = []
+
+    def parse(*args, **kwargs):
+        if not verdicts:  # the first page only: on the loop, each page would wait the bound out
+            ran = threading.Event()
+            loop.call_soon_threadsafe(ran.set)
+            verdicts.append(ran.wait(20))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(discover_listings, "extract_links", parse)
+    web = make_web([HostSpec("lists", pages=24, listing_page_size=4)], seed=5)
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT))
+        states = store.url_states()
+    assert verdicts == [True]
+    assert any("/topics/" in url for url in states)
