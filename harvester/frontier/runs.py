@@ -71,6 +71,10 @@ class Runs(Part):
         ours = [(int(run_id), sent, holder) for run_id, stored, cycle_id, sent, holder in rows
                 if stored == profile and cycle_id == cycle]
         resumed = next((run_id for run_id, sent, _ in ours if sent == user_agent), None)
+        if resumed is not None and owner is not None:
+            # The resumed run is this process's now: a worker starting beside it must not take it for dead (below).
+            with self._tx() as tx:
+                tx.conn.execute(update(Run).where(Run.id == resumed).values(owner=owner))
         run_id = resumed if resumed is not None else self.start_run(
             phase, profile=profile, owner=owner, user_agent=user_agent)
         # Only a run whose process is gone: workers of one harvest with their own User-Agents run side by side.

@@ -8,6 +8,10 @@ ever. Now it is ``abandoned`` with its reason, which ``harvester status`` shows;
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
 from harvester import FrontierStore, aharvest
 from harvester.cli_tables import status_of
 from harvester.phases import begin_run
@@ -73,3 +77,26 @@ async def test_a_live_workers_run_with_another_user_agent_is_left_running(make_w
         retire_owner(beside)
     assert mine != other
     assert row is not None and row["status"] == "running" and row["finished_at"] is None, row
+
+
+async def test_a_resumed_run_is_its_new_workers_and_not_taken_for_dead(make_web, db_url):
+    """A run resumed after its process was killed still named the dead process as its owner: a worker with
+    another User-Agent starting beside it closed it as abandoned while it was fetching (review)."""
+    web = make_web([HostSpec("a", pages=4)], seed=41)
+    settings = Settings.load(database_url=db_url).with_overrides(**{"http.user_agent": UA})
+    profile = SiteProfile.build(seeds=tuple(web.seeds), name="ua")
+    stored = profile.model_dump(mode="json")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # reaped: its pid is gone
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.begin_cycle("harvest", profile=stored)
+        killed = store.start_run("extract", profile=stored, owner=f"{socket.gethostname()}:{dead.pid}:extract:0",
+                                 user_agent=UA)
+    resumed = await begin_run(settings, "extract", profile)  # this process resumes it
+    assert resumed == killed  # control
+    other = settings.with_overrides(**{"http.user_agent": BEFORE})
+    beside = await begin_run(other, "extract", profile)  # a worker with another User-Agent starts beside it
+    with FrontierStore.open(settings) as store:
+        row = store.get_run(killed)
+    assert beside != killed
+    assert row is not None and row["status"] == "running", row
