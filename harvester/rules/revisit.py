@@ -154,17 +154,15 @@ def newer_than_copy(lastmod: datetime | None, copy_last_modified: str | None) ->
     the server's own clock: against the Last-Modified our copy was served with, so clock skew between the site
     and us never enters. None when either is missing or unparsable.
 
-    A lastmod equal to that Last-Modified is the copy's own date: not newer. Any other lastmod of exactly midnight
-    UTC is read as a date without a time (W3C Datetime allows ``2026-01-06``), so as the end of that day: a change
-    later that day is never taken for "not newer" (this is the reading that decides skipping a request; whether a
-    304 contradicts the lastmod is judged the other way round, ``contradicts_304``).
+    A lastmod of exactly midnight UTC is read as a date without a time (W3C Datetime allows ``2026-01-06``), so as
+    the end of that day, even one equal to that Last-Modified (a server dating to the day): a change later that day
+    is never taken for "not newer", nor skipped. This is the reading that decides skipping a request; whether a
+    304 contradicts the lastmod is judged the other way round (``contradicts_304``).
     """
     copy = http_time(copy_last_modified)
     if lastmod is None or copy is None:
         return None
     moment = aware(lastmod)
-    if moment == copy:
-        return False
     if moment.hour == moment.minute == moment.second == moment.microsecond == 0:
         moment += timedelta(days=1)
     return moment > copy
