@@ -20,9 +20,10 @@ from harvester.frontier.dialects import _RETURNED, _UPSERT_SET, PROMOTE_BATCH, D
 from harvester.frontier.rows import Merged
 
 EXTRACTION_NAME = "harvester-extract:"
-
-CYCLES_LOCK = 0x68617276  # "harv": the advisory lock key of ``lock_cycles``, the one this project takes
 """The ``application_name`` prefix of an extraction process's sessions (then its site's digest, ``host:pid``)."""
+
+CYCLES_LOCK = 0x68617276
+"""The advisory lock key of ``lock_cycles`` ("harv"), the one advisory lock this project takes."""
 
 
 @cache
