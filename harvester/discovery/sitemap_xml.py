@@ -289,7 +289,11 @@ def note_recovered(doc: SitemapDoc, events: Any) -> None:
     word, and what it could not make sense of is dropped (``<<broken & </oops>`` after the 4th of 6 entries ended
     the file there: two URLs lost, the document shown as read whole). What follows the error may be lost, so the
     file is no whole list either (its missing URLs say nothing)."""
-    errors = events.error_log.filter_from_errors()
+    # Invalid bytes for the declared encoding (a stray Latin-1 byte in a UTF-8 file, common) are replaced and the
+    # reading goes on with every entry: no break, so the file stays a whole list (review: one such byte turned off
+    # the detection of vanished URLs for good).
+    errors = [e for e in events.error_log.filter_from_errors()
+              if e.type_name != "ERR_INVALID_ENCODING" and e.domain_name != "ENCODING"]
     if not errors or doc.malformed is not None:
         return
     first = errors[0]

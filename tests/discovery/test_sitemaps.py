@@ -790,3 +790,14 @@ def test_markup_the_xml_recovery_passes_over_is_reported_where_it_broke():
     assert any(problem.startswith(doc.malformed) for problem in doc.problems)
     whole, entries = parse(urlset(locs))
     assert len(entries) == 6 and whole.malformed is None
+
+
+def test_a_stray_byte_invalid_in_the_declared_encoding_is_no_break():
+    """A Latin-1 byte in a UTF-8 sitemap: lxml replaces it and reads every entry. Taken for a break, it reported the
+    file broken at every read and turned off the detection of its vanished URLs for good (review)."""
+    locs = [f"https://x.example/p{i}" for i in range(6)]
+    stray = urlset(locs).replace(b"https://x.example/p2</loc>", b"https://x.example/p2</loc><!-- caf\xe9 -->")
+    assert stray != urlset(locs)
+    doc, entries = parse(stray)
+    assert [e.loc for e in entries] == locs
+    assert doc.malformed is None and not doc.problems
