@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from html import unescape
 
 import httpx
@@ -16,8 +17,10 @@ from typer.testing import CliRunner
 from harvester import harvest
 from harvester.cli import app
 from harvester.export import JSONL_FIELDS, MAIN_FIELDS
+from harvester.export.text import MainText
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
+from harvester.store_results import StoredPage
 from harvester.testing.sites import HostSpec
 
 runner = CliRunner()
@@ -91,3 +94,28 @@ def test_a_missing_trafilatura_is_an_error_naming_the_extra(sqlite_url, tmp_path
     control = subprocess.run([sys.executable, "-c", "from harvester.cli import main; main()", *args],
                              capture_output=True, text=True, timeout=120)
     assert control.returncode == 0, control.stderr
+
+
+def _page(html: str, url: str = "http://127.0.0.1:1/a.html") -> StoredPage:
+    return StoredPage(page_id=1, url_id=1, url=url, final_url=url, fetched_at=datetime(2026, 12, 6, tzinfo=UTC),
+                      status=200, content_type="text/html; charset=utf-8", etag=None, last_modified=None,
+                      content_hash="x", body=html.encode())
+
+
+ARTICLE = "<p>" + "Some long article text about harvesting the web politely, one site at a time. " * 12 + "</p>"
+
+
+@pytest.mark.parametrize(("head", "body", "url", "published"), [
+    ("", "<footer>Copyright 2026 Example Corp.</footer>", "http://127.0.0.1:1/a.html", None),
+    ('<meta property="article:published_time" content="2024-05-06T10:00:00Z">', "", "http://127.0.0.1:1/a.html",
+     "2024-05-06"),
+    ('<script type="application/ld+json">{"@type": "Article", "datePublished": "2023-07-08"}</script>', "",
+     "http://127.0.0.1:1/a.html", "2023-07-08"),
+    ("", "", "http://127.0.0.1:1/2022/01/02/a.html", "2022-01-02"),
+])
+def test_the_publication_date_is_only_one_the_page_states(head, body, url, published):
+    """docs/export.md: JSON-LD, meta tags, ``<time>``, the URL. A stranger's pages with only a footer's
+    "Copyright 2026" got ``published: 2026-01-01`` (htmldate's search of the free text). A full date and time
+    written in the text ("Generated at 2026-12-04 06:00") is still taken: htmldate's quick search reads those."""
+    html = f"<html><head><title>T</title>{head}</head><body><article>{ARTICLE}</article>{body}</body></html>"
+    assert MainText().of(_page(html, url))["published"] == published
