@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -60,11 +61,59 @@ class ListingCrawl:
         """When this host's listing crawl began: items the frontier held before it were found by other pages."""
         self._vanished_from: dict[int, Vanished] = {}
         """Listing pages read in this batch → what they may have stopped naming (written with their completion)."""
+        self._read_early: list[tuple[ClaimedUrl, FetchResult, set[str]]] = []
+        """Pages read and recorded before the sitemap walk ended (``read_kept``), their answer and the links that
+        reached admission then: judged again after it (``_rejudge``)."""
+        self._judged: set[str] = set()
+        """The links (canonical) the last ``outlinks`` call took to admission."""
 
     def keep_answer(self, url: str, result: FetchResult) -> None:
         """``url`` was asked already (the seed, by the host's discovery): the crawl reads this answer when it
         claims it, instead of asking again."""
         self._prefetched[url] = result
+
+    async def read_kept(self) -> None:
+        """Read and record the answers already in hand (the seed's, ``keep_answer``) now, beside the sitemap walk:
+        held until the crawl claimed them after the walk, a kill meanwhile asked them again (issue 31). Their links
+        are judged again once the walk has taught the classifier the site's detail shapes (``_rejudge``). A page
+        the claim did not reach (another due listing page scored above it) is left to the crawl, as before."""
+        if not self._prefetched:
+            return
+        claimed = await db(
+            self.host.store.claim, self.host.owner, hosts=self.host.homes(), per_host=len(self._prefetched),
+            lease_s=self.host.settings.store.lease_s, kinds=(UrlKind.LISTING,), beside=sorted(self.host.beside),
+        )
+        kept = [item for item in claimed if item.url in self._prefetched]
+        others = [item.id for item in claimed if item.url not in self._prefetched]
+        if others:
+            await db(self.host.store.release, self.host.owner, others)
+        for item in kept:
+            result = self._prefetched[item.url]
+            self._judged = set()
+            read = await self._listing(item)
+            self._read_early.append((item, result, self._judged))
+            self.host.counters["listing_pages"] += 1 - await self._write_listings([read])
+
+    async def _rejudge(self) -> None:
+        """The links of the pages read before the sitemap walk (``read_kept``), judged again by the classifier the
+        walk taught: what it now admits is added (a detail only the sitemaps' shapes tell). Nothing is counted or
+        reported twice. A rerun whose earlier attempt recorded such a page has no answer in hand: those few links
+        wait for the page's next read."""
+        early, self._read_early = self._read_early, []
+        for claimed, result, judged in early:
+            if not result.ok or result.body is None:
+                continue
+            page = apply_robots_header(
+                extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
+                result.headers.get("x-robots-tag"),
+                robots_token(self.host.client.user_agent, self.host.settings.robots),
+            )
+            if page.robots_nofollow:
+                continue
+            added = list(self.outlinks(claimed, page, utcnow(), judged=judged).values())
+            if added:
+                self.host.counters["listing_links_rejudged"] += len(added)
+                await self.host.urls.add(added)
 
     async def crawl(self) -> None:
         """Breadth-first over listing pages held in the frontier, within the depth and page budget.
@@ -80,9 +129,10 @@ class ListingCrawl:
         """
         discovery = self.host.settings.discovery
         budget = discovery.listing_page_budget
-        fetched = 0
+        fetched = self.host.counters["listing_pages"]  # read before the walk ended (``read_kept``)
         limit = self.host.client.gate_config.start_limit  # the site's limit as its gates start
         self._started = utcnow()
+        await self._rejudge()
         self._between_batches()  # feeds the seeds named
         held: dict[int, ClaimedUrl] = {}
         """Facet variants to be judged, waiting (claimed) for the plain listing's end."""
@@ -309,17 +359,25 @@ class ListingCrawl:
             follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
         return completion, list(outlinks.values()), follows
 
-    def outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
-        """The details and listing pages a listing page links to, admitted (feeds found are queued)."""
+    def outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime, *,
+                 judged: set[str] | None = None) -> dict[str, DiscoveredUrl]:
+        """The details and listing pages a listing page links to, admitted (feeds found are queued). ``judged``:
+        the page was judged before (``_rejudge``), these links (canonical) reaching admission then: they are
+        passed over, and nothing is learned or counted again. The links that reach admission are kept in
+        ``_judged`` (read by ``read_kept`` before its next await)."""
+        rejudge = judged is not None
         # Shapes are learned and judged on canonical forms: "/p/./250" and "/p/250?utm_source=x" are the post
         # "/p/250", which a raw-form classifier would not recognize (and would drop).
         canonical = {link: self.host.site.canonicalize(link) or link for link in page.links + page.next_pages}
-        self.host.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
+        counters = Counter[str]() if rejudge else self.host.counters
+        if not rejudge:
+            self.host.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
         depth = claimed.depth + 1
         follow_listings = (self.host.site.profile.use_listings
                            and depth <= self.host.settings.discovery.listing_max_depth)
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
+        self._judged = set()
         next_pages = set(page.next_pages)
         decided: list[tuple[str, UrlKind | None]] = []
         for link in page.links + page.next_pages:
@@ -337,7 +395,7 @@ class ListingCrawl:
         for link, kind in decided:
             if kind is None and canonical[link] in items:
                 kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
-                self.host.counters["links_as_items"] += 1
+                counters["links_as_items"] += 1
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:
@@ -347,17 +405,21 @@ class ListingCrawl:
                 continue
             if kind is None:
                 # Neither a detail nor a listing by any rule: not followed.
-                self.host.counters["links_unclassified"] += 1
+                counters["links_unclassified"] += 1
             if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
                 continue
             if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.host.site.profile.use_listings)):
                 continue
+            if judged is not None and canonical[link] in judged:
+                continue
+            self._judged.add(canonical[link])
             if kind is UrlKind.LISTING and (refusal := self._facet_refusal(claimed.url, canonical[link])):
-                self.host.report.add_entry(
-                    provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
-                    refusal,
-                )
-                self.host.counters[f"listing_links_refused:{refusal}"] += 1
+                if not rejudge:
+                    self.host.report.add_entry(
+                        provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
+                        refusal,
+                    )
+                counters[f"listing_links_refused:{refusal}"] += 1
                 continue
             # The next page of a listing is the same listing, one step on: it does not count as a level of depth
             # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.
