@@ -168,20 +168,16 @@ class ListingCrawl:
                     continuations.append((item, before))
                 else:
                     firsts.append(item)
-            # Each page is written as soon as it is read, not with the rest of its batch: a kill repeats only the
-            # requests in flight (a batch waited for its slowest page and its continuations, one after another).
+            # Each page is written as soon as it is read, by its own task: not with the rest of its batch, nor after
+            # the pages read before it are written. A kill repeats only the requests in flight (issue 31).
             lost = await self._write_listings(items) if items else 0
-            reading = [asyncio.create_task(self._listing(item)) for item in firsts]
-            written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]] = set()
+            reading = [asyncio.create_task(self._read_and_write(item)) for item in firsts]
             try:
-                pending = set(reading)
-                while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for read in done:
-                        written.add(read)
-                        lost += await self._write_listings([read.result()])
+                lost += sum(await asyncio.gather(*reading))
             except Interrupted:
-                await self._write_on_stop(reading, written)
+                # No page sends its request any more (each meets ``check_stop`` first), but those on the wire end
+                # and are written, so the rerun does not ask them again. A cancel meanwhile cancels the rest.
+                await self._settle_on_stop(reading)
                 raise
             except BaseException:
                 await settle(reading, cancel=True)
@@ -205,23 +201,20 @@ class ListingCrawl:
         if fetched >= budget:
             self.host.problem(f"{self.host.origin}: listing page budget of {budget} reached")
 
-    async def _write_on_stop(
-        self, reading: list[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
-        written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
-    ) -> None:
-        """The process is stopping (``runtime.request_stop``): no listing page sends its request any more (each
-        meets ``check_stop`` first), but those already on the wire end, and their answers are written, so the
-        rerun does not ask them again (cancelled, their answers were lost and the cycle's counts missed them). A
-        cancel meanwhile (the stop's grace spent) cancels the rest."""
+    async def _read_and_write(self, claimed: ClaimedUrl) -> int:
+        """Read one listing page and write it at once; returns 1 when its lease was lost."""
+        return await self._write_listings([await self._listing(claimed)])
+
+    @staticmethod
+    async def _settle_on_stop(reading: list[asyncio.Task[int]]) -> None:
+        """The process is stopping (``runtime.request_stop``): the pages being read end and write what they read
+        (cancelled, their answers were lost and the cycle's counts missed them). A cancel meanwhile (the stop's
+        grace spent) cancels the rest."""
         try:
             await asyncio.gather(*reading, return_exceptions=True)
         except BaseException:
             await settle(reading, cancel=True)
             raise
-        answered = [read.result() for read in reading
-                    if read not in written and not read.cancelled() and read.exception() is None]
-        if answered:
-            await self._write_listings(answered)
 
     async def _write_listings(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> int:
         """Complete listing pages read (with what they named, what they stopped naming and the feeds found so far)
