@@ -83,7 +83,8 @@ class Site:
     def _page(self, path: str) -> Answer:
         origin = self.origin
         if path == "/robots.txt":
-            return 200, {"Content-Type": "text/plain"}, f"User-agent: *\nAllow: /\nSitemap: {origin}/sitemap.xml\n".encode()
+            robots = f"User-agent: *\nAllow: /\nSitemap: {origin}/sitemap.xml\n"
+            return 200, {"Content-Type": "text/plain"}, robots.encode()
         if path == "/sitemap.xml":
             maps = "".join(f"<sitemap><loc>{origin}/sitemaps/s{n}.xml</loc></sitemap>" for n in (1, 2, 3))
             return xml(f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{maps}</sitemapindex>')
@@ -107,7 +108,8 @@ def recorded(db: Path, origin: str, paths: list[str]) -> bool:
             documents = {url for (url,) in conn.execute("SELECT url FROM documents WHERE fetched_at IS NOT NULL")}
             robots = conn.execute("SELECT count(*) FROM hosts WHERE robots_fetched_at IS NOT NULL").fetchone()[0]
             fetched = {origin + path for (origin, path) in conn.execute(
-                "SELECT h.origin, u.path FROM urls u JOIN hosts h ON h.id = u.host_id WHERE u.last_fetched_at IS NOT NULL")}
+                "SELECT h.origin, u.path FROM urls u JOIN hosts h ON h.id = u.host_id"
+                " WHERE u.last_fetched_at IS NOT NULL")}
     except sqlite3.Error:
         return False
     for path in paths:

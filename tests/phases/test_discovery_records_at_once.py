@@ -75,4 +75,5 @@ async def test_guessed_feed_pages_are_recorded_while_the_page_before_them_is_in_
             await asyncio.wait_for(discovery, 120)
     assert still_held
     assert all(f"/feed?page={n}" in answered for n in (3, 4))  # control: the guesses were asked and answered
-    assert recorded == guesses, f"answered while {HELD} was in flight, not recorded: {sorted(set(guesses) - set(recorded))}"
+    missing = sorted(set(guesses) - set(recorded))
+    assert recorded == guesses, f"answered while {HELD} was in flight, not recorded: {missing}"
