@@ -181,6 +181,7 @@ class HostDiscovery:
             if host.policies is not None:
                 # Read as part of this host from here on: its persisted back-off or park holds for our requests.
                 await host.policies.load(moved)
+        self.sitemaps.home_known()
         now = utcnow()
         seeds = [
             item for url in seed_urls

@@ -81,6 +81,9 @@ class SitemapWalk:
         when the walk reaches them."""
         self._asked_as: dict[str, tuple[bool, datetime | None]] = {}
         """How each sitemap asked ahead is read (probed, its lastmod in its index), should a stop read it."""
+        self._home_known = asyncio.Event()
+        """Set once the seed showed whether the site moved (``home_known``): a sitemap asked ahead is read no
+        sooner, its entries on the new home being in the scope only from then on."""
         self._reached: set[str] = set()
         """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
 
@@ -96,6 +99,10 @@ class SitemapWalk:
             if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
 
+    def home_known(self) -> None:
+        """The seed has shown whether the site moved (``HostDiscovery``): the sitemaps asked ahead may be read."""
+        self._home_known.set()
+
     def _cross_host_allowed(self, url: str) -> bool:
         """Whether ``url`` is on this host (or where it moved) or, on another host, within the run's bound."""
         return origin_of(url) in self.host.homes() or self.host.counters["sitemaps_cross_host"] < CROSS_HOST_SITEMAPS
@@ -107,6 +114,7 @@ class SitemapWalk:
 
     async def walk(self) -> None:
         """Walk the host's sitemaps (robots.txt's and the seeds', else the known paths)."""
+        self.home_known()
         try:
             await self._walk_named_sitemaps()
         except Interrupted:
@@ -124,6 +132,7 @@ class SitemapWalk:
         to the rerun, which finds them in the index's record. A cancel meanwhile (the stop's grace spent) cancels
         the rest."""
         asked = list(self._asked.items())
+        self.home_known()  # read as the walk would now: a stop waits for nothing more
         try:
             await asyncio.gather(*(task for _, task in asked), return_exceptions=True)
             for url, task in asked:
@@ -249,6 +258,7 @@ class SitemapWalk:
         known, result = await self._sitemap_answer(url, probing, dated)
         if result is not None and result.error_class is ErrorClass.OUT_OF_SCOPE:
             return _Ahead(None, (known, result))
+        await self._home_known.wait()  # asked beside the seed: its answer, as a rule, came first
         return _Ahead(await self._read(url, probing, dated, known, result), None)
 
     async def _read(
