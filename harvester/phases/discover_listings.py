@@ -66,6 +66,10 @@ class ListingCrawl:
         reached admission then: judged again after it (``_rejudge``)."""
         self._judged: set[str] = set()
         """The links (canonical) the last ``outlinks`` call took to admission."""
+        self._writing = asyncio.Lock()
+        """The crawl's pages are written one at a time: pages of one site name the same URLs, and two upserts of
+        them in another order deadlocked on PostgreSQL past ``runtime.db``'s retries. SQLite takes one writer
+        anyway."""
 
     def keep_answer(self, url: str, result: FetchResult) -> None:
         """``url`` was asked already (the seed, by the host's discovery): the crawl reads this answer when it
@@ -168,8 +172,8 @@ class ListingCrawl:
                     continuations.append((item, before))
                 else:
                     firsts.append(item)
-            # Each page is written as soon as it is read, by its own task: not with the rest of its batch, nor after
-            # the pages read before it are written. A kill repeats only the requests in flight (issue 31).
+            # Each page is written as soon as it is read (and the page being written before it is), by its own task:
+            # not with the rest of its batch. A kill repeats only the requests in flight (issue 31).
             lost = await self._write_listings(items) if items else 0
             reading = [asyncio.create_task(self._read_and_write(item)) for item in firsts]
             try:
@@ -221,9 +225,10 @@ class ListingCrawl:
         in one transaction; returns how many were lost (their lease gone)."""
         ids = {completion.url_id for completion, _ in items}
         vanished = {url_id: self._vanished_from.pop(url_id) for url_id in ids if url_id in self._vanished_from}
-        feeds = self.feeds.take_found()
-        done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
-                        vanished=vanished, feeds=feeds)
+        async with self._writing:
+            feeds = self.feeds.take_found()
+            done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
+                            vanished=vanished, feeds=feeds)
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
