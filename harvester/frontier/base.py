@@ -9,9 +9,11 @@ is an object of its own module that owns its state (its caches) and runs its que
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -164,6 +166,11 @@ class Database:
         self.chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self.read_only = False
         """Opened read-only (``open``): a SQLite file this process cannot write."""
+        self._sqlite_writer = threading.RLock()
+        """One SQLite writer of this process at a time, the next one taking the file's write lock the moment the
+        last lets it go. Left to SQLite's busy handler, a writer behind a long transaction slept in steps of up
+        to 100 ms before it looked again: a discovery document answered meanwhile waited that much longer for its
+        record, which a kill then asked again (issue 31)."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -283,8 +290,9 @@ class Database:
         """One transaction. On SQLite a writer takes the write lock up front (BEGIN IMMEDIATE), so a
         read-then-write unit of work can never be overtaken; driver errors become StoreError/InvalidRecord.
         ``one_statement``: the unit of work is a single statement, which PostgreSQL runs atomically on its own."""
+        serialised = self._sqlite_writer if write and self.dialect.is_sqlite else contextlib.nullcontext()
         try:
-            with self.engine.connect() as conn:
+            with serialised, self.engine.connect() as conn:
                 conn.execution_options(harvester_write=write)
                 if (one_statement or not write) and not self.dialect.is_sqlite:
                     # A read needs no transaction on PostgreSQL: at READ COMMITTED (the default, never changed

@@ -6,6 +6,7 @@ admitted URLs are written (``UrlBatches``). A step's own state stays in the step
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -167,6 +168,9 @@ class UrlBatches:
         self._host = host
         self._writer: UrlWriter | None = None
         self._admitted = 0
+        self._one_at_a_time = asyncio.Lock()
+        """The writer process takes one batch at a time: a sitemap read ahead, or a feed page guessed, may write
+        beside the walk's."""
 
     async def add(self, batch: list[DiscoveredUrl]) -> AddResult:
         host = self._host
@@ -177,6 +181,11 @@ class UrlBatches:
             host.site.classifier.learn_details(details[:: -(-len(details) // LEARN_SAMPLE)])
         if not batch:
             return AddResult(0, 0, 0)
+        async with self._one_at_a_time:
+            return await self._add(batch)
+
+    async def _add(self, batch: list[DiscoveredUrl]) -> AddResult:
+        host = self._host
         self._admitted += len(batch)
         writer = self._writer
         if writer is None and self._admitted > host.settings.discovery.writer_process_after and writer_possible(

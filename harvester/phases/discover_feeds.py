@@ -98,11 +98,19 @@ MAX_FEED_PAGES_AHEAD = 4
 (each guess past the last page is a request for nothing)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Guess:
+    """A feed page asked ahead, its answer, and its read when it was read and recorded as it came in."""
+
+    result: FetchResult
+    read: _FeedRead | None = None
+
+
 class _Ahead:
     """Fetches of guessed feed pages under way: taken when a page names one, cancelled when the walk ends."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, asyncio.Task[FetchResult]] = {}
+        self._tasks: dict[str, asyncio.Task[_Guess]] = {}
 
     def __contains__(self, url: str) -> bool:
         return url in self._tasks
@@ -110,14 +118,14 @@ class _Ahead:
     def __bool__(self) -> bool:
         return bool(self._tasks)
 
-    def ask(self, url: str, fetch: Coroutine[Any, Any, FetchResult]) -> None:
+    def ask(self, url: str, fetch: Coroutine[Any, Any, _Guess]) -> None:
         self._tasks[url] = asyncio.ensure_future(fetch)
 
     @staticmethod
-    def start(fetch: Coroutine[Any, Any, FetchResult]) -> asyncio.Task[FetchResult]:
+    def start(fetch: Coroutine[Any, Any, _Guess]) -> asyncio.Task[_Guess]:
         return asyncio.ensure_future(fetch)
 
-    def take(self, url: str) -> asyncio.Task[FetchResult] | None:
+    def take(self, url: str) -> asyncio.Task[_Guess] | None:
         return self._tasks.pop(url, None)
 
     async def drop(self, *, cancel: bool) -> int:
@@ -258,7 +266,7 @@ class FeedReader:
                     guessing = False
                 if guessing:
                     if asked is None:  # its own request first: the guesses queue behind it for the host's slots
-                        asked = ahead.start(self._fetch_feed(target, page_known))
+                        asked = ahead.start(self._answer(self._fetch_feed(target, page_known)))
                     self._ask_ahead(ahead, at, target, min(budget, walked.pages_after_next(self.host)))
                 page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked)
                 at = target
@@ -303,17 +311,49 @@ class FeedReader:
         for guess in numbered_successors(at, target, min(gate.limit, budget, MAX_FEED_PAGES_AHEAD)):
             if guess not in ahead and guess not in self._docs_seen and self.host.site.in_scope(guess):
                 self.host.counters["feed_pages_guessed"] += 1
-                ahead.ask(guess, self._fetch_feed(guess, None))
+                ahead.ask(guess, self._read_guess(guess))
+
+    @staticmethod
+    async def _answer(fetch: Coroutine[Any, Any, FetchResult]) -> _Guess:
+        return _Guess(await fetch)
+
+    async def _read_guess(self, url: str) -> _Guess:
+        """A guessed page of a feed read for the first time (``_ask_ahead``): read and recorded as soon as its
+        answer is in, not once the walk has read the pages before it (a kill meanwhile asked it again, issue 31).
+        Only a feed with entries is: a guess past the last page (a 404, an empty page, a soft 404) is left to the
+        walk, which records it only if a page names it."""
+        result = await self._fetch_feed(url, None)
+        if not result.ok or result.body is None:
+            return _Guess(result)
+        doc = await asyncio.to_thread(parse_feed, result.body, url=url)
+        if not doc.entries:
+            return _Guess(result)
+        known = await db(self.host.store.get_document, url)
+        return _Guess(result, await self._ingest(url, "feed_page", known, None, result, doc))
 
     async def _feed_document(
         self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None,
-        *, asked: asyncio.Task[FetchResult] | None = None,
+        *, asked: asyncio.Task[_Guess] | None = None,
     ) -> _FeedRead | None:
         """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
         ``last_read``: our previous read of the feed, to tell entries found since (None: all are new);
-        ``asked``: its fetch, already under way (a guess the page before named, see ``_ask_ahead``)."""
+        ``asked``: its fetch, already under way (a guess the page before named, see ``_ask_ahead``), and its read
+        when it was read as it came in."""
         self._docs_seen.add(url)
-        result = await (asked if asked is not None else self._fetch_feed(url, known))
+        if asked is None:
+            result = await self._fetch_feed(url, known)
+        else:
+            guess = await asked
+            if guess.read is not None:
+                return guess.read
+            result = guess.result
+        return await self._ingest(url, kind, known, last_read, result)
+
+    async def _ingest(
+        self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None, result: FetchResult,
+        doc: FeedDoc | None = None,
+    ) -> _FeedRead | None:
+        """Record one feed document's answer (``_feed_document``); ``doc``: its parse, when made already."""
         now = utcnow()
         if result.not_modified and known is not None and unreadable_count(known.error):
             await db(self.host.store.save_document, self.host.failed(url, kind, result, now, known, unusable=True))
@@ -328,7 +368,8 @@ class FeedReader:
             return None
         # Off the event loop: feedparser reads a megabyte in about half a second (a malformed one, through its
         # loose parser, in more than one), and every other host's discovery would wait that long.
-        doc = await asyncio.to_thread(parse_feed, result.body, url=url)
+        if doc is None:
+            doc = await asyncio.to_thread(parse_feed, result.body, url=url)
         for problem in doc.problems[:5]:
             self.host.problem(f"feed {url}: {problem}")
         batch: list[DiscoveredUrl] = []

@@ -30,7 +30,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import check_stop, db, retire_owner, utcnow
+from harvester.runtime import check_stop, db, retire_owner, settle, utcnow
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -181,6 +181,7 @@ class HostDiscovery:
             if host.policies is not None:
                 # Read as part of this host from here on: its persisted back-off or park holds for our requests.
                 await host.policies.load(moved)
+        self.sitemaps.home_known()
         now = utcnow()
         seeds = [
             item for url in seed_urls
@@ -189,8 +190,19 @@ class HostDiscovery:
         ]
         if seeds:
             await db(host.store.add_discovered, seeds)
-        if profile.use_sitemaps:
-            await self.sitemaps.walk()
+        # The seed's answer is recorded now, beside the walk, not once the crawl claims it after the walk: a kill
+        # meanwhile asked it again (issue 31).
+        early = asyncio.ensure_future(self.listings.read_kept())
+        try:
+            if profile.use_sitemaps:
+                await self.sitemaps.walk()
+        except Interrupted:
+            await asyncio.gather(early, return_exceptions=True)  # what it read is recorded
+            raise
+        except BaseException:
+            await settle([early], cancel=True)
+            raise
+        await early
         if self.listed is not None:
             # What the sitemaps listed (and their lastmod verdicts) is in the frontier: extraction may fetch it while
             # the listing crawl and the feeds, often chains of one page after another, go on through the same gate.

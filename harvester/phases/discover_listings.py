@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -60,11 +61,63 @@ class ListingCrawl:
         """When this host's listing crawl began: items the frontier held before it were found by other pages."""
         self._vanished_from: dict[int, Vanished] = {}
         """Listing pages read in this batch → what they may have stopped naming (written with their completion)."""
+        self._read_early: list[tuple[ClaimedUrl, FetchResult, set[str]]] = []
+        """Pages read and recorded before the sitemap walk ended (``read_kept``), their answer and the links that
+        reached admission then: judged again after it (``_rejudge``)."""
+        self._judged: set[str] = set()
+        """The links (canonical) the last ``outlinks`` call took to admission."""
+        self._writing = asyncio.Lock()
+        """The crawl's pages are written one at a time: pages of one site name the same URLs, and two upserts of
+        them in another order deadlocked on PostgreSQL past ``runtime.db``'s retries. SQLite takes one writer
+        anyway."""
 
     def keep_answer(self, url: str, result: FetchResult) -> None:
         """``url`` was asked already (the seed, by the host's discovery): the crawl reads this answer when it
         claims it, instead of asking again."""
         self._prefetched[url] = result
+
+    async def read_kept(self) -> None:
+        """Read and record the answers already in hand (the seed's, ``keep_answer``) now, beside the sitemap walk:
+        held until the crawl claimed them after the walk, a kill meanwhile asked them again (issue 31). Their links
+        are judged again once the walk has taught the classifier the site's detail shapes (``_rejudge``). A page
+        the claim did not reach (another due listing page scored above it) is left to the crawl, as before."""
+        if not self._prefetched:
+            return
+        claimed = await db(
+            self.host.store.claim, self.host.owner, hosts=self.host.homes(), per_host=len(self._prefetched),
+            lease_s=self.host.settings.store.lease_s, kinds=(UrlKind.LISTING,), beside=sorted(self.host.beside),
+        )
+        kept = [item for item in claimed if item.url in self._prefetched]
+        others = [item.id for item in claimed if item.url not in self._prefetched]
+        if others:
+            await db(self.host.store.release, self.host.owner, others)
+        for item in kept:
+            result = self._prefetched[item.url]
+            self._judged = set()
+            read = await self._listing(item)
+            self._read_early.append((item, result, self._judged))
+            self.host.counters["listing_pages"] += 1 - await self._write_listings([read])
+
+    async def _rejudge(self) -> None:
+        """The links of the pages read before the sitemap walk (``read_kept``), judged again by the classifier the
+        walk taught: what it now admits is added (a detail only the sitemaps' shapes tell). Nothing is counted or
+        reported twice. A rerun whose earlier attempt recorded such a page has no answer in hand: those few links
+        wait for the page's next read."""
+        early, self._read_early = self._read_early, []
+        for claimed, result, judged in early:
+            if not result.ok or result.body is None:
+                continue
+            page = apply_robots_header(
+                extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
+                result.headers.get("x-robots-tag"),
+                robots_token(self.host.client.user_agent, self.host.settings.robots),
+            )
+            if page.robots_nofollow:
+                continue
+            added = list(self.outlinks(claimed, page, utcnow(), judged=judged).values())
+            if added:
+                self.host.counters["listing_links_rejudged"] += len(added)
+                await self.host.urls.add(added)
 
     async def crawl(self) -> None:
         """Breadth-first over listing pages held in the frontier, within the depth and page budget.
@@ -80,9 +133,10 @@ class ListingCrawl:
         """
         discovery = self.host.settings.discovery
         budget = discovery.listing_page_budget
-        fetched = 0
+        fetched = self.host.counters["listing_pages"]  # read before the walk ended (``read_kept``)
         limit = self.host.client.gate_config.start_limit  # the site's limit as its gates start
         self._started = utcnow()
+        await self._rejudge()
         self._between_batches()  # feeds the seeds named
         held: dict[int, ClaimedUrl] = {}
         """Facet variants to be judged, waiting (claimed) for the plain listing's end."""
@@ -118,20 +172,16 @@ class ListingCrawl:
                     continuations.append((item, before))
                 else:
                     firsts.append(item)
-            # Each page is written as soon as it is read, not with the rest of its batch: a kill repeats only the
-            # requests in flight (a batch waited for its slowest page and its continuations, one after another).
+            # Each page is written as soon as it is read (and the page being written before it is), by its own task:
+            # not with the rest of its batch. A kill repeats only the requests in flight (issue 31).
             lost = await self._write_listings(items) if items else 0
-            reading = [asyncio.create_task(self._listing(item)) for item in firsts]
-            written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]] = set()
+            reading = [asyncio.create_task(self._read_and_write(item)) for item in firsts]
             try:
-                pending = set(reading)
-                while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                    for read in done:
-                        written.add(read)
-                        lost += await self._write_listings([read.result()])
+                lost += sum(await asyncio.gather(*reading))
             except Interrupted:
-                await self._write_on_stop(reading, written)
+                # No page sends its request any more (each meets ``check_stop`` first), but those on the wire end
+                # and are written, so the rerun does not ask them again. A cancel meanwhile cancels the rest.
+                await self._settle_on_stop(reading)
                 raise
             except BaseException:
                 await settle(reading, cancel=True)
@@ -155,32 +205,30 @@ class ListingCrawl:
         if fetched >= budget:
             self.host.problem(f"{self.host.origin}: listing page budget of {budget} reached")
 
-    async def _write_on_stop(
-        self, reading: list[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
-        written: set[asyncio.Task[tuple[Completion, list[DiscoveredUrl]]]],
-    ) -> None:
-        """The process is stopping (``runtime.request_stop``): no listing page sends its request any more (each
-        meets ``check_stop`` first), but those already on the wire end, and their answers are written, so the
-        rerun does not ask them again (cancelled, their answers were lost and the cycle's counts missed them). A
-        cancel meanwhile (the stop's grace spent) cancels the rest."""
+    async def _read_and_write(self, claimed: ClaimedUrl) -> int:
+        """Read one listing page and write it at once; returns 1 when its lease was lost."""
+        return await self._write_listings([await self._listing(claimed)])
+
+    @staticmethod
+    async def _settle_on_stop(reading: list[asyncio.Task[int]]) -> None:
+        """The process is stopping (``runtime.request_stop``): the pages being read end and write what they read
+        (cancelled, their answers were lost and the cycle's counts missed them). A cancel meanwhile (the stop's
+        grace spent) cancels the rest."""
         try:
             await asyncio.gather(*reading, return_exceptions=True)
         except BaseException:
             await settle(reading, cancel=True)
             raise
-        answered = [read.result() for read in reading
-                    if read not in written and not read.cancelled() and read.exception() is None]
-        if answered:
-            await self._write_listings(answered)
 
     async def _write_listings(self, items: list[tuple[Completion, list[DiscoveredUrl]]]) -> int:
         """Complete listing pages read (with what they named, what they stopped naming and the feeds found so far)
         in one transaction; returns how many were lost (their lease gone)."""
         ids = {completion.url_id for completion, _ in items}
         vanished = {url_id: self._vanished_from.pop(url_id) for url_id in ids if url_id in self._vanished_from}
-        feeds = self.feeds.take_found()
-        done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
-                        vanished=vanished, feeds=feeds)
+        async with self._writing:
+            feeds = self.feeds.take_found()
+            done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
+                            vanished=vanished, feeds=feeds)
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
@@ -313,17 +361,25 @@ class ListingCrawl:
             follows = len(details) - len(known) >= FOLLOW_NEW_SHARE * len(details)
         return completion, list(outlinks.values()), follows
 
-    def outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime) -> dict[str, DiscoveredUrl]:
-        """The details and listing pages a listing page links to, admitted (feeds found are queued)."""
+    def outlinks(self, claimed: ClaimedUrl, page: PageLinks, now: datetime, *,
+                 judged: set[str] | None = None) -> dict[str, DiscoveredUrl]:
+        """The details and listing pages a listing page links to, admitted (feeds found are queued). ``judged``:
+        the page was judged before (``_rejudge``), these links (canonical) reaching admission then: they are
+        passed over, and nothing is learned or counted again. The links that reach admission are kept in
+        ``_judged`` (read by ``read_kept`` before its next await)."""
+        rejudge = judged is not None
         # Shapes are learned and judged on canonical forms: "/p/./250" and "/p/250?utm_source=x" are the post
         # "/p/250", which a raw-form classifier would not recognize (and would drop).
         canonical = {link: self.host.site.canonicalize(link) or link for link in page.links + page.next_pages}
-        self.host.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
+        counters = Counter[str]() if rejudge else self.host.counters
+        if not rejudge:
+            self.host.site.classifier.observe_page(claimed.url, [canonical[link] for link in page.links])
         depth = claimed.depth + 1
         follow_listings = (self.host.site.profile.use_listings
                            and depth <= self.host.settings.discovery.listing_max_depth)
         nofollow = set(page.nofollow)
         outlinks: dict[str, DiscoveredUrl] = {}
+        self._judged = set()
         next_pages = set(page.next_pages)
         decided: list[tuple[str, UrlKind | None]] = []
         for link in page.links + page.next_pages:
@@ -341,7 +397,7 @@ class ListingCrawl:
         for link, kind in decided:
             if kind is None and canonical[link] in items:
                 kind = UrlKind.DETAIL  # one of the page's list of items (``LinkClassifier.repeated_items``)
-                self.host.counters["links_as_items"] += 1
+                counters["links_as_items"] += 1
             # A "next page" the site's own shapes call a detail is one ("/p/2" is a post on many blogs).
             paginated = link in next_pages and kind is not UrlKind.DETAIL
             if paginated:
@@ -351,17 +407,21 @@ class ListingCrawl:
                 continue
             if kind is None:
                 # Neither a detail nor a listing by any rule: not followed.
-                self.host.counters["links_unclassified"] += 1
+                counters["links_unclassified"] += 1
             if kind not in (UrlKind.DETAIL, UrlKind.LISTING):
                 continue
             if kind is UrlKind.LISTING and not (follow_listings or (paginated and self.host.site.profile.use_listings)):
                 continue
+            if judged is not None and canonical[link] in judged:
+                continue
+            self._judged.add(canonical[link])
             if kind is UrlKind.LISTING and (refusal := self._facet_refusal(claimed.url, canonical[link])):
-                self.host.report.add_entry(
-                    provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
-                    refusal,
-                )
-                self.host.counters[f"listing_links_refused:{refusal}"] += 1
+                if not rejudge:
+                    self.host.report.add_entry(
+                        provenance(Source.PAGINATION if paginated else Source.LISTING, claimed.url), canonical[link],
+                        refusal,
+                    )
+                counters[f"listing_links_refused:{refusal}"] += 1
                 continue
             # The next page of a listing is the same listing, one step on: it does not count as a level of depth
             # (a 40-page archive would otherwise hide its tail); the page budget and trap filters bound it.

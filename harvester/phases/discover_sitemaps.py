@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from datetime import datetime
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 from harvester.discovery.sitemap_model import FEED_UNREAD, SitemapDoc
 from harvester.discovery.sitemaps import finish_sitemap, prepare_sitemap
@@ -59,6 +59,14 @@ runs ask directly (conditionally, with the target's own validators) until the re
 target, which then answered in full every run."""
 
 
+class _Ahead(NamedTuple):
+    """A sitemap asked ahead: read (its children, as ``SitemapWalk._sitemap`` returns them) or ``held`` (what we
+    hold of it and its answer, for the walk to read)."""
+
+    children: list[tuple[str, datetime | None]] | None
+    held: tuple[DocumentState | None, FetchResult] | None
+
+
 class SitemapWalk:
     """The sitemaps of one host: named by robots.txt or seeds (or probed), indexes walked, entries admitted in
     batches. A sitemap that turns out to be a feed is offered to ``feeds``."""
@@ -68,10 +76,14 @@ class SitemapWalk:
         self.feeds = feeds
         self._seeds: list[str] = []
         """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
-        self._asked: dict[str, asyncio.Task[tuple[DocumentState | None, FetchResult | None]]] = {}
-        """Sitemaps asked ahead of the walk (``_ask_sitemap``): taken when it reaches them."""
+        self._asked: dict[str, asyncio.Task[_Ahead]] = {}
+        """Sitemaps asked ahead of the walk (``_ask_sitemap``), each read and recorded as its answer comes in: taken
+        when the walk reaches them."""
         self._asked_as: dict[str, tuple[bool, datetime | None]] = {}
         """How each sitemap asked ahead is read (probed, its lastmod in its index), should a stop read it."""
+        self._home_known = asyncio.Event()
+        """Set once the seed showed whether the site moved (``home_known``): a sitemap asked ahead is read no
+        sooner, its entries on the new home being in the scope only from then on."""
         self._reached: set[str] = set()
         """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
 
@@ -87,17 +99,22 @@ class SitemapWalk:
             if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
 
+    def home_known(self) -> None:
+        """The seed has shown whether the site moved (``HostDiscovery``): the sitemaps asked ahead may be read."""
+        self._home_known.set()
+
     def _cross_host_allowed(self, url: str) -> bool:
         """Whether ``url`` is on this host (or where it moved) or, on another host, within the run's bound."""
         return origin_of(url) in self.host.homes() or self.host.counters["sitemaps_cross_host"] < CROSS_HOST_SITEMAPS
 
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
         if url not in self._asked:
-            self._asked[url] = asyncio.ensure_future(self._sitemap_answer(url, probing, dated))
+            self._asked[url] = asyncio.ensure_future(self._read_ahead(url, probing, dated))
             self._asked_as[url] = (probing, dated)
 
     async def walk(self) -> None:
         """Walk the host's sitemaps (robots.txt's and the seeds', else the known paths)."""
+        self.home_known()
         try:
             await self._walk_named_sitemaps()
         except Interrupted:
@@ -115,11 +132,12 @@ class SitemapWalk:
         to the rerun, which finds them in the index's record. A cancel meanwhile (the stop's grace spent) cancels
         the rest."""
         asked = list(self._asked.items())
+        self.home_known()  # read as the walk would now: a stop waits for nothing more
         try:
             await asyncio.gather(*(task for _, task in asked), return_exceptions=True)
             for url, task in asked:
-                if task.cancelled() or task.exception() is not None:
-                    continue
+                if task.cancelled() or task.exception() is not None or task.result().held is None:
+                    continue  # read and recorded as it came in, or failed
                 probing, dated = self._asked_as.get(url, (False, None))
                 with contextlib.suppress(Interrupted):  # it needed a request more (asked before the site moved)
                     await self._sitemap(url, probing, dated)
@@ -220,12 +238,33 @@ class SitemapWalk:
         file's lastmod in its parent index."""
         asked = self._asked.pop(url, None)
         self._asked_as.pop(url, None)
-        known, result = await (asked if asked is not None else self._sitemap_answer(url, probing, dated))
-        if asked is not None and self.host.moved is not None and result is not None and (
-                result.error_class is ErrorClass.OUT_OF_SCOPE):
-            # Asked before the seed showed the site moved: its redirect to the new home was out of the scope
-            # then and is in it now.
+        if asked is None:
             known, result = await self._sitemap_answer(url, probing, dated)
+        else:
+            ahead = await asked
+            if ahead.held is None:
+                return ahead.children
+            known, result = ahead.held
+            if self.host.moved is not None:
+                # Asked before the seed showed the site moved: its redirect to the new home was out of the scope
+                # then and is in it now.
+                known, result = await self._sitemap_answer(url, probing, dated)
+        return await self._read(url, probing, dated, known, result)
+
+    async def _read_ahead(self, url: str, probing: bool, dated: datetime | None) -> _Ahead:
+        """A sitemap asked ahead of the walk, read and recorded as soon as its answer is in, not once the walk has
+        read the file before it (a kill meanwhile asked it again, issue 31). A redirect out of the scope is held
+        for the walk, which knows by then whether the seed showed the site moved there."""
+        known, result = await self._sitemap_answer(url, probing, dated)
+        if result is not None and result.error_class is ErrorClass.OUT_OF_SCOPE:
+            return _Ahead(None, (known, result))
+        await self._home_known.wait()  # asked beside the seed: its answer, as a rule, came first
+        return _Ahead(await self._read(url, probing, dated, known, result), None)
+
+    async def _read(
+        self, url: str, probing: bool, dated: datetime | None, known: DocumentState | None, result: FetchResult | None
+    ) -> list[tuple[str, datetime | None]] | None:
+        """Read and record one sitemap's answer (``_sitemap``)."""
         if result is None:
             if known is not None and known.kind == REDIRECT_KIND:
                 self.host.counters["sitemap_redirects_remembered"] += 1
