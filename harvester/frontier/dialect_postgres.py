@@ -109,6 +109,17 @@ def extraction_scope(site: str) -> str:
     holds 63 bytes), so another site's processes, which never take this site's hosts, are not counted."""
     return f"{EXTRACTION_NAME}{hashlib.sha256(site.encode()).hexdigest()[:8]}:"
 
+_PG_FOLD_COUNTS = """
+WITH d AS (DELETE FROM queue_counts WHERE pg_try_advisory_xact_lock(%s) RETURNING host_id, kind, n)
+INSERT INTO queue_counts (host_id, kind, n) SELECT host_id, kind, sum(n) FROM d GROUP BY host_id, kind
+HAVING sum(n) <> 0
+"""
+"""The rows each statement's trigger appended, summed into one per host and kind. Only the rows committed before
+it are seen (and deleted): a concurrent transaction's rows stay for the next fold, so the sums stay true. One fold
+at a time (the advisory lock; another skips): two would wait on each other's deleted rows for nothing."""
+QUEUE_COUNTS_LOCK = 0x68765F7163  # "hv_qc"
+
+
 class PostgresDialect(Dialect):
     """PostgreSQL: concurrent writers are real, so claims lock with SKIP LOCKED and upserts report their rows."""
 
@@ -128,6 +139,9 @@ class PostgresDialect(Dialect):
             ),
         )
         return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}
+
+    def fold_queue_counts(self, conn: Connection) -> None:
+        conn.exec_driver_sql(_PG_FOLD_COUNTS, (QUEUE_COUNTS_LOCK,))
 
     def extraction_processes(self, conn: Connection, site: str = "") -> int:
         scope = extraction_scope(site)

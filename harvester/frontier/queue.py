@@ -63,6 +63,7 @@ class Queue(Part):
         params += d.claim_hosts_params(owner, now, hosts, kind_values, limit)
         with self._tx() as tx:
             origins = [row[0] for row in tx.conn.exec_driver_sql(sql, tuple(params))]
+            d.fold_queue_counts(tx.conn)  # once per few host turns: keeps ``status``'s count of the queue short
         return sorted(origins)
 
     def renew_hosts(
