@@ -359,9 +359,11 @@ def _url_counts(conn: Connection) -> dict[tuple[int, str, str], int]:
         "SELECT host_id, kind, sum(n) FROM queue_counts GROUP BY host_id, kind"
     ):
         add((int(host_id), str(kind), UrlState.QUEUED.value), int(n))
-    # A leased URL's row still says QUEUED: report it as LEASED.
+    # A leased URL's row still says QUEUED: report it as LEASED. From the leases (a few thousand at most) to their
+    # URLs: SQLite's planner took the join the other way, every URL by its (host, path) index and a lease looked
+    # up for each (82 ms at 1,000,000 URLs), which CROSS JOIN forbids it (PostgreSQL plans it as any join).
     for host_id, kind, state, n in conn.exec_driver_sql(
-        "SELECT u.host_id, u.kind, u.state, count(*) FROM leases l JOIN urls u ON u.id = l.url_id"
+        "SELECT u.host_id, u.kind, u.state, count(*) FROM leases l CROSS JOIN urls u WHERE u.id = l.url_id"
         " GROUP BY u.host_id, u.kind, u.state"
     ):
         if state != UrlState.QUEUED.value:
