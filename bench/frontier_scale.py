@@ -13,7 +13,8 @@ Then, in a fresh process, as one extraction worker does it, ``--pages`` URLs are
 ``store.claim_batch`` per host (``claim_hosts`` + ``claim``) and completed in batches of 64, each with its page and
 ``--outlinks`` links (one new URL of its host, the others URLs the frontier has: admission's upsert); ``--repeat``
 such passes per size, the sizes alternating (``interleaved``), and the figures of each size's median pass.
-Printed per size and database: claim latency p50/p99 (ms), extraction's store CPU per page (the worker's CPU over
+Printed per size and database: claim latency p50/p99 (ms) and a claim's median CPU (the worker's: on SQLite with
+the engine's, on PostgreSQL the client's only), extraction's store CPU per page (the worker's CPU over
 the claims and completions: for SQLite that includes the database engine; for PostgreSQL the client, and beside
 it the CPU of the server backends that served it, read from /proc), the wall per page, the worker process's peak
 RSS, the database's size, and the wall time, CPU and peak RSS of ``harvester status`` and ``harvester export
@@ -59,6 +60,7 @@ BODY = b"<html><body>" + b"word " * 1600 + b"</body></html>"
 class Figures:
     claim_p50_ms: float
     claim_p99_ms: float
+    claim_cpu_ms: float
     cpu_ms_per_page: float
     server_ms_per_page: float
     wall_ms_per_page: float
@@ -93,9 +95,12 @@ def outlinks(claimed: list[ClaimedUrl], i: int, count: int) -> list[DiscoveredUr
     return links
 
 
-def work(store: FrontierStore, owner: str, pages: int, batch: int, links: int) -> tuple[list[float], int, float, float]:
-    """Claim and complete ``pages`` URLs host by host; (claim latencies, pages, CPU s, wall s)."""
+def work(
+    store: FrontierStore, owner: str, pages: int, batch: int, links: int
+) -> tuple[list[float], list[float], int, float, float]:
+    """Claim and complete ``pages`` URLs host by host; (claim latencies, claim CPU, pages, CPU s, wall s)."""
     latencies: list[float] = []
+    claim_cpu: list[float] = []
     done = 0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     while done < pages:
@@ -103,9 +108,10 @@ def work(store: FrontierStore, owner: str, pages: int, batch: int, links: int) -
         if not hosts:
             break
         for host in hosts:
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             claimed = store.claim(owner, hosts=[host], per_host=batch, lease_s=300)
             latencies.append(time.perf_counter() - started)
+            claim_cpu.append(time.process_time() - cpu_started)
             now = datetime.now(UTC)
             items: list[tuple[Completion, list[DiscoveredUrl]]] = [
                 (page_completion(c.id, c.url, now), outlinks(claimed, i, links)) for i, c in enumerate(claimed)]
@@ -113,7 +119,7 @@ def work(store: FrontierStore, owner: str, pages: int, batch: int, links: int) -
                 store.complete_many(owner, items[start:start + 64])
             done += len(items)
         store.release_hosts(owner, hosts)
-    return latencies, done, time.process_time() - cpu0, time.perf_counter() - wall0
+    return latencies, claim_cpu, done, time.process_time() - cpu0, time.perf_counter() - wall0
 
 
 def worker(db_url: str, pages: int, links: int) -> None:
@@ -121,10 +127,10 @@ def worker(db_url: str, pages: int, links: int) -> None:
     settings = Settings.load(database_url=db_url)
     with FrontierStore.open(settings) as store:
         server0 = server_cpu_s(db_url)
-        latencies, done, cpu, wall = work(store, "bench-worker", pages, settings.store.claim_batch, links)
+        latencies, claim_cpu, done, cpu, wall = work(store, "bench-worker", pages, settings.store.claim_batch, links)
         server = sum(server_cpu_s(db_url).values()) - sum(server0.values())
-    print(json.dumps({"latencies": latencies, "done": done, "cpu": cpu, "wall": wall, "rss_mb": peak_rss_mb(),
-                      "server_cpu": server}))
+    print(json.dumps({"latencies": latencies, "claim_cpu": claim_cpu, "done": done, "cpu": cpu, "wall": wall,
+                      "rss_mb": peak_rss_mb(), "server_cpu": server}))
 
 
 def server_cpu_s(db_url: str) -> dict[int, float]:
@@ -233,6 +239,7 @@ def summarize(db_url: str, db_mb: float, passes: list[dict[str, Any]], tmp: Path
     lat = sorted(result["latencies"])
     count = max(1, result["done"])
     return Figures(1000 * statistics.median(lat), 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+                   1000 * statistics.median(result["claim_cpu"]),
                    1000 * result["cpu"] / count, 1000 * result["server_cpu"] / count,
                    1000 * result["wall"] / count, result["rss_mb"], db_mb, status_s,
                    status_cpu, status_rss, export_s, export_cpu, export_rss)
@@ -281,7 +288,8 @@ def pg_runs(sizes: list[int], args: argparse.Namespace, tmp: Path) -> dict[int, 
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-COLUMNS = (("claim p50 ms", "claim_p50_ms"), ("claim p99 ms", "claim_p99_ms"), ("CPU ms/page", "cpu_ms_per_page"),
+COLUMNS = (("claim p50 ms", "claim_p50_ms"), ("claim p99 ms", "claim_p99_ms"), ("claim cpu ms", "claim_cpu_ms"),
+           ("CPU ms/page", "cpu_ms_per_page"),
            ("server ms/pg", "server_ms_per_page"),
            ("wall ms/page", "wall_ms_per_page"), ("worker MB", "worker_rss_mb"), ("db MB", "db_mb"),
            ("status s", "status_s"), ("status cpu s", "status_cpu_s"), ("status MB", "status_rss_mb"),
