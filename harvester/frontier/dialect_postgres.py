@@ -23,7 +23,7 @@ EXTRACTION_NAME = "harvester-extract:"
 """The ``application_name`` prefix of an extraction process's sessions (then its site's digest, ``host:pid``)."""
 
 CYCLES_LOCK = 0x68617276
-"""The advisory lock key of ``lock_cycles`` ("harv"), the one advisory lock this project takes."""
+"""The advisory lock key of ``lock_cycles`` ("harv"); ``QUEUE_COUNTS_LOCK`` is the other one this project takes."""
 
 
 @cache
@@ -66,15 +66,17 @@ WITH c AS (
 r AS (SELECT *, row_number() OVER (PARTITION BY host_id ORDER BY rank, url_id) AS rn FROM c),
 d AS (
     DELETE FROM queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM r WHERE rn <= %s))
-    RETURNING url_id, host_id
+    RETURNING url_id, host_id, rank
 ),
-l AS (INSERT INTO leases (url_id, host_id, owner, lease_until) SELECT url_id, host_id, %s, %s FROM d
-      RETURNING url_id)
-SELECT {_RETURNED} FROM urls WHERE id = ANY(ARRAY(SELECT url_id FROM l))
+l AS (INSERT INTO leases (url_id, host_id, owner, lease_until) SELECT url_id, host_id, %s, %s FROM d)
+SELECT {_RETURNED}, q.q_rank FROM urls JOIN (SELECT url_id AS q_id, rank AS q_rank FROM d) q ON urls.id = q.q_id
+WHERE urls.id = ANY(ARRAY(SELECT url_id FROM d))
 """
 """PostgreSQL: per host and kind, an index range of the queue stopping after ``per_host`` due rows, locked with
 ``FOR UPDATE SKIP LOCKED`` so two claimers never take the same entry; ROW_NUMBER keeps the best ``per_host`` per
-host across kinds; those rows move from the queue to the leases, and their URLs are read back, in one statement."""
+host across kinds; those rows move from the queue to the leases (a data-modifying WITH runs whole whether read or
+not), and their URLs are read back with their queue rank (the claim's order), in one statement. The ``ANY`` keeps
+the read a primary-key lookup per URL whatever the planner guesses of the join."""
 
 _PG_PROMOTE = """
 WITH p AS (
@@ -97,8 +99,8 @@ _FREE_HOSTS = ("ARRAY(SELECT id FROM hosts WHERE origin = ANY(%s::text[]) AND NO
 
 _PG_CLAIM_FREE = (
     _PG_CLAIM.replace("unnest(%s::bigint[]) AS h(id)", f"unnest({_FREE_HOSTS}) AS h(id)", 1)
-    .replace(f"SELECT {_RETURNED} FROM urls", f"SELECT {_RETURNED}, (SELECT s.kind FROM sources s"
-             " WHERE s.id = urls.source_id) FROM urls", 1)
+    .replace(f"SELECT {_RETURNED}, q.q_rank FROM urls",
+             f"SELECT {_RETURNED}, q.q_rank, (SELECT s.kind FROM sources s WHERE s.id = urls.source_id) FROM urls", 1)
 )
 """``_PG_CLAIM`` over the origins no other owner holds, each row with its source's kind."""
 
@@ -109,6 +111,17 @@ def extraction_scope(site: str) -> str:
     """The ``application_name`` prefix of ``site``'s extraction sessions: the site as a short digest (the name
     holds 63 bytes), so another site's processes, which never take this site's hosts, are not counted."""
     return f"{EXTRACTION_NAME}{hashlib.sha256(site.encode()).hexdigest()[:8]}:"
+
+_PG_FOLD_COUNTS = """
+WITH d AS (DELETE FROM queue_counts WHERE pg_try_advisory_xact_lock(%s) RETURNING host_id, kind, n)
+INSERT INTO queue_counts (host_id, kind, n) SELECT host_id, kind, sum(n) FROM d GROUP BY host_id, kind
+HAVING sum(n) <> 0
+"""
+"""The rows each statement's trigger appended, summed into one per host and kind. Only the rows committed before
+it are seen (and deleted): a concurrent transaction's rows stay for the next fold, so the sums stay true. One fold
+at a time (the advisory lock; another skips): two would wait on each other's deleted rows for nothing."""
+QUEUE_COUNTS_LOCK = 0x68765F7163  # "hv_qc"
+
 
 class PostgresDialect(Dialect):
     """PostgreSQL: concurrent writers are real, so claims lock with SKIP LOCKED and upserts report their rows."""
@@ -135,6 +148,9 @@ class PostgresDialect(Dialect):
         # one: the cycle's counts were split between them. A transaction-scoped advisory lock makes the second
         # wait for the first's commit, then see its cycle.
         conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (CYCLES_LOCK,))
+
+    def fold_queue_counts(self, conn: Connection) -> None:
+        conn.exec_driver_sql(_PG_FOLD_COUNTS, (QUEUE_COUNTS_LOCK,))
 
     def extraction_processes(self, conn: Connection, site: str = "") -> int:
         scope = extraction_scope(site)
@@ -181,7 +197,10 @@ class PostgresDialect(Dialect):
                 origin_of = {int(host_id): str(origin) for host_id, origin in hosts.fetchall()}
         except psycopg.Error as exc:  # as SQLAlchemy would have raised it: the store names and classifies it
             raise DBAPIError.instance(_PG_CLAIM_FREE, None, exc, psycopg.Error) from exc
-        kinds_of = {int(row[-2]): str(row[-1]) for row in claimed if row[-2] is not None and row[-1] is not None}
-        rows = [row[:-1] for row in claimed]
-        rows.sort(key=lambda row: (origin_of[row[2]], -row[5], row[0]))  # host, then best first (score), then id
-        return origin_of, rows, kinds_of
+        # Each row: the claim's columns, its queue rank, its source's kind.
+        kinds_of = {int(row[-3]): str(row[-1]) for row in claimed if row[-3] is not None and row[-1] is not None}
+        # Host, then the queue's own order (rank, then id), as SQLite hands them out: the rank, not the score, puts
+        # URLs never fetched before revisits that merely came due. Sorted by score, a new page scored below the
+        # site's harvested ones came after the day's revisits here and before them on SQLite.
+        claimed.sort(key=lambda row: (origin_of[row[2]], row[-2], row[0]))
+        return origin_of, [row[:-2] for row in claimed], kinds_of

@@ -316,6 +316,10 @@ class Dialect:
         self.promote_revisits(conn, host_ids, now, PROMOTE_BATCH)
         return origin_of, self.claim_rows(conn, host_ids, kinds, per_host, now, owner, lease_until), None
 
+    def fold_queue_counts(self, conn: Connection) -> None:
+        """Sum ``queue_counts``' rows per host and kind, where the database appends them (PostgreSQL); SQLite's
+        triggers keep one row per host and kind already."""
+
     def promote_revisits(self, conn: Connection, host_ids: Sequence[int], now: datetime, limit: int) -> int:
         """Finished URLs of ``host_ids`` whose revisit time has come become QUEUED and enter the queue, where they
         compete with new URLs by score. At most ``limit``, earliest due first (``ix_urls_revisit`` order)."""

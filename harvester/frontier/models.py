@@ -13,6 +13,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     DateTime,
     Dialect,
     Float,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     MetaData,
     SmallInteger,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -232,6 +234,18 @@ class QueueEntry(Base):
     rank: Mapped[float] = mapped_column(Float, primary_key=True)
     url_id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=False)
     due_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+QUEUE_COUNTS = Table(
+    "queue_counts", Base.metadata,
+    Column("host_id", Id, nullable=False),
+    Column("kind", String(12), nullable=False),
+    Column("n", BigInteger, nullable=False),
+    Index("ix_queue_counts", "host_id", "kind"),
+)
+"""Queue entries per host and kind: the sum of a host and kind's ``n`` (``harvester status``, without walking the
+queue). Kept by triggers on ``queue`` (migration 0017): one row per host and kind on SQLite, a row per statement's
+net change on PostgreSQL, summed by ``fold_queue_counts``. No primary key: on PostgreSQL rows are only appended."""
 
 
 class Lease(Base):

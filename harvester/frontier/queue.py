@@ -63,6 +63,7 @@ class Queue(Part):
         params += d.claim_hosts_params(owner, now, hosts, kind_values, limit)
         with self._tx() as tx:
             origins = [row[0] for row in tx.conn.exec_driver_sql(sql, tuple(params))]
+            d.fold_queue_counts(tx.conn)  # once per few host turns: keeps ``status``'s count of the queue short
         return sorted(origins)
 
     def renew_hosts(
@@ -102,12 +103,13 @@ class Queue(Part):
         self, owner: str, *, hosts: Sequence[str], per_host: int, lease_s: float,
         kinds: Sequence[UrlKind] = (UrlKind.DETAIL,), now: datetime | None = None, beside: Sequence[str] = (),
     ) -> list[ClaimedUrl]:
-        """Lease the best-scored due URLs, at most ``per_host`` per host, in one indexed statement.
+        """Lease the best-ranked due URLs, at most ``per_host`` per host, in one indexed statement.
 
         Due: QUEUED with no ``next_fetch_at`` or one in the past, or DONE whose revisit time has come. Returned
-        by host origin, then score descending, then id (stable). Hosts leased by another owner are skipped, bar
-        the owners in ``beside`` (whose requests go through the claimer's own politeness gate). Two concurrent
-        claimers never receive the same URL.
+        by host origin, then in the queue's order, the same on both databases: best rank first (``-score``,
+        offset for revisits: announced ones first, routine ones after URLs never fetched), then id (stable).
+        Hosts leased by another owner are skipped, bar the owners in ``beside`` (whose requests go through the
+        claimer's own politeness gate). Two concurrent claimers never receive the same URL.
         """
         if per_host <= 0 or not hosts or not kinds:
             return []
