@@ -16,7 +16,7 @@ from harvester.frontier.models import (
     Cycle,
     Run,
 )
-from harvester.runtime import aware, utcnow
+from harvester.runtime import aware, owner_is_another_live_process, utcnow
 from harvester.store_results import RunRow
 
 logger = logging.getLogger(__name__)
@@ -56,17 +56,32 @@ class Runs(Part):
         """The newest unfinished run of ``phase`` with the same profile and User-Agent in the same cycle (a crashed
         one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
         fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun):
-        a run's requests all carry its own, as the WARC export says."""
+        a run's requests all carry its own, as the WARC export says. Nor is one another live process of this
+        machine is running (``runtime.owner_is_another_live_process``): three extractions started side by side
+        shared one run row, its counters and its closing table. A resumed run becomes ``owner``'s, taken only if
+        its owner is still the one read (of two processes resuming the same dead one's run, one gets it)."""
         with self._tx(write=False) as tx:
             cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
-                select(Run.id, Run.profile, Run.cycle_id, Run.user_agent)
+                select(Run.id, Run.profile, Run.cycle_id, Run.user_agent, Run.owner)
                 .where(Run.phase == phase, Run.status == "running").order_by(Run.id.desc()).limit(20)
             ).all()
-        for run_id, stored, cycle_id, sent in rows:
-            if stored == profile and cycle_id == cycle and sent == user_agent:
+        for run_id, stored, cycle_id, sent, holder in rows:
+            if stored != profile or cycle_id != cycle or sent != user_agent:
+                continue
+            if owner_is_another_live_process(holder):
+                continue
+            if owner is None or self._take_over(int(run_id), holder, owner):
                 return int(run_id)
         return self.start_run(phase, profile=profile, owner=owner, user_agent=user_agent)
+
+    def _take_over(self, run_id: int, holder: str | None, owner: str) -> bool:
+        """Make ``owner`` the run's owner if it is still ``holder``'s and still running (False: another took it)."""
+        held = Run.owner.is_(None) if holder is None else Run.owner == holder
+        with self._tx() as tx:
+            return bool(tx.conn.execute(
+                update(Run).where(Run.id == run_id, Run.status == "running", held).values(owner=owner)
+            ).rowcount)
 
     def run_started_at(self, run_id: int) -> datetime | None:
         with self._tx(write=False) as tx:
