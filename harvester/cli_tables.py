@@ -148,7 +148,8 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
     if hosts:
         ended = " (failed)" if last.get("status") == "failed" else ""
         diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
-                     caption="in flight: the most requests open at once / the adaptive limit when the run ended")
+                     caption="in flight: the most requests open at once / the limit when the run ended "
+                             "(adaptive, unless --per-host fixed it)")
         diag_hosts = host_labels(list(hosts))
         parked = any(host.get("parked_reason") for host in hosts.values())
         diag.add_column(diag_hosts.header, overflow="fold", min_width=15)
