@@ -558,3 +558,33 @@ async def test_a_host_handed_over_while_others_are_served_starts_at_once(make_we
         await run_hosts(client, work, max_active_hosts=2, offered=work.offered if wake else None)
     assert work.waited == [wake]
     assert sorted(job.url for job, _ in work.results) == sorted(urls_of(web, "a", 2) + urls_of(web, "b", 2))
+
+
+async def test_a_hosts_rate_is_over_its_serving_time_not_between_two_answers(serve):
+    """Stranger 42: two requests sent together and answered together 0.4 s later were reported at 10166.58 req/s:
+    the rate divided by the time from the first answer to the last. Here robots.txt takes 0.4 s, then both pages
+    are sent together and answered together 0.4 s later: the host served 3 requests in at least 0.8 s."""
+    from aiohttp import web
+
+    arrived: list[str] = []
+    both = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            await asyncio.sleep(0.4)
+            return web.Response(status=404)
+        arrived.append(request.path)
+        if len(arrived) == 2:
+            both.set()
+        await both.wait()
+        await asyncio.sleep(0.4)
+        return web.Response(text="<html><body><p>a page</p></body></html>", content_type="text/html")
+
+    origin = await serve(handler)
+    async with PoliteClient(settings(), per_host_limit=2) as client:
+        results = await asyncio.gather(client.fetch(f"{origin}/a"), client.fetch(f"{origin}/b"))
+        diag = client.diagnostics()[origin]
+    assert [r.status for r in results] == [200, 200]
+    assert diag.peak_in_flight == 2  # control: sent together
+    assert diag.fetched == 3  # control: robots.txt and the two pages
+    assert 0 < diag.rate_per_s <= diag.fetched / 0.8, diag
