@@ -150,7 +150,7 @@ class Reports(Part):
 
         For the CLI's progress line, read every half second through a whole run: ``stats`` also counts every page
         and fetch and reads every host."""
-        with self._tx(write=False) as tx:
+        with self._tx(write=False, snapshot=True) as tx:
             counts = _url_counts(tx.conn)
         by_state: dict[str, int] = {}
         for (_, _, state), n in counts.items():
@@ -159,7 +159,7 @@ class Reports(Part):
 
     def stats(self) -> StoreStats:
         """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
-        with self._tx(write=False) as tx:
+        with self._tx(write=False, snapshot=True) as tx:
             conn = tx.conn
             counts = _url_counts(conn)
             hosts = conn.execute(
