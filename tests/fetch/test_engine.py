@@ -321,12 +321,13 @@ async def test_a_persisted_back_off_is_honoured_by_the_next_client(make_web):
     web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
     origin = web.origin("a")
     urls = urls_of(web, "a")
-    async with PoliteClient(settings(), per_host_limit=2) as first:
+    # Adaptive limits (per_host_start 2): a site's fixed per_host_limit is never lowered, nor replaced by a learned one.
+    async with PoliteClient(settings()) as first:
         results = await asyncio.gather(*(first.fetch(u) for u in urls[:2]))  # two at once, 200 ms each
         policy = first.host_policy(origin)
     assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
     assert policy.blocked_until is not None
-    async with PoliteClient(settings(), per_host_limit=2) as rerun:
+    async with PoliteClient(settings()) as rerun:
         rerun.apply_policy(policy)
         gate = rerun.gate(origin)
         assert gate.wait_s(time.monotonic()) > 20  # still blocked: no request before it passes
@@ -362,7 +363,7 @@ async def test_policy_changes_are_announced_as_they_happen(make_web):
     web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
     origin = web.origin("a")
     changes: list[str] = []
-    async with PoliteClient(settings(), per_host_limit=2) as client:
+    async with PoliteClient(settings()) as client:  # adaptive from 2: a 429 halves it (a fixed limit stays)
         client.on_policy_change = changes.append
         await client.fetch(urls_of(web, "a")[0])
         assert changes == []  # control: a plain 200 changes nothing worth saving
