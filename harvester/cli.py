@@ -191,7 +191,7 @@ def harvest(
                                 extractor=absolute_spec(extractor))
     result = _run("harvest", settings, profile, workers=workers, config=config, max_hosts=max_hosts)
     print_counters("harvest", result)
-    print_status(settings)  # ends with the last cycle's counts: this harvest's
+    print_status(settings, run=result.get("extract_run"))  # ends with the last cycle's counts: this harvest's
     print_problems(settings, result.get("problems"))
 
 
@@ -221,8 +221,9 @@ def extract(
     settings = _settings(db, config, **_overrides(max_hosts))
     profile = _profile(list(seeds or []), settings, per_host_limit=per_host)
     result = _run("extract", settings, profile, workers=workers, config=config, max_hosts=max_hosts)
+    run = result.pop("extract_run", None)  # this command's run: the newest finished may be another process's
     print_counters("extract", {"extract": result})
-    print_status(settings)
+    print_status(settings, run=run)
 
 
 @app.command()

@@ -41,13 +41,15 @@ def prefect_api_url() -> str | None:
 def _cycle_dict(cycle: Cycle[Any]) -> dict[str, Any]:
     """A library cycle in the shape the flows return (what the CLI prints)."""
     return {"discover": dict(cycle.discover.counters), "extract": dict(cycle.extract.counters),
-            "changes": cycle.changes, "problems": cycle.problems}
+            "changes": cycle.changes, "problems": cycle.problems,
+            "extract_run": getattr(cycle.extract, "run_id", None)}
 
 
 async def run_locally(
     kind: str, settings: Settings, profile: SiteProfile, *, workers: int = 1, refresh: bool = False
 ) -> dict[str, Any]:
-    """``kind`` (harvest, recrawl, discover, extract) in this process; returns what the flow would."""
+    """``kind`` (harvest, recrawl, discover, extract) in this process; returns what the flow would, and the
+    extraction's run id (``extract_run``: the run the command's closing table shows)."""
     resolve_hook(profile.extractor, None)  # a bad hook is refused before the site is asked anything
     steps = LocalSteps(settings, profile, workers)
     if kind == "harvest":
@@ -56,10 +58,11 @@ async def run_locally(
         return _cycle_dict(loud(await recrawl_steps(steps, settings, profile, refresh=refresh)))
     if kind == "discover":
         return dict((await steps.discover(refresh=refresh)).counters)
-    counters = dict((await steps.extract()).counters)
+    extracted = await steps.extract()
+    counters: dict[str, Any] = dict(extracted.counters)
     if (failed := hook_failed_everywhere(counters)) is not None:
         raise ExtractorFailed(failed)
-    return counters
+    return {**counters, "extract_run": extracted.run_id}
 
 
 async def run_with_prefect(

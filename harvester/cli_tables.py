@@ -71,16 +71,17 @@ def print_changes(changes: dict[str, Any]) -> None:
                           soft_wrap=True)
 
 
-def status_of(settings: Settings) -> dict[str, Any]:
+def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
     """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
-    attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of the last
-    extraction run (its fetched and 304 counts are the requests that run sent: ``phases.finish_run``); the URLs
+    attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of extraction run
+    ``run``, else of the last one (its fetched and 304 counts are the requests that run sent:
+    ``phases.finish_run``; a command passes its own run: the newest may be another process's); the URLs
     robots.txt refuses now, per host (``FrontierStore.refused_counts``)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings) as store:
         stats = db_sync(store.stats).as_dict()
-        last = db_sync(store.last_run, "extract")
+        last = db_sync(store.get_run, run) if run is not None else db_sync(store.last_run, "extract")
         discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
         refused = db_sync(store.refused_counts)
@@ -116,8 +117,10 @@ MAX_HOSTS_SHOWN = 25
 and rendering it was the run's last and highest memory peak (issue 22)."""
 
 
-def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict[str, Any]:
-    stats = status_of(settings)
+def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run: int | None = None) -> dict[str, Any]:
+    """The frontier, the last cycle and the per-host diagnostics of extraction run ``run`` (a command's own), else
+    of the last one (``harvester status``)."""
+    stats = status_of(settings, run)
     kinds = stats.get("by_kind") or {}
     of_kind = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
     table = Table(title=f"Frontier: {stats.get('total', 0)} URLs{f' ({of_kind})' if of_kind else ''}", min_width=48)
@@ -146,7 +149,8 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN) -> dict
     if hosts:
         ended = f" ({last['status']})" if last.get("status") in ("failed", "abandoned") else ""
         diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
-                     caption="in flight: the most requests open at once / the adaptive limit when the run ended")
+                     caption="in flight: the most requests open at once / the limit when the run ended "
+                             "(adaptive, unless --per-host fixed it)")
         diag_hosts = host_labels(list(hosts))
         parked = any(host.get("parked_reason") for host in hosts.values())
         diag.add_column(diag_hosts.header, overflow="fold", min_width=15)

@@ -53,10 +53,13 @@ class ProgressLines:
     def due(self, now: float) -> bool:
         return now >= self._next_at
 
-    def line(self, states: dict[str, int], now: float) -> str:
-        """The line for ``states`` read at monotonic time ``now``; the rates are over the time since the last."""
+    def line(self, states: dict[str, int], now: float, answered: dict[str, int] | None = None) -> str:
+        """The line for ``states`` read at monotonic time ``now``; the rates are over the time since the last.
+        ``answered``: requests completed since the command began, by outcome (``FrontierStore.fetches_after``),
+        what the pages, gone and failed counts are then (they never go down; the URLs finished by state do when a
+        re-crawl makes done URLs due again), else the URLs by state."""
         found = sum(states.values())
-        finished = sum(states.get(state, 0) for state in FINISHED_STATES)
+        finished, gone, failed = _finished(states, answered)
         last = self._last or (now, found, finished)
         self._last, self._next_at = (now, found, finished), now + self.every_s
         span_min = (now - last[0]) / 60
@@ -69,7 +72,7 @@ class ProgressLines:
         # Two lines, each whole (time and title) and within 80 columns for six-figure counts, as a log file or a
         # default terminal has them: one line of all of it was ~125 columns.
         extract = (f"{head} extract {finished} pages ({rate(finished, last[2])}/min), "
-                   f"{states.get('gone', 0)} gone, {states.get('failed', 0)} failed")
+                   f"{gone} gone, {failed} failed")
         discover = (f"{head} {leased} claimed, {queued} queued; "
                     f"discover {found} URLs ({rate(found, last[1])}/min)")
         lines = [extract, discover]
@@ -77,14 +80,22 @@ class ProgressLines:
             lines.append(f"{head} stopping ({reason})")
         return "\n".join(lines)
 
-    def maybe(self, states: dict[str, int], now: float | None = None) -> None:
+    def maybe(self, states: dict[str, int], now: float | None = None, answered: dict[str, int] | None = None) -> None:
         """Write the line when one is due; the first reading is the baseline of the first line's rates."""
         now = time.monotonic() if now is None else now
         if self._last is None:
-            self._last = (now, sum(states.values()), sum(states.get(state, 0) for state in FINISHED_STATES))
+            self._last = (now, sum(states.values()), _finished(states, answered)[0])
             self._next_at = now + self.every_s
         elif self.due(now):
-            self.write(self.line(states, now))
+            self.write(self.line(states, now, answered))
+
+
+def _finished(states: dict[str, int], answered: dict[str, int] | None) -> tuple[int, int, int]:
+    """(pages, gone, failed): of the requests completed (``answered``), else of the URLs by state."""
+    if answered is not None:
+        return sum(answered.values()), answered.get("gone", 0), answered.get("failed", 0)
+    return (sum(states.get(state, 0) for state in FINISHED_STATES), states.get("gone", 0),
+            states.get("failed", 0))
 
 
 SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -152,6 +163,7 @@ def run_with_progress(
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
         async with open_store(settings) as store:
+            mark = await db(store.fetch_mark) if lines is not None else 0
             while True:
                 finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
                 started = time.monotonic()
@@ -166,7 +178,7 @@ def run_with_progress(
                     description += " for later" if states.get("queued") else ""
                 progress.update(task_id, total=max(total, 1), completed=finished, description=description)
                 if lines is not None and not finishing:
-                    lines.maybe(states)
+                    lines.maybe(states, answered=await db(store.fetches_after, mark))
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):

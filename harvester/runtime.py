@@ -305,6 +305,19 @@ def owner_is_dead(owner: str) -> bool:
     return False
 
 
+def owner_is_another_live_process(owner: str | None) -> bool:
+    """True when ``owner`` runs in another process of this machine that still exists: its run is that process's
+    own, not one to resume (two live processes sharing one run row mixed their counters). A run of another
+    machine cannot be told alive from here: False, as for one of this process or of a dead one."""
+    if not owner:
+        return False
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    return not owner_is_dead(owner)
+
+
 _STOP: list[str] = []
 """Why this process was asked to stop (empty: it was not). A list, so that setting it needs no ``global``."""
 

@@ -135,7 +135,7 @@ class Changes(TypedDict):
     ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
     ``failures`` by class. ``hook_failed``: URLs whose page was fetched and stored but the extractor hook failed on
     it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs left due when
-    the cycle closed (the page budget's)."""
+    the cycle closed (the page budget's); 0 while it runs."""
 
     cycle: int | None
     new: int

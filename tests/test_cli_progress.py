@@ -143,3 +143,47 @@ async def test_pages_answered_404_or_410_are_shown_gone_not_as_errors(serve, sql
     assert host["errors"] == {"http_4xx": 1}  # the control: a 403 is still an error of its own
     table = CliRunner().invoke(app, ["status", "--db", sqlite_url], env={"COLUMNS": "200"})
     assert "gone" in table.output and "http_4xx=1" in table.output
+
+
+def test_the_pages_a_progress_line_counts_never_go_down_when_done_urls_are_asked_again(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stranger 42: a re-crawl's line went 154 -> 311 -> 218 pages: it counted URLs finished by state, and a re-crawl
+    claims done URLs again (leased, no longer finished). It counts the requests completed since the command began."""
+    import asyncio
+    import functools
+
+    from harvester import cli_watch
+    from harvester.records import Completion, DiscoveredUrl, UrlKind, UrlState
+    from harvester.runtime import utcnow
+
+    origin = "https://a.test"
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:  # a harvested site: 10 pages done
+        store.add_discovered([DiscoveredUrl(f"{origin}/story-{n}", UrlKind.DETAIL, "seed") for n in range(10)])
+        for url in store.claim("old", hosts=[origin], per_host=10, lease_s=600):
+            store.complete("old", Completion(url_id=url.id, state=UrlState.DONE, fetched_at=utcnow(), status=200,
+                                             content_hash="h", next_fetch_at=utcnow()))
+    said: list[str] = []
+    monkeypatch.setattr(cli_watch, "ProgressLines", functools.partial(cli_watch.ProgressLines, every_s=0.0))
+    monkeypatch.setattr(cli_watch, "_say_out", said.append)
+
+    async def lines_said(n: int) -> None:
+        for _ in range(2400):  # each reading comes within PROGRESS_INTERVAL_S: bounded generously, not timed
+            if len([line for line in said if " extract " in line]) >= n:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(said)
+
+    async def recrawl() -> None:
+        await lines_said(1)  # a line while everything is done
+        with FrontierStore.open(settings) as store:  # the re-crawl claims 5 done URLs and answers 2
+            claimed = store.claim("w", hosts=[origin], per_host=5, lease_s=600)
+            for url in claimed[:2]:
+                store.complete("w", Completion(url_id=url.id, state=UrlState.DONE, fetched_at=utcnow(), status=200,
+                                               content_hash="h", next_fetch_at=utcnow()))
+        await lines_said(len([line for line in said if " extract " in line]) + 1)
+
+    cli_watch.run_with_progress(settings, "recrawl", recrawl(), settle=False)
+    pages = [int(m.group(1)) for m in re.finditer(r"recrawl: extract (\d+) pages", "\n".join(said))]
+    assert len(pages) >= 2 and pages == sorted(pages), said
+    assert pages[-1] == 2, said  # the requests this command saw answered

@@ -93,3 +93,40 @@ def test_the_flag_writes_the_profiles_per_host_limit(make_web, tmp_path: Path, m
         stored = store.last_profile()
     assert stored is not None and stored["per_host_limit"] == 1
     assert gate_of(Settings.load(database_url=db), SiteProfile.build(**stored)) == (1, 1)
+
+
+def test_a_fixed_limit_stays_fixed_through_slow_answers(migrated_pg_url: str) -> None:
+    """Stranger 42: ``extract --per-host 2`` ended with "in flight 2 / 1": one answer slower than
+    ``slow_response_s`` halved the limit the help calls fixed (no adaptation)."""
+    import re
+    import threading
+
+    from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
+
+    pages = [f"/p/{n}" for n in range(6)]
+    slow = threading.Event()
+
+    def respond(request: Asked) -> Answer:
+        if request.path == "/robots.txt":
+            return robots_txt(request.origin)
+        if request.path == "/sitemap.xml":
+            return sitemap(request.origin, {path: None for path in pages})
+        if request.path not in pages:
+            return 404, {"Content-Type": "text/plain"}, b""
+        slow.wait(0.3)  # slower than slow_response_s below: what halves an adaptive limit
+        body = f"<html><head><title>{request.path}</title></head><body><p>{'Plain words. ' * 40}</p></body></html>"
+        return 200, {"Content-Type": "text/html"}, body.encode()
+
+    runner = CliRunner()
+    with threaded_site(respond) as origin:
+        found = runner.invoke(app, ["discover", f"{origin}/", "--db", migrated_pg_url])
+        assert found.exit_code == 0, found.output
+        done = runner.invoke(app, ["extract", "--per-host", "2", "--db", migrated_pg_url],
+                             env={"COLUMNS": "200", "HARVESTER_POLITENESS__SLOW_RESPONSE_S": "0.1"})
+    assert done.exit_code == 0, done.output
+    row = next(line for line in done.output.splitlines() if origin.removeprefix("http://") in line and "/" in line
+               and re.search(r"\d+ / \d+", line))
+    assert re.search(r"\b\d+ / 2\b", row), row
+    with FrontierStore.open(Settings.load(database_url=migrated_pg_url)) as store:
+        policy = store.host_policy(origin)
+    assert policy is None or policy.concurrency_limit in (None, 2), policy

@@ -190,7 +190,7 @@ class PoliteClient:
         next_allowed = mono(policy.next_allowed_at)
         if next_allowed > now_mono:
             gate.next_allowed_at = max(gate.next_allowed_at, next_allowed)
-        if policy.concurrency_limit is not None:
+        if policy.concurrency_limit is not None and not gate.config.fixed:  # a fixed limit is the site's own
             gate.limit = max(1, min(policy.concurrency_limit, gate.config.max_limit))
             if gate.limit < gate.config.start_limit:
                 # Learned under trouble (429s, slow answers): probe above it only as slowly as after a 429 here.

@@ -72,14 +72,17 @@ class GateConfig:
     park_after_failures: int
     max_crawl_delay_s: float
     park_s: float
+    fixed: bool
+    """The site fixed its limit (``per_host_limit``, ``--per-host``): slow or overloaded answers never lower it, nor
+    does a learned limit of an earlier run replace it. Back-off, Retry-After and parking still pause the host."""
 
     @classmethod
     def from_settings(cls, settings: PolitenessSettings, *, per_host_limit: int | None = None,
                       min_delay_s: float | None = None) -> GateConfig:
         """The one place a site's limits meet the settings: ``per_host_limit`` and ``min_delay_s`` are its
         profile's (``SiteProfile``; ``--per-host`` writes the first). A per-host limit fixes the limit, start and
-        ceiling (a site that asked for 1 gets 1); without one the limit adapts from ``per_host_start`` up to
-        ``max_per_host_limit``."""
+        ceiling (a site that asked for 1 gets 1, one that asked for 2 keeps 2: ``fixed``); without one the limit
+        adapts from ``per_host_start`` up to ``max_per_host_limit``."""
         start = per_host_limit if per_host_limit is not None else settings.per_host_start
         ceiling = start if per_host_limit is not None else max(start, settings.max_per_host_limit)
         return cls(
@@ -87,7 +90,7 @@ class GateConfig:
             min_delay_s=settings.min_delay_s if min_delay_s is None else min_delay_s,
             slow_response_s=settings.slow_response_s, backoff_base_s=settings.backoff_base_s,
             backoff_max_s=settings.backoff_max_s, park_after_failures=settings.park_after_failures,
-            max_crawl_delay_s=settings.max_crawl_delay_s, park_s=settings.park_s,
+            max_crawl_delay_s=settings.max_crawl_delay_s, park_s=settings.park_s, fixed=per_host_limit is not None,
         )
 
 
@@ -221,6 +224,9 @@ class HostGate:
 
     def _decrease(self, now: float, started_at: float, *, congested: bool = False) -> None:
         self._fast_run = 0
+        if self.config.fixed:
+            # ``--per-host 2`` ended runs at "2 / 1" after one slow answer, though its help says the limit is fixed.
+            return
         # One decrease per congestion event: answers to requests sent before the last decrease are the
         # same event (TCP's once-per-window rule), not a reason to halve again.
         if started_at <= self._decrease_at:

@@ -162,6 +162,8 @@ class HostSlots:
             self._on_change(host.diag.host)
 
     def _note_start(self, host: _Host) -> None:
+        if host.diag.first_sent_at is None:
+            host.diag.first_sent_at = time.monotonic()
         in_flight = host.gate.in_flight
         if in_flight > host.diag.peak_in_flight:
             host.diag.peak_in_flight = in_flight

@@ -16,7 +16,7 @@ from harvester.frontier.models import (
     Cycle,
     Run,
 )
-from harvester.runtime import aware, owner_is_dead, utcnow
+from harvester.runtime import aware, owner_is_another_live_process, owner_is_dead, utcnow
 from harvester.store_results import RunRow
 
 logger = logging.getLogger(__name__)
@@ -58,10 +58,13 @@ class Runs(Part):
         one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
         fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun), or
         one whose User-Agent is not known (started before migration 0013): a run's requests all carry its own, as the
-        WARC export says. Such a run of this cycle whose process is gone (a process of this machine no longer
-        running, or no owner recorded) is closed ``abandoned`` here, saying why
-        (``counters["reason"]``), rather than left ``running`` for ever beside the run that replaced it; what it
-        stored stays the cycle's (its fetches keep its id)."""
+        WARC export says. Nor is one another live process of this machine is running
+        (``runtime.owner_is_another_live_process``): three extractions started side by side shared one run row, its
+        counters and its closing table. A resumed run becomes ``owner``'s, taken only if its owner is still the one
+        read (of two processes resuming the same dead one's run, one gets it). A run of this cycle with another
+        User-Agent whose process is gone (a process of this machine no longer running, or no owner recorded) is
+        closed ``abandoned`` here, saying why (``counters["reason"]``), rather than left ``running`` for ever beside
+        the run that replaced it; what it stored stays the cycle's (its fetches keep its id)."""
         with self._tx(write=False) as tx:
             cycle = self._cycles.open_cycle(tx.conn, profile)
             rows = tx.conn.execute(
@@ -70,13 +73,11 @@ class Runs(Part):
             ).all()
         ours = [(int(run_id), sent, holder) for run_id, stored, cycle_id, sent, holder in rows
                 if stored == profile and cycle_id == cycle]
-        resumed = next((run_id for run_id, sent, _ in ours if sent == user_agent), None)
-        if resumed is not None and owner is not None:
-            # The resumed run is this process's now: a worker starting beside it must not take it for dead (below).
-            with self._tx() as tx:
-                tx.conn.execute(update(Run).where(Run.id == resumed).values(owner=owner))
-        run_id = resumed if resumed is not None else self.start_run(
-            phase, profile=profile, owner=owner, user_agent=user_agent)
+        run_id = next((run_id for run_id, sent, holder in ours
+                       if sent == user_agent and not owner_is_another_live_process(holder)
+                       and (owner is None or self._take_over(run_id, holder, owner))), None)
+        if run_id is None:
+            run_id = self.start_run(phase, profile=profile, owner=owner, user_agent=user_agent)
         # Only a run whose process is gone: workers of one harvest with their own User-Agents run side by side.
         self._abandon([(old, sent) for old, sent, holder in ours
                        if sent != user_agent and (holder is None or owner_is_dead(holder))],
@@ -98,13 +99,22 @@ class Runs(Part):
                 )
             logger.info("run %d %s", run_id, reason)
 
+    def _take_over(self, run_id: int, holder: str | None, owner: str) -> bool:
+        """Make ``owner`` the run's owner if it is still ``holder``'s and still running (False: another took it)."""
+        held = Run.owner.is_(None) if holder is None else Run.owner == holder
+        with self._tx() as tx:
+            return bool(tx.conn.execute(
+                update(Run).where(Run.id == run_id, Run.status == "running", held).values(owner=owner)
+            ).rowcount)
+
     def run_started_at(self, run_id: int) -> datetime | None:
         with self._tx(write=False) as tx:
             value = tx.conn.execute(select(Run.started_at).where(Run.id == run_id)).scalar_one_or_none()
         return aware(value) if isinstance(value, datetime) else None
 
     def finish_run(self, run_id: int, *, status: str, counters: dict[str, Any]) -> None:
-        """Close the run, and the cycle of its own a standalone extraction opened (``start_run``)."""
+        """Close the run, and the cycle of its own a standalone extraction opened (``start_run``) once no other live
+        run is in it."""
         with self._tx() as tx:
             changed = tx.conn.execute(
                 update(Run).where(Run.id == run_id).values(finished_at=utcnow(), status=status, counters=counters)
@@ -113,9 +123,14 @@ class Runs(Part):
                 select(Cycle.id).join(Run, Run.cycle_id == Cycle.id)
                 .where(Run.id == run_id, Run.phase == "extract", Cycle.kind == "extract", Cycle.status == "running")
             ).scalar_one_or_none()
+            # Extractions started side by side share that cycle (``lock_cycles``): the last of them closes it, not
+            # the first to end while the others still fetch.
+            beside = [] if own is None else tx.conn.execute(
+                select(Run.owner).where(Run.cycle_id == own, Run.status == "running", Run.id != run_id)
+            ).scalars().all()
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
-        if own is not None:
+        if own is not None and all(holder is None or owner_is_dead(holder) for holder in beside):
             self._cycles.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:

@@ -20,11 +20,14 @@ class PhaseResult:
     hosts: dict[str, dict[str, Any]] = field(default_factory=dict)
     reports: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    run_id: int | None = None
+    """The run these counters are of (``phases.finish_run`` sets it): what a command's closing table shows, not the
+    newest run, which may be another process's."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase, "counters": dict(self.counters), "hosts": self.hosts, "reports": self.reports,
-            "problems": self.problems[:200],
+            "problems": self.problems[:200], "run_id": self.run_id,
         }
 
     @classmethod
@@ -32,6 +35,7 @@ class PhaseResult:
         return cls(
             phase=data["phase"], counters=Counter(data.get("counters") or {}), hosts=dict(data.get("hosts") or {}),
             reports=dict(data.get("reports") or {}), problems=list(data.get("problems") or []),
+            run_id=data.get("run_id"),
         )
 
     @classmethod

@@ -93,6 +93,7 @@ async def finish_run(
     the frontier, on every host of its line (one it never asked: none): the polite client's diagnostics also count
     what discovery asked through it when a cycle shares it (robots.txt, sitemaps and their probes, listing pages)."""
     result = PhaseResult.merge(phase, parts)
+    result.run_id = run_id
     async with open_store(settings) as store:
         if phase == "extract":
             own = await _requests_per_host(store, run_id)

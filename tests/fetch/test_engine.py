@@ -321,12 +321,13 @@ async def test_a_persisted_back_off_is_honoured_by_the_next_client(make_web):
     web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
     origin = web.origin("a")
     urls = urls_of(web, "a")
-    async with PoliteClient(settings(), per_host_limit=2) as first:
+    # Adaptive limits (per_host_start 2): a site's fixed per_host_limit is never lowered, nor replaced by a learned one.
+    async with PoliteClient(settings()) as first:
         results = await asyncio.gather(*(first.fetch(u) for u in urls[:2]))  # two at once, 200 ms each
         policy = first.host_policy(origin)
     assert any(r.error_class is ErrorClass.HTTP_429 for r in results)
     assert policy.blocked_until is not None
-    async with PoliteClient(settings(), per_host_limit=2) as rerun:
+    async with PoliteClient(settings()) as rerun:
         rerun.apply_policy(policy)
         gate = rerun.gate(origin)
         assert gate.wait_s(time.monotonic()) > 20  # still blocked: no request before it passes
@@ -362,7 +363,7 @@ async def test_policy_changes_are_announced_as_they_happen(make_web):
     web = make_web([HostSpec("a", pages=5, latency_s=0.2, page_bytes=SMALL, max_in_flight=1, retry_after_s=30)])
     origin = web.origin("a")
     changes: list[str] = []
-    async with PoliteClient(settings(), per_host_limit=2) as client:
+    async with PoliteClient(settings()) as client:  # adaptive from 2: a 429 halves it (a fixed limit stays)
         client.on_policy_change = changes.append
         await client.fetch(urls_of(web, "a")[0])
         assert changes == []  # control: a plain 200 changes nothing worth saving
@@ -558,3 +559,33 @@ async def test_a_host_handed_over_while_others_are_served_starts_at_once(make_we
         await run_hosts(client, work, max_active_hosts=2, offered=work.offered if wake else None)
     assert work.waited == [wake]
     assert sorted(job.url for job, _ in work.results) == sorted(urls_of(web, "a", 2) + urls_of(web, "b", 2))
+
+
+async def test_a_hosts_rate_is_over_its_serving_time_not_between_two_answers(serve):
+    """Stranger 42: two requests sent together and answered together 0.4 s later were reported at 10166.58 req/s:
+    the rate divided by the time from the first answer to the last. Here robots.txt takes 0.4 s, then both pages
+    are sent together and answered together 0.4 s later: the host served 3 requests in at least 0.8 s."""
+    from aiohttp import web
+
+    arrived: list[str] = []
+    both = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            await asyncio.sleep(0.4)
+            return web.Response(status=404)
+        arrived.append(request.path)
+        if len(arrived) == 2:
+            both.set()
+        await both.wait()
+        await asyncio.sleep(0.4)
+        return web.Response(text="<html><body><p>a page</p></body></html>", content_type="text/html")
+
+    origin = await serve(handler)
+    async with PoliteClient(settings(), per_host_limit=2) as client:
+        results = await asyncio.gather(client.fetch(f"{origin}/a"), client.fetch(f"{origin}/b"))
+        diag = client.diagnostics()[origin]
+    assert [r.status for r in results] == [200, 200]
+    assert diag.peak_in_flight == 2  # control: sent together
+    assert diag.fetched == 3  # control: robots.txt and the two pages
+    assert 0 < diag.rate_per_s <= diag.fetched / 0.8, diag
