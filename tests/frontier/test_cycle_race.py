@@ -21,6 +21,7 @@ from sqlalchemy.pool import NullPool
 
 from harvester.frontier import FrontierStore
 from harvester.frontier.cycles import Cycles
+from harvester.runtime import make_owner, retire_owner
 from harvester.settings import Settings
 
 PROFILE = {"name": "shop", "seeds": ["http://127.0.0.1:1/"]}
@@ -57,3 +58,20 @@ def test_two_extractions_started_together_share_one_cycle(db_url: str, monkeypat
     engine.dispose()
     assert len(set(runs)) == 2
     assert cycles == 1, f"two extractions started together opened {cycles} cycles"
+
+
+def test_the_cycle_extractions_share_is_closed_by_the_last_of_them(db_url: str) -> None:
+    """Extractions started side by side share one cycle: the first to end closed it while the others still fetched,
+    and their pages then counted in a closed cycle (a stranger's three processes)."""
+    settings = Settings.load(database_url=db_url)
+    owners = [make_owner("extract") for _ in range(2)]  # two live workers of this process
+    try:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            first, second = (store.start_run("extract", profile=PROFILE, owner=owner) for owner in owners)
+            store.finish_run(first, status="completed", counters={})
+            assert store.last_cycle()["status"] == "running"  # type: ignore[index]
+            store.finish_run(second, status="completed", counters={})
+            assert store.last_cycle()["status"] == "completed"  # type: ignore[index]
+    finally:
+        for owner in owners:
+            retire_owner(owner)
