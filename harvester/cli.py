@@ -28,8 +28,8 @@ from harvester.cli_tables import (
     status_of,
 )
 from harvester.cli_watch import run_with_progress
-from harvester.errors import HarvesterError
-from harvester.runtime import aware, limit_malloc_arenas
+from harvester.errors import ConfigError, HarvesterError
+from harvester.runtime import CLOCK, aware, limit_malloc_arenas
 from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
 from harvester.site_profile import SiteProfile
 
@@ -88,6 +88,8 @@ def main() -> None:
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "no such module"
     try:
         try:
+            if CLOCK.invalid is not None:  # before any command opens or writes a thing
+                raise ConfigError(CLOCK.invalid)
             app()
         except HarvesterError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from harvester.errors import DatabaseUnavailable, Interrupted, WriteConflict
+from harvester.errors import ConfigError, DatabaseUnavailable, Interrupted, WriteConflict
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +43,19 @@ class Clock:
 
     def __init__(self) -> None:
         self.offset = timedelta(0)
+        self.invalid: str | None = None
+        """Why ``HARVESTER_NOW`` could not be read: every ``now()`` then raises a ConfigError saying it (the
+        command's one clear line), rather than a traceback at import or a harvest run on the real date."""
         start = os.environ.get(CLOCK_ENV)
         if start:
-            self.travel_to(parse_instant(start, source=CLOCK_ENV))
+            try:
+                self.travel_to(parse_instant(start, source=CLOCK_ENV))
+            except ValueError as exc:
+                self.invalid = str(exc)
 
     def now(self) -> datetime:
+        if self.invalid is not None:
+            raise ConfigError(self.invalid)
         return datetime.now(UTC) + self.offset
 
     def travel_to(self, moment: datetime) -> None:

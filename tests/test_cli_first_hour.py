@@ -5,6 +5,9 @@ and the demo's printed commands."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -196,3 +199,17 @@ def test_a_misspelled_top_level_env_variable_is_refused_not_ignored(tmp_path, mo
         Settings.load()
     monkeypatch.delenv("HARVESTER_POLITNESS__PER_HOST_LIMIT")
     assert Settings.load().database_url
+
+
+def test_a_clock_that_is_no_instant_stops_the_command_with_one_line_before_it_opens_anything(tmp_path):
+    """``HARVESTER_NOW=tomorrow`` raised a ValueError at import: a traceback, and nothing said which command."""
+    database = tmp_path / "h.db"
+    env = {**os.environ, "HARVESTER_NOW": "tomorrow"}
+    done = subprocess.run(  # our own console script, no shell
+        [str(Path(sys.executable).parent / "harvester"), "harvest", "http://127.0.0.1:9/", "--db", f"sqlite:///{database}"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "HARVESTER_NOW='tomorrow' is not an ISO 8601 instant" in done.stderr
+    assert not database.exists()
