@@ -116,6 +116,7 @@ class Runs(Part):
         """Close the run, and the cycle of its own a standalone extraction opened (``start_run``) once no other live
         run is in it."""
         with self._tx() as tx:
+            self._d.lock_cycles(tx.conn)  # of two runs ending at once, the second sees the first ended (below)
             changed = tx.conn.execute(
                 update(Run).where(Run.id == run_id).values(finished_at=utcnow(), status=status, counters=counters)
             ).rowcount

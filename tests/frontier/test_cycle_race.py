@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, create_engine
+from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.pool import NullPool
 
 from harvester.frontier import FrontierStore
@@ -75,3 +75,34 @@ def test_the_cycle_extractions_share_is_closed_by_the_last_of_them(db_url: str) 
     finally:
         for owner in owners:
             retire_owner(owner)
+
+
+def test_two_extractions_ending_together_close_the_cycle_they_share(db_url: str) -> None:
+    """Each run's end saw the other still running (neither had committed) and neither closed the cycle, left
+    ``running`` for the next extraction's pages (review). Each end here waits, before its COMMIT, for the other's."""
+    settings = Settings.load(database_url=db_url)
+    owners = [make_owner("extract") for _ in range(2)]
+    both = threading.Barrier(2)
+
+    def before_commit(conn: object) -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):  # broken: the other waits for this one's commit
+            both.wait(LOOKED_WAIT_S)
+
+    with FrontierStore.open(settings, upgrade=True) as store:
+        runs = [store.start_run("extract", profile=PROFILE, owner=owner) for owner in owners]
+    stores = [FrontierStore.open(settings) for _ in range(2)]
+    try:
+        for store in stores:
+            event.listen(store.db.engine, "commit", before_commit)
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda pair: pair[0].finish_run(pair[1], status="completed", counters={}),
+                          zip(stores, runs, strict=True)))
+        for store in stores:
+            event.remove(store.db.engine, "commit", before_commit)
+        cycle = stores[0].last_cycle()
+    finally:
+        for store in stores:
+            store.close()
+        for owner in owners:
+            retire_owner(owner)
+    assert cycle is not None and cycle["status"] == "completed", cycle
