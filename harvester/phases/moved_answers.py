@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 MOVED_ANSWERS_BYTES = 32 * 2**20
 """Bodies of permanent redirects' targets kept until the target is claimed (oldest dropped past this)."""
 
+FOLLOWED_WAIT_S = 30.0
+"""The longest a redirect waits for another redirect's answer to the same target (the default fetch deadline)."""
+
 READ_URLS_KEPT = 200_000
 """URLs read in a run that ``ReadUrls`` remembers (the older half is dropped at a time past this): ~16 MB at most."""
 
@@ -52,7 +55,7 @@ class MovedAnswers:
     says which keys the frontier holds."""
 
     def __init__(self, canonicalize: Callable[[str], str | None], store: FrontierStore,
-                 limit_bytes: int = MOVED_ANSWERS_BYTES) -> None:
+                 limit_bytes: int = MOVED_ANSWERS_BYTES, followed_wait_s: float = FOLLOWED_WAIT_S) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
@@ -62,6 +65,7 @@ class MovedAnswers:
         """Source key -> the target key its permanent redirect is being followed to, and the event set once that
         answer is noted (``answered``)."""
         self._read = ReadUrls()
+        self.followed_wait_s = followed_wait_s
 
     def answered(self, url: str, result: FetchResult) -> None:
         """``url`` (its key) got ``result``: noted at once, before the host's next request, which may be the
@@ -106,9 +110,16 @@ class MovedAnswers:
         return False
 
     async def _read_once_followed(self, key: str) -> bool:
-        """Whether ``key`` was read in this run, once every redirect being followed to it now has its answer."""
-        while waits := [noted for target, noted in self._following.values() if target == key]:
-            await waits[0].wait()
+        """Whether ``key`` was read in this run, once every redirect being followed to it now has its answer. A
+        redirect whose fetch ended with no answer noted (a stop at its hop's slot, a lapsed lease, a cancel) never
+        sets its event: it is waited for ``followed_wait_s`` at most (a fetch's own deadline), then forgotten."""
+        while waits := [(source, noted) for source, (target, noted) in self._following.items() if target == key]:
+            source, noted = waits[0]
+            try:
+                await asyncio.wait_for(noted.wait(), self.followed_wait_s)
+            except TimeoutError:
+                if self._following.get(source, (key, None))[1] is noted:
+                    del self._following[source]
         return key in self._read
 
     def keep(self, target: str, result: FetchResult) -> None:

@@ -26,6 +26,7 @@ from warcio.archiveiterator import ArchiveIterator
 from harvester import aharvest, arecrawl
 from harvester.export import export_warc
 from harvester.frontier import FrontierStore
+from harvester.phases.moved_answers import MovedAnswers
 from harvester.runtime import CLOCK
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
@@ -255,3 +256,16 @@ async def test_two_redirects_in_flight_to_one_target_never_seen_ask_it_once(
         moved = {path: store.url_info(origin + path) for path in site.moving}
     assert all(info is not None and (info.state, info.final_url, info.last_status) == ("done", origin + "/p/new", 301)
                for info in moved.values()), moved
+
+
+async def test_a_redirect_whose_fetch_ended_without_an_answer_is_waited_for_a_bounded_time(tmp_path):
+    """A redirect followed to a never-seen target registers the wait of every other redirect to it, cleared by its
+    answer. Its fetch may end with none (a stop at its hop's slot, a lapsed lease, a cancel): the second redirect
+    waited for ever (review). Now at most ``followed_wait_s``, and then it follows the redirect itself."""
+    settings = Settings.load(database_url=f"sqlite:///{tmp_path / 'm.db'}")
+    target = "http://127.0.0.1:9/new"
+    with FrontierStore.open(settings, upgrade=True) as store:
+        moved = MovedAnswers(lambda url: url, store, followed_wait_s=0.2)
+        assert not await moved.asked_alone("http://127.0.0.1:9/a", target)  # followed: its answer never comes
+        decided = await asyncio.wait_for(moved.asked_alone("http://127.0.0.1:9/b", target), 60)
+    assert decided is False  # not read: this redirect is followed in turn
