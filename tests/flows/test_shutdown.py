@@ -15,6 +15,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,8 @@ async def pool(deployed: dict[str, Any]) -> dict[str, Any]:
 
 
 async def open_runs_for(pool: dict[str, Any]) -> list[str]:
-    """The runs this test's workers may pick (on its queue) that have not ended: its own alone, or none."""
+    """The runs this test's workers may pick now (on its queue, due within a minute) that have not ended: its own
+    alone, or none. (The deployments' schedules put next week's runs on the default queue; no worker picks those.)"""
     from prefect import get_client
     from prefect.client.schemas.filters import (
         FlowRunFilter,
@@ -88,12 +90,14 @@ async def open_runs_for(pool: dict[str, Any]) -> list[str]:
     from prefect.client.schemas.objects import StateType
 
     open_ = [StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING]
+    due = datetime.now(UTC) + timedelta(minutes=1)
     async with get_client() as client:
         runs = await client.read_flow_runs(
             flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=open_))),
             work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool["name"]])),
             work_queue_filter=WorkQueueFilter(name=WorkQueueFilterName(any_=[pool["queue"]])))
-    return [str(run.id) for run in runs]
+    return [str(run.id) for run in runs
+            if run.state_type != StateType.SCHEDULED or (run.expected_start_time or due) <= due]
 
 
 def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
