@@ -49,7 +49,8 @@ lint: $(VENV)/.installed
 # pool's default queue, started it beside its own (two or three engines loading Prefect at once; in a repeated case
 # one run was started by four tests' workers); each test now has a work queue of its own, its end is waited for.
 # With that fix, one whole two-worker run: 27.7 min, green (3109 passed), at a load of 13-24 for its first 20 min and
-# 3-8 after (other engineers' suites beside it). The 14 slowest files alone with two workers, 9.5 min, green,
+# 3-8 after (other engineers' suites beside it); a second, SLOWEST_FIRST updated: 14.6 min, green, at a load of 3-8.
+# The 14 slowest files alone with two workers, 9.5 min, green,
 # against ~16 min of theirs in the one-process run.
 # Earlier: two runs of 42.6 and 24.1 min at a load of 5-15 failed 2 and 5 tests (the demo's progress line over 80
 # columns, a product bug, in both; timing controls the load outran; a frozen extractor over a host's limit).
