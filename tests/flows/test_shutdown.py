@@ -15,11 +15,12 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import VENV_BIN, prepared, stop_group
+from conftest import VENV_BIN, free_a_dead_runs_site_slot, prepared, stop_group
 
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
@@ -29,9 +30,6 @@ from harvester.testing.record import duplicates
 REPO = Path(__file__).parents[2]
 WAIT_S = 120.0
 FINAL_WITHIN_S = 10.0
-FIRST_INSTANT_FINAL_WITHIN_S = 30.0
-"""A run stopped at its first instant reports once Prefect and the flow are loaded: 3-5 s idle, 8-15 s measured at a
-load of 16-20 on 2 cores (the 10 s above failed there without a signal lost: the run ended later, Crashed)."""
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
@@ -41,9 +39,9 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def pool(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def deployed(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A process work pool holding site ``stop``'s deployments, written by ``harvester deployments`` and deployed
-    by ``prefect deploy`` as docs/operations.md says; the workers are each test's own."""
+    by ``prefect deploy`` as docs/operations.md says; the workers are each test's own (``pool``)."""
     home = tmp_path_factory.mktemp("pool-home")
     (home / "flows").symlink_to(REPO / "flows")  # the checkout the workers run from (HARVESTER_HOME)
     (home / "sites.toml").write_text('[sites.stop]\nseeds = ["http://127.0.0.1:9/"]\n', encoding="utf-8")
@@ -62,24 +60,67 @@ def pool(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) 
             client.delete_deployment(client.read_deployment_by_name(deployment).id)
 
 
+@pytest.fixture
+async def pool(deployed: dict[str, Any]) -> dict[str, Any]:
+    """The module's pool, with a work queue of this test's own (``queue``) for its runs and its workers. A run a
+    test leaves crashed is put back to Scheduled by the retry automation: on the pool's default queue the next
+    test's worker started it beside that test's own run (two or three engines loading Prefect at once on 2 cores,
+    and each stopped and retried again), and a run stopped at its first instant was still Submitting 30 s later."""
+    from prefect import get_client
+
+    queue = f"t-{uuid.uuid4().hex[:8]}"
+    async with get_client() as client:
+        await client.create_work_queue(name=queue, work_pool_name=deployed["name"])
+    return {**deployed, "queue": queue}
+
+
+async def open_runs_for(pool: dict[str, Any]) -> list[str]:
+    """The runs this test's workers may pick now (on its queue, due within a minute) that have not ended: its own
+    alone, or none. (The deployments' schedules put next week's runs on the default queue; no worker picks those.)"""
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        WorkPoolFilter,
+        WorkPoolFilterName,
+        WorkQueueFilter,
+        WorkQueueFilterName,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    open_ = [StateType.SCHEDULED, StateType.PENDING, StateType.RUNNING]
+    due = datetime.now(UTC) + timedelta(minutes=1)
+    async with get_client() as client:
+        runs = await client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(any_=open_))),
+            work_pool_filter=WorkPoolFilter(name=WorkPoolFilterName(any_=[pool["name"]])),
+            work_queue_filter=WorkQueueFilter(name=WorkQueueFilterName(any_=[pool["queue"]])))
+    return [str(run.id) for run in runs
+            if run.state_type != StateType.SCHEDULED or (run.expected_start_time or due) <= due]
+
+
 def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
+    """A worker of the pool that takes the runs of this test's queue alone."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [str(VENV_BIN / "prefect"), "worker", "start", "--pool", pool["name"]],
+            [str(VENV_BIN / "prefect"), "worker", "start", "--pool", pool["name"], "--work-queue", pool["queue"]],
             env={**pool["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", **env}, cwd=pool["home"], stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
 
 
-async def harvest_on_pool(web: TestWeb, deployment: str = "harvest/stop", **profile: Any) -> Any:
+async def harvest_on_pool(web: TestWeb, deployment: str = "harvest/stop", *, queue: str | None = None,
+                          **profile: Any) -> Any:
     """A run of the deployment created for this web's seeds (2 requests per host at most, and ``profile``'s
-    fields), for its worker (or serve) to pick."""
+    fields), for its worker (or serve) to pick: on ``queue``, else on the deployment's."""
     from prefect import get_client
 
     async with get_client() as client:
         harvest = await client.read_deployment_by_name(deployment)
         fields = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2, **profile}
-        return await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": fields})
+        return await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": fields},
+                                                            work_queue_name=queue)
 
 
 async def under_way(web: TestWeb, pages: int, runner: subprocess.Popen[bytes], log: Path) -> None:
@@ -105,7 +146,7 @@ async def harvesting_on_a_worker(
     mine = {"HARVESTER_HOME": str(pool["home"]), "HARVESTER_DATABASE_URL": db_url}
     worker = start_worker(pool, log, **mine)
     try:
-        created = await harvest_on_pool(web)
+        created = await harvest_on_pool(web, queue=pool["queue"])
         await under_way(web, pages, worker, log)
     except BaseException:
         stop_group(worker)
@@ -210,7 +251,7 @@ async def test_a_worker_without_home_says_so_in_the_runs_logs(pool, tmp_path):
     try:
         async with get_client() as client:
             harvest = await client.read_deployment_by_name("harvest/stop")
-            created = await client.create_flow_run_from_deployment(harvest.id)
+            created = await client.create_flow_run_from_deployment(harvest.id, work_queue_name=pool["queue"])
         ended = await wait_for(created.id, lambda s: s.is_final(), "ended", log)
     finally:
         stop_group(worker)
@@ -295,6 +336,7 @@ async def test_after_a_machine_loss_no_task_run_is_left_running(pool, prefect_ap
         os.killpg(worker.pid, signal.SIGKILL)
         assert kill_run_processes(created.id) >= 1
         worker.wait(timeout=30)
+        await free_a_dead_runs_site_slot("stop")  # else the rerun waits out the dead run's 60 s lease
         left = await running_task_runs(created.id)
         assert left != []  # control: the lost attempt's leftovers are there
         async with get_client() as client:
@@ -361,7 +403,8 @@ async def test_a_sigterm_at_a_runs_first_instant_ends_it_at_once_and_says_so(
         async with get_client() as client:
             harvest = await client.read_deployment_by_name("harvest/stop")
             profile = {**harvest.parameters["profile"], "seeds": web.seeds, "per_host_limit": 2}
-            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile})
+            created = await client.create_flow_run_from_deployment(harvest.id, parameters={"profile": profile},
+                                                                   work_queue_name=pool["queue"])
         deadline = time.monotonic() + WAIT_S
         while not any(catches_sigterm(pid) for pid in run_processes(created.id)):  # its first line has run
             assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
@@ -373,13 +416,17 @@ async def test_a_sigterm_at_a_runs_first_instant_ends_it_at_once_and_says_so(
         else:
             os.killpg(worker.pid, signal.SIGTERM)
         assert web.records() == []  # control: nothing fetched yet, the stop came first
+        # The worker started this run alone: an earlier test's run put back to Scheduled is not on its queue.
+        assert await open_runs_for(pool) == [str(created.id)]
         stopped = time.monotonic()
-        ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log,
-                               within_s=FIRST_INSTANT_FINAL_WITHIN_S)
+        # Its end is waited for, not timed: it reports once Prefect and the flow are loaded in it, 3-5 s idle, 15-20 s
+        # at a load of 12-22 on 2 cores. That it stopped at once is what it did meanwhile: not one request.
+        ended = await wait_for(created.id, lambda s: s.is_final() or s.is_scheduled(), "ended", log)
         print(f"final state {time.monotonic() - stopped:.1f} s after the SIGTERM ({whom})")
         worker.wait(timeout=30)
     finally:
         stop_group(worker)
+    assert web.records() == []  # the stop came before the crawl: the run ended without sending a request
     said = await run_logs(created.id)
     # Which it heard first depends on the worker: the SIGTERM passed on, or its worker's process gone (the worker
     # kills it); both start the same graceful stop, and the run's logs say which.
