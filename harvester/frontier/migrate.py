@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
 from harvester.errors import StoreError
 
@@ -96,7 +96,12 @@ def current_revision(connection: Connection) -> str | None:
         return None
     try:
         return connection.execute(text("SELECT version_num FROM alembic_version")).scalar_one_or_none()
-    except DBAPIError:
+    except DBAPIError as exc:
+        # A server going away under the query is no missing revision: raised, the open says the database is
+        # unavailable and a run waits for it. Said "empty, run db upgrade", it ended a run a restart should only
+        # have paused (tests/hardening/test_db_outage.py, beside two busy loops).
+        if exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError):
+            raise
         return None
 
 
