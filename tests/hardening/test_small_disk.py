@@ -66,13 +66,16 @@ def test_a_full_small_disk_stops_the_harvest_clearly_and_a_rerun_after_freeing_a
     specs = [HostSpec(f"d{n}", pages=150) for n in range(2)]
     db = volume / "frontier.db"
     with TestWeb(specs, seed=3) as web:
-        ballast = fill(volume, 1 * MB)
+        ballast = fill(volume, MB // 2)  # far less than the data (~2.4 MB): the first harvest cannot finish
         failed = harvest(web, db)
         assert failed.returncode != 0
         message = failed.stdout + failed.stderr
         assert "disk is full" in message and str(db) in message and "MB free" in message, message[-2000:]
 
-        free_some(ballast, 3 * MB)  # a little: the data needs ~2 MB, its WAL a quarter of that (1 MiB at least)
+        # A little: the data needs ~2.4 MB, its WAL a quarter of that (1 MiB at least), docs/operations.md. With
+        # 1 + 3 MB it was too tight once the frontier kept robots refusals and queue counts (failed beside two
+        # busy loops, 0.0 MB free).
+        free_some(ballast, 4 * MB)
         peak = [0]
         stop = threading.Event()
 
