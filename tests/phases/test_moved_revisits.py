@@ -26,7 +26,9 @@ from warcio.archiveiterator import ArchiveIterator
 from harvester import aharvest, arecrawl
 from harvester.export import export_warc
 from harvester.frontier import FrontierStore
+from harvester.phases.cycles import Cycle
 from harvester.phases.moved_answers import MovedAnswers
+from harvester.phases.results import PhaseResult
 from harvester.runtime import CLOCK
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
@@ -171,6 +173,23 @@ async def test_a_moved_urls_revisits_ask_it_alone_with_its_own_validators(
     assert len(revisits) >= 2 and any(d not in revisits for d, path, _, _ in site.log if path == "/p/new"), site.log
 
 
+async def _two_days_limit_2(
+    site: Site, serve: Callable[..., object], db_url: str,
+) -> tuple[str, Settings, Cycle[PhaseResult]]:
+    """Day 1's harvest and day 2's re-crawl of ``site`` with a per-host limit of 2, so two of its URLs are in flight
+    at once: the origin, the settings and day 2's cycle."""
+    origin = await serve(site.handle)  # type: ignore[operator]
+    settings = settings_for(db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False, per_host_limit=2)
+    with FrontierStore.open(settings, upgrade=True):
+        pass
+    CLOCK.travel_to(run_at(1))
+    await aharvest(settings, profile)
+    site.day = 2
+    CLOCK.travel_to(run_at(2))
+    return origin, settings, await arecrawl(settings, profile)
+
+
 async def test_a_redirect_and_its_target_in_flight_at_once_ask_the_target_once(
     db_url: str, serve: Callable[..., object], clock: None,
 ) -> None:
@@ -195,16 +214,7 @@ async def test_a_redirect_and_its_target_in_flight_at_once_ask_the_target_once(
             await asyncio.wait_for(after_old.wait(), 60)
 
     site.hold = hold
-    origin = await serve(site.handle)  # type: ignore[operator]
-    settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False, per_host_limit=2)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(1))
-    await aharvest(settings, profile)
-    site.day = 2
-    CLOCK.travel_to(run_at(2))
-    cycle = await arecrawl(settings, profile)
+    origin, settings, cycle = await _two_days_limit_2(site, serve, db_url)
     assert holding, site.asked(2)  # /p/new's own request was in flight beside the redirect
     problems = _problems(site, settings, origin, 2, cycle.changes)
     assert not problems, "\n".join(problems)
@@ -239,16 +249,7 @@ async def test_two_redirects_in_flight_to_one_target_never_seen_ask_it_once(
             await asyncio.wait_for(after_both.wait(), 60)
 
     site.hold = hold
-    origin = await serve(site.handle)  # type: ignore[operator]
-    settings = settings_for(db_url)
-    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False, per_host_limit=2)
-    with FrontierStore.open(settings, upgrade=True):
-        pass
-    CLOCK.travel_to(run_at(1))
-    await aharvest(settings, profile)
-    site.day = 2
-    CLOCK.travel_to(run_at(2))
-    cycle = await arecrawl(settings, profile)
+    origin, settings, cycle = await _two_days_limit_2(site, serve, db_url)
     assert holding and len(redirects) == 2, site.asked(2)  # /p/new was in flight, followed, beside the 2nd redirect
     problems = _problems(site, settings, origin, 2, cycle.changes)
     assert not problems, "\n".join(problems)
