@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from html import unescape
 
@@ -119,3 +120,19 @@ def test_the_publication_date_is_only_one_the_page_states(head, body, url, publi
     written in the text ("Generated at 2026-12-04 06:00") is still taken: htmldate's quick search reads those."""
     html = f"<html><head><title>T</title>{head}</head><body><article>{ARTICLE}</article>{body}</body></html>"
     assert MainText().of(_page(html, url))["published"] == published
+
+
+def test_a_page_fetched_after_the_machines_date_keeps_the_date_it_states() -> None:
+    """A harvest on ``HARVESTER_NOW`` ahead of the machine's date (rehearsing a schedule, as docs/operations.md
+    shows): a page fetched on 2099-05-21 states 2099-05-20 in ``<time>``, a meta tag and JSON-LD. htmldate bounds
+    dates by the machine's day, and a stranger's page got a day of the month it named nowhere (2026-12-01 for
+    2026-12-11). The bound is the fetch's day; a date after it is none at all, never another one."""
+    stated = "2099-05-20T08:00:00Z"
+    head = (f'<meta property="article:published_time" content="{stated}"><script type="application/ld+json">'
+            f'{{"@type": "NewsArticle", "datePublished": "{stated}"}}</script>')
+    html = (f"<html><head><title>T</title>{head}</head><body><article><time datetime=\"{stated}\">20 May 2099</time>"
+            f"{ARTICLE}</article></body></html>")
+    page = _page(html)
+    assert MainText().of(replace(page, fetched_at=datetime(2099, 5, 21, 3, tzinfo=UTC)))["published"] == "2099-05-20"
+    assert MainText().of(replace(page, fetched_at=datetime(2099, 5, 20, 3, tzinfo=UTC)))["published"] == "2099-05-20"
+    assert MainText().of(replace(page, fetched_at=datetime(2099, 5, 1, 3, tzinfo=UTC)))["published"] is None
