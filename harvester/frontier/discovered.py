@@ -19,6 +19,7 @@ from harvester.frontier.models import (
 )
 from harvester.frontier.rows import Merged, merge, split_url
 from harvester.records import DiscoveredUrl
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.rules.urls import CANONICAL_VERSION
 from harvester.runtime import aware, utcnow
 from harvester.store_results import AddResult
@@ -318,6 +319,24 @@ class Discovered(Part):
         """The id of a stored URL (canonical), or None when the frontier does not hold it."""
         with self._tx(write=False) as tx:
             return url_id_of(tx.conn, self._d, url)
+
+    def held_target(self, url: str, *, now: datetime | None = None) -> bool:
+        """Whether the frontier holds ``url`` (canonical), the target of a permanent redirect that is not followed
+        because the URL is asked on its own. A target last found moved itself is made due now: the redirect to
+        it is the news that it is back (a page moved away one day and back the next, the new address now
+        redirecting home), and left to a moved URL's long revisit it would be in no snapshot for weeks."""
+        p = self._d.p
+        with self._tx() as tx:
+            url_id = url_id_of(tx.conn, self._d, url)
+            if url_id is None:
+                return False
+            tx.conn.exec_driver_sql(
+                f"UPDATE urls SET next_fetch_at = {p} WHERE id = {p} AND state = 'done'"
+                f" AND last_status IN ({', '.join(str(code) for code in sorted(PERMANENT_REDIRECTS))})"
+                f" AND (next_fetch_at IS NULL OR next_fetch_at > {p})",
+                (self._d.ts(aware(now) or utcnow()), url_id, self._d.ts(aware(now) or utcnow())),
+            )
+        return True
 
     def sources_of(self, url: str) -> list[str]:
         """Provenance labels of ``url`` (first source first), or [] when the URL is unknown."""

@@ -60,6 +60,7 @@ class FrontierStore:
         self.known_urls = discovered.known_urls
         self.first_sources = discovered.first_sources
         self.url_id = discovered.url_id
+        self.held_target = discovered.held_target
         self.sources_of = discovered.sources_of
         self.sample_urls = discovered.sample_urls
 

@@ -102,7 +102,7 @@ class MovedAnswers:
         key = self._canonicalize(url)
         if key is None or key == source:
             return False
-        if await self._read_once_followed(key) or await db(self._store.url_id, key) is not None:
+        if await self._read_once_followed(key) or await db(self._store.held_target, key):
             return True
         if await self._read_once_followed(key):  # another redirect to it may have been followed meanwhile
             return True
