@@ -55,12 +55,12 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
 def print_changes(changes: dict[str, Any]) -> None:
     """A cycle's counts (``FrontierStore.cycle_counts``, the numbers ``status``, the artifacts and the event
     carry), with examples of what changed."""
-    # Two lines, so each fits in 80 columns: what the pages did, then the requests it took.
-    split = CYCLE_COUNTS.index("fetched")
-    for names in (CYCLE_COUNTS[:split], CYCLE_COUNTS[split:]):
+    # Three lines, so each fits in 80 columns: what the pages did (two), then the requests it took.
+    split, requests = CYCLE_COUNTS.index("missing"), CYCLE_COUNTS.index("fetched")
+    for names in (CYCLE_COUNTS[:split], CYCLE_COUNTS[split:requests], CYCLE_COUNTS[requests:]):
         console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in names),
                       soft_wrap=True)
-    for label in ("new", "changed", "restyled", "gone"):
+    for label in ("new", "changed", "restyled", "gone", "moved", "restored"):
         shown = (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]
         for url in shown:
             console.print(f"  {label}: {url}", soft_wrap=True)
