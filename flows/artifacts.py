@@ -143,7 +143,7 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
     lines += [f"| {name.replace('_', ' ')} | {changes.get(name, 0)} |" for name in CYCLE_COUNTS]
     if cycle.fetches:
-        lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures | hook failed |",
+        lines += ["", "## Hosts", "", "| host | fetched | not modified | 404/410 | failed | failures | hook failed |",
                   "|---|---|---|---|---|---|---|"]
         for origin, counts in sorted(cycle.fetches.items()):
             lines.append(f"| {origin} | {counts.get('fetched', 0)} | {counts.get('not_modified', 0)} | "

@@ -154,7 +154,8 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         diag_hosts = host_labels(list(hosts))
         parked = any(host.get("parked_reason") for host in hosts.values())
         diag.add_column(diag_hosts.header, overflow="fold", min_width=15)
-        for column in ("fetched", "304", "gone", "errors", "in flight", "req/s", *(("parked",) if parked else ())):
+        # "404/410": requests so answered (a URL asked twice, twice), not the URLs the cycle counts gone or missing.
+        for column in ("fetched", "304", "404/410", "errors", "in flight", "req/s", *(("parked",) if parked else ())):
             diag.add_column(column, justify="left" if column in ("errors", "parked") else "right",
                             no_wrap=column not in ("errors", "parked"))
         # Hosts with errors or parked first: they are why one reads this table.

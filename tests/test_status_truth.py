@@ -187,3 +187,26 @@ def test_db_check_finds_and_recounts_a_queue_count_that_disagrees_with_the_queue
     assert "recounted" in repaired.output
     assert json.loads(cli("status", "--json"))["by_state"].get("queued", 0) == 0
     assert "queue_counts agrees with the queue" in cli("db", "check")
+
+
+def test_a_404_is_gone_or_missing_alike_in_status_the_summary_and_export(
+    web: tuple[str, Web], cli: Callable[..., str], tmp_path: Path
+) -> None:
+    """The seed ``/`` answers 404 and was never stored: the cycle counted it nowhere (a listing page) while
+    ``status`` said gone 1 on day 0, and on day 1 gone 3 beside the summary's 2 and export's 2. One definition:
+    gone, a stored page that answered 404/410; missing, a 404/410 never stored (in no export)."""
+    origin, site = web
+    _, status = run_day(cli, site, 0, origin)
+    assert ("/", 404) in site.requests(0)
+    cycle = status["last_cycle"]
+    assert (cycle["gone"], cycle["missing"]) == (0, 1)
+    assert status["by_state"].get("missing") == 1 and status["by_state"].get("gone", 0) == 0
+    _, status = run_day(cli, site, 1, origin)
+    cycle = status["last_cycle"]
+    gone_on_the_wire = sorted(path for path, answer in site.requests(1) if answer in (404, 410) and path != "/")
+    assert sorted(url.removeprefix(origin) for url in cycle["gone_urls"]) == gone_on_the_wire
+    states = exported_states(cli, tmp_path / "all.jsonl")
+    exported_gone = sorted(f"/{path}" for path, state in states.items() if state == "gone")
+    assert exported_gone == gone_on_the_wire == ["/deleted-404", "/deleted-410"]
+    assert status["by_state"]["gone"] == cycle["gone"] == 2
+    assert status["by_state"]["missing"] == 1 and cycle["missing"] == 0  # the seed again: nothing new

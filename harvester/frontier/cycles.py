@@ -133,7 +133,11 @@ class Cycles(Part):
             per_url = (
                 select(Fetch.url_id.label("url_id"), func.max(rank).label("rank"))
                 .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
-                .where(*mine, Url.kind == UrlKind.DETAIL.value, Fetch.change.is_not(None))
+                # Detail pages; a 404/410 of any page (a seed without a home page too): its request is in
+                # ``fetched``, and ``status`` shows it gone or missing.
+                .where(*mine, Fetch.change.is_not(None),
+                       or_(Url.kind == UrlKind.DETAIL.value,
+                           Fetch.change.in_((ChangeKind.GONE.value, ChangeKind.MISSING.value))))
                 .group_by(Fetch.url_id).subquery()
             )
             by_rank = {int(r): int(n) for r, n in conn.execute(

@@ -34,6 +34,7 @@ STATEMENTS: tuple[str, ...] = (
     'CREATE INDEX ix_urls_duplicate_of ON urls (duplicate_of) WHERE duplicate_of IS NOT NULL',
     "CREATE INDEX ix_urls_finished ON urls (host_id, kind, state) WHERE state <> 'queued'",
     "CREATE INDEX ix_urls_hook_failed ON urls (host_id) WHERE last_error_class = 'hook_failed'",
+    "CREATE INDEX ix_urls_missing ON urls (host_id, kind, state, content_hash) WHERE state = 'gone' AND content_hash IS NULL",
     "CREATE INDEX ix_urls_moved ON urls (host_id, kind, state, last_status) WHERE state = 'done' AND last_status IN (301, 308)",
     "CREATE INDEX ix_urls_recheck ON urls (host_id, next_fetch_at) WHERE state IN ('failed', 'duplicate')",
     "CREATE INDEX ix_urls_revisit ON urls (host_id, next_fetch_at) WHERE state = 'done'",
