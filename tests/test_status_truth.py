@@ -152,6 +152,11 @@ def test_moved_and_restored_pages_are_shown_as_the_server_answered(
     live = {path for path, state in states.items() if state == "done"}
     assert status["by_state"]["done"] == len(live) == 4  # same, edited, moved-here, added
     assert "moved" in cli("status")
+    # Requests: each page request in the server's log once in fetched; robots.txt's refusal asked nothing.
+    assert cycle["fetched"] == len(site.requests(1))
+    assert cycle["not_modified"] == sum(answer == 304 for _, answer in site.requests(1))
+    assert status["last_discover"]["robots_refused"] == 1
+    assert not any(path.startswith("/private/") for _, path, _ in site.log)
 
     out, status = run_day(cli, site, 2, origin)
     assert ("/deleted-404", 304) in site.requests(2)
@@ -210,3 +215,38 @@ def test_a_404_is_gone_or_missing_alike_in_status_the_summary_and_export(
     assert exported_gone == gone_on_the_wire == ["/deleted-404", "/deleted-410"]
     assert status["by_state"]["gone"] == cycle["gone"] == 2
     assert status["by_state"]["missing"] == 1 and cycle["missing"] == 0  # the seed again: nothing new
+
+
+def test_a_page_sent_in_brotli_unasked_is_a_lasting_failure_not_a_daily_request(
+    cli: Callable[..., str], tmp_path: Path
+) -> None:
+    """A server sends ``Content-Encoding: br`` though we ask for gzip and deflate only; the harvester decodes
+    neither br nor anything it cannot bound, so the page fails ``bad_content``. Over four daily runs (the clock
+    24 h apart, its sitemap lastmod new every day, as a site stamping its build time does) it is asked once:
+    a failure that would repeat as it is waits ``revisit.max_s``, not a day."""
+    asked: list[tuple[int, str]] = []
+    day = [0]
+
+    def respond(request: Asked) -> Answer:
+        asked.append((day[0], request.path))
+        if request.path == "/robots.txt":
+            return 200, {"Content-Type": "text/plain"}, f"Sitemap: {request.origin}/sitemap.xml\n".encode()
+        if request.path == "/sitemap.xml":
+            stamp = (run_at(day[0]) - timedelta(hours=5)).isoformat()
+            return sitemap(request.origin, {"/br": stamp, "/plain": stamp})
+        if request.path == "/br":
+            return 200, {**HTML, "Content-Encoding": "br"}, b"\x1b\x03\x00\xf8\x8d\x94n\xde\xc4\x03"
+        if request.path == "/plain":
+            return 200, HTML, page("Plain", f"Day {day[0]}.")
+        return 404, {"Content-Type": "text/plain"}, b""
+
+    with threaded_site(respond) as origin:
+        for day[0] in range(4):
+            CLOCK.travel_to(run_at(day[0]))
+            if day[0] == 0:
+                cli("db", "upgrade")
+            cli("harvest", f"{origin}/") if day[0] == 0 else cli("recrawl")
+            status = json.loads(cli("status", "--json"))
+            assert status["last_cycle"]["failures"] == ({"bad_content": 1} if day[0] == 0 else {})
+    assert [d for d, path in asked if path == "/br"] == [0]
+    assert [d for d, path in asked if path == "/plain"] == [0, 1, 2, 3]  # the day's pages were asked
