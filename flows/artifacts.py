@@ -123,7 +123,8 @@ def cycle_line(kind: str, site: str, cycle: Cycle[Any]) -> str:
     failures = _failures(cycle_totals(cycle))
     return (
         f"{kind} of {site}: {changes['new']} new, {changes['changed']} changed, {changes['restyled']} restyled, "
-        f"{changes['gone']} gone, {changes['missing']} missing, {changes['deferred']} deferred; "
+        f"{changes['gone']} gone, {changes['missing']} missing, {changes.get('moved', 0)} moved, "
+        f"{changes.get('restored', 0)} restored, {changes['deferred']} deferred; "
         f"{changes['fetched']} fetched, {changes['not_modified']} not modified, {changes['failed']} failed"
         + (f" ({failures})" if failures else "") + f", {changes['hook_failed']} hook failed"
     )
@@ -140,9 +141,9 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
         lines += ["Nothing was due: no known page had reached its revisit time and discovery found no new page, "
                   "so no page was asked (robots.txt, sitemaps and feeds were, conditionally).", ""]
     lines += ["| | pages |", "|---|---|", f"| found by discovery | {cycle.found} |"]
-    lines += [f"| {name.replace('_', ' ')} | {changes[name]} |" for name in CYCLE_COUNTS]
+    lines += [f"| {name.replace('_', ' ')} | {changes.get(name, 0)} |" for name in CYCLE_COUNTS]
     if cycle.fetches:
-        lines += ["", "## Hosts", "", "| host | fetched | not modified | gone | failed | failures | hook failed |",
+        lines += ["", "## Hosts", "", "| host | fetched | not modified | 404/410 | failed | failures | hook failed |",
                   "|---|---|---|---|---|---|---|"]
         for origin, counts in sorted(cycle.fetches.items()):
             lines.append(f"| {origin} | {counts.get('fetched', 0)} | {counts.get('not_modified', 0)} | "
@@ -153,8 +154,8 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
         lines += [f"- {problem}" for problem in cycle.problems[:MAX_EXAMPLES]]
         if len(cycle.problems) > MAX_EXAMPLES:
             lines.append(f"- ... and {len(cycle.problems) - MAX_EXAMPLES} more in the discovery run's record")
-    for name in ("new", "changed", "restyled", "gone"):
-        urls = changes[f"{name}_urls"][:MAX_EXAMPLES]
+    for name in ("new", "changed", "restyled", "gone", "moved", "restored"):
+        urls = (changes.get(f"{name}_urls") or [])[:MAX_EXAMPLES]
         if urls:
             part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""
             lines += ["", f"## {name.capitalize()}{part}", ""] + [f"- {url}" for url in urls]

@@ -30,7 +30,7 @@ def cycle_event(
     changes = cycle.changes
     if cycle.silent is not None:
         name = EVENT_FAILED
-    elif changes["new"] or changes["changed"] or changes["gone"]:
+    elif changes["new"] or changes["changed"] or changes["gone"] or changes.get("moved") or changes.get("restored"):
         name = EVENT_CHANGED
     else:
         name = EVENT_UNCHANGED
@@ -40,7 +40,7 @@ def cycle_event(
                      "harvester.kind": kind},
         "payload": {
             "site": site, "kind": kind, "cycle": changes.get("cycle"),
-            **{name: changes[name] for name in CYCLE_COUNTS},  # type: ignore[literal-required]
+            **{name: changes.get(name, 0) for name in CYCLE_COUNTS},
             "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
             "duration_s": round(duration_s, 3), "reason": cycle.silent,
         },

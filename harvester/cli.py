@@ -346,21 +346,39 @@ def db_check(
     db: DbOpt = None, config: ConfigOpt = None,
     quick: Annotated[bool, typer.Option(help="SQLite's quick_check (what a run does when it starts): the pages' "
                                              "structure, not every index against its table.")] = False,
+    repair: Annotated[bool, typer.Option(help="Recount the queue_counts table from the queue when it disagrees "
+                                              "with it (runs may go on meanwhile: they wait a moment).")] = False,
 ) -> None:
-    """Check the frontier for damage (SQLite: integrity_check), naming each damaged table or index; exit 1 if any."""
+    """Check the frontier for damage (SQLite: integrity_check), naming each damaged table or index, and the count
+    table queue_counts against the queue it counts; exit 1 if anything is wrong (and not repaired)."""
     settings = _settings(db, config)
     with open_frontier(settings, read_only=True) as store:
         where = store.url_display
         problems = store.integrity(full=not quick)
+        drift = [] if problems else store.queue_count_drift()  # a damaged file: its counts are the least of it
     how = ("quick" if quick else "full") + " check" if store.dialect == "sqlite" else "every table read through"
-    if not problems:
-        console.print(f"{where}: no damage found ({how})", soft_wrap=True)
-        return
-    say_err(f"{where} is damaged: {len(problems)} problem(s) found ({how}):")
-    for problem in problems:
-        say_err(f"  - {problem}")
-    say_err(DAMAGE_ADVICE)
-    raise SystemExit(1)
+    if problems:
+        say_err(f"{where} is damaged: {len(problems)} problem(s) found ({how}):")
+        for problem in problems:
+            say_err(f"  - {problem}")
+        say_err(DAMAGE_ADVICE)
+        raise SystemExit(1)
+    if drift:
+        off = ", ".join(f"host {d.host_id} {d.kind}: counted {d.counted}, queued {d.queued}" for d in drift[:5])
+        more = f" and {len(drift) - 5} more" if len(drift) > 5 else ""
+        if not repair:
+            say_err(f"{where}: the table queue_counts disagrees with the queue it counts ({off}{more}): `harvester "
+                    "status` shows wrong queued counts. `harvester db check --repair` recounts it from the queue")
+            raise SystemExit(1)
+        with open_frontier(settings) as store:
+            rows = store.recount_queue()
+            left = store.queue_count_drift()
+        if left:
+            say_err(f"{where}: queue_counts still disagrees with the queue after a recount: {left[0]}")
+            raise SystemExit(1)
+        console.print(f"{where}: queue_counts recounted from the queue ({rows} host and kind rows; it was off: "
+                      f"{off}{more})", soft_wrap=True)
+    console.print(f"{where}: no damage found ({how}); queue_counts agrees with the queue", soft_wrap=True)
 
 
 SitesOpt = Annotated[

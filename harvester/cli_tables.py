@@ -55,12 +55,12 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
 def print_changes(changes: dict[str, Any]) -> None:
     """A cycle's counts (``FrontierStore.cycle_counts``, the numbers ``status``, the artifacts and the event
     carry), with examples of what changed."""
-    # Two lines, so each fits in 80 columns: what the pages did, then the requests it took.
-    split = CYCLE_COUNTS.index("fetched")
-    for names in (CYCLE_COUNTS[:split], CYCLE_COUNTS[split:]):
+    # Three lines, so each fits in 80 columns: what the pages did (two), then the requests it took.
+    split, requests = CYCLE_COUNTS.index("missing"), CYCLE_COUNTS.index("fetched")
+    for names in (CYCLE_COUNTS[:split], CYCLE_COUNTS[split:requests], CYCLE_COUNTS[requests:]):
         console.print("   ".join(f"{name.replace('_', ' ')}: {changes.get(name, 0)}" for name in names),
                       soft_wrap=True)
-    for label in ("new", "changed", "restyled", "gone"):
+    for label in ("new", "changed", "restyled", "gone", "moved", "restored"):
         shown = (changes.get(f"{label}_urls") or [])[:MAX_PROBLEMS_SHOWN]
         for url in shown:
             console.print(f"  {label}: {url}", soft_wrap=True)
@@ -154,7 +154,8 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         diag_hosts = host_labels(list(hosts))
         parked = any(host.get("parked_reason") for host in hosts.values())
         diag.add_column(diag_hosts.header, overflow="fold", min_width=15)
-        for column in ("fetched", "304", "gone", "errors", "in flight", "req/s", *(("parked",) if parked else ())):
+        # "404/410": requests so answered (a URL asked twice, twice), not the URLs the cycle counts gone or missing.
+        for column in ("fetched", "304", "404/410", "errors", "in flight", "req/s", *(("parked",) if parked else ())):
             diag.add_column(column, justify="left" if column in ("errors", "parked") else "right",
                             no_wrap=column not in ("errors", "parked"))
         # Hosts with errors or parked first: they are why one reads this table.

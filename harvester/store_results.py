@@ -131,7 +131,9 @@ class Changes(TypedDict):
 
     ``new``: first stored version in this cycle; ``changed``: a new payload whose main text differs from the
     version before; ``restyled``: a new payload, same main text; ``gone``: 404/410 after a stored version (never
-    also changed); ``missing``: 404/410 never stored (a broken link). Over requests (every kind of page):
+    also changed); ``missing``: 404/410 never stored (a broken link); ``moved``: a permanent redirect after an
+    answer that was not one; ``restored``: a 2xx/304 after a 404/410 (a gone page back).
+    Over requests (every kind of page):
     ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
     ``failures`` by class. ``hook_failed``: URLs whose page was fetched and stored but the extractor hook failed on
     it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs left due when
@@ -143,6 +145,8 @@ class Changes(TypedDict):
     restyled: int
     gone: int
     missing: int
+    moved: int
+    restored: int
     deferred: int
     fetched: int
     not_modified: int
@@ -153,12 +157,14 @@ class Changes(TypedDict):
     changed_urls: list[str]
     restyled_urls: list[str]
     gone_urls: list[str]
+    moved_urls: list[str]
+    restored_urls: list[str]
     hosts: dict[str, dict[str, int]]
     """Per host: fetched, not_modified, gone, failed (requests), failures as ``error:<class>``, hook_failed (URLs)."""
 
 
-CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "deferred", "fetched", "not_modified", "failed",
-                "hook_failed")
+CYCLE_COUNTS = ("new", "changed", "restyled", "gone", "missing", "moved", "restored", "deferred", "fetched",
+                "not_modified", "failed", "hook_failed")
 """The counts of ``Changes`` in the order every summary shows them (CLI, status, artifacts, event payload)."""
 
 

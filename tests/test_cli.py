@@ -151,7 +151,7 @@ def test_a_cycles_new_changed_gone_and_deferred_urls_are_all_listed(capsys):
                    "not_modified": 5, "failed": 0, "hook_failed": 2, "new_urls": ["http://h.test/a", "http://h.test/b"],
                    "changed_urls": ["http://h.test/c"], "gone_urls": ["http://h.test/old"]})
     out = capsys.readouterr().out
-    assert "new: 2   changed: 1   restyled: 3   gone: 1   missing: 4   deferred: 7\n" in out
+    assert "new: 2   changed: 1   restyled: 3   gone: 1\nmissing: 4   moved: 0   restored: 0   deferred: 7\n" in out
     assert "fetched: 9   not modified: 5   failed: 0   hook failed: 2\n" in out
     assert "changed: http://h.test/c" in out
     assert "new: http://h.test/a" in out and "new: http://h.test/b" in out

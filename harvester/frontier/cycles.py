@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, case, func, insert, select, update
+from sqlalchemy import Connection, case, func, insert, or_, select, update
+from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord
 from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
 from harvester.records import ChangeKind, ErrorClass, UrlKind, UrlState
+from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware, utcnow
 from harvester.store_results import Changes
 
@@ -119,7 +121,9 @@ class Cycles(Part):
             if cycle is None:
                 raise InvalidRecord(f"cycle {cycle_id} does not exist")
             if cycle.counts is not None and cycle.status != "running" and origins is None and examples == EXAMPLES:
-                return cast("Changes", cycle.counts)  # kept by finish_cycle: final
+                # Kept by finish_cycle: final (a cycle closed before moved and restored were counted: none of them).
+                return cast("Changes", {"moved": 0, "restored": 0, "moved_urls": [], "restored_urls": [],
+                                        **cycle.counts})
             runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
             mine = [Fetch.run_id.in_(runs)]
             if origins is not None:
@@ -129,7 +133,11 @@ class Cycles(Part):
             per_url = (
                 select(Fetch.url_id.label("url_id"), func.max(rank).label("rank"))
                 .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
-                .where(*mine, Url.kind == UrlKind.DETAIL.value, Fetch.change.is_not(None))
+                # Detail pages; a 404/410 of any page (a seed without a home page too): its request is in
+                # ``fetched``, and ``status`` shows it gone or missing.
+                .where(*mine, Fetch.change.is_not(None),
+                       or_(Url.kind == UrlKind.DETAIL.value,
+                           Fetch.change.in_((ChangeKind.GONE.value, ChangeKind.MISSING.value))))
                 .group_by(Fetch.url_id).subquery()
             )
             by_rank = {int(r): int(n) for r, n in conn.execute(
@@ -141,6 +149,7 @@ class Cycles(Part):
                     .join(Host, Host.id == Url.host_id).where(per_url.c.rank == _RANK[kind])
                     .order_by(Url.id).limit(examples)
                 ).scalars()) if by_rank.get(_RANK[kind]) else []
+            moved, restored = _moved_and_restored(conn, mine, examples)
             # Left behind when the cycle closed (``finish_cycle``); while it runs nothing is left behind yet: 0. What
             # was due now on the hosts asked so far jumped 0 -> 282 as the hosts were first asked, 300 queued.
             deferred = cycle.deferred or 0
@@ -148,13 +157,15 @@ class Cycles(Part):
         return {
             "cycle": cycle_id, "new": counts[ChangeKind.NEW], "changed": counts[ChangeKind.CHANGED],
             "restyled": counts[ChangeKind.RESTYLED], "gone": counts[ChangeKind.GONE],
-            "missing": counts[ChangeKind.MISSING], "deferred": int(deferred),
+            "missing": counts[ChangeKind.MISSING], "moved": moved[0], "restored": restored[0],
+            "deferred": int(deferred),
             "fetched": totals.get("fetched", 0), "not_modified": totals.get("not_modified", 0),
             "failed": totals.get("failed", 0),
             "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
             "hook_failed": totals.get("hook_failed", 0),
             "new_urls": urls[ChangeKind.NEW], "changed_urls": urls[ChangeKind.CHANGED],
-            "restyled_urls": urls[ChangeKind.RESTYLED], "gone_urls": urls[ChangeKind.GONE], "hosts": hosts,
+            "restyled_urls": urls[ChangeKind.RESTYLED], "gone_urls": urls[ChangeKind.GONE],
+            "moved_urls": moved[1], "restored_urls": restored[1], "hosts": hosts,
         }
 
     def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
@@ -198,6 +209,38 @@ def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, i
 
 
 _HOOK_FAILED = ErrorClass.HOOK_FAILED.value
+_GONE = (404, 410)
+
+
+def _moved_and_restored(conn: Connection, where: list[Any], examples: int) -> tuple[tuple[int, list[str]],
+                                                                                    tuple[int, list[str]]]:
+    """((moved, examples), (restored, examples)) over the detail URLs of the fetches ``where`` selects. Moved: a
+    permanent redirect (301/308) whose URL's answer before it was another (a page that moved; a URL whose first
+    answer redirects moved before we knew it); restored: a
+    2xx or 304 whose URL's answer before it was a 404/410 (a gone page back; its version is counted new, changed
+    or restyled like any answer's, or nothing for a 304 or the same bytes). From each such answer's fetch row and
+    the one before it of its URL (``ix_fetches_url_id``): only the few redirects and answers after a 404 look."""
+    earlier = aliased(Fetch)
+    before = (
+        select(earlier.status).where(earlier.url_id == Fetch.url_id, earlier.id < Fetch.id,
+                                     earlier.outcome != "unsent", earlier.status.is_not(None))
+        .order_by(earlier.id.desc()).limit(1).correlate(Fetch).scalar_subquery()
+    )
+    found = []
+    for answered, was in (
+        (Fetch.status.in_(sorted(PERMANENT_REDIRECTS)), before.not_in(sorted(PERMANENT_REDIRECTS))),
+        (or_(Fetch.status.between(200, 299), Fetch.status == 304), before.in_(_GONE)),
+    ):
+        ids = (
+            select(Fetch.url_id).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+            .where(*where, Url.kind == UrlKind.DETAIL.value, answered, was).distinct().subquery()
+        )
+        total = int(conn.execute(select(func.count()).select_from(ids)).scalar_one())
+        urls = list(conn.execute(
+            select(FULL_URL).select_from(ids).join(Url, Url.id == ids.c.url_id).join(Host, Host.id == Url.host_id)
+            .order_by(Url.id).limit(examples)).scalars()) if total else []
+        found.append((total, urls))
+    return found[0], found[1]
 
 
 def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> list[str]:

@@ -152,6 +152,14 @@ HOOK_FAILED_ROWS = text("last_error_class = 'hook_failed'")
 and in the queries that must use it (a bound parameter would not match the index's predicate on SQLite)."""
 
 
+MOVED_ROWS = "state = 'done' AND last_status IN (301, 308)"
+"""URLs whose last answer was a permanent redirect (``rules.revisit.PERMANENT_REDIRECTS``): ``moved`` to a reader
+(``status``, ``export``), ``done`` to the frontier, which asks them at their revisit (``ix_urls_moved``)."""
+
+MISSING_ROWS = "state = 'gone' AND content_hash IS NULL"
+"""URLs that answered 404/410 and were never stored (no content hash): ``missing`` to a reader (a broken link, not a
+deletion: ``status``, a cycle's counts), ``gone`` to the frontier (``ix_urls_missing``)."""
+
 RECHECK_ROWS = "state IN ('failed', 'duplicate')"
 """URLs neither queued nor done for good: asked again at their recheck time (``ix_urls_recheck``)."""
 
@@ -181,6 +189,10 @@ class Url(Base):
         # Failed URLs and duplicates whose recheck is due, queued at each extraction's start (``requeue_rechecks``):
         # partial, the few of them without the finished rest. The query repeats this WHERE word for word. 0014.
         Index("ix_urls_recheck", "host_id", "next_fetch_at", sqlite_where=text(RECHECK_ROWS)),
+        # Moved URLs counted per host and kind apart from the live ones, missing ones apart from the gone ones
+        # (``stats``): partial, the few of them. The queries repeat these WHEREs word for word. 0018.
+        Index("ix_urls_moved", "host_id", "kind", "state", "last_status", sqlite_where=text(MOVED_ROWS)),
+        Index("ix_urls_missing", "host_id", "kind", "state", "content_hash", sqlite_where=text(MISSING_ROWS)),
     )
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

@@ -12,6 +12,7 @@ from typing import Self
 
 from harvester.frontier.base import Database
 from harvester.frontier.check import Check
+from harvester.frontier.counted import Counted
 from harvester.frontier.cycles import Cycles
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
@@ -53,6 +54,7 @@ class FrontierStore:
         self.cycles = cycles = Cycles(db)
         self.runs = runs = Runs(db, cycles)
         self.check = check = Check(db)
+        counted = Counted(db)
         self.reports = reports = Reports(db, check)
 
         # The names callers use, by concern: a caller never needs to know which concern answers.
@@ -138,6 +140,8 @@ class FrontierStore:
         self.url_info = reports.url_info
 
         self.integrity = check.integrity
+        self.queue_count_drift = counted.queue_count_drift
+        self.recount_queue = counted.recount_queue
 
     @classmethod
     def open(cls, settings: Settings, *, upgrade: bool | None = None, read_only: bool = False) -> Self:
