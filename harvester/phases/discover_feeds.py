@@ -19,8 +19,8 @@ from harvester.records import (
     DocumentState,
     FetchResult,
     Source,
-    Validators,
     origin_of,
+    provenance,
 )
 from harvester.rules import feed_pages, revisit
 from harvester.rules.revisit_documents import unreadable_count
@@ -296,7 +296,7 @@ class FeedReader:
             self.host.counters["feed_pages_guessed_unused"] += count
 
     def _fetch_feed(self, url: str, known: DocumentState | None) -> Coroutine[Any, Any, FetchResult]:
-        return self.host.client.fetch(url, validators=known.validators if known else Validators(),
+        return self.host.client.fetch(url, validators=self.host.validators_for(known),
                                       accept=ANY_MEDIA_TYPE, max_bytes=self.host.settings.discovery.max_feed_bytes)
 
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
@@ -385,6 +385,8 @@ class FeedReader:
             if item is not None:
                 batch.append(item)
                 dates.append(entry.lastmod)
+        await self.host.record_refused(provenance(Source.FEED, url), replace=known is not None and (
+            known.content_hash is not None and self.host.rules.refuses_any))
         admitted = len(batch)
         urls = frozenset(item.url for item in batch)
         repeats = bool(urls) and urls <= self._entries
