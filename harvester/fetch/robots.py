@@ -105,6 +105,10 @@ ROBOTS_READ_PAST = 1
 told from a file of that size, and its cut last line would be read as a rule (``decode_robots``)."""
 
 
+_DISALLOW_LINE = re.compile(r"^[ \t]*disallow[ \t]*:[ \t]*[^\s#]", re.IGNORECASE | re.MULTILINE)
+"""A Disallow rule with a path: an empty one allows everything."""
+
+
 class RobotsRules:
     """What robots.txt lets this crawler do on one origin.
 
@@ -112,8 +116,8 @@ class RobotsRules:
     §2.3.1.4). ``expires_at`` is monotonic time after which the cache must re-fetch.
     """
 
-    __slots__ = ("_parser", "_token", "crawl_delay_s", "expires_at", "mode", "origin", "request_rate_s", "sitemaps",
-                 "state")
+    __slots__ = ("_parser", "_token", "crawl_delay_s", "expires_at", "mode", "origin", "refuses_any", "request_rate_s",
+                 "sitemaps", "state")
 
     def __init__(self, state: RobotsState, *, user_agent: str, settings: RobotsSettings,
                  now_wall: datetime | None = None, now_mono: float | None = None) -> None:
@@ -125,9 +129,13 @@ class RobotsRules:
         self.request_rate_s: float | None = None
         self.sitemaps: list[str] = []
         self.mode = status_mode(state)
+        self.refuses_any = self.mode == "disallow"
+        """Whether any URL may be refused: a Disallow line with a path in our group, or the whole site."""
         if self.mode == "rules":
             # protego sees only our group, regrouped per RFC 9309 (robotstxt.py), under "User-agent: *".
-            self._parser = Protego.parse(group_body(decode_robots(state.body or "", settings.max_bytes), self._token))
+            group = group_body(decode_robots(state.body or "", settings.max_bytes), self._token)
+            self.refuses_any = _DISALLOW_LINE.search(group) is not None
+            self._parser = Protego.parse(group)
             delay = self._parser.crawl_delay(self._token)
             self.crawl_delay_s = float(delay) if delay is not None and delay >= 0 else None
             rate = self._parser.request_rate(self._token)

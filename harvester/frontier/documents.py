@@ -34,12 +34,13 @@ def _document_state(doc: Any) -> DocumentState:
         last_modified=doc["last_modified"], content_hash=doc["content_hash"], fetched_at=doc["fetched_at"],
         next_fetch_at=doc["next_fetch_at"], url_count=doc["url_count"], error=doc["error"],
         children=tuple(doc["children"] or ()), read_at=doc["read_at"],
+        refusals_read=bool(doc["refusals_read"]) or doc["content_hash"] is None,
     )
 
 
 _DOCUMENTS = cast("Table", Document.__table__)
 _SAVED = ("kind", "status", "etag", "last_modified", "content_hash", "fetched_at", "next_fetch_at", "url_count",
-          "error", "children", "read_at")
+          "error", "children", "read_at", "refusals_read")
 _SAVED_VALUES = {name: bindparam(f"v_{name}", type_=_DOCUMENTS.c[name].type) for name in _SAVED}
 _UPDATE_DOCUMENT = update(_DOCUMENTS).where(_DOCUMENTS.c.url == bindparam("doc_url")).values(_SAVED_VALUES)
 _INSERT_DOCUMENT = insert(_DOCUMENTS).values(url=bindparam("doc_url"), **_SAVED_VALUES)
@@ -73,7 +74,8 @@ class Documents(Part):
             "v_kind": doc.kind, "v_status": doc.status, "v_etag": doc.etag, "v_last_modified": doc.last_modified,
             "v_content_hash": doc.content_hash, "v_fetched_at": aware(doc.fetched_at),
             "v_next_fetch_at": aware(doc.next_fetch_at), "v_url_count": doc.url_count, "v_error": doc.error,
-            "v_children": list(doc.children) or None, "v_read_at": aware(doc.read_at), "doc_url": doc.url,
+            "v_children": list(doc.children) or None, "v_read_at": aware(doc.read_at),
+            "v_refusals_read": doc.refusals_read, "doc_url": doc.url,
         }
         rechecked = 0
         with self._tx() as tx:

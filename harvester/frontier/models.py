@@ -289,7 +289,8 @@ class UrlSource(Base):
 
 class RobotsRefusal(Base):
     """A URL of its host that discovery found and robots.txt refuses now: never stored in ``urls``, never asked.
-    One row per URL however many sources name it; dropped when robots.txt allows it again (``Refusals``). 0016."""
+    One row per URL and document naming it (counted once per URL); dropped when robots.txt allows it again or the
+    document, read again, no longer names it (``Refusals``). 0016, keyed by the document too since 0018."""
 
     __tablename__ = "robots_refusals"
     __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 -- SQLAlchemy reads it once, never mutated
@@ -297,6 +298,9 @@ class RobotsRefusal(Base):
     host_id: Mapped[int] = mapped_column(ForeignKey("hosts.id"), primary_key=True)
     path: Mapped[str] = mapped_column(String(2048), primary_key=True)
     """The canonical URL after its host's origin, as ``urls.path``."""
+    source_id: Mapped[int] = mapped_column(Id, primary_key=True)
+    """The ``sources`` row of the document that named it (its provenance label); 0: named before 0018 recorded
+    which (dropped once the host's documents were all read since). A document read in full replaces its rows."""
     judged: Mapped[str | None] = mapped_column(String(2048))
     """The site's spelling robots.txt judged (the fetch form), when it differs from the canonical URL."""
     found_at: Mapped[datetime] = mapped_column(UtcDateTime)
@@ -322,6 +326,9 @@ class Document(Base):
     read_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     """The last full read (a 200 parsed; ``fetched_at`` moves on a 304 too): what it named then and does not name
     now vanished from it."""
+    refusals_read: Mapped[bool | None] = mapped_column(Boolean)
+    """Its robots.txt refusals were recorded at its last full read (``robots_refusals``); NULL for one read before
+    0018, asked once without validators where robots.txt refuses anything."""
 
 
 class Body(Base):

@@ -1,7 +1,10 @@
-"""The URLs robots.txt refuses, per host: one row per URL whichever sources named it, kept while robots.txt refuses it.
+"""The URLs robots.txt refuses, per host and per document naming them: counted once per URL, kept while robots.txt
+refuses them and a document still names them.
 
 Discovery neither stores nor fetches such a URL, so no URL state counts it; this table is where ``harvester status``
-counts them, true on a re-crawl whose sitemaps answer 304 (nothing parsed, nothing refused again).
+counts them, true on a re-crawl whose sitemaps answer 304 (nothing parsed, the rows of their last read kept).
+Discovery writes a document's refusals as it finds them (``name_refused``, a sitemap's a batch at a time), before
+the document's own record: a kill repeats the document and its refusals together, and no host holds them all.
 """
 
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
@@ -10,41 +13,70 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import distinct, func, or_, select
 
 from harvester.frontier.base import Database, Part
 from harvester.frontier.keys import Keys
-from harvester.frontier.models import Host, RobotsRefusal
+from harvester.frontier.models import Document, Host, RobotsRefusal
 from harvester.runtime import utcnow
+
+UNKNOWN_SOURCE = 0
+"""``source_id`` of the rows kept from before 0018, which did not record the document that named them."""
 
 
 class Refusals(Part):
-    """``robots_refusals``: what a host's discovery found refused, less what robots.txt allows again."""
+    """``robots_refusals``: what each document of a host named that robots.txt refuses, less what robots.txt allows
+    again."""
 
     def __init__(self, db: Database, keys: Keys) -> None:
         super().__init__(db)
         self._keys = keys
 
-    def keep_refused(self, origin: str, found: Mapping[str, str | None], allowed: Callable[[str], bool], *,
-                     now: datetime | None = None) -> int:
-        """Record ``found`` (canonical URL of ``origin`` -> the spelling robots.txt judged, None: the same) as
-        refused, and drop the host's recorded URLs that ``allowed`` (robots.txt's verdict now) lets through: a
-        robots.txt that changed counts as it rules now, whether or not the documents naming them were read again.
-        Returns how many URLs of the host are refused now."""
+    def name_refused(self, origin: str, found: Mapping[str, Mapping[str, str | None]], *, replace: bool,
+                     now: datetime | None = None) -> None:
+        """Record what each document of ``found`` (its provenance label -> canonical URL of ``origin`` -> the
+        spelling robots.txt judged, None: the same) named that robots.txt refuses. ``replace``: the first part of
+        a new full read of those documents, whose earlier rows go (what they named then and not now is no longer
+        counted)."""
         d = self._d
         now = now or utcnow()
+        start = len(origin)
         with self._tx() as tx:
             host_id = self._keys.host_ids(tx, [origin])[origin]
-            start = len(origin)
-            rows = [(host_id, url[start:], judged, d.ts(now)) for url, judged in found.items()
-                    if url.startswith(origin + "/")]
+            sources = self._keys.source_ids(tx, list(found))
+            if replace:
+                where, params = d.any_of("source_id", list(sources.values()))
+                tx.conn.exec_driver_sql(f"DELETE FROM robots_refusals WHERE host_id = {d.p} AND {where}",
+                                        (host_id, *params))
+            rows = [(host_id, url[start:], sources[label], judged, d.ts(now)) for label, urls in found.items()
+                    for url, judged in urls.items() if url.startswith(origin + "/")]
             for begin in range(0, len(rows), self._chunk):
                 tx.conn.exec_driver_sql(
-                    d.insert_ignore("robots_refusals", ("host_id", "path", "judged", "found_at"), ("host_id", "path")),
+                    d.insert_ignore("robots_refusals", ("host_id", "path", "source_id", "judged", "found_at"),
+                                    ("host_id", "path", "source_id")),
                     rows[begin : begin + self._chunk],
                 )
+
+    def keep_refused(self, origin: str, allowed: Callable[[str], bool]) -> int:
+        """Drop the host's recorded URLs that ``allowed`` (robots.txt's verdict now) lets through: a robots.txt that
+        changed counts as it rules now, whether or not the documents naming them were read again. The rows kept
+        from before 0018 (no document recorded) go once no document of the host read before it is left unread.
+        Returns how many URLs of the host are refused now."""
+        d = self._d
+        with self._tx() as tx:
+            host_id = self._keys.host_ids(tx, [origin])[origin]
+            unread = tx.conn.execute(
+                select(Document.id).where(
+                    Document.url.startswith(origin + "/", autoescape=True), Document.content_hash.is_not(None),
+                    or_(Document.refusals_read.is_(None), Document.refusals_read.is_(False)),
+                ).limit(1)
+            ).first()
+            if unread is None:
+                tx.conn.exec_driver_sql(f"DELETE FROM robots_refusals WHERE host_id = {d.p} AND source_id = {d.p}",
+                                        (host_id, UNKNOWN_SOURCE))
             kept = tx.conn.execute(
-                select(RobotsRefusal.path, RobotsRefusal.judged).where(RobotsRefusal.host_id == host_id)
+                select(RobotsRefusal.path, func.min(RobotsRefusal.judged)).where(RobotsRefusal.host_id == host_id)
+                .group_by(RobotsRefusal.path)
             ).all()
             lifted = [path for path, judged in kept if allowed(judged or origin + path)]
             for begin in range(0, len(lifted), self._chunk):
@@ -54,10 +86,11 @@ class Refusals(Part):
         return len(kept) - len(lifted)
 
     def refused_counts(self) -> dict[str, int]:
-        """Per host (origin), the URLs robots.txt refuses (``keep_refused``); hosts with none are left out."""
+        """Per host (origin), the URLs robots.txt refuses, each once however many documents name it; hosts with
+        none are left out."""
         with self._tx(write=False) as tx:
             rows = tx.conn.execute(
-                select(Host.origin, func.count()).join(RobotsRefusal, RobotsRefusal.host_id == Host.id)
-                .group_by(Host.origin)
+                select(Host.origin, func.count(distinct(RobotsRefusal.path)))
+                .join(RobotsRefusal, RobotsRefusal.host_id == Host.id).group_by(Host.origin)
             ).all()
         return {str(origin): int(n) for origin, n in rows}

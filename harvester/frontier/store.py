@@ -109,6 +109,7 @@ class FrontierStore:
         self.add_lastmod_checks = hosts.add_lastmod_checks
         self.lastmod_truthfulness = hosts.lastmod_truthfulness
         self.keep_refused = refusals.keep_refused
+        self.name_refused = refusals.name_refused
         self.refused_counts = refusals.refused_counts
         self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally

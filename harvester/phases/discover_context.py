@@ -21,6 +21,7 @@ from harvester.records import (
     FetchResult,
     Source,
     UrlKind,
+    Validators,
     Vanished,
     origin_of,
     provenance,
@@ -130,6 +131,31 @@ class HostContext:
         logger.info(
             "%s %s failed: %s", kind, url, error_class, extra={"host": origin_of(url), "error_class": error_class}
         )
+
+    # -- robots.txt refusals: written with the document naming them ---------------------------------------------
+
+    async def record_refused(self, *labels: str, replace: bool) -> None:
+        """Write the URLs robots.txt refuses that the document of provenance ``labels`` named since the last call
+        (``FrontierStore.name_refused``), before that document's own record: a kill repeats both. ``replace``: the
+        first part of a new full read of a document read before, whose rows from that read go."""
+        found = {label: self.report.take_refused(label) for label in labels}
+        if replace or any(found.values()):
+            await db(self.store.name_refused, self.origin, found, replace=replace)
+
+    async def record_all_refused(self) -> None:
+        """Write what no step took (a seed robots.txt refuses): the host's discovery is ending."""
+        if self.report.refused:
+            await self.record_refused(*self.report.refused, replace=False)
+
+    def validators_for(self, known: DocumentState | None) -> Validators:
+        """The validators to ask ``known`` with: none for one read in full before its robots.txt refusals were
+        recorded (0018) where robots.txt refuses anything, so they are recorded once (a 304 would name none)."""
+        if known is None:
+            return Validators()
+        if not known.refusals_read and self.rules.refuses_any:
+            self.counters["documents_read_for_refusals"] += 1
+            return Validators()
+        return known.validators
 
     # -- documents: the revisit rule with this run's clock and settings -----------------------------------------
 

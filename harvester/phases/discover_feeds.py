@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import logging
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -19,8 +19,8 @@ from harvester.records import (
     DocumentState,
     FetchResult,
     Source,
-    Validators,
     origin_of,
+    provenance,
 )
 from harvester.rules import feed_pages, revisit
 from harvester.rules.revisit_documents import unreadable_count
@@ -161,6 +161,16 @@ class _Walked:
         return left
 
 
+def _always(read: _FeedRead) -> bool:
+    """A first read's walk takes every page."""
+    return True
+
+
+def _fresh_only(read: _FeedRead) -> bool:
+    """A resumed walk reads on while a page holds only URLs first found after the head's read in this run."""
+    return read.admitted > 0 and read.fresh >= read.admitted
+
+
 class FeedReader:
     """The feeds of one host: taken from its ``FeedQueue`` one at a time, each read newest page first, a feed that
     repeats another recognised (by the entries of the feeds read before it in this run)."""
@@ -223,13 +233,22 @@ class FeedReader:
         """
         known = await db(self.host.store.get_document, url)
         if known is not None and not self.host.due(known):
+            if self._read_in_this_run(known) and known.kind == "feed" and known.children:
+                await self._resume(url, known)  # its walk was cut (a kill): the pages it had left
+                return
             self.host.counters["documents_skipped"] += 1
             return
         if known is not None and known.kind == "feed_mirror" and self._mirror_fresh(known):
             self.host.counters["feed_mirrors_skipped"] += 1
             return
         last_read = known.fetched_at if known is not None and known.content_hash is not None else None
-        head = await self._feed_document(url, "feed", known, last_read)
+        rereading = known is not None and known.content_hash is not None
+        reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
+
+        def goes_on(read: _FeedRead) -> bool:  # a newest-first feed has nothing new past a page not all news
+            return not rereading or read.only_news(reference)
+
+        head = await self._feed_document(url, "feed", known, last_read, goes_on=goes_on)
         if head is None:
             return
         if head.repeats or (known is not None and known.kind == "feed_mirror"):
@@ -240,40 +259,9 @@ class FeedReader:
             self.host.counters["feeds_mirrored"] += 1
             await db(self.host.store.save_document, replace(head.state, kind="feed_mirror"))
             return
-        rereading = known is not None and known.content_hash is not None
-        reference = revisit.http_time(known.last_modified) if known is not None and rereading else None
         budget = self.host.settings.discovery.max_feed_pages - 1
-        page: _FeedRead | None = head
-        at, ahead = url, _Ahead()
-        guessing = not rereading  # a first read takes every page: the next ones may be asked beside this one
-        walked = _Walked()
-        try:
-            while page is not None and page.doc.next_page and budget > 0:
-                walked.read(page)
-                if rereading and not page.only_news(reference):
-                    self.host.counters["feed_pages_not_needed"] += 1
-                    break
-                target = page.doc.next_page
-                if target in self._docs_seen or not self.host.site.in_scope(target):
-                    break
-                budget -= 1
-                page_known = await db(self.host.store.get_document, target)
-                asked = ahead.take(target)
-                if guessing and asked is None and ahead:
-                    # The page named one we did not guess: this feed is not numbered by a constant step. No more
-                    # guesses, so an irregular chain costs at most one limit's worth of them; those asked stay
-                    # (a later page may still name one) until the walk ends.
-                    guessing = False
-                if guessing:
-                    if asked is None:  # its own request first: the guesses queue behind it for the host's slots
-                        asked = ahead.start(self._answer(self._fetch_feed(target, page_known)))
-                    self._ask_ahead(ahead, at, target, min(budget, walked.pages_after_next(self.host)))
-                page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked)
-                at = target
-        except BaseException:
-            self._unused_guesses(await ahead.drop(cancel=True))
-            raise
-        self._unused_guesses(await ahead.drop(cancel=False))
+        page, budget = await self._walk(url, head, budget, last_read=last_read, guessing=not rereading,
+                                        goes_on=goes_on)
         archive = head.doc.prev_archive
         while archive is not None and budget > 0 and archive not in self._docs_seen:
             if not self.host.site.in_scope(archive):
@@ -291,12 +279,73 @@ class FeedReader:
             most = self.host.settings.discovery.max_feed_pages
             self.host.problem(f"feed {url}: more than {most} documents; rest skipped")
 
+    async def _walk(self, url: str, page: _FeedRead | None, budget: int, *, last_read: datetime | None,
+                    guessing: bool, goes_on: Callable[[_FeedRead], bool]) -> tuple[_FeedRead | None, int]:
+        """Walk the next pages of feed ``url`` from ``page`` while ``goes_on`` says one may hold news, within
+        ``budget`` pages; ``guessing``: a first read, whose numbered pages may be asked ahead. Returns the last page
+        read and the budget left."""
+        at, ahead = page.state.url if page is not None else url, _Ahead()
+        walked = _Walked()
+        try:
+            while page is not None and page.doc.next_page and budget > 0:
+                walked.read(page)
+                if not goes_on(page):
+                    self.host.counters["feed_pages_not_needed"] += 1
+                    break
+                target = page.doc.next_page
+                if target in self._docs_seen or not self.host.site.in_scope(target):
+                    break
+                budget -= 1
+                page_known = await db(self.host.store.get_document, target)
+                asked = ahead.take(target)
+                if guessing and asked is None and ahead:
+                    # The page named one we did not guess: this feed is not numbered by a constant step. No more
+                    # guesses, so an irregular chain costs at most one limit's worth of them; those asked stay
+                    # (a later page may still name one) until the walk ends.
+                    guessing = False
+                if guessing:
+                    if asked is None:  # its own request first: the guesses queue behind it for the host's slots
+                        asked = ahead.start(self._answer(self._fetch_feed(target, page_known)))
+                    self._ask_ahead(ahead, at, target, min(budget, walked.pages_after_next(self.host)))
+                page = await self._feed_document(target, "feed_page", page_known, last_read, asked=asked,
+                                                 goes_on=goes_on)
+                at = target
+        except BaseException:
+            self._unused_guesses(await ahead.drop(cancel=True))
+            raise
+        self._unused_guesses(await ahead.drop(cancel=False))
+        return page, budget
+
+    def _read_in_this_run(self, known: DocumentState) -> bool:
+        return known.fetched_at is not None and aware(known.fetched_at) >= aware(self.host.run_started)
+
+    async def _resume(self, url: str, head: DocumentState) -> None:
+        """The head of feed ``url`` was read earlier in this run and its walk went on to a page (its record's
+        ``children``) a kill then cut: the pages read since are passed by their records, without a request, and the
+        walk goes on from the first one this run has not read, reading on while each page is all news (first
+        found after the head's read). Before, the rerun skipped the feed, read in this run, and its later pages
+        waited for the next run."""
+        budget = self.host.settings.discovery.max_feed_pages - 1
+        target: str | None = head.children[0]
+        self._docs_seen.add(url)
+        while target is not None and budget > 0 and target not in self._docs_seen and self.host.site.in_scope(target):
+            budget -= 1
+            known = await db(self.host.store.get_document, target)
+            if known is None or not self._read_in_this_run(known):
+                self.host.counters["feed_walks_resumed"] += 1
+                last_read = aware(head.fetched_at) if head.fetched_at is not None else None
+                page = await self._feed_document(target, "feed_page", known, last_read, goes_on=_fresh_only)
+                await self._walk(url, page, budget, last_read=last_read, guessing=False, goes_on=_fresh_only)
+                return
+            self._docs_seen.add(target)
+            target = known.children[0] if known.children else None
+
     def _unused_guesses(self, count: int) -> None:
         if count:
             self.host.counters["feed_pages_guessed_unused"] += count
 
     def _fetch_feed(self, url: str, known: DocumentState | None) -> Coroutine[Any, Any, FetchResult]:
-        return self.host.client.fetch(url, validators=known.validators if known else Validators(),
+        return self.host.client.fetch(url, validators=self.host.validators_for(known),
                                       accept=ANY_MEDIA_TYPE, max_bytes=self.host.settings.discovery.max_feed_bytes)
 
     def _ask_ahead(self, ahead: _Ahead, at: str, target: str, budget: int) -> None:
@@ -329,11 +378,11 @@ class FeedReader:
         if not doc.entries:
             return _Guess(result)
         known = await db(self.host.store.get_document, url)
-        return _Guess(result, await self._ingest(url, "feed_page", known, None, result, doc))
+        return _Guess(result, await self._ingest(url, "feed_page", known, None, result, doc, goes_on=_always))
 
     async def _feed_document(
         self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None,
-        *, asked: asyncio.Task[_Guess] | None = None,
+        *, asked: asyncio.Task[_Guess] | None = None, goes_on: Callable[[_FeedRead], bool] | None = None,
     ) -> _FeedRead | None:
         """Fetch (conditionally) and ingest one feed document; None when it answered 304 or failed.
         ``last_read``: our previous read of the feed, to tell entries found since (None: all are new);
@@ -347,14 +396,18 @@ class FeedReader:
             if guess.read is not None:
                 return guess.read
             result = guess.result
-        return await self._ingest(url, kind, known, last_read, result)
+        return await self._ingest(url, kind, known, last_read, result, goes_on=goes_on)
 
     async def _ingest(
         self, url: str, kind: str, known: DocumentState | None, last_read: datetime | None, result: FetchResult,
-        doc: FeedDoc | None = None,
+        doc: FeedDoc | None = None, *, goes_on: Callable[[_FeedRead], bool] | None = None,
     ) -> _FeedRead | None:
-        """Record one feed document's answer (``_feed_document``); ``doc``: its parse, when made already."""
+        """Record one feed document's answer (``_feed_document``); ``doc``: its parse, when made already.
+        ``goes_on``: whether the walk reads the page after it; if so, that page is kept in its record
+        (``children``), so a rerun of this run after a kill goes on from there (``_resume``)."""
         now = utcnow()
+        if known is not None and kind != "feed_archive":
+            known = replace(known, children=())  # no page to go on to unless this read says so (``_resume``)
         if result.not_modified and known is not None and unreadable_count(known.error):
             await db(self.host.store.save_document, self.host.failed(url, kind, result, now, known, unusable=True))
             return None
@@ -385,6 +438,8 @@ class FeedReader:
             if item is not None:
                 batch.append(item)
                 dates.append(entry.lastmod)
+        await self.host.record_refused(provenance(Source.FEED, url), replace=known is not None and (
+            known.content_hash is not None and self.host.rules.refuses_any))
         admitted = len(batch)
         urls = frozenset(item.url for item in batch)
         repeats = bool(urls) and urls <= self._entries
@@ -404,10 +459,13 @@ class FeedReader:
         # A feed's head is re-read every run: an entry it showed last time and not now has been pushed out by
         # newer ones or deleted, and one conditional request tells which. Pages past the head shift every day.
         vanished = self.host.vanished(Source.FEED, url, known, now) if kind == "feed" else None
-        rechecked = await db(self.host.store.save_document, state, vanished=vanished)
-        self.host.counters["urls_vanished_rechecked"] += rechecked
-        return _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
+        read = _FeedRead(doc=doc, admitted=admitted, fresh=admitted - len(seen_before), dates=tuple(dates),
                          state=state, repeats=repeats)
+        if kind in ("feed", "feed_page") and doc.next_page and goes_on is not None and goes_on(read):
+            read = replace(read, state=replace(state, children=(doc.next_page,)))
+        rechecked = await db(self.host.store.save_document, read.state, vanished=vanished)
+        self.host.counters["urls_vanished_rechecked"] += rechecked
+        return read
 
     def _mirror_fresh(self, known: DocumentState) -> bool:
         """A feed found to repeat another is skipped until our last read of it is ``feed_mirror_recheck_s`` old."""

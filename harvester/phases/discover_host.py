@@ -134,6 +134,7 @@ class HostDiscovery:
             raise
         finally:
             await self.sitemaps.drop_asked(cancel=True)  # asked beside the seed, never walked (a failure between)
+            await host.record_all_refused()
             await host.urls.aclose()
             if host.policies is not None:
                 for home in host.homes():

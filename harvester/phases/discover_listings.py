@@ -341,9 +341,14 @@ class ListingCrawl:
                           robots=tuple(name for name, on in (("noindex", page.robots_noindex),
                                                              ("nofollow", page.robots_nofollow)) if on))
         completion = replace(base, content_hash=digest, changed=True, page=kept)
+        outlinks = {} if page.robots_nofollow else self.outlinks(claimed, page, now)
+        # What it names that robots.txt refuses, before the page's completion (a kill repeats both); a page read
+        # before has what it named then replaced.
+        reread = claimed.content_hash is not None and self.host.rules.refuses_any
+        await self.host.record_refused(provenance(Source.LISTING, claimed.url),
+                                       provenance(Source.PAGINATION, claimed.url), replace=reread)
         if page.robots_nofollow:
             return completion, [], False
-        outlinks = self.outlinks(claimed, page, now)
         if claimed.content_hash is not None:
             # Read before: what it named then and does not name now is asked again in this run (moved down the
             # list, a conditional request says so; deleted, a 404/410 marks it gone).

@@ -85,12 +85,12 @@ async def discover(
         except Interrupted:  # the stopped hosts recorded what they read: so are the URLs it named that were refused
             for host in running.values():
                 read(host)
-            await _keep_refused(store, site, robots)
+            await _keep_refused(store, robots)
             raise
         finally:
             if shared is None:
                 await policies.aclose()
-        await _keep_refused(store, site, robots)
+        await _keep_refused(store, robots)
         for origin, diag in client.diagnostics().items():
             result.hosts[origin] = diag.as_dict()
     # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
@@ -102,10 +102,9 @@ async def discover(
     return result
 
 
-async def _keep_refused(store: FrontierStore, site: Site, robots: dict[str, Callable[[str], bool]]) -> None:
-    """Per host whose robots.txt this run read, the URLs it refused (each once), less those it allows again
+async def _keep_refused(store: FrontierStore, robots: dict[str, Callable[[str], bool]]) -> None:
+    """Per host whose robots.txt this run read, drop the refused URLs it allows again
     (``FrontierStore.keep_refused``): what ``harvester status`` counts, true on a re-crawl whose documents answer
-    304. A process killed before this loses the run's new refusals until a document naming them is read again."""
+    304. The refusals themselves were written as each document was read (``HostContext.record_refused``)."""
     for origin, allowed in robots.items():
-        report = site.reports.get(origin)
-        await db(store.keep_refused, origin, report.refused if report is not None else {}, allowed)
+        await db(store.keep_refused, origin, allowed)

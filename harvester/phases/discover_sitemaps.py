@@ -25,7 +25,6 @@ from harvester.records import (
     FetchResult,
     Source,
     UrlKind,
-    Validators,
     origin_of,
     provenance,
 )
@@ -340,7 +339,8 @@ class SitemapWalk:
                     doc = await asyncio.to_thread(finish_sitemap, prepared, settings=settings)
             if doc.kind in ("rss", "atom"):
                 self.feeds.offer(url)
-            return doc, await self._ingest_entries(doc.entries, source=url, fetched_at=now)
+            reread = known is not None and known.content_hash is not None
+            return doc, await self._ingest_entries(doc.entries, source=url, fetched_at=now, reread=reread)
         except NotASitemap as exc:
             # A guessed path answered with a page (a soft 404): as good as a 404. A named one is the site's mistake.
             if not probing:
@@ -412,6 +412,7 @@ class SitemapWalk:
         retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
         politeness = self.host.settings.politeness
         home = origin_of(url)
+        validators = self.host.validators_for(known)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
             return origin_of(hop) == home or self.host.site.in_scope(hop)
@@ -422,7 +423,7 @@ class SitemapWalk:
                 self.host.counters["sitemap_retries"] += 1
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.host.client.fetch(
-                url, validators=known.validators if known else Validators(), accept=ANY_MEDIA_TYPE,
+                url, validators=validators, accept=ANY_MEDIA_TYPE,
                 max_bytes=self.host.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
             )
             if result.error_class not in revisit.RETRYABLE:
@@ -436,20 +437,27 @@ class SitemapWalk:
         lags behind its children costs at most that much staleness."""
         if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
             return False
+        if not known.refusals_read and self.host.rules.refuses_any:
+            return False  # read once for its refusals (``HostContext.validators_for``)
         age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
         if age_s >= self.host.settings.discovery.sitemap_index_trust_s:
             return False
         return revisit.newer_than_copy(dated, known.last_modified) is False
 
-    async def _ingest_entries(self, entries: Iterable[Any], *, source: str, fetched_at: datetime) -> int:
+    async def _ingest_entries(self, entries: Iterable[Any], *, source: str, fetched_at: datetime,
+                              reread: bool = False) -> int:
         """Stream a sitemap's entries into the frontier in batches; never the whole file's records at once.
 
         Entries are admitted a chunk at a time (``Site.admit_published``): per-URL call layers, not SQL, are
         what sitemap ingestion spends its time on. One batch is written (in the store's thread, where SQLite
         runs without the GIL) while the next is parsed; every write has landed before this returns, so the
         sitemap's document state is never saved ahead of its URLs. The loop yields to the event loop after
-        each chunk, so one large sitemap never stalls the other hosts' timers.
+        each chunk, so one large sitemap never stalls the other hosts' timers. The URLs robots.txt refuses are
+        written a chunk at a time too (``HostContext.record_refused``; ``reread``: the first replaces what the
+        file's previous read named).
         """
+        label = provenance(Source.SITEMAP, source)
+        replace = reread and self.host.rules.refuses_any
         batch: list[DiscoveredUrl] = []
         count = 0
         size = self.host.settings.discovery.batch_size
@@ -464,6 +472,8 @@ class SitemapWalk:
                     allowed=self.host.rules.allowed,
                 )
                 self.host.sitemap_dates.add(item.lastmod for item in admitted if item.kind is UrlKind.DETAIL)
+                await self.host.record_refused(label, replace=replace)
+                replace = False
                 batch += admitted
                 if len(batch) >= size:
                     if writing is not None:
@@ -485,4 +495,6 @@ class SitemapWalk:
         if writing is not None:
             await writing
         await self.host.urls.add(batch)
+        if replace:  # an empty file: what it named before is named no more
+            await self.host.record_refused(label, replace=True)
         return count

@@ -140,7 +140,7 @@ class Site:
         verdict: str | None = self.filter.check(url, trusted=trusted)
         if verdict is None and allowed is not None and origin_of(url) == host and not allowed(fetch or url):
             verdict = "disallowed"
-            report.add_refused({url: fetch})
+            report.add_refused(label, {url: fetch})
         report.add_entry(
             label, url, verdict, lastmod=lastmod, fetched_at=fetched_at,
             has_lastmod_field=lastmod is not None if source in (Source.SITEMAP, Source.FEED) else None,
@@ -217,7 +217,7 @@ class Site:
                 admitted.append((url, entry, fetch))
         report.add_entries(label, tracked, verdicts, len(admitted), lastmods=lastmods, fetched_at=fetched_at)
         if refused:
-            report.add_refused(refused)
+            report.add_refused(label, refused)
         return self._published_records(admitted, label, origin, source, depth, now)
 
     def _published_records(

@@ -22,8 +22,6 @@ MAX_LASTMOD_VALUES = 10_000
 
 MAX_PROBLEMS = 200
 
-MAX_REFUSED_KEPT = 100_000
-"""URLs robots.txt refused that a host's report keeps by name (``refused``), for the frontier's record of them."""
 
 STAMPED_NOW_S = 3600.0
 """A lastmod within this of the sitemap fetch time was most likely stamped at request time, not by an edit."""
@@ -62,9 +60,10 @@ class DiscoveryReport:
     lastmod_missing: int = 0
     lastmod_future: int = 0
     lastmod_stamped_now: int = 0
-    refused: dict[str, str | None] = field(default_factory=dict, repr=False)
-    """The URLs of this host robots.txt refused (canonical -> the spelling it judged, None: the same), each once
-    however many sources named it; at most ``MAX_REFUSED_KEPT``."""
+    refused: dict[str, dict[str, str | None]] = field(default_factory=dict, repr=False)
+    """The URLs of this host robots.txt refused and not written yet, by the provenance label of the document naming
+    them (canonical -> the spelling it judged, None: the same): the step reading that document takes them
+    (``take_refused``) and writes them with it, a sitemap's a batch at a time, so none is held for long."""
     _sources_of: dict[int, int] = field(default_factory=dict, repr=False)
     _source_bits: dict[str, int] = field(default_factory=dict, repr=False)
     _lastmods: Counter[datetime] = field(default_factory=Counter, repr=False)
@@ -98,13 +97,14 @@ class DiscoveryReport:
         if kind in ("sitemap", "feed") and has_lastmod_field is not False:
             self._track_lastmod(lastmod, fetched_at)
 
-    def add_refused(self, refused: dict[str, str | None]) -> None:
-        """URLs robots.txt refused (canonical -> the spelling it judged, or None), kept by name."""
-        room = MAX_REFUSED_KEPT - len(self.refused)
-        if room >= len(refused):
-            self.refused.update(refused)
-        elif room > 0:
-            self.refused.update(list(refused.items())[:room])
+    def add_refused(self, label: str, refused: dict[str, str | None]) -> None:
+        """URLs robots.txt refused (canonical -> the spelling it judged, or None) that the document of provenance
+        ``label`` names, kept until taken (``take_refused``)."""
+        self.refused.setdefault(label, {}).update(refused)
+
+    def take_refused(self, label: str) -> dict[str, str | None]:
+        """The refused URLs ``label`` named since the last call, no longer kept here."""
+        return self.refused.pop(label, {})
 
     def add_unfetched(self, source: Source | str, verdict: str) -> None:
         """A queued URL of ``source`` completed without a request for ``verdict`` (a facet variant whose parameter
@@ -316,7 +316,7 @@ class UnkeptReport(DiscoveryReport):
     def add_unfetched(self, source: Source | str, verdict: str) -> None:
         return None
 
-    def add_refused(self, refused: dict[str, str | None]) -> None:
+    def add_refused(self, label: str, refused: dict[str, str | None]) -> None:
         return None
 
     def add_entries(self, source: Source | str, urls: list[str], rejected: Counter[str], queued: int, *,

@@ -40,7 +40,7 @@ def refusing_site(disallow: list[str], answers: Counter[tuple[str, int]]) -> Any
             rules = "".join(f"Disallow: {prefix}\n" for prefix in disallow)
             return web.Response(text=f"User-agent: *\n{rules}Sitemap: {here}/a.xml\nSitemap: {here}/b.xml\n")
         if path in SITEMAPS:
-            etag = f'"{path[1]}1"'
+            etag = f'"{path[1]}{len(SITEMAPS[path])}"'  # a new version, a new ETag
             if request.headers.get("If-None-Match") == etag:
                 answers[(path, 304)] += 1
                 return web.Response(status=304, headers={"ETag": etag})
@@ -117,3 +117,126 @@ async def test_the_refusals_a_stopped_discovery_read_are_recorded(sqlite_url, se
             assert store.refused_counts() == {read: 2}
     finally:
         clear_stop()
+
+
+async def test_a_refused_url_no_document_names_any_more_is_no_longer_counted(db_url, serve):
+    """b.xml stops naming /private/y (and robots.txt still refuses it): before, the row stayed counted for ever,
+    since only a robots.txt allowing it again dropped it."""
+    disallow = ["/private/"]
+    answers: Counter[tuple[str, int]] = Counter()
+    origin = await serve(refusing_site(disallow, answers))
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await aharvest(settings, profile)
+        assert store.refused_counts() == {origin: 2}  # control
+        SITEMAPS["/b.xml"] = ("/private/x", "/ok/b")  # a new version
+        try:
+            await arecrawl(settings, profile, refresh=True)
+            assert answers[("/b.xml", 200)] == 2, answers  # control: read again
+        finally:
+            SITEMAPS["/b.xml"] = ("/private/x", "/private/y", "/ok/b")
+        assert store.refused_counts() == {origin: 1}  # /private/x, still named by both
+
+
+CHILD = """
+import asyncio, sys
+from harvester import phases
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+
+async def main(db, *seeds):
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=seeds, use_listings=False, use_feeds=False))
+
+asyncio.run(main(sys.argv[1], *sys.argv[2:]))
+"""
+
+
+async def test_refusals_read_before_a_kill_are_counted(tmp_path, serve):
+    """A kill -9 while another host's robots.txt is on the wire: the sitemaps read before it were recorded, and
+    so are the URLs they named that robots.txt refuses (before: held in memory until discovery ended, lost with
+    the process until the sitemaps were read again, which the rerun does not do)."""
+    import subprocess
+    import sys
+
+    answers: Counter[tuple[str, int]] = Counter()
+    read = await serve(refusing_site(["/private/"], answers))
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        held.set()
+        await release.wait()
+        return web.Response(text="User-agent: *\nAllow: /\n")
+
+    waiting = await serve(slow)
+    db = tmp_path / "killed.db"
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), f"{read}/", f"{waiting}/"])
+    try:
+        recorded = False
+        for _ in range(1200):  # until both sitemaps are recorded while the other host's robots.txt hangs
+            await asyncio.sleep(0.05)
+            if held.is_set() and db.exists():
+                with FrontierStore.open(settings) as store:
+                    recorded = all(store.get_document(f"{read}{path}") is not None for path in SITEMAPS)
+                if recorded:
+                    break
+    finally:
+        child.kill()
+        child.wait()
+        release.set()
+    assert recorded, answers
+    with FrontierStore.open(settings) as store:
+        assert store.refused_counts() == {read: 2}
+
+
+async def test_the_refusals_of_documents_read_before_they_were_recorded_are_read_once(db_url, serve):
+    """A frontier as migration 0018 leaves one upgraded from 0016/0017: its sitemaps read (validators kept), no
+    refusal recorded for them. Before, a re-crawl of 304s counted none until the sitemaps changed; now each is asked
+    once without validators (robots.txt refuses something) and its refusals recorded, then conditionally again."""
+    answers: Counter[tuple[str, int]] = Counter()
+    origin = await serve(refusing_site(["/private/"], answers))
+    settings = Settings.load(database_url=db_url)
+    profile = SiteProfile.build(seeds=(f"{origin}/",), use_listings=False, use_feeds=False)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await aharvest(settings, profile)
+        with store.db.engine.begin() as conn:  # the state an upgraded frontier is in
+            conn.exec_driver_sql("UPDATE documents SET refusals_read = NULL")
+            conn.exec_driver_sql("DELETE FROM robots_refusals")
+        assert store.refused_counts() == {}  # control
+        await arecrawl(settings, profile, refresh=True)
+        assert answers[("/a.xml", 200)] == answers[("/b.xml", 200)] == 2, answers  # asked once in full
+        assert store.refused_counts() == {origin: 2}
+        await arecrawl(settings, profile, refresh=True)
+        assert answers[("/a.xml", 304)] == answers[("/b.xml", 304)] == 1, answers  # then conditionally
+        assert store.refused_counts() == {origin: 2}
+
+
+def test_rows_kept_from_before_0018_go_once_the_hosts_documents_were_all_read(db_url):
+    """A row 0018 kept from 0016 names no document (source 0): kept while a document of its host read before 0018 is
+    left unread (it may name it), dropped once none is (whatever still names it was written with its document)."""
+    from harvester.records import DocumentState
+    from harvester.runtime import utcnow
+
+    origin = "http://refusals.example"
+    settings = Settings.load(database_url=db_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.name_refused(origin, {"sitemap:x": {}}, replace=False)  # the host's row
+        now = utcnow()
+        d = store.db.dialect
+        with store.db.engine.begin() as conn:
+            host_id = conn.exec_driver_sql(f"SELECT id FROM hosts WHERE origin = {d.p}", (origin,)).scalar()
+            conn.exec_driver_sql(f"INSERT INTO robots_refusals (host_id, path, source_id, found_at) VALUES "
+                                 f"({d.p}, '/private/old', 0, {d.p})", (host_id, d.ts(now)))
+        read_before = DocumentState(url=f"{origin}/s.xml", kind="sitemap", content_hash="h", fetched_at=now,
+                                    read_at=now, refusals_read=False)
+        store.save_document(read_before)
+        assert store.keep_refused(origin, lambda url: False) == 1
+        assert store.refused_counts() == {origin: 1}
+        store.save_document(DocumentState(url=f"{origin}/s.xml", kind="sitemap", content_hash="h2", fetched_at=now,
+                                          read_at=now))
+        assert store.keep_refused(origin, lambda url: False) == 0
+        assert store.refused_counts() == {}

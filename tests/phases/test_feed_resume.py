@@ -1,0 +1,99 @@
+"""A paged feed's walk cut by a kill -9 goes on in the rerun of the same run (issue 31: a kill repeats only what was
+in flight, and loses nothing either).
+
+The feed's head is read and recorded, then its next page hangs until the process is killed. Before, the rerun found
+the head read in this run, skipped the feed, and its later pages waited for the next run (a day later). Now the
+head's record keeps the page its walk went on to, and the rerun reads from there: the page in flight and the one
+after it, without asking the head again. A real loopback server counts the requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections import Counter
+
+from aiohttp import web
+
+from harvester import phases
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+
+PAGES = {"/feed.xml": ("/feed-older-a.xml", (1, 2)), "/feed-older-a.xml": ("/feed-older-b.xml", (3, 4)),
+         "/feed-older-b.xml": (None, (5, 6))}
+
+CHILD = """
+import asyncio, sys
+from harvester import phases
+from harvester.frontier import FrontierStore
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
+
+async def main(db, run_id, seed):
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        await phases.discover(store, settings, SiteProfile.build(seeds=(seed,), use_sitemaps=False,
+                                                                 use_listings=False), run_id=int(run_id))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+def atom(origin: str, path: str) -> str:
+    following, stories = PAGES[path]
+    link = f'<link rel="next" href="{origin}{following}"/>' if following else ""
+    entries = "".join(f"<entry><id>s{n}</id><title>s{n}</title><link href=\"{origin}/story/{n}\"/>"
+                      f"<updated>2026-03-0{7 - n}T00:00:00Z</updated></entry>" for n in stories)
+    return (f'<feed xmlns="http://www.w3.org/2005/Atom"><id>{origin}{path}</id><title>f</title>'
+            f"<updated>2026-03-06T00:00:00Z</updated>{link}{entries}</feed>")
+
+
+async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_path, serve):
+    asked: Counter[str] = Counter()
+    hang, release = asyncio.Event(), asyncio.Event()
+    hang.set()
+
+    async def handle(request: web.Request) -> web.Response:
+        asked[request.path] += 1
+        origin = f"http://{request.host}"
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path in PAGES:
+            if request.path == "/feed-older-a.xml" and hang.is_set():
+                await release.wait()  # in flight until the kill
+            return web.Response(text=atom(origin, request.path), content_type="application/atom+xml")
+        return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
+
+    origin = await serve(handle)
+    db = tmp_path / "killed.db"
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        run_id = store.start_run("discover")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(run_id), f"{origin}/feed.xml"],
+                             cwd=tmp_path)
+    try:
+        recorded = False
+        for _ in range(1200):  # until the head is recorded and its next page is on the wire
+            await asyncio.sleep(0.05)
+            if asked["/feed-older-a.xml"] and db.exists():
+                with FrontierStore.open(settings) as store:
+                    recorded = store.get_document(f"{origin}/feed.xml") is not None
+                if recorded:
+                    break
+    finally:
+        child.kill()
+        child.wait()
+        hang.clear()
+        release.set()
+    assert recorded, asked
+    assert asked["/feed.xml"] == 1 and asked["/feed-older-b.xml"] == 0, asked  # control: cut after the head
+
+    with FrontierStore.open(settings) as store:
+        await phases.discover(store, settings, SiteProfile.build(
+            seeds=(f"{origin}/feed.xml",), use_sitemaps=False, use_listings=False), run_id=run_id)
+        states = store.url_states()
+    assert asked["/feed.xml"] == 1, asked  # read in this run: not asked again
+    assert asked["/feed-older-a.xml"] == 2 and asked["/feed-older-b.xml"] == 1, asked  # before: 1 and 0
+    assert all(f"{origin}/story/{n}" in states for n in range(1, 7)), states
