@@ -332,7 +332,7 @@ class DocumentState:
     """When it was last read in full (a 200 parsed), as opposed to ``fetched_at`` (last asked, a 304 too)."""
     refusals_read: bool = True
     """The robots.txt refusals of its last full read are recorded (``robots_refusals``); False for one read in full
-    before they were (migration 0018): read once more in full where robots.txt refuses anything."""
+    before they were (migration 0019): read once more in full where robots.txt refuses anything."""
 
     @property
     def validators(self) -> Validators:

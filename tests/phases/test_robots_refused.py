@@ -194,7 +194,7 @@ async def test_refusals_read_before_a_kill_are_counted(tmp_path, serve):
 
 
 async def test_the_refusals_of_documents_read_before_they_were_recorded_are_read_once(db_url, serve):
-    """A frontier as migration 0018 leaves one upgraded from 0016/0017: its sitemaps read (validators kept), no
+    """A frontier as migration 0019 leaves one upgraded from 0016/0017: its sitemaps read (validators kept), no
     refusal recorded for them. Before, a re-crawl of 304s counted none until the sitemaps changed; now each is asked
     once without validators (robots.txt refuses something) and its refusals recorded, then conditionally again."""
     answers: Counter[tuple[str, int]] = Counter()
@@ -215,8 +215,8 @@ async def test_the_refusals_of_documents_read_before_they_were_recorded_are_read
         assert store.refused_counts() == {origin: 2}
 
 
-def test_rows_kept_from_before_0018_go_once_the_hosts_documents_were_all_read(db_url):
-    """A row 0018 kept from 0016 names no document (source 0): kept while a document of its host read before 0018 is
+def test_rows_kept_from_before_0019_go_once_the_hosts_documents_were_all_read(db_url):
+    """A row 0019 kept from 0016 names no document (source 0): kept while a document of its host read before 0019 is
     left unread (it may name it), dropped once none is (whatever still names it was written with its document)."""
     from harvester.records import DocumentState
     from harvester.runtime import utcnow

@@ -11,8 +11,8 @@ in full since this upgrade. ``refusals_read`` is NULL for the documents read bef
 filled only from documents read in full after it, so a re-crawl of 304s counted none): such a document is asked
 once without its validators where robots.txt refuses anything, and its refusals recorded.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-06
 """
 
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0018'
-down_revision: str | None = '0017'
+revision: str = '0019'
+down_revision: str | None = '0018'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
