@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -324,6 +324,27 @@ def owner_is_another_live_process(owner: str | None) -> bool:
     if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
         return False
     return not owner_is_dead(owner)
+
+
+_ANSWERED: dict[str, int] = {}
+_ANSWERED_LOCK = threading.Lock()
+"""Requests this process's completions recorded, by outcome (``frontier.rows.outcome``; ``unsent`` left out):
+what the CLI's progress line counts, read from memory at each tick instead of counting the fetch log's rows since
+the command began (0.3-0.8 s per tick at 1,000,000 rows, and every process's requests on a shared frontier)."""
+
+
+def count_answered(outcomes: Iterable[str]) -> None:
+    """Count completions just committed (``Outcomes.complete_many``)."""
+    with _ANSWERED_LOCK:
+        for outcome in outcomes:
+            if outcome != "unsent":
+                _ANSWERED[outcome] = _ANSWERED.get(outcome, 0) + 1
+
+
+def answered() -> dict[str, int]:
+    """Requests this process has recorded so far, by outcome; subtract an earlier reading for those since."""
+    with _ANSWERED_LOCK:
+        return dict(_ANSWERED)
 
 
 _STOP: list[str] = []

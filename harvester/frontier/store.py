@@ -126,8 +126,6 @@ class FrontierStore:
         self.get_run = runs.get_run
 
         self.answered_since = reports.answered_since
-        self.fetch_mark = reports.fetch_mark
-        self.fetches_after = reports.fetches_after
         self.state_counts = reports.state_counts
         self.stats = reports.stats
         self.iter_pages = reports.iter_pages
