@@ -295,35 +295,70 @@ def local_peers(database_url: str, site: str, owner: str) -> int:
         return len(_PEERS.get((database_url, site), set()) - {owner})
 
 
-def owner_is_dead(owner: str) -> bool:
-    """True when ``owner`` ran on this machine in a process that no longer exists."""
+def owner_process(owner: str) -> tuple[str, int] | None:
+    """The machine and PID an owner id names (``make_owner``), or None for one in another form."""
     host, _, rest = owner.partition(":")
     pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return owner not in _LIVE_OWNERS
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    return (host, int(pid_text)) if pid_text.isdigit() else None
+
+
+def of_this_process(owner: str) -> bool:
+    return owner_process(owner) == (socket.gethostname(), os.getpid())
+
+
+class Liveness:
+    """The one rule that says whether a lease or run owner is alive, asked wherever that matters: a run to resume
+    (``Runs.resume_or_start_run``), a cycle to close (``Runs.finish_run``), dead holders' leases to take back
+    (``phases.runs``). This one, the rule of a SQLite frontier (one machine by nature), asks this machine's PIDs;
+    a PostgreSQL frontier asks the server which processes have a session (``frontier.liveness``), whatever machine
+    they run on. An owner of this process is alive while it is not retired (``retire_owner``).
+
+    Both answers may be False at once: an owner this rule cannot judge (another machine's, here) is neither known
+    alive nor known dead; a run of it is resumed, its leases wait to lapse."""
+
+    def is_live(self, owner: str) -> bool:
+        """True when ``owner`` is known alive."""
+        if of_this_process(owner):
+            return owner in _LIVE_OWNERS
+        return self.process_is_live(owner) is True
+
+    def is_dead(self, owner: str) -> bool:
+        """True when ``owner`` is known dead: its leases may go back at once, its run be resumed."""
+        if of_this_process(owner):
+            return owner not in _LIVE_OWNERS
+        return self.process_is_live(owner) is False
+
+    def dead_of(self, owners: Iterable[str]) -> list[str]:
+        """Those of ``owners`` known dead (``is_dead``), asked at once."""
+        return [owner for owner in owners if self.is_dead(owner)]
+
+    @property
+    def losses(self) -> int:
+        """How many times this process lost what makes it alive to others (always 0 here: its PID cannot be lost;
+        see ``frontier.liveness.ProcessSession.lost``). A local lease deadline granted before a loss is void."""
+        return 0
+
+    def is_another_live_process(self, owner: str | None) -> bool:
+        """True when ``owner`` runs in another process known alive: its run is that process's own, not one to
+        resume (two live processes sharing one run row mixed their counters)."""
+        return bool(owner) and not of_this_process(owner or "") and self.process_is_live(owner or "") is True
+
+    def process_is_live(self, owner: str) -> bool | None:
+        """Whether the process of ``owner`` (not this one) exists: this machine's PIDs; None when not known."""
+        where = owner_process(owner)
+        if where is None or where[0] != socket.gethostname():
+            return None
+        try:
+            os.kill(where[1], 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    except PermissionError:
-        return False
-    return False
 
 
-def owner_is_another_live_process(owner: str | None) -> bool:
-    """True when ``owner`` runs in another process of this machine that still exists: its run is that process's
-    own, not one to resume (two live processes sharing one run row mixed their counters). A run of another
-    machine cannot be told alive from here: False, as for one of this process or of a dead one."""
-    if not owner:
-        return False
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False
-    return not owner_is_dead(owner)
+LOCAL_LIVENESS = Liveness()
+"""The PID rule, for a frontier on one machine (SQLite)."""
 
 
 _ANSWERED: dict[str, int] = {}

@@ -22,6 +22,7 @@ from harvester.frontier.queue import Queue
 from harvester.frontier.refusals import Refusals
 from harvester.frontier.reports import Reports
 from harvester.frontier.runs import Runs
+from harvester.runtime import Liveness
 from harvester.settings import Settings
 
 __all__ = ["FrontierStore"]
@@ -156,6 +157,11 @@ class FrontierStore:
     def upgrade(self) -> None:
         """Alembic upgrade to head (``Database.upgrade``)."""
         self.db.upgrade()
+
+    @property
+    def liveness(self) -> Liveness:
+        """Which lease and run owners are alive (``runtime.Liveness``; PostgreSQL: ``frontier.liveness``)."""
+        return self.db.liveness
 
     @property
     def read_only(self) -> bool:

@@ -143,10 +143,10 @@ class ExtractWork:
             self._taught = self.handover.version
             await teach_classifier(self.store, self.site)
         if room > 0:
-            asked_at = lease_clock()
+            asked_at, losses = lease_clock(), self.store.liveness.losses
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
                            hosts=mine)
-            self.holds.grant(got, asked_at)
+            self.holds.grant(got, asked_at, losses)
             got = [origin for origin in got if origin not in self.spent and origin not in self.shedding]
             # The hosts are opened side by side: one after another, four reads each, a look that leased 50 hosts
             # kept every new host waiting ~2 s under load (half the run on a site of small hosts, issue 32).
