@@ -97,7 +97,8 @@ class ExtractWork:
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
         self.reasks = Reasks(store, self.writer, self.counters)
         """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
-        self._moved = MovedAnswers(site.canonicalize, store, followed_wait_s=settings.http.timeout_s)
+        self._moved = MovedAnswers(site.canonicalize, store, followed_wait_s=settings.http.timeout_s,
+                                   holds=self.holds.holds)
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
