@@ -334,9 +334,15 @@ class Liveness:
 
     @property
     def losses(self) -> int:
-        """How many times this process lost what makes it alive to others (always 0 here: its PID cannot be lost;
-        see ``frontier.liveness.ProcessSession.lost``). A local lease deadline granted before a loss is void."""
+        """Moves on each time this process loses what makes it alive to others, and when it is back (always 0
+        here: a PID cannot be lost; see ``frontier.liveness.ProcessSession.epoch``). A local lease deadline
+        granted at another value is void."""
         return 0
+
+    @property
+    def present(self) -> bool:
+        """Others see this process alive now (here always: its PID is)."""
+        return True
 
     def is_another_live_process(self, owner: str | None) -> bool:
         """True when ``owner`` runs in another process known alive: its run is that process's own, not one to

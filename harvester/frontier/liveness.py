@@ -12,9 +12,9 @@ once. A frozen one (SIGSTOP, a VM pause) keeps its session and so its leases unt
 (``phases.leases``: it sends nothing after that).
 
 A session the server ends while its process lives (a restart, ``pg_terminate_backend``) is seen at once by a
-thread waiting on its socket: ``ProcessSession.lost`` counts it, which voids the process's local lease deadlines
-until a renewal confirms them (``phases.leases.HostHolds``), since others may judge it dead meanwhile and take its
-hosts; the session is then opened again.
+thread waiting on its socket, which opens it again: ``ProcessSession.epoch`` moves on at the loss and at the
+return, and the process's local lease deadlines are void until a renewal after the return confirms them
+(``phases.leases.HostHolds``), since others may judge it dead meanwhile and take its hosts.
 """
 
 from __future__ import annotations
@@ -64,8 +64,12 @@ class ProcessSession:
         self._key = (os.getpid(), conninfo)
         self.name = session_name(socket.gethostname(), os.getpid())
         self.lost = 0
-        """How many times the server ended this session while the process ran: each voids the local lease
-        deadlines granted before it (``HostHolds``)."""
+        """How many times the server ended this session while the process ran."""
+        self.epoch = 0
+        """Moves on when the session is lost and again when it is back: a local lease deadline granted in another
+        epoch is void (``HostHolds``), one granted while it was away too."""
+        self.up = True
+        """The session is there now: others see this process alive."""
         self._conn = self._connect()
         threading.Thread(target=self._watch, name="harvester-liveness", daemon=True).start()
 
@@ -86,12 +90,16 @@ class ProcessSession:
                 conn.execute("SELECT 1")  # raises once the server has ended the session
                 continue
             except (psycopg.Error, OSError, ValueError) as exc:
+                self.up = False
                 self.lost += 1
+                self.epoch += 1
                 logger.warning("this process's liveness session ended (%s): opening it again", exc)
             conn.close()
             while True:
                 try:
                     self._conn = self._connect()
+                    self.epoch += 1
+                    self.up = True
                     break
                 except psycopg.errors.InvalidCatalogName:  # the database was dropped: nothing left to be alive in
                     with _SESSIONS_LOCK:
@@ -127,7 +135,11 @@ class PostgresLiveness(Liveness):
 
     @property
     def losses(self) -> int:
-        return 0 if self.session is None else self.session.lost
+        return 0 if self.session is None else self.session.epoch
+
+    @property
+    def present(self) -> bool:
+        return self.session is None or self.session.up
 
     def process_is_live(self, owner: str) -> bool | None:
         where = owner_process(owner)

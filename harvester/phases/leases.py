@@ -55,7 +55,7 @@ class HostHolds:
 
     def grant(self, origins: Iterable[str], asked_at: float, losses: int | None = None) -> None:
         """``origins`` were leased (or renewed) by a statement begun at ``asked_at`` (``lease_clock``), when this
-        process had lost its liveness ``losses`` times (``mark``; None: now)."""
+        process's ``Liveness.losses`` read ``losses`` (read before the statement; None: read now)."""
         losses = self._store.liveness.losses if losses is None else losses
         until = (asked_at + self.lease_s - self._margin, losses)
         for origin in origins:
@@ -65,7 +65,8 @@ class HostHolds:
     def holds(self, origin: str) -> bool:
         """True while this owner's lease on ``origin`` is known live with the margin to spare: cheap, no I/O."""
         until, losses = self._until.get(origin, (0.0, -1))
-        return lease_clock() < until and losses == self._store.liveness.losses
+        liveness = self._store.liveness
+        return lease_clock() < until and losses == liveness.losses and liveness.present
 
     def left_s(self, origin: str) -> float:
         """Seconds left on the local deadline of ``origin`` (none, once this process's liveness was lost)."""
