@@ -28,7 +28,7 @@ from harvester.cli_db import say_err
 from harvester.cli_process import settle_prefect
 from harvester.cli_tables import console, print_status
 from harvester.errors import Interrupted
-from harvester.runtime import db, request_stop, stop_requested, utcnow
+from harvester.runtime import answered, db, request_stop, stop_requested, utcnow
 from harvester.settings import Settings
 
 PROGRESS_LINE_S = 5.0
@@ -55,7 +55,8 @@ class ProgressLines:
 
     def line(self, states: dict[str, int], now: float, answered: dict[str, int] | None = None) -> str:
         """The line for ``states`` read at monotonic time ``now``; the rates are over the time since the last.
-        ``answered``: requests completed since the command began, by outcome (``FrontierStore.fetches_after``),
+        ``answered``: requests this process completed since the command began, by outcome (``runtime.answered``:
+        counted in memory, not the frontier's, so other processes' requests on a shared frontier are not in it),
         what the pages, gone and failed counts are then (they never go down; the URLs finished by state do when a
         re-crawl makes done URLs due again), else the URLs by state."""
         found = sum(states.values())
@@ -163,7 +164,7 @@ def run_with_progress(
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
         async with open_store(settings) as store:
-            mark = await db(store.fetch_mark) if lines is not None else 0
+            mark = answered()
             while True:
                 finishing = done.is_set()  # one more reading after the run ended: the last line is the final count
                 started = time.monotonic()
@@ -178,7 +179,8 @@ def run_with_progress(
                     description += " for later" if states.get("queued") else ""
                 progress.update(task_id, total=max(total, 1), completed=finished, description=description)
                 if lines is not None and not finishing:
-                    lines.maybe(states, answered=await db(store.fetches_after, mark))
+                    now = answered()  # this process's own requests, from memory: no scan of the fetch log
+                    lines.maybe(states, answered={k: n - mark.get(k, 0) for k, n in now.items()})
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):

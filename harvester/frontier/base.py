@@ -30,6 +30,7 @@ from harvester.frontier import migrate
 from harvester.frontier.dialects import Dialect, dialect_for, disk_full, make_engine
 from harvester.frontier.models import Host, Url
 from harvester.frontier.rows import split_url
+from harvester.runtime import LOCAL_LIVENESS, Liveness
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,8 @@ class Database:
         self.engine = engine
         self.dialect = dialect_for(engine.dialect.name)
         self.chunk = max(1, min(settings.discovery.batch_size, CHUNK))
+        self.liveness: Liveness = LOCAL_LIVENESS
+        """Which owners are alive (``runtime.Liveness``; on PostgreSQL ``frontier.liveness``, set by ``open``)."""
         self.read_only = False
         """Opened read-only (``open``): a SQLite file this process cannot write."""
         self._sqlite_writer = threading.RLock()
@@ -221,6 +224,16 @@ class Database:
             db.close()
             raise
         db.read_only = mode is not None
+        if not db.dialect.is_sqlite:
+            import psycopg
+
+            from harvester.frontier.liveness import postgres_liveness
+
+            try:  # this process's liveness session: before any owner of it is written
+                db.liveness = postgres_liveness(db, reader=read_only)
+            except psycopg.OperationalError as exc:
+                db.close()
+                raise DatabaseUnavailable(f"cannot open the frontier at {db.url_display}: {exc}") from exc
         return db
 
     def __enter__(self) -> Self:

@@ -38,7 +38,7 @@ from harvester.frontier.rows import (
 )
 from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState, Vanished
 from harvester.rules.revisit import PERMANENT_REDIRECTS
-from harvester.runtime import aware, utcnow
+from harvester.runtime import aware, count_answered, utcnow
 from harvester.store_results import AddResult, CompleteResult
 
 logger = logging.getLogger(__name__)
@@ -196,6 +196,7 @@ class Outcomes(Part):
                     self._documents.recheck_vanished(conn, gone_from)
             if feeds and mine:
                 self._documents.note_documents(conn, feeds, kind="feed")
+        count_answered(outcome(c) for c, _ in mine)  # committed: the progress line counts them (no table scan)
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), stored, added, lost_ids, demoted)

@@ -163,21 +163,6 @@ class Reports(Part):
             by_state[state] = by_state.get(state, 0) + n
         return by_state
 
-    def fetch_mark(self) -> int:
-        """The newest fetch row's id (0: none): where ``fetches_after`` starts counting."""
-        with self._tx(write=False) as tx:
-            return int(tx.conn.exec_driver_sql("SELECT coalesce(max(id), 0) FROM fetches").scalar_one())
-
-    def fetches_after(self, mark: int) -> dict[str, int]:
-        """Requests completed since ``mark`` (``fetch_mark``), by outcome (``unsent`` ones left out): rows are only
-        ever added, so the counts never go down. The CLI's progress line counts pages here: URLs by state went
-        154 -> 311 -> 218 in a re-crawl, whose discovery makes done URLs due (queued) again."""
-        with self._tx(write=False) as tx:
-            rows = tx.conn.execute(
-                select(Fetch.outcome, func.count()).where(Fetch.id > mark, Fetch.outcome != "unsent")
-                .group_by(Fetch.outcome)).all()
-        return {str(outcome): int(n) for outcome, n in rows}
-
     def stats(self) -> StoreStats:
         """Counts by state and kind, and per host by state with its parked/blocked/lease state."""
         with self._tx(write=False, snapshot=True) as tx:

@@ -16,7 +16,7 @@ from harvester.frontier.models import (
     Cycle,
     Run,
 )
-from harvester.runtime import aware, owner_is_another_live_process, owner_is_dead, utcnow
+from harvester.runtime import aware, utcnow
 from harvester.store_results import RunRow
 
 logger = logging.getLogger(__name__)
@@ -58,11 +58,11 @@ class Runs(Part):
         one, resumed), or a new run. A run left unfinished by an abandoned cycle is not resumed into another one: its
         fetches are that cycle's. Nor is one that sent another User-Agent (the setting changed before the rerun), or
         one whose User-Agent is not known (started before migration 0013): a run's requests all carry its own, as the
-        WARC export says. Nor is one another live process of this machine is running
-        (``runtime.owner_is_another_live_process``): three extractions started side by side shared one run row, its
-        counters and its closing table. A resumed run becomes ``owner``'s, taken only if its owner is still the one
-        read (of two processes resuming the same dead one's run, one gets it). A run of this cycle with another
-        User-Agent whose process is gone (a process of this machine no longer running, or no owner recorded) is
+        WARC export says. Nor is one another live process is running (``Liveness.is_another_live_process``: of
+        this machine on SQLite, of any machine on PostgreSQL): three extractions started side by side shared one
+        run row, its counters and its closing table. A resumed run becomes ``owner``'s, taken only if its owner is
+        still the one read (of two processes resuming the same dead one's run, one gets it). A run of this cycle
+        with another User-Agent whose process is known dead (``Liveness.is_dead``), or with no owner recorded, is
         closed ``abandoned`` here, saying why (``counters["reason"]``), rather than left ``running`` for ever beside
         the run that replaced it; what it stored stays the cycle's (its fetches keep its id)."""
         with self._tx(write=False) as tx:
@@ -74,13 +74,13 @@ class Runs(Part):
         ours = [(int(run_id), sent, holder) for run_id, stored, cycle_id, sent, holder in rows
                 if stored == profile and cycle_id == cycle]
         run_id = next((run_id for run_id, sent, holder in ours
-                       if sent == user_agent and not owner_is_another_live_process(holder)
+                       if sent == user_agent and not self.db.liveness.is_another_live_process(holder)
                        and (owner is None or self._take_over(run_id, holder, owner))), None)
         if run_id is None:
             run_id = self.start_run(phase, profile=profile, owner=owner, user_agent=user_agent)
         # Only a run whose process is gone: workers of one harvest with their own User-Agents run side by side.
         self._abandon([(old, sent) for old, sent, holder in ours
-                       if sent != user_agent and (holder is None or owner_is_dead(holder))],
+                       if sent != user_agent and (holder is None or self.db.liveness.is_dead(holder))],
                       by=run_id, user_agent=user_agent)
         return run_id
 
@@ -131,7 +131,7 @@ class Runs(Part):
             ).scalars().all()
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
-        if own is not None and all(holder is None or owner_is_dead(holder) for holder in beside):
+        if own is not None and all(holder is None or self.db.liveness.is_dead(holder) for holder in beside):
             self._cycles.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from harvester.frontier.queue import Queue
 from harvester.frontier.refusals import Refusals
 from harvester.frontier.reports import Reports
 from harvester.frontier.runs import Runs
+from harvester.runtime import Liveness
 from harvester.settings import Settings
 
 __all__ = ["FrontierStore"]
@@ -130,8 +131,6 @@ class FrontierStore:
         self.get_run = runs.get_run
 
         self.answered_since = reports.answered_since
-        self.fetch_mark = reports.fetch_mark
-        self.fetches_after = reports.fetches_after
         self.state_counts = reports.state_counts
         self.stats = reports.stats
         self.iter_pages = reports.iter_pages
@@ -164,6 +163,11 @@ class FrontierStore:
     def upgrade(self) -> None:
         """Alembic upgrade to head (``Database.upgrade``)."""
         self.db.upgrade()
+
+    @property
+    def liveness(self) -> Liveness:
+        """Which lease and run owners are alive (``runtime.Liveness``; PostgreSQL: ``frontier.liveness``)."""
+        return self.db.liveness
 
     @property
     def read_only(self) -> bool:

@@ -97,7 +97,8 @@ class ExtractWork:
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
         self.reasks = Reasks(store, self.writer, self.counters)
         """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
-        self._moved = MovedAnswers(site.canonicalize, store, followed_wait_s=settings.http.timeout_s)
+        self._moved = MovedAnswers(site.canonicalize, store, followed_wait_s=settings.http.timeout_s,
+                                   holds=self.holds.holds)
         self.hook_retries: set[int] = set()
         """URLs whose stored page lacks its hook's fields (the hook failed on it): asked in full, never skipped on
         their lastmod, until the hook succeeds on them (``FrontierStore.due_hook_retries`` fills it too)."""
@@ -143,10 +144,10 @@ class ExtractWork:
             self._taught = self.handover.version
             await teach_classifier(self.store, self.site)
         if room > 0:
-            asked_at = lease_clock()
+            asked_at, losses = lease_clock(), self.store.liveness.losses
             got = await db(self.store.claim_hosts, self.owner, limit=room, lease_s=self.settings.store.lease_s,
                            hosts=mine)
-            self.holds.grant(got, asked_at)
+            self.holds.grant(got, asked_at, losses)
             got = [origin for origin in got if origin not in self.spent and origin not in self.shedding]
             # The hosts are opened side by side: one after another, four reads each, a look that leased 50 hosts
             # kept every new host waiting ~2 s under load (half the run on a site of small hosts, issue 32).

@@ -46,23 +46,32 @@ class HostHolds:
         self._owner = owner
         self.lease_s = lease_s
         self._margin = min(lease_s * MARGIN_SHARE, MARGIN_MAX_S)
-        self._until: dict[str, float] = {}
+        self._until: dict[str, tuple[float, int]] = {}
+        """Host -> its local deadline, and the liveness losses of this process when it was granted
+        (``Liveness.losses``): a deadline granted before the server ended this process's session is void, as
+        others may have judged the process dead meanwhile and taken the host."""
         self.lost: set[str] = set()
         """Hosts a renewal found another owner's (or nobody's): never requested again in this run's turn."""
 
-    def grant(self, origins: Iterable[str], asked_at: float) -> None:
-        """``origins`` were leased (or renewed) by a statement begun at ``asked_at`` (``lease_clock``)."""
-        until = asked_at + self.lease_s - self._margin
+    def grant(self, origins: Iterable[str], asked_at: float, losses: int | None = None) -> None:
+        """``origins`` were leased (or renewed) by a statement begun at ``asked_at`` (``lease_clock``), when this
+        process's ``Liveness.losses`` read ``losses`` (read before the statement; None: read now)."""
+        losses = self._store.liveness.losses if losses is None else losses
+        until = (asked_at + self.lease_s - self._margin, losses)
         for origin in origins:
             self._until[origin] = until
             self.lost.discard(origin)
 
     def holds(self, origin: str) -> bool:
         """True while this owner's lease on ``origin`` is known live with the margin to spare: cheap, no I/O."""
-        return lease_clock() < self._until.get(origin, 0.0)
+        until, losses = self._until.get(origin, (0.0, -1))
+        liveness = self._store.liveness
+        return lease_clock() < until and losses == liveness.losses and liveness.present
 
     def left_s(self, origin: str) -> float:
-        return self._until.get(origin, 0.0) - lease_clock()
+        """Seconds left on the local deadline of ``origin`` (none, once this process's liveness was lost)."""
+        until, losses = self._until.get(origin, (0.0, -1))
+        return until - lease_clock() if losses == self._store.liveness.losses else -self.lease_s
 
     async def renew(self, origins: Iterable[str]) -> list[str]:
         """Renew the leases on ``origins``; those the frontier no longer gives this owner are lost at once (no
@@ -70,12 +79,12 @@ class HostHolds:
         wanted = sorted(origins)
         if not wanted:
             return []
-        asked_at = lease_clock()
+        losses, asked_at = self._store.liveness.losses, lease_clock()
         late = -min(self.left_s(origin) for origin in wanted)
         if late > 0:  # frozen, starved or a database too slow to answer: the workers stopped asking meanwhile
             logger.warning("renewing leases %.1f s after their local deadline", late)
         kept = await db(self._store.renew_hosts, self._owner, wanted, lease_s=self.lease_s)
-        self.grant(kept, asked_at)
+        self.grant(kept, asked_at, losses)
         lost = sorted(set(wanted) - set(kept))
         for origin in lost:
             self._until.pop(origin, None)

@@ -1,8 +1,9 @@
 """The answers of permanent redirects and their targets, so a run asks a target once, as its own URL would be
 asked: a permanent redirect to a URL already read in the run, or to one the frontier holds (it has a request of its
-own, conditional when it has validators: now, or at its own revisit), is recorded from the redirect's own answer,
-not followed; one to a URL the frontier has never seen is followed, and its answer kept for the target's own claim,
-which records it from that answer."""
+own, conditional when it has validators: now, or at its own revisit), or to one on a host this worker does not
+hold (its holder asks it), is recorded from the redirect's own answer, not followed; one to a URL the frontier has
+never seen, on a host of this worker, is followed, and its answer kept for the target's own claim, which records it
+from that answer."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from harvester.records import FetchResult
 from harvester.rules.revisit import is_permanent_move
@@ -26,6 +28,11 @@ FOLLOWED_WAIT_S = 30.0
 
 READ_URLS_KEPT = 200_000
 """URLs read in a run that ``ReadUrls`` remembers (the older half is dropped at a time past this): ~16 MB at most."""
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 class ReadUrls:
@@ -55,7 +62,8 @@ class MovedAnswers:
     says which keys the frontier holds."""
 
     def __init__(self, canonicalize: Callable[[str], str | None], store: FrontierStore,
-                 limit_bytes: int = MOVED_ANSWERS_BYTES, followed_wait_s: float = FOLLOWED_WAIT_S) -> None:
+                 limit_bytes: int = MOVED_ANSWERS_BYTES, followed_wait_s: float = FOLLOWED_WAIT_S,
+                 holds: Callable[[str], bool] = lambda _origin: True) -> None:
         self._answers: dict[str, FetchResult] = {}
         self._bytes = 0
         self._limit = limit_bytes
@@ -66,6 +74,9 @@ class MovedAnswers:
         answer is noted (``answered``)."""
         self._read = ReadUrls()
         self.followed_wait_s = followed_wait_s
+        self._holds = holds
+        """Whether this worker holds an origin's lease (``HostHolds.holds``): only there is a target's claim
+        its own, to take the kept answer."""
 
     def answered(self, url: str, result: FetchResult) -> None:
         """``url`` (its key) got ``result``: noted at once, before the host's next request, which may be the
@@ -102,6 +113,12 @@ class MovedAnswers:
         key = self._canonicalize(url)
         if key is None or key == source:
             return False
+        if not self._holds(_origin(key)):
+            # Another worker's host (or nobody's): the target, queued by the redirect's record, is claimed and
+            # asked by that host's holder, who never sees an answer kept here. Followed, it was asked twice
+            # (tests/phases/test_redirect_across_workers.py). A held target last found moved is made due.
+            await db(self._store.held_target, key)
+            return True
         if await self._read_once_followed(key) or await db(self._store.held_target, key):
             return True
         if await self._read_once_followed(key):  # another redirect to it may have been followed meanwhile

@@ -18,7 +18,7 @@ from harvester.errors import FrontierBusy
 from harvester.frontier import FrontierStore
 from harvester.phases.results import PhaseResult
 from harvester.rules.admission import Site
-from harvester.runtime import db, make_owner, owner_is_dead, utcnow
+from harvester.runtime import db, make_owner, utcnow
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.store_results import Changes
@@ -35,25 +35,25 @@ async def open_store(settings: Settings) -> AsyncIterator[FrontierStore]:
 
 
 async def recover_leases(store: FrontierStore) -> int:
-    """The crash-resume path: expired leases and leases of dead local processes go back to the queue."""
+    """The crash-resume path: expired leases and leases of dead processes (``store.liveness``) go back to the
+    queue."""
     recovered = await db(store.requeue_expired)
-    for owner in await db(store.lease_owners):
-        if owner_is_dead(owner):
-            recovered += await db(store.release_owner, owner)
+    for owner in await db(store.liveness.dead_of, await db(store.lease_owners)):
+        recovered += await db(store.release_owner, owner)
     if recovered:
         logger.info("requeued %d URLs whose lease holder died or expired", recovered)
     return recovered
 
 
 async def release_dead_holders(store: FrontierStore, owner: str, hosts: Sequence[str]) -> int:
-    """Hosts of ``hosts`` leased by a process of this machine that has died go back now: a worker's look for hosts
-    asks this, so a killed worker's hosts are taken while the survivors still serve their own, not once their
-    round ends (its hosts sat idle 36-43 s beside three workers) or its lease runs out (300 s)."""
+    """Hosts of ``hosts`` leased by a process known dead (``store.liveness``: of this machine on SQLite, of any on
+    PostgreSQL) go back now: a worker's look for hosts asks this, so a killed worker's hosts are taken while the
+    survivors still serve their own, not once their round ends (its hosts sat idle 36-43 s beside three workers)
+    or its lease runs out (300 s)."""
     recovered = 0
-    for holder in await db(store.host_holders, owner, hosts=hosts):
-        if owner_is_dead(holder):
-            recovered += await db(store.release_owner, holder)
-            logger.info("took back the hosts of %s, a dead process on this machine", holder)
+    for holder in await db(store.liveness.dead_of, await db(store.host_holders, owner, hosts=hosts)):
+        recovered += await db(store.release_owner, holder)
+        logger.info("took back the hosts of %s, a dead process", holder)
     return recovered
 
 

@@ -81,14 +81,20 @@ def upgrade() -> None:
         sa.Column('n', sa.BigInteger(), nullable=False),
     )
     op.create_index('ix_queue_counts', 'queue_counts', ['host_id', 'kind'], unique=False)
-    op.execute("INSERT INTO queue_counts (host_id, kind, n) SELECT host_id, kind, count(*) FROM queue"
-               " GROUP BY host_id, kind")
     if op.get_bind().dialect.name == "sqlite":
         for statement in SQLITE_TRIGGERS:
             op.execute(statement)
     else:
+        # A worker still running the old code during the upgrade may write the queue meanwhile: a row it commits
+        # after the fill's snapshot but before the triggers exist was counted by neither, and the counts stayed
+        # short by it for good. The lock waits for writers in flight (the fill then sees their rows) and holds
+        # the next ones back until this transaction, triggers and fill together, commits.
+        op.execute("LOCK TABLE queue IN SHARE ROW EXCLUSIVE MODE")
         for statement in (*POSTGRES_FUNCTIONS, *POSTGRES_TRIGGERS):
             op.execute(statement)
+    # After the triggers, in their transaction (SQLite: one writer at a time, the whole upgrade its transaction).
+    op.execute("INSERT INTO queue_counts (host_id, kind, n) SELECT host_id, kind, count(*) FROM queue"
+               " GROUP BY host_id, kind")
 
 
 def downgrade() -> None:

@@ -1,0 +1,191 @@
+"""Which owners are alive, on a PostgreSQL frontier shared by machines (issue 32): judged by the server (each
+process's liveness session), not by this machine's PIDs, for the three questions that hang on it: a run to
+resume, a cycle to close, a dead holder's hosts to take back.
+
+The other machine is a second process whose host name says another machine's (its PID means nothing here):
+alive while its session is there, dead the moment it ends, however long its leases would still run. A frozen one
+(SIGSTOP) keeps its session: its leases lapse by time only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from harvester.frontier import FrontierStore
+from harvester.frontier.liveness import session_name
+from harvester.phases.leases import HostHolds, lease_clock
+from harvester.phases.runs import release_dead_holders
+from harvester.records import DiscoveredUrl, UrlKind
+from harvester.runtime import make_owner, owner_process, retire_owner, utcnow
+from harvester.settings import Settings
+
+pytestmark = pytest.mark.postgres
+
+ORIGIN = "https://a.test"
+PROFILE = {"name": "shared"}
+UA = "harvester-test"
+
+OTHER_MACHINE = """
+import socket, sys
+socket.gethostname = lambda: "another-machine"  # what a worker of another machine writes as its owner
+from harvester.frontier import FrontierStore
+from harvester.runtime import make_owner
+from harvester.settings import Settings
+
+store = FrontierStore.open(Settings.load(database_url=sys.argv[1]))
+owner = make_owner("extract-0")
+assert store.claim_hosts(owner, limit=1, lease_s=600, hosts=[sys.argv[2]]) == [sys.argv[2]]
+run = store.resume_or_start_run("extract", profile={"name": "shared"}, owner=owner, user_agent="harvester-test")
+print(owner, run, flush=True)
+sys.stdin.read()  # until the test ends it
+"""
+
+
+def dsn(pg_url: str) -> str:
+    return pg_url.replace("postgresql+psycopg://", "postgresql://")
+
+
+def session_there(pg_url: str, owner: str) -> bool:
+    where = owner_process(owner)
+    assert where is not None
+    with psycopg.connect(dsn(pg_url), autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                           (session_name(*where),)).fetchone()
+    return bool(row and row[0])
+
+
+def wait_for(condition: object, what: str) -> None:
+    """Until ``condition()`` holds: an event the test needs, bounded generously (a loaded machine), not timed."""
+    for _ in range(1200):
+        if condition():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never happened: {what}")
+
+
+@contextmanager
+def other_machine(pg_url: str) -> Iterator[tuple[subprocess.Popen[str], str, int]]:
+    """A worker of "another machine" holding the host's lease (600 s) and an extraction run: (process, owner,
+    run id)."""
+    process = subprocess.Popen([sys.executable, "-c", OTHER_MACHINE, pg_url, ORIGIN], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        owner, run = process.stdout.readline().split()
+        assert owner.startswith("another-machine:"), owner
+        yield process, owner, int(run)
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.wait(60)
+
+
+def holder(store: FrontierStore) -> str | None:
+    with store.db.engine.connect() as conn:
+        value = conn.exec_driver_sql("SELECT lease_owner FROM hosts WHERE origin = %s", (ORIGIN,)).scalar_one()
+    return None if value is None else str(value)
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[FrontierStore]:
+    with FrontierStore.open(Settings.load(database_url=pg_url), upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{ORIGIN}/p{n}", UrlKind.DETAIL, "seed") for n in range(5)])
+        yield store
+
+
+def test_another_machines_worker_is_alive_while_its_session_is_and_dead_the_moment_it_ends(
+        pg_url: str, store: FrontierStore) -> None:
+    me = make_owner("extract-1")
+    try:
+        with other_machine(pg_url) as (process, theirs, their_run):
+            # Alive: its run is its own, its host stays its own (no PID of it here says anything).
+            assert store.liveness.is_live(theirs) and not store.liveness.is_dead(theirs)
+            mine = store.resume_or_start_run("extract", profile=PROFILE, owner=me, user_agent=UA)
+            assert mine != their_run
+            store.finish_run(mine, status="completed", counters={})
+            assert store.last_cycle()["status"] == "running"  # type: ignore[index] # theirs still works in it
+            asyncio.run(release_dead_holders(store, me, [ORIGIN]))
+            assert holder(store) == theirs
+            process.kill()  # its session ends with it
+            wait_for(lambda: not session_there(pg_url, theirs), "the killed worker's session ended")
+            # Dead at once: its host comes back though its lease had 600 s to run; its run is resumed.
+            assert store.liveness.is_dead(theirs)
+            asyncio.run(release_dead_holders(store, me, [ORIGIN]))
+            assert holder(store) is None
+            assert store.claim_hosts(me, limit=1, lease_s=60, hosts=[ORIGIN]) == [ORIGIN]
+            other = make_owner("extract-2")
+            assert store.resume_or_start_run("extract", profile=PROFILE, owner=other, user_agent=UA) == their_run
+            retire_owner(other)
+    finally:
+        retire_owner(me)
+
+
+def test_a_cycle_closes_when_the_other_machines_worker_beside_it_is_dead(pg_url: str, store: FrontierStore) -> None:
+    me = make_owner("extract-1")
+    try:
+        with other_machine(pg_url) as (process, theirs, their_run):
+            mine = store.start_run("extract", profile=PROFILE, owner=me, user_agent=UA)
+            assert store.get_run(mine)["cycle_id"] == store.get_run(their_run)["cycle_id"]  # type: ignore[index]
+            first = store.start_run("extract", profile=PROFILE, owner=me, user_agent=UA)
+            store.finish_run(first, status="completed", counters={})
+            assert store.last_cycle()["status"] == "running"  # type: ignore[index] # the other one still works
+            process.kill()
+            wait_for(lambda: not session_there(pg_url, theirs), "the killed worker's session ended")
+            store.finish_run(mine, status="completed", counters={})
+            assert store.last_cycle()["status"] == "completed"  # type: ignore[index]
+    finally:
+        retire_owner(me)
+
+
+def test_a_frozen_worker_keeps_its_session_and_its_leases_until_they_lapse(pg_url: str, store: FrontierStore) -> None:
+    me = make_owner("extract-1")
+    try:
+        with other_machine(pg_url) as (process, theirs, _run):
+            os.kill(process.pid, signal.SIGSTOP)
+            assert session_there(pg_url, theirs) and store.liveness.is_live(theirs)
+            asyncio.run(release_dead_holders(store, me, [ORIGIN]))
+            assert holder(store) == theirs
+            assert store.claim_hosts(me, limit=1, lease_s=60, hosts=[ORIGIN]) == []
+            # Its lease lapses by time: then the host is another's, frozen holder or not.
+            later = utcnow() + timedelta(seconds=601)
+            assert store.claim_hosts(me, limit=1, lease_s=60, hosts=[ORIGIN], now=later) == [ORIGIN]
+    finally:
+        retire_owner(me)
+
+
+def test_a_session_the_server_ends_voids_this_process_lease_deadlines_until_renewed(
+        pg_url: str, store: FrontierStore) -> None:
+    """Others judge this process dead the moment its session ends (and may take its hosts): its local deadlines
+    stop counting then, until a renewal says the hosts are still its own; the session is opened again."""
+    me = make_owner("extract-1")
+    try:
+        holds = HostHolds(store, me, lease_s=60)
+        session = store.liveness.session  # type: ignore[attr-defined]
+        assert session is not None
+        asked_at, losses = lease_clock(), store.liveness.losses
+        holds.grant(store.claim_hosts(me, limit=1, lease_s=60, hosts=[ORIGIN]), asked_at, losses)
+        assert holds.holds(ORIGIN)
+        with psycopg.connect(dsn(pg_url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                          (session.name,))
+        wait_for(lambda: store.liveness.losses > losses, "the lost session noticed")
+        assert not holds.holds(ORIGIN)
+        wait_for(lambda: session_there(pg_url, me) and store.liveness.present, "the session opened again")
+        assert not holds.holds(ORIGIN)  # still void: others may have taken the host meanwhile
+        assert asyncio.run(holds.renew([ORIGIN])) == []  # it is still ours
+        assert holds.holds(ORIGIN)
+        assert session.lost == 1
+    finally:
+        retire_owner(me)
