@@ -130,6 +130,11 @@ class _HostRun:
         """Deferred records not yet begun: a cancelled turn closes them (``_close_unstarted``)."""
         self.tasks: asyncio.TaskGroup | None = None
         self.workers = max(1, self.client.gate_config.max_limit)
+        self.refill_below = max(self.workers, self.batch // 2)
+        """The next claim is asked once the queue holds fewer jobs than this: half a batch, and at least one job
+        per worker. Asked when one job per worker was left, a claim had one wave of the host's requests to come
+        back in: on a slow host (200 ms a wave) under load, a claim behind other hosts' writes took longer, and
+        all its workers waited for it (issue 31: 0.4-1 s of the slow host's 23 s on seed4)."""
 
     async def run(self) -> None:
         try:
@@ -182,10 +187,10 @@ class _HostRun:
             if self.queue:
                 job = self.queue.popleft()
                 self.busy += 1
-                if len(self.queue) < self.workers and not self.exhausted and self.claiming is None:
-                    # The next claim goes now, while the queue still feeds every worker once more: waited for
+                if len(self.queue) < self.refill_below and not self.exhausted and self.claiming is None:
+                    # The next claim goes now, while the queue still feeds the workers for a while: waited for
                     # when the queue ran dry, it held all the host's slots idle for a database round trip (behind
-                    # other hosts' writes under load) every ``claim_batch`` requests.
+                    # other hosts' writes under load) every ``claim_batch`` requests (``refill_below``).
                     assert self.tasks is not None
                     self.tasks.create_task(self._refill(self._claim_started()), name=f"claim {self.host}")
                 return job

@@ -79,6 +79,9 @@ class CompletionBatcher:
         self._pending: list[tuple[Completion, list[DiscoveredUrl]]] = []
         self._first_at = 0.0
         self._lock = asyncio.Lock()
+        self._behind: asyncio.Task[None] | None = None
+        """The write ``put`` started and left running (``_flush_behind``); ``flush`` waits for it (the lock)."""
+        self._failed: Exception | None = None
         self._lastmod: dict[str, tuple[int, int]] = {}
         self._reasks: dict[str, tuple[int, int]] = {}
         self.counters: Counter[str] = Counter()
@@ -107,14 +110,33 @@ class CompletionBatcher:
         self._pending.append((completion, outlinks))
 
     async def put(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
-        """Add to the pending batch, and write it when it is due, unless a write is already under way: the next
-        write takes it (this one's, the next put's or the tick's, ``tick``), so a record never waits for a batch
-        of other hosts' answers to be written, and with it its host's next requests (issue 31: a slow host's
-        records, held behind those writes, held its workers back). Past ``FLUSH_BACKLOG``, it waits."""
+        """Add to the pending batch, and start its write when it is due, unless a write is already under way (the
+        next write takes it: the next put's or the tick's, ``tick``). The write is started, not waited for: a
+        record never waits for a batch of answers to be written, its own host's or others', and with it its
+        host's next requests (issue 31: the slow host's workers waited for the records of its last answers, each
+        held by a write of 64 answers of every host, ``SETTLING_PER_WORKER``). It is written just as soon as
+        before, so a kill loses no more. Past ``FLUSH_BACKLOG``, it waits: the database sets the pace. A write
+        started here that failed raises at the next put (its batch is pending again), as it did in its record."""
         self.keep(completion, outlinks)
-        due = len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S
-        if due and (not self._lock.locked() or len(self._pending) >= FLUSH_BACKLOG):
+        self._raise_failed()
+        if len(self._pending) >= FLUSH_BACKLOG:
             await self.flush()
+            return
+        due = len(self._pending) >= FLUSH_ITEMS or time.monotonic() - self._first_at >= FLUSH_EVERY_S
+        if due and not self._lock.locked() and (self._behind is None or self._behind.done()):
+            self._behind = asyncio.get_running_loop().create_task(self._flush_behind(), name="completions write")
+
+    async def _flush_behind(self) -> None:
+        """A write no record waits for; what it raised is raised by the next put (``_raise_failed``)."""
+        try:
+            await self.flush()
+        except Exception as exc:  # the batch is pending again (``flush``); a cancel (the run ends) just ends it
+            self._failed = exc
+
+    def _raise_failed(self) -> None:
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
 
     async def tick(self) -> None:
         """Called periodically so a quiet host's last completions are not held back."""
@@ -125,6 +147,7 @@ class CompletionBatcher:
         """Write what is pending. A passing database fault (a lock, a restart) is waited out a few times, so
         completed fetches are not lost to it; a lasting one raises with the batch kept for the next flush."""
         async with self._lock:
+            self._failed = None  # a failed write's batch is pending again: written now, or this raises
             items, self._pending = self._pending, []
             if not items:
                 return

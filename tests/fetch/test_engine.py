@@ -468,6 +468,49 @@ async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make
     assert overlapped == [True]
 
 
+async def test_the_next_claim_goes_once_half_a_batch_is_left(make_web):
+    """Issue 31: asked when one job per worker was left, the next claim had one wave of the host's requests to come
+    back in; on the slow host (200 ms a wave) under load a claim behind other hosts' writes took longer, and every
+    worker waited for it. Now it is asked once fewer than half a batch is left: here it is out when the first
+    batch's fifth job of eight starts (before, only at the seventh)."""
+    web = make_web([HostSpec("a", pages=24, latency_s=0.01, page_bytes=SMALL)])
+    urls = urls_of(web, "a")
+    batch = 8
+    work = ListWork(urls)
+    real_claim = work.claim
+    out = [0]
+    fifth = asyncio.Event()
+    overlapped: list[bool] = []
+
+    async def claim(host: str, n: int) -> Sequence[Job]:
+        out[0] += 1
+        try:
+            if work.claims[host] == 1:  # the second claim: held until the first batch's fifth job has started
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fifth.wait(), 30)
+            return await real_claim(host, n)
+        finally:
+            out[0] -= 1
+
+    work.claim = claim  # type: ignore[method-assign]
+    started: list[str] = []
+    async with PoliteClient(settings(**{"store.claim_batch": batch}), per_host_limit=2) as client:
+        real_fetch = client.fetch
+
+        async def fetch(url: str, **kwargs):  # type: ignore[no-untyped-def]
+            started.append(url)
+            if len(started) == batch // 2 + 1:
+                await asyncio.sleep(0)  # a claim asked ahead is a task: it runs on the loop's next turn
+                overlapped.append(out[0] > 0)
+                fifth.set()
+            return await real_fetch(url, **kwargs)
+
+        client.fetch = fetch  # type: ignore[method-assign]
+        await run_hosts(client, work, max_active_hosts=1)
+    assert sorted(job.url for job, _ in work.results) == sorted(urls)
+    assert overlapped == [True]
+
+
 async def test_a_lease_that_lapses_while_the_request_waits_for_its_connection_sends_nothing(make_web):
     """The lease check is asked before the fetch and again once the connection is in hand: a process frozen (or
     starved) between the two, past its lease, sends nothing when it runs again (before, the request went out
