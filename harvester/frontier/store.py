@@ -62,6 +62,7 @@ class FrontierStore:
         self.url_id = discovered.url_id
         self.sources_of = discovered.sources_of
         self.sample_urls = discovered.sample_urls
+        self.holds_kind = discovered.holds_kind
 
         self.get_document = documents.get_document
         self.host_documents = documents.host_documents
