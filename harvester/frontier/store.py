@@ -125,6 +125,7 @@ class FrontierStore:
         self.last_profile = runs.last_profile
         self.last_run = runs.last_run
         self.get_run = runs.get_run
+        self.completed_run = runs.completed_run
 
         self.answered_since = reports.answered_since
         self.fetch_mark = reports.fetch_mark
