@@ -33,6 +33,10 @@ class SubflowSteps:
             )
         return counters
 
+    def recorded(self, run: dict[str, Any]) -> dict[str, Any]:
+        counters: dict[str, Any] = dict(run.get("counters") or {})  # what ``discover_flow`` returns
+        return counters
+
     async def extract(self, *, cycle: CycleState) -> dict[str, Any]:
         with shared_as(cycle.key, cycle) as key:
             counters: dict[str, Any] = await extract_flow(

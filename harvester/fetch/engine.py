@@ -200,7 +200,8 @@ class PoliteClient:
     async def fetch(self, url: str, *, validators: Validators = NO_VALIDATORS, accept: Sequence[str] | None = None,
                     max_bytes: int | None = None, check_robots: bool = True,
                     in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                    stop_at: Callable[[str], Awaitable[bool]] | None = None) -> FetchResult:
+                    stop_at: Callable[[str], Awaitable[bool]] | None = None,
+                    validators_url: str | None = None) -> FetchResult:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
@@ -213,6 +214,8 @@ class PoliteClient:
         (read already in this run, or a URL of its frontier): a permanent redirect to one in scope is answered with
         the redirect itself, unfollowed (``FetchResult.unfollowed``), since following it would download that URL a
         second time, or in full where its own request is conditional; no gate is passed for a hop never requested.
+        ``validators_url``: the URL ``validators`` were issued by, sent on the hop that asks it alone (a remembered
+        redirect asked again carries its target's validators to the target); ``url`` when None.
         """
         origin = http_origin(url)
         if origin is None:
@@ -230,7 +233,7 @@ class PoliteClient:
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
                                  in_scope=self._in_scope if in_scope is None else in_scope, hold=hold,
-                                 stop_at=stop_at)
+                                 stop_at=stop_at, validators_url=validators_url)
 
     # --- the gated fetch --------------------------------------------------------------------------------------
 
@@ -295,7 +298,8 @@ class PoliteClient:
                 else:
                     result = await self._fetcher.fetch(url, validators=validators, accept=accept,
                                                        max_bytes=max_bytes, follow=follow,
-                                                       stop_at=read if stop_at is not None else None)
+                                                       stop_at=read if stop_at is not None else None,
+                                                       validators_url=validators_url)
             finally:
                 LAST_CHECK.reset(last_check)
             return result

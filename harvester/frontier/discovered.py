@@ -354,6 +354,14 @@ class Discovered(Part):
         return list(dict.fromkeys(label for label, _ in rows))
 
 
+    def holds_kind(self, origins: Sequence[str], *, kind: str) -> bool:
+        """Whether the frontier holds any URL of ``kind`` on ``origins`` (a site's detail pages, say)."""
+        with self._tx(write=False) as tx:
+            return tx.conn.execute(
+                select(Url.id).join(Host, Host.id == Url.host_id)
+                .where(Host.origin.in_(list(origins)), Url.kind == kind).limit(1)
+            ).first() is not None
+
     def sample_urls(self, *, kind: str, limit: int) -> list[str]:
         """Some known URLs of ``kind`` (the newest first), e.g. to re-learn a site's detail URL shapes."""
         with self._tx(write=False) as tx:

@@ -152,6 +152,16 @@ class Runs(Part):
             ).mappings().first()
         return None if run is None else _run_row(run)
 
+    def completed_run(self, cycle_id: int, phase: str) -> RunRow | None:
+        """The newest completed run of ``phase`` in the cycle (a resumed cycle's discovery that finished before the
+        kill), or None."""
+        with self._tx(write=False) as tx:
+            run = tx.conn.execute(
+                select(Run.__table__).where(Run.cycle_id == cycle_id, Run.phase == phase, Run.status == "completed")
+                .order_by(Run.id.desc()).limit(1)
+            ).mappings().first()
+        return None if run is None else _run_row(run)
+
     def get_run(self, run_id: int) -> RunRow | None:
         with self._tx(write=False) as tx:
             run = tx.conn.execute(select(Run.__table__).where(Run.id == run_id)).mappings().first()

@@ -66,6 +66,7 @@ class FrontierStore:
         self.held_target = discovered.held_target
         self.sources_of = discovered.sources_of
         self.sample_urls = discovered.sample_urls
+        self.holds_kind = discovered.holds_kind
 
         self.get_document = documents.get_document
         self.host_documents = documents.host_documents
@@ -129,6 +130,7 @@ class FrontierStore:
         self.last_profile = runs.last_profile
         self.last_run = runs.last_run
         self.get_run = runs.get_run
+        self.completed_run = runs.completed_run
 
         self.answered_since = reports.answered_since
         self.state_counts = reports.state_counts

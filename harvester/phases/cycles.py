@@ -16,6 +16,7 @@ they are building blocks for callers that manage the store and the run themselve
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,7 @@ from harvester.phases.runs import (
     close_cycle,
     finish_failed,
     finish_run,
+    finished_discovery,
     mark_due,
     open_store,
     silence,
@@ -44,6 +46,8 @@ from harvester.runtime import db, stop_requested, task_group
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.store_results import Changes
+
+logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -61,6 +65,11 @@ class Steps(Protocol[R_co]):
     async def extract(self, *, cycle: CycleState) -> R_co:
         """One whole extraction run: everything due, by all workers, beside the discovery that hands the hosts over
         (``cycle.handover``), each taken once handed."""
+        ...
+
+    def recorded(self, run: dict[str, Any]) -> R_co:
+        """What ``discover`` returned, from its completed run's row (``runs.counters`` and its id): a resumed cycle
+        whose discovery finished is not discovered again."""
         ...
 
 
@@ -87,8 +96,9 @@ class Cycle(Generic[R]):
 async def harvest_steps(steps: Steps[R], settings: Settings, profile: SiteProfile) -> Cycle[R]:
     """A full harvest: discovery, then extraction of what it found (a rerun resumes the cycle from the frontier,
     and reports all of it)."""
-    cycle_id, since, _ = await begin_cycle(settings, "harvest", profile)
-    discovered, extracted = await _pipelined(steps, settings, profile, refresh=False)
+    cycle_id, since, resumed = await begin_cycle(settings, "harvest", profile)
+    done = await finished_discovery(settings, cycle_id) if resumed else None
+    discovered, extracted = await _pipelined(steps, settings, profile, refresh=False, done=done)
     return await _close(settings, profile, cycle_id, since, discovered, extracted)
 
 
@@ -102,14 +112,18 @@ async def recrawl_steps(steps: Steps[R], settings: Settings, profile: SiteProfil
     cycle_id, since, resumed = await begin_cycle(settings, "recrawl", profile)
     if refresh and not resumed:
         await mark_due(settings, profile)
-    discovered, extracted = await _pipelined(steps, settings, profile, refresh=refresh)
+    done = await finished_discovery(settings, cycle_id) if resumed else None
+    discovered, extracted = await _pipelined(steps, settings, profile, refresh=refresh, done=done)
     return await _close(settings, profile, cycle_id, since, discovered, extracted)
 
 
-async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool) -> tuple[R, R]:
+async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, *, refresh: bool,
+                     done: dict[str, Any] | None = None) -> tuple[R, R]:
     """Both phases at once, per host in order: a host's extraction starts when its own discovery ends (so a slow
     host's discovery delays only that host), never on a host discovery is still reading. A discovery that fails
-    fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled.
+    fails the cycle, as it did when the phases ran one after the other: its extraction is cancelled. ``done``: the
+    run of this cycle's discovery that completed before an interruption (``finished_discovery``); then only the
+    extraction runs, every host handed over at once.
 
     ``shared_politeness`` opens the frontier (a new SQLite file created and migrated) before either phase starts:
     two phases opening a new file at the same moment would both try to migrate it, and one would find it locked."""
@@ -117,14 +131,19 @@ async def _pipelined(steps: Steps[R], settings: Settings, profile: SiteProfile, 
     cycle = CycleState(handover=ready)
     try:
         async with shared_politeness(cycle, settings, profile):
-            return await _both(steps, cycle, ready, refresh=refresh)
+            return await _both(steps, cycle, ready, refresh=refresh, done=done)
     finally:
         ready.end()
 
 
-async def _both(steps: Steps[R], cycle: CycleState, ready: Handover, *, refresh: bool) -> tuple[R, R]:
+async def _both(steps: Steps[R], cycle: CycleState, ready: Handover, *, refresh: bool,
+                done: dict[str, Any] | None) -> tuple[R, R]:
     async def discovery() -> R:
         try:
+            if done is not None:
+                logger.info("the cycle's discovery (run %s) completed before it was interrupted: extraction resumes",
+                            done.get("run_id"))
+                return steps.recorded(done)
             return await steps.discover(refresh=refresh, cycle=cycle)
         finally:
             ready.end()
@@ -207,6 +226,9 @@ class LocalSteps:
             raise
         result, _ = await finish_run(self.settings, run_id, "discover", [part])
         return result
+
+    def recorded(self, run: dict[str, Any]) -> PhaseResult:
+        return PhaseResult.from_dict({"phase": "discover", **run})
 
     async def extract(self, *, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)

@@ -223,6 +223,18 @@ class HostDiscovery:
                 self.feeds.offer(known.url)
             await self.reader.read_queued()
         host.report.add_rejections({}, source="link")
+        await self._nothing_taken()
+
+    async def _nothing_taken(self) -> None:
+        """Say so when the host's listing pages named links and none was taken for a page to harvest, and the
+        frontier holds none of its pages: a run of "new: 0" that read a shop's whole list is no clean result."""
+        host = self.host
+        unclassified = host.counters["links_unclassified"]
+        if not unclassified or await db(host.store.holds_kind, host.homes(), kind=UrlKind.DETAIL.value):
+            return
+        host.problem(f"{host.origin}: {unclassified} links on {host.counters['listing_pages']} listing pages, none "
+                     "taken for a page to harvest (no sitemap or feed, and no item shape recognized): nothing to "
+                     "extract; name the item URLs in the profile's detail_patterns")
 
     async def _seed_moved(self, seed: str) -> str | None:
         """The origin the seed permanently redirects to (301/308 only), when that is outside the crawl's scope (a

@@ -396,8 +396,9 @@ class ListingCrawl:
             decided.append((link, kind))
         paginated_list = bool(next_pages) or is_pagination(claimed.url)  # a list for sure, not a front page
         items = self.host.site.classifier.repeated_items(
-            canonical[link] for link, kind in decided
-            if kind is None and link not in next_pages and self.host.site.in_scope(canonical[link])
+            (canonical[link] for link, kind in decided
+             if kind is None and link not in next_pages and self.host.site.in_scope(canonical[link])),
+            pager=[canonical[link] for link in page.next_pages], page=claimed.url,
         ) if paginated_list else set()
         for link, kind in decided:
             if kind is None and canonical[link] in items:

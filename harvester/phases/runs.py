@@ -160,6 +160,15 @@ async def begin_cycle(settings: Settings, kind: str, profile: SiteProfile) -> tu
     return cycle_id, started or utcnow(), resumed
 
 
+async def finished_discovery(settings: Settings, cycle_id: int) -> dict[str, Any] | None:
+    """The counters of the cycle's discovery when it completed before the cycle was interrupted (killed during
+    extraction), else None: a rerun resumes such a cycle at its extraction, and asks no robots.txt or sitemap again
+    (docs/operations.md §4b: a rerun repeats only what was in flight)."""
+    async with open_store(settings) as store:
+        run = await db(store.completed_run, cycle_id, "discover")
+    return None if run is None else dict(run["counters"] or {}, run_id=run["id"])
+
+
 async def close_cycle(settings: Settings, cycle_id: int, origins: Sequence[str], *, failed: bool) -> Changes:
     """Close the cycle and read its counts (``FrontierStore.cycle_counts``: the one source of what it reports)."""
     async with open_store(settings) as store:

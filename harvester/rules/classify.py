@@ -298,6 +298,8 @@ class LinkClassifier:
         self._listings = _Templates(max_examples)
         self._listing_min_details = listing_min_details
         self._known: dict[str, UrlKind | None] = {}
+        self._item_groups: set[tuple[str, ...]] = set()
+        """Groups ``repeated_items`` found to be a list's items, by ``_item_group``'s key."""
 
     def learn_details(self, urls: Iterable[str]) -> None:
         """Remember these URLs as known details (sitemap and feed entries) to learn the site's shapes."""
@@ -342,27 +344,43 @@ class LinkClassifier:
             return UrlKind.LISTING
         return None
 
-    def repeated_items(self, links: Iterable[str], *, min_siblings: int = 3) -> set[str]:
+    def repeated_items(
+        self, links: Iterable[str], *, pager: Iterable[str] = (), page: str | None = None, min_siblings: int = 3
+    ) -> set[str]:
         """Of a paginated list's links that ``classify`` left undecided (the caller classified them already),
-        those that share a directory and end in an id, at least ``min_siblings`` of them: the list's items.
-        ``/article/3-2`` or ``/product/101`` are no generic detail shape, yet a list's pages side by side are made
-        of them, and a site with no sitemap or feed has no other way to them.
+        those that share a directory and end in an id, at least ``min_siblings`` of them, or fewer of a group this
+        classifier took for items before (the last page of a list holds what is left: one item, say): the list's
+        items. ``/article/3-2``, ``/item/7`` or ``/product.php?id=5`` are no generic detail shape, yet a list's
+        pages side by side are made of them, and a site with no sitemap or feed has no other way to them.
 
-        Deliberately narrow, because a kind is fixed when a URL is first stored and learned from later: only a
-        last segment with an id (a digit, at least two characters: not a page number), never a word or a slug
-        (menus, footers and section links repeat words: ``/news/world``, ``/pages/shipping``), never a query
-        (filters, languages, views, variants), never site furniture. The caller asks only of a paginated page."""
-        groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+        An id is any last segment with a digit, whatever its length (``/item/1`` to ``/item/9`` are a shop's first
+        nine products), or the value of an id key of the query (``id``, ``product_id``, ``pid``: ``_ID_KEY``) on a
+        path other than the page's own. A page number is not an id: ``pager`` (the page's next pages) and ``page``
+        itself name the list's own numbering, and the directory of a numbered one (``/blog/2``) is the pager's.
+
+        Deliberately narrow otherwise, because a kind is fixed when a URL is first stored and learned from later:
+        never a word or a slug with no digit (menus, footers and section links repeat words: ``/news/world``,
+        ``/pages/shipping``), never any other query (filters, languages, views, variants, forums), never site
+        furniture. The caller asks only of a paginated page."""
+        numbered = {(parts.host, tuple(parts.segments[:-1]))
+                    for url in (*pager, *((page,) if page else ()))
+                    if (parts := _Parts(url)).segments and parts.segments[-1].isdigit()}
+        own_path = _Parts(page).path if page else None
+        groups: dict[tuple[str, ...], set[str]] = {}
         for link in links:
             parts = _Parts(link)
-            segments = [seg.lower() for seg in parts.segments]
-            if parts.query or not segments or any(_is_furniture(seg) for seg in segments):
-                continue
-            last = segments[-1]
-            if len(last) < 2 or not any(ch.isdigit() for ch in last):
-                continue
-            groups.setdefault((parts.host, tuple(segments[:-1])), set()).add(link)
-        return {link for members in groups.values() if len(members) >= min_siblings for link in members}
+            key = _item_group(parts, numbered, own_path)
+            if key is not None:
+                groups.setdefault(key, set()).add(link)
+        items: set[str] = set()
+        for key, members in groups.items():
+            if len(members) >= min_siblings:
+                if len(self._item_groups) < MAX_ITEM_GROUPS:
+                    self._item_groups.add(key)
+                items |= members
+            elif key in self._item_groups:
+                items |= members
+        return items
 
     def classify(self, url: str) -> UrlKind | None:
         """The kind of ``url`` by what is learned so far (the rules in the class docstring).
@@ -421,6 +439,43 @@ class LinkClassifier:
             if _SECTION.fullmatch(word) and word not in _FURNITURE:
                 return UrlKind.LISTING
         return None
+
+
+MAX_ITEM_GROUPS = 1_000
+"""Groups of list items ``LinkClassifier.repeated_items`` remembers at most (a site has a few lists)."""
+
+_ID_KEY = re.compile(
+    r"(?i)(?:id|[a-z]+_id|(?:p|a|t|item|product|prod|article|post|story|news|topic|thread|entry|doc)id|sku)"
+)
+"""A query key that names one item (``?id=5``, ``?product_id=42``, ``?itemid=7``), not a filter or a view."""
+
+
+def _item_group(
+    parts: _Parts, numbered: set[tuple[str, tuple[str, ...]]], own_path: str | None
+) -> tuple[str, ...] | None:
+    """The group of list items ``parts`` belongs to (``LinkClassifier.repeated_items``), or None when it is no
+    item by its shape: ``("path", host, directory...)`` for an id as the last segment, ``("query", host, path,
+    key, the other pairs...)`` for an id in the query."""
+    segments = [seg.lower() for seg in parts.segments]
+    if any(_is_furniture(seg) for seg in segments):
+        return None
+    if not parts.query:
+        if not segments or not any(ch.isdigit() for ch in segments[-1]):
+            return None
+        directory = tuple(segments[:-1])
+        if segments[-1].isdigit() and (parts.host, tuple(parts.segments[:-1])) in numbered:
+            return None  # the list's own page numbers
+        return ("path", parts.host, *directory)
+    if parts.path == own_path:
+        return None  # the list itself, filtered, sorted or in another view
+    pairs = [piece.partition("=") for piece in parts.query.split("&") if piece]
+    ids = [(name, value) for name, _, value in pairs if _ID_KEY.fullmatch(name) and any(ch.isdigit() for ch in value)]
+    if len(ids) != 1:
+        return None
+    name = ids[0][0]
+    others = sorted(f"{key}={value}" for key, _, value in pairs
+                    if key != name and key.lower() not in _IGNORED_PARAMS)
+    return ("query", parts.host, parts.path, name, *others)
 
 
 def _is_furniture(segment: str) -> bool:

@@ -419,7 +419,7 @@ def test_a_paginated_lists_repeated_ids_are_its_items_and_nothing_else_is():
         *(f"{site}/news/?lang={lang}" for lang in ("en", "de", "fr")),
         *(f"{site}/products/x?variant={n}" for n in (101, 102, 103)),
         *(f"{site}/viewforum.php?f={n}" for n in (1, 2, 3)),
-        *(f"{site}/blog/{n}" for n in range(2, 6)),  # page numbers
+        *(f"{site}/blog/{n}" for n in range(3, 6)),  # page numbers: the pager's next page is /blog/2
         *(f"{site}/print/{n}" for n in (123, 124, 125)),  # print versions
         f"{site}/u/alice", f"{site}/u/bob", f"{site}/u/carol",
         f"{site}/story/1-2", f"{site}/story/1-3",  # two of a kind
@@ -427,8 +427,30 @@ def test_a_paginated_lists_repeated_ids_are_its_items_and_nothing_else_is():
         f"{site}/news/what-a-great-long-story-today",  # a detail already
         "https://elsewhere.example/article/1-1", "https://elsewhere.example/article/1-2",  # another host: two
     ]
-    assert LinkClassifier().repeated_items([*others, *items]) == set(items)
-    assert LinkClassifier().repeated_items(items[5:7]) == set()  # fewer than three
+    pager = {"page": f"{site}/blog/", "pager": [f"{site}/blog/2"]}
+    assert LinkClassifier().repeated_items([*others, *items], **pager) == set(items)
+    assert LinkClassifier().repeated_items(items[5:7], **pager) == set()  # fewer than three
+
+
+def test_a_lists_items_are_its_items_whatever_the_length_of_their_ids():
+    """Single-digit ids, short ids of letters and digits, ids in the query, and the one item of a last page: items;
+    the list's own page numbers (by the page, or its next page) and its own filtered views are not."""
+    site = "https://shop.example"
+    classifier = LinkClassifier()
+    first = [f"{site}/item/{n}" for n in range(1, 9)]
+    assert classifier.repeated_items(first, page=f"{site}/shop/", pager=[f"{site}/shop/?page=2"]) == set(first)
+    # The last page holds one item of a group taken for items before: it is one too.
+    assert classifier.repeated_items([f"{site}/item/9"], page=f"{site}/shop/?page=2") == {f"{site}/item/9"}
+    assert LinkClassifier().repeated_items([f"{site}/item/9"], page=f"{site}/shop/?page=2") == set()
+    short = [f"{site}/p/{c}{n}" for c in "ab" for n in range(1, 3)]
+    assert LinkClassifier().repeated_items(short, page=f"{site}/list/") == set(short)
+    query = [f"{site}/product.php?id={n}" for n in range(1, 4)]
+    keyed = [f"{site}/goods?product_id={n}&ref=list" for n in range(1, 4)]
+    assert LinkClassifier().repeated_items([*query, *keyed], page=f"{site}/shop/") == {*query, *keyed}
+    numbers = [f"{site}/shop/{n}" for n in range(1, 6)]  # /shop/3 shows pages 1 to 5; its next page is /shop/4
+    assert LinkClassifier().repeated_items(numbers, page=f"{site}/shop/3", pager=[f"{site}/shop/4"]) == set()
+    views = [f"{site}/shop/?color={n}" for n in range(1, 5)]  # the list itself, filtered
+    assert LinkClassifier().repeated_items(views, page=f"{site}/shop/?page=2") == set()
 
 
 _HREF_PARTS = ["/", "//", ".", "..", "?", "#", ";", "[", "]", ":", "@", "%2e", "a", "b", "h", "x=1", "&", " ", "\t",
