@@ -29,7 +29,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.rules import revisit
-from harvester.rules.classify import is_pagination
+from harvester.rules.classify import is_pagination, same_list
 from harvester.rules.facets import FacetChoice
 from harvester.runtime import aware, db, settle, utcnow
 
@@ -232,14 +232,21 @@ class ListingCrawl:
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:
-        """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way."""
+        """The pages whose next page ``claimed`` is, when it was read before and is reached in no other way.
+
+        Only pages of its own list (``same_list``): a numbered link from another page (a home page's "All products"
+        to ``/list?page=1``) makes ``claimed`` the first page of a list, read when due, not a continuation that
+        page's verdict may pass over. The seed answering 304 stopped the whole list being read again."""
         if claimed.last_fetched_at is None or claimed.content_hash is None:
             return []
         labels = await db(self.host.store.sources_of, claimed.url)
         prefix = f"{Source.PAGINATION.value}:"
         if not labels or not all(label.startswith(prefix) for label in labels):
             return []
-        return [label[len(prefix):] for label in labels]
+        before = [label[len(prefix):] for label in labels]
+        if not all(same_list(page, claimed.url) for page in before):
+            return []
+        return before
 
     async def _continuation(
         self, claimed: ClaimedUrl, before: list[str]

@@ -100,6 +100,22 @@ def is_pagination_split(url: str) -> bool:
     return bool((parts.query and _PAGINATION_QUERY.search(parts.query)) or _PAGINATION_PATH.search(parts.path))
 
 
+def list_of(url: str) -> tuple[str, str, str]:
+    """The list a page belongs to: its URL without the page number (``/blog/page/3/`` → ``/blog``,
+    ``/list?page=2&sort=new`` → ``/list?sort=new``), as (host, path, sorted query)."""
+    parts = urlsplit(url)
+    path = _PAGINATION_PATH.sub("", parts.path).rstrip("/") or "/"
+    query = sorted(piece for piece in parts.query.split("&") if piece and not _PAGINATION_QUERY.search(piece))
+    return parts.netloc.lower(), path, "&".join(query)
+
+
+def same_list(page: str, other: str) -> bool:
+    """Whether ``other`` is a page of the list ``page`` is a page of (another page number, or none): what makes
+    it a continuation of ``page``, not a list of its own that ``page`` links to (a home page's "All products"
+    link to ``/list?page=1``)."""
+    return list_of(page) == list_of(other)
+
+
 # --- classification ----------------------------------------------------------------------------------------
 
 
