@@ -149,7 +149,7 @@ class HostContext:
 
     def validators_for(self, known: DocumentState | None) -> Validators:
         """The validators to ask ``known`` with: none for one read in full before its robots.txt refusals were
-        recorded (0018) where robots.txt refuses anything, so they are recorded once (a 304 would name none)."""
+        recorded (0019) where robots.txt refuses anything, so they are recorded once (a 304 would name none)."""
         if known is None:
             return Validators()
         if not known.refusals_read and self.rules.refuses_any:

@@ -412,19 +412,18 @@ class SitemapWalk:
         retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
         politeness = self.host.settings.politeness
         home = origin_of(url)
-        validators = self.host.validators_for(known)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
             return origin_of(hop) == home or self.host.site.in_scope(hop)
 
-        validators, issuer = known.validators if known else Validators(), None
+        validators, issuer = self.host.validators_for(known), None
         if known is not None and known.kind == REDIRECT_KIND and known.children:
             # A remembered redirect asked again (a refresh, or its record due): the answer that counts is its
             # target's, so the target's own validators go with the request, to the target's hop alone (a redirect
             # that moved elsewhere meanwhile reaches its new target unconditionally, as it must).
             target = await db(self.host.store.get_document, known.children[0])
             if target is not None:
-                validators, issuer = target.validators, target.url
+                validators, issuer = self.host.validators_for(target), target.url
         for attempt in range(politeness.max_attempts if retry else 1):
             if attempt:
                 check_stop()  # a stopped process sends no request: no wait for one either
