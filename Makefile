@@ -54,6 +54,10 @@ lint: $(VENV)/.installed
 # against ~16 min of theirs in the one-process run.
 # Earlier: two runs of 42.6 and 24.1 min at a load of 5-15 failed 2 and 5 tests (the demo's progress line over 80
 # columns, a product bug, in both; timing controls the load outran; a frozen extractor over a host's limit).
+# Issue 32, a fresh machine at a load of 17-31 (seven other engineers): two workers took 72 min, 3144 passed, 35
+# errors (every tests/flows test of a worker whose Prefect server did not answer within 90 s: the bound is 600 s now),
+# 4 failures (test_scaleout's frozen extractor fetched a page twice; test_hostile x3: a redirect cap seen as a
+# timeout at that load). Not green: still opt-in.
 TEST_WORKERS ?= 0
 
 test: lint pywb

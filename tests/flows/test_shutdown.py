@@ -33,7 +33,7 @@ FINAL_WITHIN_S = 10.0
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)  # load 30: minutes
     assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout + done.stderr
 
