@@ -2,13 +2,14 @@
 processes side by side, repeated and interleaved (issue 32).
 
     .venv/bin/python bench/scaleout.py [--hosts 200] [--pages 30] [--latency 0.005] [--limit 4] [--procs 1,2,3]
-        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR] [--count]
+        [--reps 1] [--db hv_scaleout] [--webs 1] [--spy DIR] [--count] [--one-session]
 
 The test web (process mode, its own process; ``--webs`` processes, each serving a share of the hosts) serves
 ``--hosts`` hosts of ``--pages`` detail pages (as bench/broad.py). The web is discovered once into the database
 ``--db`` at 127.0.0.1:5432 (not measured); each run then extracts from a fresh copy of it (``CREATE DATABASE ..
 TEMPLATE``), with N ``harvester extract`` processes started at once, each with its own User-Agent, as a user starts
-them. The process counts take turns within each repetition, and the order turns round from one repetition to the
+them from separate terminals or services: each in a session of its own (``--one-session``: all in the bench's).
+The process counts take turns within each repetition, and the order turns round from one repetition to the
 next (1,2,3 then 2,3,1 ...), so a burst of other work on the machine falls on every N alike.
 
 Printed per run: the load average when it started, wall (first start to last exit), detail pages per second,
@@ -20,6 +21,13 @@ URL; must be 0), pages per process, and each process's timeline: its first reque
 wall(1) (each ratio taken between runs of one repetition, minutes apart at most), with their range. The machine
 is shared: single walls are noisy, the median of interleaved ratios much less so. The databases are dropped at
 the end.
+
+Sessions can matter on Linux with ``kernel.sched_autogroup_enabled`` (the header says): the scheduler shares the
+CPU between sessions first, then between the threads of one session, so N processes started in one session (a
+shell's ``&`` jobs) may share one session's CPU on a machine busy with other sessions' work, where independent
+workers (services, containers, machines) get a share each. Measured here (200 hosts x 10 pages, 2 processes, load
+16-28, one run each): 0.60 x one process's wall in one session, 0.74 in a session each; the load's swings hide
+whatever difference there is, so neither is the cause of a ratio near 1 (``--one-session`` to compare).
 
 ``--count`` adds, per process, evidence that does not depend on the machine's load: its CPU per page, its
 statements and round trips per page (psycopg wrapped by bench/dbcount/sitecustomize.py), the wall it spent inside
@@ -216,8 +224,26 @@ def counted_lines(count_dir: Path, pids: list[int], pages: list[int], hosts: lis
     return lines
 
 
+def autogroup() -> str:
+    """Whether the scheduler groups CPU shares by session (Linux ``sched_autogroup_enabled``)."""
+    try:
+        return "on" if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1" else "off"
+    except OSError:
+        return "unknown"
+
+
+def start_extract(command: list[str], env: dict[str, str], cwd: Path, *,
+                  one_session: bool = False) -> subprocess.Popen[bytes]:
+    """One extraction process as independent workers run, in a session of its own (``one_session``: in the
+    bench's): where the kernel shares the CPU by session (``autogroup``), N processes of one session may share one
+    session's share (see the module's docstring)."""
+    return subprocess.Popen(  # our own console script, no shell
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd,
+        start_new_session=not one_session)
+
+
 def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: str, tag: str,
-        spy: Path | None = None, count: bool = False) -> Outcome:
+        spy: Path | None = None, count: bool = False, one_session: bool = False) -> Outcome:
     name = f"{template}_{tag}"
     drop_database(name)
     admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -244,8 +270,7 @@ def run(web: Webs, n: int, limit: int, details: set[str], tmp: Path, template: s
                 out = spy / f"{tag}-{len(procs)}.txt"
                 command = [str(Path(sys.executable).parent / "py-spy"), "record", "--idle", "--threads", "-r", "50",
                            "--format", "raw", "-o", str(out), "--", *command]
-            procs.append(subprocess.Popen(  # our own console script, no shell
-                command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp))
+            procs.append(start_extract(command, env, tmp, one_session=one_session))
         cpu = 0.0
         exits: dict[int, float] = {}
         failed = False
@@ -312,6 +337,8 @@ def main() -> None:
     parser.add_argument("--webs", type=int, default=1, help="test web processes the hosts are split across")
     parser.add_argument("--count", action="store_true", help="per process: statements, round trips and CPU per "
                         "page, database wall, sessions sampled (see above)")
+    parser.add_argument("--one-session", action="store_true", help="start the extract processes in the bench's "
+                        "session (one CPU share between them where the kernel groups by session), not one each")
     parser.add_argument("--spy", type=Path, help="a directory: each process runs under py-spy (idle frames "
                         "included), its stacks written there; slows the runs, for finding waits, not for figures")
     args = parser.parse_args()
@@ -331,12 +358,13 @@ def main() -> None:
         try:
             discover_template(web, args.db, args.limit)
             print(f"{args.hosts} hosts x {args.pages} pages, latency {args.latency} s, limit {args.limit}, "
-                  f"{args.webs} test web process(es), "
+                  f"{args.webs} test web process(es), autogroup {autogroup()}, "
+                  f"{'one session' if args.one_session else 'a session per process'}, "
                   f"{args.reps} repetition(s) of {counts} interleaved\n{header}", flush=True)
             for rep in range(args.reps):
                 order = counts[rep % len(counts):] + counts[:rep % len(counts)]
                 done = {n: run(web, n, args.limit, details, Path(tmp), args.db, f"r{rep}n{n}", args.spy,
-                               args.count) for n in order}
+                               args.count, args.one_session) for n in order}
                 runs.append([done[n] for n in counts])
                 for n in order:
                     print(line(done[n], done[counts[0]].wall_s if n != counts[0] else None), flush=True)
