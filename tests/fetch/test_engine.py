@@ -108,7 +108,7 @@ async def test_crawl_delay_is_honoured(make_web, delay):
 
 
 async def test_a_200ms_host_does_not_slow_the_fast_ones(make_web):
-    web = make_web([HostSpec("slow", pages=40, latency_s=0.2, page_bytes=SMALL)]
+    web = make_web([HostSpec("slow", pages=40, latency_s=2.0, page_bytes=SMALL)]
                    + [HostSpec(n, pages=60, latency_s=0.005, page_bytes=SMALL) for n in ("f1", "f2")])
     work = ListWork(urls_of(web, "slow") + urls_of(web, "f1") + urls_of(web, "f2"))
     fast = {web.origin("f1"), web.origin("f2")}
@@ -124,14 +124,16 @@ async def test_a_200ms_host_does_not_slow_the_fast_ones(make_web):
     work.on_done = on_done
     async with PoliteClient(settings(), per_host_limit=2) as client:
         runner = asyncio.create_task(run_hosts(client, work, max_active_hosts=3))
-        await asyncio.wait_for(finished.wait(), 30)
+        await asyncio.wait_for(finished.wait(), 120)
         slow_done = sum(1 for job, _ in work.results if job.host == web.origin("slow"))
         runner.cancel()
         with pytest.raises(asyncio.CancelledError):
             await runner
-    # 120 fast pages at 2 in flight and 5 ms take ~0.3 s: the slow host (2 in flight, 200 ms) finished only a few
-    # of its 40 meanwhile. A shared queue with per-host semaphores would have held the fast hosts behind it.
-    assert slow_done <= 12
+    # 120 fast pages at 2 in flight and 5 ms take ~0.3 s: the slow host (2 in flight, 2 s an answer: 40 s for its
+    # 40) finished only a few meanwhile. A shared queue with per-host semaphores would have held the fast hosts
+    # behind it, to the end of its 40. Its answers are 2 s (not 0.2 s) so that a machine at a load of 25, where
+    # the fast hosts' 120 pages took 2-4 s, is still far inside the bound (seed43 saw 16-21 of 40 at 0.2 s).
+    assert slow_done <= 20
 
 
 async def test_retry_after_is_honoured(make_web):
