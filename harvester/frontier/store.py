@@ -111,6 +111,7 @@ class FrontierStore:
         self.keep_refused = refusals.keep_refused
         self.name_refused = refusals.name_refused
         self.refused_counts = refusals.refused_counts
+        self.rejudge_urls = refusals.rejudge_urls
         self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally
 

@@ -104,6 +104,22 @@ class HostContext:
         self.robots = await self.client.robots(self.origin, fresh_since=self.run_started)
         return self.robots
 
+    async def rejudge(self) -> None:
+        """Where robots.txt's rules changed since the host's URLs were last judged, judge them again
+        (``FrontierStore.rejudge_urls``): refused ones now allowed are due in this run, done ones now refused leave
+        the snapshot. Before any document is read, so the URLs made due go to this run's extraction."""
+        rules = self.rules
+        judged = await db(self.store.rejudge_urls, self.origin, rules.allowed, rules.fingerprint,
+                          refuse=rules.mode != "disallow")
+        if judged is not None:
+            due, refused = judged
+            self.counters["robots_changed"] += 1
+            self.counters["urls_allowed_again"] += due
+            self.counters["urls_refused_now"] += refused
+            if due or refused:
+                logger.info("%s: robots.txt changed: %d refused URLs due again, %d harvested URLs refused now",
+                            self.origin, due, refused, extra={"host": self.origin})
+
     @property
     def moved(self) -> str | None:
         """Where this seed host's homepage redirects to, outside the scope it had: read with this host."""
