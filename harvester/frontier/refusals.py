@@ -17,7 +17,7 @@ from sqlalchemy import distinct, func, or_, select, update
 
 from harvester.frontier.base import Database, Part
 from harvester.frontier.keys import Keys
-from harvester.frontier.models import Document, Host, RobotsRefusal
+from harvester.frontier.models import Document, Host, RobotsRefusal, Source
 from harvester.records import UrlState
 from harvester.runtime import aware, utcnow
 
@@ -91,7 +91,7 @@ class Refusals(Part):
         return len(kept) - len(lifted)
 
     def rejudge_urls(self, origin: str, allowed: Callable[[str], bool], fingerprint: str, *, refuse: bool = True,
-                     now: datetime | None = None) -> tuple[int, int] | None:
+                     now: datetime | None = None) -> tuple[int, int, list[str]] | None:
         """Judge the host's stored URLs by robots.txt's rules as read now, when they differ from the rules they
         were last judged by (``hosts.robots_judged``, ``fingerprint`` theirs); None when they do not (the common
         run: one indexed read). A DISALLOWED URL the rules allow becomes due now (queued: this run asks it, with
@@ -99,7 +99,9 @@ class Refusals(Part):
         counted as refused), unless ``refuse`` is False (robots.txt unavailable: everything refused for now is no
         verdict on a page). Each URL is judged as it is requested (its fetch form). Batched along the host's
         ``(host_id, path)`` key, each batch its own transaction; the fingerprint is recorded after the last, so a
-        kill in between judges again. Returns (made due, refused)."""
+        kill in between judges again. Returns (made due, refused, the documents to read in full): the sitemaps and
+        feeds that named a URL refused then (never stored, ``robots_refusals``) that the rules allow now, whose
+        304 would name it no more."""
         d = self._d
         now = aware(now) or utcnow()
         with self._tx(write=False) as tx:
@@ -135,8 +137,14 @@ class Refusals(Part):
                         f" last_error = 'disallowed by robots.txt' WHERE {where} AND state = 'done'",
                         tuple(params)).rowcount
         with self._tx() as tx:
+            named = tx.conn.execute(
+                select(Source.label, RobotsRefusal.path, RobotsRefusal.judged)
+                .join(Source, Source.id == RobotsRefusal.source_id).where(RobotsRefusal.host_id == host_id)
+            ).all()
             tx.conn.execute(update(Host).where(Host.id == host_id).values(robots_judged=fingerprint))
-        return due, refused
+        reread = sorted({str(label).partition(":")[2] for label, path, judged in named
+                         if allowed(judged or origin + path)} - {""})
+        return due, refused, reread
 
     def refused_counts(self) -> dict[str, int]:
         """Per host (origin), the URLs robots.txt refuses, each once however many documents name it; hosts with

@@ -124,3 +124,21 @@ async def test_harvested_pages_robots_txt_now_refuses_leave_the_snapshot_without
             assert asked == ["/c/1", "/c/2"] and latest == sorted(PAGES), (asked, latest)
 
     await _days(serve, db_url, {1: [], 2: ["/c/"], 3: ["/c/"], 4: []}, "weekly", check)
+
+
+async def test_a_url_refused_before_it_was_stored_is_read_once_robots_txt_allows_it(
+    db_url: str, serve: Callable[..., Any], clock: None,
+) -> None:
+    """robots.txt refuses /c/ from day 1: its pages are never stored (only counted). Day 2 allows them: the sitemap
+    naming them is read in full that run (its 304 would name nothing), and they are asked and in the snapshot."""
+
+    def check(n: int, states: dict[str, str], latest: list[str], log: list[tuple[int, str, int]],
+              counts: dict[str, Any]) -> None:
+        asked = sorted(path for d, path, _ in log if d == n and path.startswith("/c/"))
+        if n == 1:
+            assert "/c/1" not in states and asked == [] and latest == ["/p/a", "/p/b"], (states, asked, latest)
+        if n == 2:
+            assert (2, "/sitemap.xml", 200) in log, log
+            assert asked == ["/c/1", "/c/2"] and latest == sorted(PAGES), (asked, latest)
+
+    await _days(serve, db_url, {1: ["/c/"], 2: []}, "weekly", check)
