@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import re
 import time
@@ -116,8 +117,8 @@ class RobotsRules:
     §2.3.1.4). ``expires_at`` is monotonic time after which the cache must re-fetch.
     """
 
-    __slots__ = ("_parser", "_token", "crawl_delay_s", "expires_at", "mode", "origin", "refuses_any", "request_rate_s",
-                 "sitemaps", "state")
+    __slots__ = ("_parser", "_token", "crawl_delay_s", "expires_at", "fingerprint", "mode", "origin", "refuses_any",
+                 "request_rate_s", "sitemaps", "state")
 
     def __init__(self, state: RobotsState, *, user_agent: str, settings: RobotsSettings,
                  now_wall: datetime | None = None, now_mono: float | None = None) -> None:
@@ -131,10 +132,15 @@ class RobotsRules:
         self.mode = status_mode(state)
         self.refuses_any = self.mode == "disallow"
         """Whether any URL may be refused: a Disallow line with a path in our group, or the whole site."""
+        self.fingerprint = self.mode
+        """The rules as read, for this crawler: the mode, and in "rules" mode a digest of our group (what the
+        verdicts follow from, with the Sitemap lines; another crawler's group or a comment leave it). A host whose
+        rules' fingerprint changed has its stored URLs judged again (``FrontierStore.rejudge_urls``)."""
         if self.mode == "rules":
             # protego sees only our group, regrouped per RFC 9309 (robotstxt.py), under "User-agent: *".
             group = group_body(decode_robots(state.body or "", settings.max_bytes), self._token)
             self.refuses_any = _DISALLOW_LINE.search(group) is not None
+            self.fingerprint = "rules:" + hashlib.sha256(group.encode("utf-8", "replace")).hexdigest()[:32]
             self._parser = Protego.parse(group)
             delay = self._parser.crawl_delay(self._token)
             self.crawl_delay_s = float(delay) if delay is not None and delay >= 0 else None

@@ -117,6 +117,9 @@ class Host(Base):
     robots_error: Mapped[str | None] = mapped_column(String(40))
     robots_url: Mapped[str | None] = mapped_column(Text)
     """The URL that answered with ``robots_body`` and issued its validators (robots.txt's redirect target)."""
+    robots_judged: Mapped[str | None] = mapped_column(String(64))
+    """The fingerprint of the robots.txt rules the host's stored URLs were last judged by (``RobotsRules.fingerprint``;
+    migration 0019): rules read that differ have its URLs judged again (``Refusals.rejudge_urls``)."""
     crawl_delay_s: Mapped[float | None] = mapped_column(Float)
     request_rate_s: Mapped[float | None] = mapped_column(Float)
     concurrency_limit: Mapped[int | None] = mapped_column(SmallInteger)

@@ -11,8 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Table, exists, func, insert, or_, select, update
-from sqlalchemy.orm import aliased
+from sqlalchemy import Connection, Table, insert, select, update
 
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier.base import Database, Part
@@ -190,7 +189,7 @@ class Outcomes(Part):
             if links:
                 now = max(c.fetched_at for c, _ in mine)
                 added = self._discovered.upsert(tx, fold(links), aware(now) or utcnow())
-            demoted = self._demote(conn, [(old, new) for old, new in demote if new in held])
+            demoted = self._demote(conn, [(old, new) for old, new in demote if new in held], run_id)
             for url_id, gone_from in (vanished or {}).items():
                 if url_id in held:
                     self._documents.recheck_vanished(conn, gone_from)
@@ -436,11 +435,13 @@ class Outcomes(Part):
             moved += len(rows)
         return moved
 
-    @staticmethod
-    def _demote(conn: Connection, pairs: Sequence[tuple[int, int]]) -> int:
+    def _demote(self, conn: Connection, pairs: Sequence[tuple[int, int]], run_id: int | None) -> int:
         """(url id, new holder id): a DONE URL becomes the new holder's duplicate, and the URLs that were its
-        duplicates follow it, so ``duplicate_of`` always names a URL that holds the content."""
+        duplicates follow it, so ``duplicate_of`` always names a URL that holds the content. A version it stored in
+        this cycle (``run_id``'s) is no news of the cycle any more: its fetch loses its label (new, changed), as a
+        page found a duplicate when read has none, so the cycle's counts name the content once, under its holder."""
         demoted = 0
+        d = self._d
         for url_id, holder in pairs:
             if url_id == holder:
                 continue
@@ -451,43 +452,10 @@ class Outcomes(Part):
             if changed:
                 demoted += changed
                 conn.execute(update(Url).where(Url.duplicate_of == url_id).values(duplicate_of=holder))
+                if run_id is not None:
+                    conn.exec_driver_sql(
+                        f"UPDATE fetches SET change = NULL WHERE url_id = {d.p}"
+                        " AND change IN ('new', 'changed', 'restyled')"
+                        f" AND run_id IN (SELECT r.id FROM runs r WHERE r.id = {d.p} OR r.cycle_id ="
+                        f" (SELECT c.cycle_id FROM runs c WHERE c.id = {d.p}))", (url_id, run_id, run_id))
         return demoted
-
-    def duplicates_of(
-        self, hashes: Sequence[str], *, exclude_ids: Sequence[int] = (), now: datetime | None = None
-    ) -> dict[str, int]:
-        """content_hash -> the lowest id of a URL already holding that content, as far as we know now.
-
-        A holder is DONE and not yet due again: a URL due for a re-fetch (or being re-fetched) may have moved or
-        vanished since, so its old hash vouches for nothing, and one whose last answer was a permanent redirect
-        holds no content at all; the page at a moved URL's new address is never a duplicate of the old one."""
-        if not hashes:
-            return {}
-        now = aware(now) or utcnow()
-        query = (
-            select(Url.content_hash, func.min(Url.id))
-            .where(
-                Url.content_hash.in_(list(set(hashes))),
-                Url.state == UrlState.DONE.value,
-                or_(Url.next_fetch_at.is_(None), Url.next_fetch_at > now),
-                or_(Url.last_status.is_(None), Url.last_status.not_in(sorted(PERMANENT_REDIRECTS))),
-            )
-            .group_by(Url.content_hash)
-        )
-        if exclude_ids:
-            query = query.where(Url.id.not_in(list(exclude_ids)))
-        with self._tx(write=False) as tx:
-            return {str(h): int(i) for h, i in tx.conn.execute(query)}
-
-    def declared_canonicals(self, url_ids: Sequence[int]) -> dict[int, str]:
-        """url id -> the canonical URL its newest stored page declares (rel=canonical), where it declares one."""
-        if not url_ids:
-            return {}
-        newer = aliased(Page)
-        query = select(Page.url_id, Page.canonical_url).where(
-            Page.url_id.in_(list(url_ids)), Page.canonical_url.is_not(None),
-            ~exists().where(newer.url_id == Page.url_id, newer.id > Page.id),
-        )
-        with self._tx(write=False) as tx:
-            return {int(url_id): str(canonical) for url_id, canonical in tx.conn.execute(query)}
-

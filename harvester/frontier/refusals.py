@@ -13,12 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from sqlalchemy import distinct, func, or_, select
+from sqlalchemy import distinct, func, or_, select, update
 
 from harvester.frontier.base import Database, Part
 from harvester.frontier.keys import Keys
-from harvester.frontier.models import Document, Host, RobotsRefusal
-from harvester.runtime import utcnow
+from harvester.frontier.models import Document, Host, RobotsRefusal, Source
+from harvester.records import UrlState
+from harvester.runtime import aware, utcnow
+
+REJUDGE_BATCH = 2_000
+"""A host's URLs read per transaction when robots.txt's rules changed (``rejudge_urls``): a million-URL host is
+judged a batch at a time along its ``(host_id, path)`` key, no long transaction and no host held in memory."""
 
 UNKNOWN_SOURCE = 0
 """``source_id`` of the rows kept from before 0018, which did not record the document that named them."""
@@ -84,6 +89,62 @@ class Refusals(Part):
                 tx.conn.exec_driver_sql(f"DELETE FROM robots_refusals WHERE host_id = {d.p} AND {where}",
                                         (host_id, *params))
         return len(kept) - len(lifted)
+
+    def rejudge_urls(self, origin: str, allowed: Callable[[str], bool], fingerprint: str, *, refuse: bool = True,
+                     now: datetime | None = None) -> tuple[int, int, list[str]] | None:
+        """Judge the host's stored URLs by robots.txt's rules as read now, when they differ from the rules they
+        were last judged by (``hosts.robots_judged``, ``fingerprint`` theirs); None when they do not (the common
+        run: one indexed read). A DISALLOWED URL the rules allow becomes due now (queued: this run asks it, with
+        the validators it kept); a DONE one they refuse becomes DISALLOWED without a request (out of the snapshot,
+        counted as refused), unless ``refuse`` is False (robots.txt unavailable: everything refused for now is no
+        verdict on a page). Each URL is judged as it is requested (its fetch form). Batched along the host's
+        ``(host_id, path)`` key, each batch its own transaction; the fingerprint is recorded after the last, so a
+        kill in between judges again. Returns (made due, refused, the documents to read in full): the sitemaps and
+        feeds that named a URL refused then (never stored, ``robots_refusals``) that the rules allow now, whose
+        304 would name it no more."""
+        d = self._d
+        now = aware(now) or utcnow()
+        with self._tx(write=False) as tx:
+            row = tx.conn.execute(select(Host.id, Host.robots_judged).where(Host.origin == origin)).first()
+        if row is None or row[1] == fingerprint:
+            return None
+        host_id, after, due, refused = int(row[0]), "", 0, 0
+        while True:
+            with self._tx() as tx:
+                rows = tx.conn.exec_driver_sql(
+                    f"SELECT id, path, fetch_path, state FROM urls WHERE host_id = {d.p} AND path > {d.p}"
+                    f" ORDER BY path LIMIT {REJUDGE_BATCH}", (host_id, after)).all()
+                if not rows:
+                    break
+                after = rows[-1][1]
+                lifted = [int(i) for i, path, fetch_path, state in rows
+                          if state == UrlState.DISALLOWED.value and allowed(origin + (fetch_path or path))]
+                barred = [int(i) for i, path, fetch_path, state in rows
+                          if refuse and state == UrlState.DONE.value and not allowed(origin + (fetch_path or path))]
+                if lifted:
+                    where, params = d.any_of("id", lifted)
+                    made = tx.conn.exec_driver_sql(
+                        f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE {where}"
+                        " AND state = 'disallowed' RETURNING host_id, kind, -score, id, next_fetch_at",
+                        (d.ts(now), *params)).all()
+                    if made:
+                        tx.conn.exec_driver_sql(d.enqueue_sql, [tuple(r) for r in made])
+                    due += len(made)
+                if barred:
+                    where, params = d.any_of("id", barred)
+                    refused += tx.conn.exec_driver_sql(
+                        f"UPDATE urls SET state = 'disallowed', last_error_class = 'robots_disallowed',"
+                        f" last_error = 'disallowed by robots.txt' WHERE {where} AND state = 'done'",
+                        tuple(params)).rowcount
+        with self._tx() as tx:
+            named = tx.conn.execute(
+                select(Source.label, RobotsRefusal.path, RobotsRefusal.judged)
+                .join(Source, Source.id == RobotsRefusal.source_id).where(RobotsRefusal.host_id == host_id)
+            ).all()
+            tx.conn.execute(update(Host).where(Host.id == host_id).values(robots_judged=fingerprint))
+        reread = sorted({str(label).partition(":")[2] for label, path, judged in named
+                         if allowed(judged or origin + path)} - {""})
+        return due, refused, reread
 
     def refused_counts(self) -> dict[str, int]:
         """Per host (origin), the URLs robots.txt refuses, each once however many documents name it; hosts with

@@ -16,6 +16,7 @@ from harvester.frontier.counted import Counted
 from harvester.frontier.cycles import Cycles
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
+from harvester.frontier.holders import Holders
 from harvester.frontier.hosts import Hosts
 from harvester.frontier.keys import Keys
 from harvester.frontier.outcomes import Outcomes
@@ -49,6 +50,7 @@ class FrontierStore:
         self.discovered = discovered = Discovered(db, keys)
         self.documents = documents = Documents(db)
         self.outcomes = outcomes = Outcomes(db, discovered, documents)
+        self.holders = holders = Holders(db)
         self.queue = queue = Queue(db, keys)
         self.hosts = hosts = Hosts(db, keys)
         self.refusals = refusals = Refusals(db, keys)
@@ -75,8 +77,9 @@ class FrontierStore:
 
         self.complete = outcomes.complete
         self.complete_many = outcomes.complete_many
-        self.duplicates_of = outcomes.duplicates_of
-        self.declared_canonicals = outcomes.declared_canonicals
+        self.duplicates_of = holders.duplicates_of
+        self.content_holders = holders.content_holders
+        self.declared_canonicals = holders.declared_canonicals
         self.due_hook_retries = outcomes.due_hook_retries
         self.requeue_rechecks = outcomes.requeue_rechecks
 
@@ -113,6 +116,7 @@ class FrontierStore:
         self.keep_refused = refusals.keep_refused
         self.name_refused = refusals.name_refused
         self.refused_counts = refusals.refused_counts
+        self.rejudge_urls = refusals.rejudge_urls
         self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally
 

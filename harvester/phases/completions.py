@@ -195,24 +195,31 @@ class CompletionBatcher:
         Which URL holds the content follows the site's rel=canonical where it says: a page that is its own
         canonical, and is what the holder names as canonical, takes the content over, and the holder becomes
         its duplicate (returned as (holder, new holder) pairs, demoted as this batch is written). Otherwise the
-        first URL read keeps it."""
+        first URL read (the lowest id) keeps it. A content confirmed (``_confirms``: a 304, an unchanged 200) is
+        settled by the same rule against every URL holding it (``_settle``): a holder due when the other copy was
+        read vouched for nothing then, and both stayed DONE, both in the snapshot."""
         fresh = [c for c, _ in items if c.page is not None and c.content_hash]
-        if not fresh:
+        confirmed = {c.url_id: c for c, _ in items if _confirms(c)}
+        if not fresh and not confirmed:
             return items, []
         known = await db(
             self._store.duplicates_of, [c.content_hash for c in fresh if c.content_hash],
             exclude_ids=[c.url_id for c in fresh],
-        )
+        ) if fresh else {}
+        settled, demoted = await self._settle(confirmed, {c.url_id for c, _ in items}, known)
         # What each holder's page names as canonical (in canonical form): stored holders from the store, this
         # batch's from the batch.
         canon = self._canonicalize
         declared = {url_id: canon(url) for url_id, url in
                     (await db(self._store.declared_canonicals, list(set(known.values())))).items()}
         position: dict[int, int] = {}
-        demoted: list[tuple[int, int]] = []
         out: list[tuple[Completion, list[DiscoveredUrl]]] = []
         for completion, outlinks in items:
             digest, page = completion.content_hash, completion.page
+            if page is None and completion.url_id in settled:  # a 304 of a copy the rule gives the other URL
+                completion = replace(completion, state=UrlState.DUPLICATE, duplicate_of=settled[completion.url_id])
+            elif page is None and completion.url_id in confirmed and digest and known.get(digest) == completion.url_id:
+                position[completion.url_id] = len(out)  # a 304 keeping the content: a page below may take it over
             if page is not None and digest:
                 holder = known.get(digest)
                 if holder is None or holder == completion.url_id:
@@ -236,3 +243,58 @@ class CompletionBatcher:
                         declared[completion.url_id] = canon(page.canonical_url)
             out.append((completion, outlinks))
         return out, demoted
+
+    async def _settle(
+        self, confirmed: dict[int, Completion], batch: set[int], known: dict[str, int]
+    ) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """Settle each confirmed content against the URLs holding it now (one indexed lookup for the batch,
+        ``FrontierStore.content_holders``): the URL the rule picks (``_keeper``) keeps it, written into ``known``
+        for the batch's pages; returns the confirmed URLs that become its duplicates (url id -> keeper) and the
+        (holder, keeper) pairs to demote where the keeper is confirmed here. Only holders not due again vouch:
+        one due may have changed since (its own answer settles it); a URL of the batch not confirmed is left to
+        its own answer."""
+        if not confirmed:
+            return {}, []
+        digests = {c.content_hash for c in confirmed.values() if c.content_hash}
+        holders = await db(self._store.content_holders, sorted(digests), sorted(confirmed))
+        settled: dict[int, int] = {}
+        demoted: list[tuple[int, int]] = []
+        for digest, rows in holders.items():
+            group = {url_id: url for url_id, url, vouches in rows
+                     if url_id in confirmed or (vouches and url_id not in batch)}
+            if not any(url_id in confirmed for url_id in group):
+                continue  # the confirmed URL is no holder itself (a duplicate asked again)
+            keeper = await self._keeper(group, confirmed) if len(group) > 1 else next(iter(group))
+            known[digest] = keeper
+            for url_id in group:
+                if url_id == keeper:
+                    continue
+                if url_id in confirmed:
+                    settled[url_id] = keeper
+                elif keeper in confirmed:
+                    demoted.append((url_id, keeper))
+        return settled, demoted
+
+    async def _keeper(self, group: dict[int, str], confirmed: dict[int, Completion]) -> int:
+        """Of URLs holding one content (id -> URL), the one the rule keeps it at: the lowest id, unless that one
+        names another of them canonical which names itself so (its page read now, else as stored)."""
+        canon = self._canonicalize
+        stored = await db(self._store.declared_canonicals, list(group))
+        declared: dict[int, str | None] = {url_id: canon(url) for url_id, url in stored.items()}
+        for url_id, completion in confirmed.items():
+            if url_id in group and completion.page is not None:
+                named = completion.page.canonical_url
+                declared[url_id] = canon(named) if named is not None else None
+        first = min(group)
+        for url_id, url in group.items():
+            here = canon(url)
+            if url_id != first and here is not None and declared.get(url_id) == here == declared.get(first):
+                return url_id
+        return first
+
+
+def _confirms(completion: Completion) -> bool:
+    """The answer confirms the content its URL held, at its own address: a 304, or a 200 whose main text is the
+    one held (a first read, or a changed text, is ``changed``)."""
+    return (completion.state is UrlState.DONE and bool(completion.content_hash) and not completion.changed
+            and completion.final_url is None and (completion.status == 304 or completion.page is not None))

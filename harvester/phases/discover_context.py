@@ -83,6 +83,9 @@ class HostContext:
     urls: UrlBatches = field(init=False)
     sitemap_dates: SitemapDates = field(init=False, default_factory=SitemapDates)
     """The lastmods of the detail pages this run's sitemaps listed: how far ahead a paged feed is worth asking."""
+    read_in_full: set[str] = field(init=False, default_factory=set)
+    """Documents asked without validators this run: they named URLs robots.txt refused, which it allows now
+    (``rejudge``); a 304 would leave those URLs unread."""
     _moved: str | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
@@ -103,6 +106,23 @@ class HostContext:
         """robots.txt names the sitemaps and may have changed the rules: asked (conditionally) once a run."""
         self.robots = await self.client.robots(self.origin, fresh_since=self.run_started)
         return self.robots
+
+    async def rejudge(self) -> None:
+        """Where robots.txt's rules changed since the host's URLs were last judged, judge them again
+        (``FrontierStore.rejudge_urls``): refused ones now allowed are due in this run, done ones now refused leave
+        the snapshot. Before any document is read, so the URLs made due go to this run's extraction."""
+        rules = self.rules
+        judged = await db(self.store.rejudge_urls, self.origin, rules.allowed, rules.fingerprint,
+                          refuse=rules.mode != "disallow")
+        if judged is not None:
+            due, refused, reread = judged
+            self.read_in_full.update(reread)
+            self.counters["robots_changed"] += 1
+            self.counters["urls_allowed_again"] += due
+            self.counters["urls_refused_now"] += refused
+            if due or refused:
+                logger.info("%s: robots.txt changed: %d refused URLs due again, %d harvested URLs refused now",
+                            self.origin, due, refused, extra={"host": self.origin})
 
     @property
     def moved(self) -> str | None:
@@ -151,6 +171,9 @@ class HostContext:
         """The validators to ask ``known`` with: none for one read in full before its robots.txt refusals were
         recorded (0019) where robots.txt refuses anything, so they are recorded once (a 304 would name none)."""
         if known is None:
+            return Validators()
+        if known.url in self.read_in_full:
+            self.counters["documents_read_for_allowed_refusals"] += 1
             return Validators()
         if not known.refusals_read and self.rules.refuses_any:
             self.counters["documents_read_for_refusals"] += 1

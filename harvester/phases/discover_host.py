@@ -149,6 +149,7 @@ class HostDiscovery:
                 host.problem(f"{host.origin}: parked ({parked}); nothing discovered")
                 return
         rules = await host.read_robots()
+        await host.rejudge()
         if rules.mode == "disallow":  # RFC 9309 §2.3.1.4: 5xx or unreachable means disallow all
             state = rules.state
             why = state.error_class.value if state.error_class is not None else f"http_{state.status}"

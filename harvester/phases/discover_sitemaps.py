@@ -444,8 +444,8 @@ class SitemapWalk:
         lags behind its children costs at most that much staleness."""
         if dated is None or known.content_hash is None or known.error is not None or known.fetched_at is None:
             return False
-        if not known.refusals_read and self.host.rules.refuses_any:
-            return False  # read once for its refusals (``HostContext.validators_for``)
+        if (not known.refusals_read and self.host.rules.refuses_any) or known.url in self.host.read_in_full:
+            return False  # read once for its refusals, or for those allowed again (``HostContext.validators_for``)
         age_s = (utcnow() - aware(known.fetched_at)).total_seconds()
         if age_s >= self.host.settings.discovery.sitemap_index_trust_s:
             return False

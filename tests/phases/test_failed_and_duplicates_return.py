@@ -286,3 +286,35 @@ async def test_a_copy_whose_revisit_failed_once_is_still_a_copy_and_the_page_sta
         latest = [page.url for page in store.iter_pages(latest=True)]
     assert info is not None and info.state == "duplicate", info
     assert len(latest) == 1, latest
+
+
+async def test_a_copy_read_while_its_holder_is_revisited_is_its_duplicate_once_the_holder_answers_304(
+    db_url: str, serve: Callable[..., object], clock: None,
+) -> None:
+    """Day 1 /y/a is read; day 2 /y/b (the same article) is new and read while /y/a is being revisited, which then
+    answers 304 (a holder due vouches for nothing when /y/b is read). The confirmed /y/a keeps the content (the
+    first read, the lowest id) and /y/b is its duplicate in that run: counted as no news, out of the snapshot.
+    Both stayed DONE, both counted new, both in ``export --latest``; day 3's 304 of /y/b changed nothing."""
+    day = [1]
+    same = _page("Same", "the very same bytes at two addresses")
+
+    def pages() -> dict[str, tuple[int, str, str | None, str | None]]:
+        paths = ("/y/a", "/y/b") if day[0] >= 2 else ("/y/a",)
+        return {path: (200, same, LASTMOD.isoformat(), "daily") for path in paths}
+
+    origin, settings, profile, log = await _first_harvest(serve, db_url, pages, day)
+    for n in (2, 3):
+        day[0] = n
+        CLOCK.travel_to(run_at(n))
+        await arecrawl(settings, profile)
+        with FrontierStore.open(settings) as store:
+            a, b = (store.url_info(origin + path) for path in ("/y/a", "/y/b"))
+            latest = [page.url for page in store.iter_pages(latest=True)]
+            cycle = store.last_cycle()
+            assert cycle is not None
+            counts = store.cycle_counts(cycle["id"])
+        assert a is not None and b is not None
+        assert (a.state, b.state, b.duplicate_of) == ("done", "duplicate", a.id), (n, a, b)
+        assert latest == [f"{origin}/y/a"], (n, latest)
+        assert counts["new"] == 0 and counts["new_urls"] == [], (n, counts)
+    assert [(d, p, s) for d, p, s in log if p == "/y/a" and d == 2] == [(2, "/y/a", 304)], log
