@@ -293,7 +293,7 @@ class UrlSource(Base):
 class RobotsRefusal(Base):
     """A URL of its host that discovery found and robots.txt refuses now: never stored in ``urls``, never asked.
     One row per URL and document naming it (counted once per URL); dropped when robots.txt allows it again or the
-    document, read again, no longer names it (``Refusals``). 0016, keyed by the document too since 0018."""
+    document, read again, no longer names it (``Refusals``). 0016, keyed by the document too since 0019."""
 
     __tablename__ = "robots_refusals"
     __table_args__ = {"sqlite_with_rowid": False}  # noqa: RUF012 -- SQLAlchemy reads it once, never mutated
@@ -302,7 +302,7 @@ class RobotsRefusal(Base):
     path: Mapped[str] = mapped_column(String(2048), primary_key=True)
     """The canonical URL after its host's origin, as ``urls.path``."""
     source_id: Mapped[int] = mapped_column(Id, primary_key=True)
-    """The ``sources`` row of the document that named it (its provenance label); 0: named before 0018 recorded
+    """The ``sources`` row of the document that named it (its provenance label); 0: named before 0019 recorded
     which (dropped once the host's documents were all read since). A document read in full replaces its rows."""
     judged: Mapped[str | None] = mapped_column(String(2048))
     """The site's spelling robots.txt judged (the fetch form), when it differs from the canonical URL."""
@@ -331,7 +331,7 @@ class Document(Base):
     now vanished from it."""
     refusals_read: Mapped[bool | None] = mapped_column(Boolean)
     """Its robots.txt refusals were recorded at its last full read (``robots_refusals``); NULL for one read before
-    0018, asked once without validators where robots.txt refuses anything."""
+    0019, asked once without validators where robots.txt refuses anything."""
 
 
 class Body(Base):

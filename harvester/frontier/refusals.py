@@ -26,7 +26,7 @@ REJUDGE_BATCH = 2_000
 judged a batch at a time along its ``(host_id, path)`` key, no long transaction and no host held in memory."""
 
 UNKNOWN_SOURCE = 0
-"""``source_id`` of the rows kept from before 0018, which did not record the document that named them."""
+"""``source_id`` of the rows kept from before 0019, which did not record the document that named them."""
 
 
 class Refusals(Part):
@@ -65,7 +65,7 @@ class Refusals(Part):
     def keep_refused(self, origin: str, allowed: Callable[[str], bool]) -> int:
         """Drop the host's recorded URLs that ``allowed`` (robots.txt's verdict now) lets through: a robots.txt that
         changed counts as it rules now, whether or not the documents naming them were read again. The rows kept
-        from before 0018 (no document recorded) go once no document of the host read before it is left unread.
+        from before 0019 (no document recorded) go once no document of the host read before it is left unread.
         Returns how many URLs of the host are refused now."""
         d = self._d
         with self._tx() as tx:

@@ -3,7 +3,7 @@
 A URL robots.txt refused stayed ``disallowed`` for good after robots.txt allowed it again (never asked again, out of
 ``export --latest``, still counted refused); pages harvested before robots.txt refused them stayed ``done`` in the
 snapshot until they fell due (status counting none of them). When a host's rules change, discovery judges its URLs
-again (``FrontierStore.rejudge_urls``, migration 0019) before any document is read: refused ones now allowed are
+again (``FrontierStore.rejudge_urls``, migration 0020) before any document is read: refused ones now allowed are
 due in that run, done ones now refused leave the snapshot without a request. Daily runs 24 h apart, on a real
 server whose sitemap and pages answer 304 to their ETags (nothing else announces the change).
 """

@@ -6,8 +6,8 @@ due. When the rules a host's discovery reads differ from the ones recorded here,
 (``FrontierStore.rejudge_urls``). NULL for every host at the upgrade: each host's URLs are judged once, at its
 next discovery.
 
-Revision ID: 0019
-Revises: 0018
+Revision ID: 0020
+Revises: 0019
 Create Date: 2026-12-06
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0019'
-down_revision: str | None = '0018'
+revision: str = '0020'
+down_revision: str | None = '0019'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
