@@ -9,6 +9,7 @@ from sqlalchemy import create_engine
 
 from harvester.frontier import FrontierStore, migrate
 from harvester.frontier.dialect_sqlite import _sqlite_candidates
+from harvester.frontier.models import MISSING_ROWS, MOVED_ROWS
 from harvester.records import ErrorClass, UrlKind, UrlState
 from harvester.settings import Settings
 
@@ -20,10 +21,14 @@ def _truth(store: FrontierStore) -> dict[tuple[str, str, str], int]:
     out: dict[tuple[str, str, str], int] = {}
     engine = store.db.engine  # the URL rows themselves, which the counts stand for
     with engine.connect() as conn:
+        # A reader's state: leased while held; moved and missing apart from done and gone (models.MOVED_ROWS,
+        # MISSING_ROWS: a permanent redirect is not a live page, a 404 never stored not a deletion).
+        shown = (f"CASE WHEN l.url_id IS NOT NULL THEN 'leased' WHEN {MOVED_ROWS.replace('state', 'u.state')}"
+                 f" THEN 'moved' WHEN {MISSING_ROWS.replace('state', 'u.state')} THEN 'missing' ELSE u.state END")
         for origin, kind, state, n in conn.exec_driver_sql(
-            "SELECT h.origin, u.kind, CASE WHEN l.url_id IS NULL THEN u.state ELSE 'leased' END, count(*)"
+            f"SELECT h.origin, u.kind, {shown}, count(*)"
             " FROM urls u JOIN hosts h ON h.id = u.host_id LEFT JOIN leases l ON l.url_id = u.id"
-            " GROUP BY h.origin, u.kind, CASE WHEN l.url_id IS NULL THEN u.state ELSE 'leased' END"
+            f" GROUP BY h.origin, u.kind, {shown}"
         ):
             out[(origin, kind, state)] = int(n)
     return out
@@ -130,7 +135,8 @@ def test_upgrade_to_0010_indexes_the_finished_urls_already_there(db_url: str) ->
     finally:
         engine.dispose()
     with FrontierStore.open(Settings(database_url=db_url)) as store:
-        assert store.stats().hosts["https://a.test"]["states"] == {"queued": 1, "done": 1, "gone": 1}
+        # The gone row holds no page: a 404 never stored reads as missing (models.MISSING_ROWS, 0018).
+        assert store.stats().hosts["https://a.test"]["states"] == {"queued": 1, "done": 1, "missing": 1}
 
 
 def test_a_finished_cycle_keeps_its_counts_and_a_running_one_is_counted_live(store: FrontierStore) -> None:

@@ -501,15 +501,15 @@ def test_stats_counts_by_state_kind_and_host(store: FrontierStore) -> None:
     store.save_host_policy(HostPolicy(origin="https://b.test", parked_reason="too slow"))
     stats = store.stats()
     assert stats.total == 4
-    assert stats.by_state == {"queued": 3, "gone": 1}
+    assert stats.by_state == {"queued": 3, "missing": 1}  # gone, never stored: a broken link (models.MISSING_ROWS)
     assert stats.by_kind == {"detail": 3, "listing": 1}
     assert stats.hosts["https://a.test"]["states"] == {"queued": 3}
-    assert stats.hosts["https://b.test"]["states"] == {"gone": 1}
+    assert stats.hosts["https://b.test"]["states"] == {"missing": 1}
     assert stats.hosts["https://b.test"]["parked_reason"] == "too slow"
     as_dict = stats.as_dict()
     import json
 
-    assert json.loads(json.dumps(as_dict))["by_state"]["gone"] == 1
+    assert json.loads(json.dumps(as_dict))["by_state"]["missing"] == 1
     assert store.url_info("https://b.test/1").gone_at == T0  # type: ignore[union-attr]
 
 
@@ -520,7 +520,7 @@ def test_state_counts_are_the_stats_by_state_leased_ones_included(store: Frontie
     store.complete("w", done(c.id, state=UrlState.GONE, status=404))
     leased = claim_all(store, "w", ["https://a.test"], per_host=2)
     assert len(leased) == 2
-    assert store.state_counts() == store.stats().by_state == {"queued": 2, "leased": 2, "gone": 1}
+    assert store.state_counts() == store.stats().by_state == {"queued": 2, "leased": 2, "missing": 1}
 
 
 def test_iter_pages_streams_in_batches_and_decompresses(store: FrontierStore) -> None:
