@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from harvester.cli import app
 from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
-from harvester.testing.threaded_site import Answer, Asked, robots_txt, threaded_site
+from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
 
 HELD_S = 120.0
 """Most a held answer waits for the other side (a generous bound: the order is then not the one forced, and the
@@ -160,3 +160,49 @@ def test_a_feed_read_first_makes_the_listed_products_details(
     assert sorted(path for _, path in shop.asked if path in PRODUCTS) == list(PRODUCTS)
     cli("db", "check")
 
+
+
+@dataclass
+class Catalogue:
+    """A shop without feed or sitemap on day 0 (its list read, ``/p/N`` stored as listing pages); on day 1 a
+    sitemap names the three products."""
+
+    day: int = 0
+    asked: list[tuple[int, str]] = field(default_factory=list)
+
+    def answer(self, request: Asked) -> Answer:
+        self.asked.append((self.day, request.path))
+        html = {"Content-Type": "text/html; charset=utf-8"}
+        if request.path == "/robots.txt":
+            return robots_txt(request.origin)
+        if request.path == "/sitemap.xml" and self.day >= 1:
+            return sitemap(request.origin, dict.fromkeys(PRODUCTS, "2026-01-01"))
+        if request.path == "/":
+            return 200, html, b"<html><head><title>Shop</title></head><body><a href='/list?page=1'>All</a></body>"
+        if request.path == "/list?page=1":
+            items = "".join(f"<li><a href='{p}'>{p}</a></li>" for p in PRODUCTS)
+            return 200, html, f"<html><head><title>Products</title></head><body><ul>{items}</ul></body></html>".encode()
+        if request.path in PRODUCTS:
+            return 200, html, Shop().product(request.path)
+        return 404, {"Content-Type": "text/plain"}, b""
+
+
+def test_a_sitemap_naming_yesterdays_listing_pages_makes_them_details_but_not_a_seed(
+    db_url: str, tmp_path: Path, clock: None
+) -> None:
+    """Day 0 stores ``/p/1..3`` as listing pages (no feed, no sitemap). Day 1's sitemap names them: ``/p/1`` and
+    ``/p/2`` are details, fetched and counted new that run; ``/p/3``, a seed, stays a listing page."""
+    state = Catalogue()
+    with threaded_site(state.answer) as origin:
+        cli = run(db_url)
+        cli("db", "upgrade")
+        CLOCK.travel_to(run_at(0))
+        cli("harvest", f"{origin}/", f"{origin}/p/3")
+        assert latest(cli, tmp_path, origin) == {}, "control: day 0 stored the products as listing pages"
+        state.day = 1
+        CLOCK.travel_to(run_at(1))
+        cli("recrawl")
+        assert (1, "/sitemap.xml") in state.asked, "control: day 1 read the sitemap"
+        assert new_urls(cli, origin) == ["/p/1", "/p/2"]
+        assert latest(cli, tmp_path, origin) == {p: ("detail", f"Boot model {p[-1]}") for p in PRODUCTS[:2]}
+        cli("db", "check")
