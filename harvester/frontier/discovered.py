@@ -32,6 +32,9 @@ _Known = tuple[int, "int | None", str, float, str]
 _LISTS = frozenset({"seed", "sitemap", "feed", "listing", "pagination"})
 """Source kinds that list a site's pages (re-read on a schedule), as against a link on a page or a redirect."""
 
+_PUBLISHED = frozenset({"sitemap", "feed"})
+"""Source kinds whose DETAIL entries outweigh a listing guess made from a link's shape (``_promote``)."""
+
 
 class Discovered(Part):
     """URLs discovery and extraction found: bulk upserts keeping best score, least depth, every source."""
@@ -101,6 +104,7 @@ class Discovered(Part):
         written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
         self._rerank(conn, hids, chunk, known)
         self._revive(conn, revive)
+        self._promote(conn, hids, chunk, known, now)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
         if written is None:
             # SQLite reports no rows: the new ones are exactly those above ``before`` (serialized writers).
@@ -148,6 +152,7 @@ class Discovered(Part):
                      self._canonical_version, now)
         self._rerank(conn, hids, chunk, known)
         self._revive(conn, revive)
+        self._promote(conn, hids, chunk, known, now)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
         multi = {}
         for h, m in zip(hids, chunk, strict=True):
@@ -168,6 +173,56 @@ class Discovered(Part):
                 moves.append((-m.score, h, row[4], -row[3], row[0]))
         if moves:
             conn.exec_driver_sql(self._d.rerank_sql, moves)
+
+    def _promote(
+        self, conn: Connection, hids: list[int], chunk: list[Merged], known: dict[tuple[int, str], _Known],
+        now: datetime,
+    ) -> None:
+        """Stored listing pages that a feed or sitemap entry names as a detail become details: stronger evidence
+        wins. A URL's kind is written when it is first stored, and a listing page's link that merely looks like
+        pagination (``/p/2`` beside ``/list?page=1``) was stored as a listing when the listing crawl read it before
+        the feed taught the site's shapes; its feed entries then changed nothing, the product was never counted
+        new and never in the snapshot. A seed stays a listing (the operator said so).
+
+        The URL forgets what it kept as a listing (content hash and validators: its next request is in full and
+        its first answer as a detail is a new version, ``Outcomes._store_versions``) and is due now: a finished
+        one goes back to the queue, a queued one's entry moves to the detail kind (``queue_counts``' triggers
+        follow both). One the listing crawl holds is put back by its completion (``Outcomes.complete_many``)."""
+        wanted = [row[0] for h, m in zip(hids, chunk, strict=True)
+                  if m.kind == "detail" and (row := known.get((h, m.path))) is not None and row[4] == "listing"
+                  and any(label.partition(":")[0] in _PUBLISHED for label in m.sources)]
+        if not wanted:
+            return
+        d = self._d
+        where, params = d.any_of("u.id", wanted)
+        seeded = "EXISTS (SELECT 1 FROM sources s WHERE s.kind = 'seed' AND (s.id = u.source_id OR s.id IN" \
+                 " (SELECT us.source_id FROM url_sources us WHERE us.url_id = u.id)))"
+        rows = conn.exec_driver_sql(
+            f"SELECT u.id FROM urls u WHERE {where} AND u.kind = 'listing' AND NOT {seeded}", tuple(params),
+        ).all()
+        if not rows:
+            return
+        due = d.ts(now)
+        where, params = d.any_of("id", [int(url_id) for url_id, in rows])
+        # The row as the UPDATE finds it (a listing crawl's completion may have finished it meanwhile): RETURNING
+        # says what it is now, and a queued one without a queue entry (it was DONE) gets one.
+        moved = conn.exec_driver_sql(
+            "UPDATE urls SET kind = 'detail', content_hash = NULL, etag = NULL, last_modified = NULL,"
+            f" next_fetch_at = {d.p}, state = CASE WHEN state = 'done' THEN 'queued' ELSE state END"
+            f" WHERE {where} AND kind = 'listing' RETURNING id, host_id, state", (due, *params),
+        ).all()
+        queued = [(int(url_id), int(host_id)) for url_id, host_id, state in moved if state == "queued"]
+        if queued:
+            conn.exec_driver_sql(f"UPDATE queue SET kind = 'detail', due_at = {d.p} WHERE host_id = {d.p}"
+                                 f" AND url_id = {d.p}", [(due, host_id, url_id) for url_id, host_id in queued])
+            where, params = d.any_of("u.id", [url_id for url_id, _ in queued])
+            conn.exec_driver_sql(
+                "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
+                f" SELECT u.host_id, u.kind, -u.score, u.id, u.next_fetch_at FROM urls u WHERE {where}"
+                " AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.host_id = u.host_id AND q.url_id = u.id)",
+                tuple(params),
+            )
+        logger.info("%d listing pages that a feed or sitemap names as details are details now", len(moved))
 
     def _revive(self, conn: Connection, revive: list[tuple[int, datetime]]) -> None:
         """Gone URLs named again (``_known_rows``) go back to the queue, due when ``revive`` says (now, or their

@@ -122,6 +122,16 @@ def _still_a_copy(c: Completion, links: Sequence[DiscoveredUrl],
     return replace(c, state=UrlState.DUPLICATE, duplicate_of=h.duplicate_of, page=None), ()
 
 
+def _read_as(c: Completion, h: _Held, read_as: UrlKind | None) -> Completion:
+    """``c``, or, when its URL became another kind than the one it was read as while it was read (a feed named a
+    listing page a detail: ``Discovered._promote``), a completion that keeps nothing of the answer and queues the
+    URL again, due now, to be read as what it is now. The request stays in the fetch log."""
+    if read_as is None or h.kind == read_as.value or c.state != UrlState.DONE:
+        return c
+    return replace(c, state=UrlState.QUEUED, page=None, content_hash=None, changed=False, forget_validators=True,
+                   next_fetch_at=c.fetched_at, claimed=False, claimed_lastmod=None)
+
+
 def _check_batch(items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]]) -> None:
     """Every completion valid and each URL once: a bad batch raises ``InvalidRecord`` before anything is written."""
     seen: set[int] = set()
@@ -152,7 +162,7 @@ class Outcomes(Part):
     def complete_many(
         self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None,
         demote: Sequence[tuple[int, int]] = (), vanished: Mapping[int, Vanished] | None = None,
-        feeds: Sequence[str] = (),
+        feeds: Sequence[str] = (), read_as: UrlKind | None = None,
     ) -> CompleteResult:
         """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
 
@@ -165,6 +175,9 @@ class Outcomes(Part):
         holds (the one the site names as canonical). Each becomes the new holder's duplicate in the same
         transaction, and so do its own duplicates, but only where the new holder's completion is written and the
         URL is still DONE (``demoted`` counts them).
+
+        ``read_as``: the kind the pages were read as (the listing crawl's LISTING); a URL that became another kind
+        while it was read (``Discovered._promote``) stores nothing of this answer and is queued again, due now.
 
         Completions whose URL is no longer LEASED by ``owner`` are skipped and counted in ``lost``. A FAILED
         completion goes back to QUEUED (due at ``completion.next_fetch_at``) while attempts stay below
@@ -179,8 +192,9 @@ class Outcomes(Part):
         outlink_batches = {c.url_id: merge(links) for c, links in items}
         with self._tx() as tx:
             conn = tx.conn
-            held = self._take_leases(conn, owner, [c.url_id for c, _ in items])
-            mine = [_still_a_copy(c, links, held[c.url_id]) for c, links in items if c.url_id in held]
+            held = self._take_leases(conn, owner, [c.url_id for c, _ in items], urls_too=read_as is not None)
+            mine = [_still_a_copy(_read_as(c, held[c.url_id], read_as), links, held[c.url_id])
+                    for c, links in items if c.url_id in held]
             lost_ids = tuple(c.url_id for c, _ in items if c.url_id not in held)
             page_ids, changes, stored, unrepaired = self._store_versions(conn, [c for c, _ in mine], held)
             self._write_outcomes(conn, [c for c, _ in mine], held, page_ids, changes, run_id, unrepaired)
@@ -200,10 +214,14 @@ class Outcomes(Part):
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
         return CompleteResult(len(mine), len(lost_ids), stored, added, lost_ids, demoted)
 
-    def _take_leases(self, conn: Connection, owner: str, ids: list[int]) -> dict[int, _Held]:
+    def _take_leases(self, conn: Connection, owner: str, ids: list[int], *, urls_too: bool = False) -> dict[int, _Held]:
         """The leases ``owner`` still holds among ``ids``, with what the outcome rules need of each URL; those
-        leases are deleted (the completions below are written in the same transaction, or nothing is)."""
+        leases are deleted (the completions below are written in the same transaction, or nothing is).
+        ``urls_too`` locks the URLs' rows as well (PostgreSQL), so that their kind is read as a concurrent
+        ``Discovered._promote`` left it: read before its commit, the listing crawl's completion wrote a listing
+        version over a URL just made a detail."""
         d = self._d
+        lock = d.lock_rows + (", u" if urls_too and d.lock_rows else "")
         where, params = d.any_of("l.url_id", ids)
         held = {
             row[0]: _Held(*row[1:])
@@ -214,7 +232,7 @@ class Outcomes(Part):
                 f" ({', '.join(str(status) for status in (*GONE_STATUSES, *PERMANENT_REDIRECTS))})"
                 " THEN hu.content_hash END"
                 " FROM leases l JOIN urls u ON u.id = l.url_id LEFT JOIN urls hu ON hu.id = u.duplicate_of"
-                f" WHERE {where} AND l.owner = {d.p}{d.lock_rows}",
+                f" WHERE {where} AND l.owner = {d.p}{lock}",
                 (*params, owner),
             )
         }
@@ -243,7 +261,10 @@ class Outcomes(Part):
         fresh: list[tuple[Completion, PageRecord, str, ChangeKind]] = []
         unrepaired: set[int] = set()
         for c in answered:
-            before = latest.get(c.url_id)
+            # A URL holding no content hash keeps no version of its own kind: what is stored was read while it was
+            # a listing page, before a feed or sitemap named it a detail (``Discovered._promote``). Its first
+            # answer as a detail is its first version (new, with its title and metadata), the same bytes or not.
+            before = latest.get(c.url_id) if held[c.url_id].content_hash is not None else None
             if c.page is None:
                 if held[c.url_id].last_status not in GONE_STATUSES:
                     changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING

@@ -228,7 +228,7 @@ class ListingCrawl:
         async with self._writing:
             feeds = self.feeds.take_found()
             done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
-                            vanished=vanished, feeds=feeds)
+                            vanished=vanished, feeds=feeds, read_as=UrlKind.LISTING)
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:

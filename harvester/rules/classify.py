@@ -200,7 +200,8 @@ class LinkClassifier:
         path other than the page's own. A page number is not an id: ``pager`` (the page's next pages) and ``page``
         itself name the list's own numbering, and the directory of a numbered one (``/blog/2``) is the pager's.
 
-        Deliberately narrow otherwise, because a kind is fixed when a URL is first stored and learned from later:
+        Deliberately narrow otherwise, because a kind is fixed when a URL is first stored and learned from later
+        (only a feed or sitemap entry turns a listing page into a detail, ``frontier.discovered``, never back):
         never a word or a slug with no digit (menus, footers and section links repeat words: ``/news/world``,
         ``/pages/shipping``), never any other query (filters, languages, views, variants, forums), never site
         furniture. The caller asks only of a paginated page."""
