@@ -39,7 +39,7 @@ def print_problems(settings: Settings, problems: list[str] | None = None) -> Non
 
     where = "this run"
     if problems is None:
-        with db_sync(FrontierStore.open, settings) as store:
+        with db_sync(FrontierStore.open, settings, read_only=True) as store:
             last = db_sync(store.last_run, "discover")
         problems = list(((last["counters"] if last else None) or {}).get("problems") or [])
         where = f"run {last['id'] if last else '?'}"
@@ -79,7 +79,7 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
     robots.txt refuses now, per host (``FrontierStore.refused_counts``)."""
     from harvester.frontier import FrontierStore
 
-    with db_sync(FrontierStore.open, settings) as store:
+    with db_sync(FrontierStore.open, settings, read_only=True) as store:
         stats = db_sync(store.stats).as_dict()
         last = db_sync(store.get_run, run) if run is not None else db_sync(store.last_run, "extract")
         discovery = db_sync(store.last_run, "discover")

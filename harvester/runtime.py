@@ -253,11 +253,19 @@ def _take_lock(path: str, busy: Callable[[str], Exception]) -> int:
     return fd
 
 
+SESSION_MARK = ":live"
+"""The end of an owner id whose process keeps a liveness session on a PostgreSQL frontier
+(``frontier.liveness``): only such an owner is judged dead by its session's absence. An older harvester's owner
+(a rolling deploy runs both) has none: it is judged as before, by its PID on its own machine, else its leases
+lapse by time."""
+
+
 def make_owner(role: str) -> str:
-    """A lease owner id that says where it runs, so a rerun on the same machine can tell a dead holder.
+    """A lease owner id that says where it runs, so a rerun on the same machine can tell a dead holder, and that it
+    keeps a liveness session (``SESSION_MARK``).
 
     Call ``retire_owner`` when the unit of work ends, however it ends."""
-    owner = f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}"
+    owner = f"{socket.gethostname()}:{os.getpid()}:{role}:{uuid.uuid4().hex[:8]}{SESSION_MARK}"
     _LIVE_OWNERS.add(owner)
     return owner
 
@@ -302,6 +310,11 @@ def owner_process(owner: str) -> tuple[str, int] | None:
     return (host, int(pid_text)) if pid_text.isdigit() else None
 
 
+def declares_session(owner: str) -> bool:
+    """The process of ``owner`` keeps a liveness session (``SESSION_MARK``): its absence says the process is dead."""
+    return owner.endswith(SESSION_MARK) and owner_process(owner) is not None
+
+
 def of_this_process(owner: str) -> bool:
     return owner_process(owner) == (socket.gethostname(), os.getpid())
 
@@ -331,6 +344,11 @@ class Liveness:
     def dead_of(self, owners: Iterable[str]) -> list[str]:
         """Those of ``owners`` known dead (``is_dead``), asked at once."""
         return [owner for owner in owners if self.is_dead(owner)]
+
+    def still_dead(self, conn: Any, owner: str) -> bool:
+        """Asked again inside the transaction that hands back the leases of ``owner``, judged dead a moment before
+        (``Queue.release_owner``, on ``conn``): a process found dead by its PID stays dead, so yes here."""
+        return True
 
     @property
     def losses(self) -> int:

@@ -4,12 +4,15 @@ On one machine a process's PID says whether it runs (``runtime.Liveness``). Work
 PostgreSQL frontier, where a PID says nothing: a worker of another machine resumed a live run, a cycle waited on
 a finished worker of another machine for ever, a dead holder's hosts waited for its lease to lapse. Here each
 process that writes to the frontier keeps one session of its own (``ProcessSession``, not one of the pool's),
-named after its machine and PID (``session_name``); an owner is alive iff that session exists in
-``pg_stat_activity`` (whatever machine it runs on), or it is a process of this machine that still runs (a
-process whose session the server ended a moment ago, or one started before this rule, is not judged dead while
-its PID lives). A killed process's session ends with it (the kernel closes its socket): its leases go back at
-once. A frozen one (SIGSTOP, a VM pause) keeps its session and so its leases until they lapse by time
-(``phases.leases``: it sends nothing after that).
+named after its machine and PID (``session_name``); an owner that declares such a session
+(``runtime.SESSION_MARK``, what ``make_owner`` writes) is alive iff that session exists in ``pg_stat_activity``
+(whatever machine it runs on), or it is a process of this machine that still runs (a process whose session the
+server ended a moment ago is not judged dead while its PID lives). An owner that declares none (an older harvester
+still at work during a rolling deploy) is judged by the PID rule on its own machine and not known elsewhere: its
+leases lapse by time. A release asks the verdict again in its own transaction (``still_dead``). A killed
+process's session ends with it (the kernel closes its socket): its leases go back at once. A frozen one
+(SIGSTOP, a VM pause) keeps its session and so its leases until they lapse by time (``phases.leases``: it sends
+nothing after that).
 
 A session the server ends while its process lives (a restart, ``pg_terminate_backend``) is seen at once by a
 thread waiting on its socket, which opens it again: ``ProcessSession.epoch`` moves on at the loss and at the
@@ -33,9 +36,11 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from harvester.runtime import Liveness, of_this_process, owner_process
+from harvester.runtime import Liveness, declares_session, of_this_process, owner_process
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from harvester.frontier.base import Database, Transaction
 
 logger = logging.getLogger(__name__)
@@ -142,19 +147,37 @@ class PostgresLiveness(Liveness):
         return self.session is None or self.session.up
 
     def process_is_live(self, owner: str) -> bool | None:
+        """By its session when ``owner`` declares one (``runtime.declares_session``); else (an older harvester's
+        owner, during a rolling deploy) by this machine's PIDs, and not known for another machine's."""
         where = owner_process(owner)
-        if where is None:
-            return None
+        if where is None or not declares_session(owner):
+            return super().process_is_live(owner)
         return bool(self._present([session_name(*where)])) or super().process_is_live(owner) is True
 
     def dead_of(self, owners: Iterable[str]) -> list[str]:
-        """One query for them all: a worker asks this of every holder of its site's hosts on each look."""
-        others = {owner: where for owner in owners
-                  if not of_this_process(owner) and (where := owner_process(owner)) is not None}
+        """One query for them all: a worker asks this of every holder of its site's hosts on each look. Only an
+        owner that declares a session is judged by it: an older harvester's owner of another machine, still
+        sending until its own deadline, is not known dead (its leases lapse by time)."""
+        others = {owner: where for owner in owners if not of_this_process(owner) and declares_session(owner)
+                  and (where := owner_process(owner)) is not None}
         present = self._present([session_name(*where) for where in others.values()]) if others else set()
         return [owner for owner in owners if (
             self.is_dead(owner) if owner not in others
             else session_name(*others[owner]) not in present and Liveness.process_is_live(self, owner) is not True)]
+
+    def still_dead(self, conn: Connection, owner: str) -> bool:
+        """Still no session of ``owner``, asked in the transaction that releases its leases once its hosts' rows
+        are locked there. Asked in a transaction of its own (``dead_of``), the verdict went stale: a holder whose
+        session the server ended could open it again and renew its hosts in between, then lose them while it went
+        on sending. Now a renewal after this look waits on the locks and finds the hosts gone (it stops); one
+        before it is seen alive here (PostgreSQL reads ``pg_stat_activity`` once per transaction: after the lock)."""
+        where = owner_process(owner)
+        if where is None or of_this_process(owner) or not declares_session(owner):
+            return True
+        conn.exec_driver_sql("SELECT 1 FROM hosts WHERE lease_owner = %s FOR UPDATE", (owner,))
+        return conn.exec_driver_sql(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s)", (session_name(*where),),
+        ).scalar_one() is True
 
     def _present(self, names: list[str]) -> set[str]:
         with self._tx(write=False) as tx:

@@ -213,9 +213,13 @@ class Queue(Part):
             ).scalars() if o)
 
     def release_owner(self, owner: str) -> int:
-        """Every lease ``owner`` holds goes back (its process is known dead); returns URLs requeued."""
+        """Every lease ``owner`` holds goes back (its process is known dead); returns URLs requeued. The verdict is
+        asked again in this transaction (``Liveness.still_dead``): on PostgreSQL a holder whose session came back
+        since (and which may have renewed) keeps its leases."""
         d = self._d
         with self._tx() as tx:
+            if not self.db.liveness.still_dead(tx.conn, owner):
+                return 0
             count = d.release_leases(tx.conn, f"leases.owner = {d.p}", (owner,))
             tx.conn.execute(update(Host).where(Host.lease_owner == owner).values(lease_owner=None, lease_until=None))
         return count

@@ -73,6 +73,12 @@ class HostHolds:
         until, losses = self._until.get(origin, (0.0, -1))
         return until - lease_clock() if losses == self._store.liveness.losses else -self.lease_s
 
+    def voided(self, origin: str) -> bool:
+        """The deadline of ``origin`` was granted before this process's liveness session was lost (and maybe
+        opened again): void whatever time is left on it."""
+        losses = self._until.get(origin, (0.0, -1))[1]
+        return losses >= 0 and losses != self._store.liveness.losses
+
     async def renew(self, origins: Iterable[str]) -> list[str]:
         """Renew the leases on ``origins``; those the frontier no longer gives this owner are lost at once (no
         request for them after this). Returns the lost ones."""
@@ -80,7 +86,12 @@ class HostHolds:
         if not wanted:
             return []
         losses, asked_at = self._store.liveness.losses, lease_clock()
-        late = -min(self.left_s(origin) for origin in wanted)
+        voided = [origin for origin in wanted if self.voided(origin)]
+        if voided:  # their time left means nothing: others may have judged this process dead and taken them
+            logger.warning("renewing %d host leases after this process's liveness session was lost: requests to "
+                           "them waited for this renewal", len(voided))
+        timed = [self.left_s(origin) for origin in wanted if origin not in voided]
+        late = -min(timed) if timed else 0.0
         if late > 0:  # frozen, starved or a database too slow to answer: the workers stopped asking meanwhile
             logger.warning("renewing leases %.1f s after their local deadline", late)
         kept = await db(self._store.renew_hosts, self._owner, wanted, lease_s=self.lease_s)

@@ -10,7 +10,9 @@ alive while its session is there, dead the moment it ends, however long its leas
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -25,9 +27,9 @@ import pytest
 from harvester.frontier import FrontierStore
 from harvester.frontier.liveness import session_name
 from harvester.phases.leases import HostHolds, lease_clock
-from harvester.phases.runs import release_dead_holders
+from harvester.phases.runs import recover_leases, release_dead_holders
 from harvester.records import DiscoveredUrl, UrlKind
-from harvester.runtime import make_owner, owner_process, retire_owner, utcnow
+from harvester.runtime import SESSION_MARK, make_owner, owner_process, retire_owner, utcnow
 from harvester.settings import Settings
 
 pytestmark = pytest.mark.postgres
@@ -166,7 +168,7 @@ def test_a_frozen_worker_keeps_its_session_and_its_leases_until_they_lapse(pg_ur
 
 
 def test_a_session_the_server_ends_voids_this_process_lease_deadlines_until_renewed(
-        pg_url: str, store: FrontierStore) -> None:
+        pg_url: str, store: FrontierStore, caplog: pytest.LogCaptureFixture) -> None:
     """Others judge this process dead the moment its session ends (and may take its hosts): its local deadlines
     stop counting then, until a renewal says the hosts are still its own; the session is opened again."""
     me = make_owner("extract-1")
@@ -184,8 +186,90 @@ def test_a_session_the_server_ends_voids_this_process_lease_deadlines_until_rene
         assert not holds.holds(ORIGIN)
         wait_for(lambda: session_there(pg_url, me) and store.liveness.present, "the session opened again")
         assert not holds.holds(ORIGIN)  # still void: others may have taken the host meanwhile
-        assert asyncio.run(holds.renew([ORIGIN])) == []  # it is still ours
+        with caplog.at_level(logging.WARNING, logger="harvester.phases.leases"):
+            assert asyncio.run(holds.renew([ORIGIN])) == []  # it is still ours
+        # The renewal says why it comes late: the session was lost, not 60 s past a deadline that was not.
+        assert "liveness session was lost" in caplog.text and "after their local deadline" not in caplog.text
         assert holds.holds(ORIGIN)
         assert session.lost == 1
     finally:
         retire_owner(me)
+
+
+def a_pid() -> int:
+    """A PID for an owner of "another machine" the test writes itself: its session name must be no other test's
+    (``pg_stat_activity`` is the whole server's)."""
+    return random.randrange(10_000_000, 2_000_000_000)
+
+
+def test_an_older_harvesters_worker_without_a_session_keeps_its_hosts_until_its_lease_lapses(
+        store: FrontierStore) -> None:
+    """A rolling deploy: another machine still runs a harvester that keeps no liveness session (its owner id has
+    no ``SESSION_MARK``) and sends until its own lease deadline. It is not judged dead for the session it never
+    had: taking its hosts put two processes on one host. Its leases lapse by time, as before."""
+    me = make_owner("extract-1")
+    older = f"another-machine:{a_pid()}:extract-0:0123abcd"
+    try:
+        assert store.claim_hosts(older, limit=1, lease_s=600, hosts=[ORIGIN]) == [ORIGIN]
+        assert not store.liveness.is_dead(older) and not store.liveness.is_live(older)  # not known either way
+        assert store.liveness.dead_of([older]) == []
+        asyncio.run(release_dead_holders(store, me, [ORIGIN]))
+        asyncio.run(recover_leases(store))
+        assert holder(store) == older
+        later = utcnow() + timedelta(seconds=601)
+        assert store.claim_hosts(me, limit=1, lease_s=60, hosts=[ORIGIN], now=later) == [ORIGIN]
+    finally:
+        retire_owner(me)
+
+
+def test_the_pid_rule_still_judges_this_machines_older_owners_and_a_marked_owner_is_judged_by_its_session(
+        store: FrontierStore) -> None:
+    me = make_owner("extract-1")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait(60)
+    older_here = f"{owner_process(me)[0]}:{gone.pid}:extract-0:0123abcd"  # type: ignore[index]
+    marked_there = f"another-machine:{a_pid()}:extract-0:0123abcd{SESSION_MARK}"  # no session: dead
+    try:
+        assert store.liveness.dead_of([older_here, marked_there]) == [older_here, marked_there]
+        assert store.claim_hosts(marked_there, limit=1, lease_s=600, hosts=[ORIGIN]) == [ORIGIN]
+        asyncio.run(release_dead_holders(store, me, [ORIGIN]))
+        assert holder(store) is None
+    finally:
+        retire_owner(me)
+
+
+def test_a_holder_whose_session_came_back_after_the_verdict_keeps_the_hosts_it_renewed(
+        pg_url: str, store: FrontierStore) -> None:
+    """``dead_of`` and the release are two transactions: a holder whose session the server ended may open it again
+    (its watcher thread) and renew in between. The release asks again, in its own transaction."""
+    pid = a_pid()
+    theirs = f"another-machine:{pid}:extract-0:0123abcd{SESSION_MARK}"
+    assert store.claim_hosts(theirs, limit=1, lease_s=600, hosts=[ORIGIN]) == [ORIGIN]
+    assert store.liveness.dead_of([theirs]) == [theirs]  # its session is away: the verdict
+    with psycopg.connect(dsn(pg_url), autocommit=True, application_name=session_name("another-machine", pid)):
+        assert store.renew_hosts(theirs, [ORIGIN], lease_s=600) == [ORIGIN]  # back, and confirmed its hosts
+        assert store.release_owner(theirs) == 0
+        assert holder(store) == theirs
+    wait_for(lambda: not session_there(pg_url, theirs), "the session ended again")
+    store.release_owner(theirs)
+    assert holder(store) is None
+
+
+STATUS = """
+import sys, threading
+from harvester.cli_tables import print_problems, status_of
+from harvester.frontier import liveness
+from harvester.settings import Settings
+
+settings = Settings.load(database_url=sys.argv[1])
+status_of(settings)
+print_problems(settings)
+print(len(liveness._SESSIONS), sum(t.name == "harvester-liveness" for t in threading.enumerate()))
+"""
+
+
+def test_status_opens_no_liveness_session(pg_url: str, store: FrontierStore) -> None:
+    """A reader holds no lease and runs nothing: no session of its own (a connection and a thread per status)."""
+    done = subprocess.run([sys.executable, "-c", STATUS, pg_url], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == ["0", "0"]
