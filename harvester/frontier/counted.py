@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harvester.frontier.base import Part
+from harvester.frontier.dialect_postgres import QUEUE_COUNTS_LOCK
 
 _DRIFT = (
     "SELECT host_id, kind, sum(counted), sum(queued) FROM ("
@@ -46,10 +47,14 @@ class Counted(Part):
     def recount_queue(self) -> int:
         """Rebuild ``queue_counts`` from ``queue``; returns the host and kind rows written. The queue's writers wait
         for it (SQLite: the write lock; PostgreSQL: a lock on ``queue`` that lets readers through), so no entry is
-        counted twice or missed."""
+        counted twice or missed. A worker's fold of the count rows (``_PG_FOLD_COUNTS``) holds no lock on ``queue``:
+        on PostgreSQL the recount also waits for the fold's advisory lock, or its DELETE missed the fold's new row
+        (inserted after its snapshot) and the queue was counted twice (10 for 5). SQLite has one writer: no fold
+        runs meanwhile."""
         with self._tx() as tx:
             if not self._d.is_sqlite:
                 tx.conn.exec_driver_sql("LOCK TABLE queue IN SHARE ROW EXCLUSIVE MODE")
+                tx.conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (QUEUE_COUNTS_LOCK,))
             tx.conn.exec_driver_sql("DELETE FROM queue_counts")
             return int(tx.conn.exec_driver_sql(
                 "INSERT INTO queue_counts (host_id, kind, n) SELECT host_id, kind, count(*) FROM queue"

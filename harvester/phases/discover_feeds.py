@@ -322,9 +322,9 @@ class FeedReader:
     async def _resume(self, url: str, head: DocumentState) -> None:
         """The head of feed ``url`` was read earlier in this run and its walk went on to a page (its record's
         ``children``) a kill then cut: the pages read since are passed by their records, without a request, and the
-        walk goes on from the first one this run has not read, reading on while each page is all news (first
-        found after the head's read). Before, the rerun skipped the feed, read in this run, and its later pages
-        waited for the next run."""
+        walk goes on from the first one this run has not read, by the rule of the walk cut: every page on a first
+        read (that page never read before), else while each page is all news (first found after the head's read).
+        Before, the rerun skipped the feed, read in this run, and its later pages waited for the next run."""
         budget = self.host.settings.discovery.max_feed_pages - 1
         target: str | None = head.children[0]
         self._docs_seen.add(url)
@@ -334,8 +334,12 @@ class FeedReader:
             if known is None or not self._read_in_this_run(known):
                 self.host.counters["feed_walks_resumed"] += 1
                 last_read = aware(head.fetched_at) if head.fetched_at is not None else None
-                page = await self._feed_document(target, "feed_page", known, last_read, goes_on=_fresh_only)
-                await self._walk(url, page, budget, last_read=last_read, guessing=False, goes_on=_fresh_only)
+                # The goes-on rule of the read the kill cut: a first read walks every page. Its pages were never
+                # read before this run (a reread's went on to pages the first read had read); with _fresh_only a
+                # page whose URLs a sitemap had named ended the resumed walk, the pages after it left unread.
+                goes_on = _always if known is None or known.content_hash is None else _fresh_only
+                page = await self._feed_document(target, "feed_page", known, last_read, goes_on=goes_on)
+                await self._walk(url, page, budget, last_read=last_read, guessing=False, goes_on=goes_on)
                 return
             self._docs_seen.add(target)
             target = known.children[0] if known.children else None

@@ -161,3 +161,32 @@ def test_status_reads_no_url_row_but_the_leased_ones_on_sqlite(tmp_path: Path) -
                     and "COVERING INDEX ix_urls_moved" not in step and "COVERING INDEX ix_urls_missing" not in step
                     for step in plan)}  # the few moved and missing URLs (0018)
     assert walks == {}
+
+
+@pytest.mark.postgres
+def test_a_recount_meeting_a_fold_in_flight_counts_each_entry_once(migrated_pg_url: str) -> None:
+    """``db check --repair`` while a worker folds the count rows: the recount waits for the fold's lock, then counts
+    the queue once. Without that lock its DELETE missed the fold's new row (inserted after its snapshot) and the
+    recount added the queue again: counted 10 for 5 queued."""
+    from harvester.frontier.dialect_postgres import _PG_FOLD_COUNTS, QUEUE_COUNTS_LOCK
+
+    with FrontierStore.open(Settings(database_url=migrated_pg_url), upgrade=True) as store:
+        for i in range(5):  # one count row per statement, five rows for the fold to sum
+            store.add_discovered([found(f"{ORIGINS[0]}/p{i}")], now=T0)
+        done: list[int] = []
+        with store.db.engine.connect() as folding:
+            folding.exec_driver_sql(_PG_FOLD_COUNTS, (QUEUE_COUNTS_LOCK,))  # in flight: not committed
+            recount = threading.Thread(target=lambda: done.append(store.recount_queue()))
+            recount.start()
+            with store.db.engine.connect() as watch:  # the recount waits on the fold (a lock not granted)
+                for _ in range(600):
+                    if watch.exec_driver_sql("SELECT count(*) FROM pg_locks WHERE NOT granted").scalar_one():
+                        break
+                    threading.Event().wait(0.1)
+                else:
+                    pytest.fail("the recount never waited on the fold")
+            folding.commit()
+            recount.join(timeout=120)
+        assert done == [1]
+        assert store.queue_count_drift() == []
+        assert plain_count(store) == {(ORIGINS[0], "detail"): 5}

@@ -14,10 +14,12 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from aiohttp import web
 
 from harvester import phases
 from harvester.frontier import FrontierStore
+from harvester.records import DiscoveredUrl, UrlKind
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 
@@ -50,7 +52,11 @@ def atom(origin: str, path: str) -> str:
             f"<updated>2026-03-06T00:00:00Z</updated>{link}{entries}</feed>")
 
 
-async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_path, serve):
+@pytest.mark.parametrize("known_before", [False, True], ids=["new-stories", "stories-known-from-a-sitemap"])
+async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_path, serve, known_before):
+    """``known_before``: the stories of the page in flight were in the frontier before the feed's first read (a
+    sitemap named them). A first read walks every page; before, the resumed walk stopped at that page (not all
+    news) and never asked the page after it."""
     asked: Counter[str] = Counter()
     hang, release = asyncio.Event(), asyncio.Event()
     hang.set()
@@ -71,6 +77,10 @@ async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_pat
     settings = Settings.load(database_url=f"sqlite:///{db}")
     with FrontierStore.open(settings, upgrade=True) as store:
         run_id = store.start_run("discover")
+        if known_before:
+            store.add_discovered([DiscoveredUrl(url=f"{origin}/story/{n}", kind=UrlKind.DETAIL,
+                                                source=f"sitemap:{origin}/sitemap.xml", depth=0, score=0.5)
+                                  for n in (3, 4)])
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(run_id), f"{origin}/feed.xml"],
                              cwd=tmp_path)
     try:
