@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harvester.frontier.base import Part
-from harvester.frontier.dialect_postgres import QUEUE_COUNTS_LOCK
 
 _DRIFT = (
     "SELECT host_id, kind, sum(counted), sum(queued) FROM ("
@@ -54,6 +53,8 @@ class Counted(Part):
         with self._tx() as tx:
             if not self._d.is_sqlite:
                 tx.conn.exec_driver_sql("LOCK TABLE queue IN SHARE ROW EXCLUSIVE MODE")
+                from harvester.frontier.dialect_postgres import QUEUE_COUNTS_LOCK  # psycopg: PostgreSQL's alone
+
                 tx.conn.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (QUEUE_COUNTS_LOCK,))
             tx.conn.exec_driver_sql("DELETE FROM queue_counts")
             return int(tx.conn.exec_driver_sql(
