@@ -263,7 +263,10 @@ def test_the_warc_left_out_line_tells_failed_requests_from_urls_never_asked(
     site.page("/a", "Alpha")
     site.routes["/broken"] = DROP
     sqlite_cli("harvest", f"{site.origin}/")
-    site.robots("/a")  # known and stored; now refused: completed without a request
+    # robots.txt unavailable (a 5xx: RFC 9309 §2.3.1.4, complete disallow for now): the URLs due are completed
+    # without a request. (A robots.txt that refuses a stored URL no longer makes one: the rules' change re-judges
+    # the URL at discovery, with no fetch at all.)
+    site.routes["/robots.txt"] = (503, {}, b"")
     day1 = len(site.received)
     sqlite_cli("recrawl", "--refresh")
     assert "/a" not in [path for path, _ in site.received[day1:]]  # control: never sent on day 2
