@@ -47,6 +47,11 @@ class HandedBack(LeaseLost):
     one. Never leaves the engine."""
 
 
+class Halted(HandedBack):
+    """Raised before a request once a store fault has halted ``run_hosts`` (``EngineStats.fault``): nothing more is
+    sent; the fault itself is what ``run_hosts`` raises. Never leaves the engine."""
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """One URL handed to the engine by the caller's ``HostWork``; ``payload`` travels back to ``done()``."""
@@ -102,6 +107,18 @@ class EngineStats:
     at a redirect hop, nothing past the hops before it; the caller hands their claims back, and the URL is asked
     again whole (a lapsed owner writes nothing for it, and a hop's answer alone is no outcome of the URL)."""
     elapsed_s: float = 0.0
+    fault: StoreError | None = None
+    """The first store fault a turn met (a claim, a record, a turn's end). It halts every host rather than cancel
+    them: no request is sent after it, those in flight end and their answers stay the caller's (records not
+    begun are closed, so ``HostWork.done`` must keep each answer until its record has run), then ``run_hosts``
+    raises it. Cancelled, the requests in flight were lost though the site had answered them, and the task's
+    retry sent them again."""
+
+    def halt(self, exc: StoreError) -> None:
+        if self.fault is None:
+            self.fault = exc
+            logger.warning("store fault (%s): no request is sent any more; those in flight end first", exc,
+                           extra={"error_class": "storage"})
 
     def as_dict(self) -> dict[str, Any]:
         return {"hosts_served": self.hosts_served, "fetched": self.fetched, "results": dict(self.results),
@@ -167,11 +184,15 @@ class _HostRun:
     async def _settle(self, record: Awaitable[None], sent: asyncio.Event) -> None:
         with contextlib.suppress(TimeoutError):  # a worker held back by the gate (a crawl-delay, a back-off)
             await asyncio.wait_for(sent.wait(), SETTLE_WAIT_S)
+        if self.stats.fault is not None:
+            return  # left unstarted, closed with the turn: the answer is the work's to keep, unwritten
         self.unstarted.discard(record)
         try:
             await record
         except LeaseLost:
             self._lease_lost()
+        except StoreError as exc:
+            self.stats.halt(exc)
 
     def _lease_lost(self) -> None:
         logger.warning("lease on %s lost: stopping this host", self.host, extra={"host": self.host})
@@ -182,8 +203,8 @@ class _HostRun:
 
     async def _next(self) -> Job | None:
         while not self.stopped:
-            if stop_requested():  # take no new job: those in flight end and are written, the rest go back
-                return None
+            if stop_requested() or self.stats.fault is not None:
+                return None  # take no new job: those in flight end (and are written), the rest go back
             if self.queue:
                 job = self.queue.popleft()
                 self.busy += 1
@@ -212,6 +233,11 @@ class _HostRun:
         next run_hosts call)."""
         try:
             jobs = await self.work.claim(self.host, self.batch)
+        except LeaseLost:
+            raise
+        except StoreError as exc:
+            self.stats.halt(exc)
+            return
         finally:
             self.claiming = None
             claiming.set_result(None)
@@ -235,6 +261,8 @@ class _HostRun:
         is past every wait and goes out before the loop turns to it."""
         def hold() -> bool:
             sent.set()
+            if self.stats.fault is not None:
+                raise Halted(f"a store fault halted the run: nothing more is sent to {self.host}")
             return self.hold is None or self.hold()
         return hold
 
@@ -316,6 +344,9 @@ class _HostRun:
             except LeaseLost:
                 self.stats.lease_lost.append(self.host)
                 break
+            except StoreError as exc:
+                self.stats.halt(exc)
+                break
         self.stopped = True
 
 
@@ -350,6 +381,8 @@ async def run_hosts(client: PoliteClient, work: HostWork, *, max_active_hosts: i
     finally:
         if closing:
             await asyncio.gather(*closing, return_exceptions=True)
+    if stats.fault is not None:
+        raise stats.fault
     for origin, diag in client.diagnostics().items():
         if diag.parked_reason is not None and origin in served:
             stats.parked.setdefault(origin, diag.parked_reason)
@@ -377,13 +410,16 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
     slow host, the poll's half second left its slots idle for two and a half waves, issue 31)."""
     try:
         while True:
-            while len(active) < max_active_hosts and not stop_requested():
+            while len(active) < max_active_hosts and not stop_requested() and stats.fault is None:
                 if not pending:
                     try:
                         pending.extend(h for h in await work.hosts() if h not in served)
                     except StoreError as exc:
-                        if not polling:
+                        if not polling and not active:
                             raise
+                        if not polling:  # hosts are being served: they end their requests in flight first
+                            stats.halt(exc)
+                            break
                         # Only a look for more: the hosts being served go on, and the next look asks again. (A
                         # fault that lasts fails their own writes, which wait it out first.)
                         logger.warning("looking for more hosts: %s", exc, extra={"error_class": "storage"})
@@ -399,7 +435,7 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
                 active[tasks.create_task(run.run(), name=f"host {host}")] = host
             if not active:
                 break
-            room = len(active) < max_active_hosts and not stop_requested()
+            room = len(active) < max_active_hosts and not stop_requested() and stats.fault is None
             if room and offered is not None and waking is None:
                 waking = asyncio.ensure_future(offered())
             done, _ = await asyncio.wait([*active, *([waking] if room and waking is not None else [])],
@@ -422,8 +458,13 @@ async def _serve_hosts(client: PoliteClient, work: HostWork, tasks: asyncio.Task
                 task.result()  # a bug in done()/claim() surfaces here
                 finished.add(host)
                 turn_ended(client, host, closing)
-                if ended is not None:
-                    await ended(host)
+                if ended is not None and stats.fault is None:
+                    try:
+                        await ended(host)
+                    except LeaseLost:
+                        raise
+                    except StoreError as exc:
+                        stats.halt(exc)
     finally:
         if waking is not None:
             waking.cancel()
