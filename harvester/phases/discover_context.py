@@ -115,11 +115,12 @@ class HostContext:
         judged = await db(self.store.rejudge_urls, self.origin, rules.allowed, rules.fingerprint,
                           refuse=rules.mode != "disallow")
         if judged is not None:
-            due, refused, reread = judged
+            due, refused, reread, released = judged
             self.read_in_full.update(reread)
             self.counters["robots_changed"] += 1
             self.counters["urls_allowed_again"] += due
             self.counters["urls_refused_now"] += refused
+            self.counters["duplicates_of_refused_due"] += released
             if due or refused:
                 logger.info("%s: robots.txt changed: %d refused URLs due again, %d harvested URLs refused now",
                             self.origin, due, refused, extra={"host": self.origin})
