@@ -182,9 +182,11 @@ def print_refused(stats: dict[str, Any], most: int | None) -> None:
     shown = refused if most is None else refused[:most]
     total = int(discovery["robots_refused"])
     stored = int((stats.get("by_state") or {}).get("disallowed") or 0)
+    parts = [f"{stored} of them stored (state disallowed, out of the snapshot)"] if stored else []
+    parts += [f"{total - stored} neither fetched nor stored"] if total > stored else []
     console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} discovery found, each "
-                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it): {stored} of them stored "
-                  f"(state disallowed, out of the snapshot), {total - stored} neither fetched nor stored; per host: "
+                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it): {', '.join(parts)}; "
+                  "per host: "
                   + ", ".join(f"{labels.label(origin)} {n}" for origin, n in shown)
                   + (f" ... and {len(refused) - len(shown)} more hosts" if len(refused) > len(shown) else ""),
                   soft_wrap=True)
