@@ -76,7 +76,7 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
     attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of extraction run
     ``run``, else of the last one (its fetched and 304 counts are the requests that run sent:
     ``phases.finish_run``; a command passes its own run: the newest may be another process's); the URLs
-    robots.txt refuses now, per host (``FrontierStore.refused_counts``)."""
+    robots.txt keeps from us, stored or not, each once, per host (``FrontierStore.refused_counts``)."""
     from harvester.frontier import FrontierStore
 
     with db_sync(FrontierStore.open, settings, read_only=True) as store:
@@ -170,9 +170,9 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
 
 
 def print_refused(stats: dict[str, Any], most: int | None) -> None:
-    """The URLs discovery found that robots.txt refuses now, per host, each once (``FrontierStore.refused_counts``):
-    never fetched nor stored, so the table of states above cannot show them (a URL already known that robots.txt
-    refuses later is in state ``disallowed``)."""
+    """The URLs robots.txt keeps from us, per host, each once (``FrontierStore.refused_counts``): the stored ones
+    (the ``disallowed`` column of the table above: refused after they were stored, or at their redirect's target)
+    and those discovery found but neither fetched nor stored, which no column shows."""
     discovery = stats.get("last_discover") or {}
     if not discovery.get("robots_refused"):
         return
@@ -181,9 +181,12 @@ def print_refused(stats: dict[str, Any], most: int | None) -> None:
     refused = sorted(by_host.items(), key=lambda item: (-item[1], item[0]))
     shown = refused if most is None else refused[:most]
     total = int(discovery["robots_refused"])
+    stored = int((stats.get("by_state") or {}).get("disallowed") or 0)
+    parts = [f"{stored} of them stored (state disallowed, out of the snapshot)"] if stored else []
+    parts += [f"{total - stored} neither fetched nor stored"] if total > stored else []
     console.print(f"[bold]Disallowed by robots.txt[/]: {total} URL{'' if total == 1 else 's'} discovery found, each "
-                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it), neither fetched nor "
-                  "stored; per host: "
+                  f"once (robots.txt as the last discovery, run {discovery['run']}, read it): {', '.join(parts)}; "
+                  "per host: "
                   + ", ".join(f"{labels.label(origin)} {n}" for origin, n in shown)
                   + (f" ... and {len(refused) - len(shown)} more hosts" if len(refused) > len(shown) else ""),
                   soft_wrap=True)

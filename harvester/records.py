@@ -29,6 +29,11 @@ class UrlKind(StrEnum):
     SITEMAP = "sitemap"
 
 
+OWN_REFUSAL = "disallowed by robots.txt"
+"""The error of a URL robots.txt refused at its own address (``fetch.engine``, ``Refusals.rejudge_urls``); one refused
+at its redirect's target says ``redirect to <target> refused (robots_disallowed)`` (``fetch.http``)."""
+
+
 class UrlState(StrEnum):
     """Where a URL is in its crawl cycle. QUEUED and LEASED are live; the rest are outcomes."""
 
@@ -196,6 +201,9 @@ class FetchResult:
     """The fetch ended at a permanent redirect (every hop 301/308) it did not follow, the target being asked by a
     request of its own (``Fetcher.fetch``'s ``stop_at``): ``status`` is the redirect's, ``final_url`` its target (the
     last of ``redirects``), which was not requested; no body. The URL has moved there."""
+    refused_target: str | None = None
+    """The redirect target the fetch refused to follow (robots.txt, scope), never requested: where the answer led
+    and what the refusal judged (``final_url`` stays the last URL requested). None when no hop was refused."""
 
     @property
     def ok(self) -> bool:

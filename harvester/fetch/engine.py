@@ -20,7 +20,7 @@ from harvester.fetch.politeness import GateConfig, HostGate, Signal, classify
 from harvester.fetch.robots import ROBOTS_PATH, ROBOTS_READ_PAST, RobotsCache, RobotsPersistence, RobotsRules
 from harvester.fetch.slots import HostSlots, _Host
 from harvester.fetch.transport import LAST_CHECK
-from harvester.records import ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
+from harvester.records import OWN_REFUSAL, ErrorClass, FetchResult, HostDiagnostics, HostPolicy, Validators, http_origin
 from harvester.runtime import aware, check_stop, utcnow
 from harvester.settings import Settings
 
@@ -45,7 +45,7 @@ def _robots_refusal(url: str, rules: RobotsRules) -> FetchResult:
         why = "the address policy refused" if state.error_class is ErrorClass.ADDRESS_REFUSED else \
             "the HTTP client refuses the URL"
         return refused(url, state.error_class, f"{why} {where}")
-    return refused(url, ErrorClass.ROBOTS_DISALLOWED, "disallowed by robots.txt")
+    return refused(url, ErrorClass.ROBOTS_DISALLOWED, OWN_REFUSAL)
 
 
 

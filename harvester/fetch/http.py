@@ -228,7 +228,7 @@ class Fetcher:
             if exc.error_class is ErrorClass.ADDRESS_REFUSED:
                 logger.info("%s: %s", state.current, exc,
                             extra={"host": origin_of(state.current), "error_class": exc.error_class.value})
-            return state.failure(exc.error_class, str(exc))
+            return state.failure(exc.error_class, str(exc), refused_target=exc.target)
         except TooLarge as exc:
             return state.failure(ErrorClass.TOO_LARGE, str(exc))
         except httpx.TimeoutException as exc:
@@ -302,7 +302,7 @@ class Fetcher:
                         decided = await follow(target)
                         if decided is None or isinstance(decided, ErrorClass):
                             cls = decided if isinstance(decided, ErrorClass) else ErrorClass.OUT_OF_SCOPE
-                            raise Refused(cls, f"redirect to {target} refused ({cls.value})")
+                            raise Refused(cls, f"redirect to {target} refused ({cls.value})", target=target)
                         target = decided
                     if target in seen:
                         raise Refused(ErrorClass.TOO_MANY_REDIRECTS, f"redirect loop back to {target}")

@@ -33,9 +33,11 @@ ERROR_BODY_BYTES = 64 * 1024
 class Refused(Exception):
     """Ends a fetch early with an outcome (never escapes ``fetch.http``, which makes it a result)."""
 
-    def __init__(self, error_class: ErrorClass, message: str) -> None:
+    def __init__(self, error_class: ErrorClass, message: str, *, target: str | None = None) -> None:
         super().__init__(message)
         self.error_class = error_class
+        self.target = target
+        """The redirect target refused (never requested), when a hop was: what the refusal judged."""
 
 
 class TooLarge(Exception):
@@ -64,7 +66,7 @@ class FetchState:
         self.started_wall = time.time()
         self.started = time.monotonic()
 
-    def failure(self, error_class: ErrorClass, error: str) -> FetchResult:
+    def failure(self, error_class: ErrorClass, error: str, *, refused_target: str | None = None) -> FetchResult:
         headers = self.headers
         return FetchResult(
             url=self.url,
@@ -83,6 +85,7 @@ class FetchState:
             retry_after_s=parse_retry_after(headers.get("retry-after")) if headers is not None else None,
             headers=headers if headers is not None else {},
             sent_validators=self.sent,
+            refused_target=refused_target,
         )
 
     def unfollowed(self, target: str, drained_bytes: int) -> FetchResult:

@@ -338,7 +338,14 @@ class Outcomes(Part):
             h = held[c.url_id]
             o = url_outcome(c, h.attempts, h.etag, h.last_modified, h.content_hash, max_attempts,
                             self.settings.revisit)
-            if h.duplicate_of is not None and o.state == UrlState.DONE.value and c.status == 304:
+            if (h.duplicate_of is not None and o.state == UrlState.DONE.value and c.status == 304
+                    and h.holder_hash is None and c.sent_validators):
+                # A copy answered "unchanged" whose holder keeps the content no more (robots.txt refuses it now, it is
+                # gone or moved): the copy has no page of its own, so it is asked again now, in full, and holds the
+                # content itself (as a 200 would have).
+                o = replace(o, state=UrlState.QUEUED.value, next_fetch_at=moment, etag=None, last_modified=None,
+                            duplicate_of=h.duplicate_of)
+            elif h.duplicate_of is not None and o.state == UrlState.DONE.value and c.status == 304:
                 # A copy asked at its revisit answered "unchanged": still the copy of the page its holder keeps.
                 o = replace(o, state=UrlState.DUPLICATE.value, duplicate_of=h.duplicate_of)
             elif h.duplicate_of is not None and o.state in (UrlState.QUEUED.value, UrlState.FAILED.value):

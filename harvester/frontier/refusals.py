@@ -10,15 +10,17 @@ the document's own record: a kill repeats the document and its refusals together
 # ruff: noqa: S608 -- SQL text is built from constants and placeholder counts; values are always bound.
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
-from sqlalchemy import distinct, func, or_, select, update
+from sqlalchemy import Connection, distinct, exists, func, or_, select, update
 
 from harvester.frontier.base import Database, Part
 from harvester.frontier.keys import Keys
-from harvester.frontier.models import Document, Host, RobotsRefusal, Source
-from harvester.records import UrlState
+from harvester.frontier.models import Document, Host, RobotsRefusal, Source, Url
+from harvester.records import OWN_REFUSAL, UrlState, http_origin
 from harvester.runtime import aware, utcnow
 
 REJUDGE_BATCH = 2_000
@@ -27,6 +29,36 @@ judged a batch at a time along its ``(host_id, path)`` key, no long transaction 
 
 UNKNOWN_SOURCE = 0
 """``source_id`` of the rows kept from before 0019, which did not record the document that named them."""
+
+_HOP_REFUSED = re.compile(r"redirect to (\S+) refused \(")
+
+
+class Rejudged(NamedTuple):
+    """What judging a host's stored URLs again did (``Refusals.rejudge_urls``)."""
+
+    due: int
+    """DISALLOWED URLs the rules allow now, due in this run: what robots.txt refused of each (``refused_at``)."""
+    refused: int
+    """DONE URLs the rules refuse now, out of the snapshot without a request."""
+    reread: list[str]
+    """Documents to read in full: they named a URL refused then, never stored, that the rules allow now."""
+    released: int
+    """Duplicates of the URLs refused now, due in this run: one of them holds the content in the snapshot."""
+
+
+def refused_at(origin: str, own: str, final_url: str | None, last_error: str | None) -> tuple[str, ...] | None:
+    """What robots.txt refused of a DISALLOWED URL of ``origin`` requested as ``own`` (its fetch path): its own
+    address, or its own address and its redirect's target when the refusal was at the target (its ``final_url``,
+    or the ``last_error`` of a row stored before the target was kept). None when the rules of ``origin`` cannot lift
+    it: a target on another host, or one not kept. Judging such a URL by its own path alone lifted it at any change
+    of robots.txt, to be asked for the same refusal and counted allowed again."""
+    if last_error is None or not last_error.startswith("redirect to "):
+        return (origin + own,)
+    found = _HOP_REFUSED.match(last_error)
+    target = final_url or (found.group(1) if found else None)
+    if target is None or http_origin(target) != origin:
+        return None
+    return origin + own, target
 
 
 class Refusals(Part):
@@ -91,35 +123,39 @@ class Refusals(Part):
         return len(kept) - len(lifted)
 
     def rejudge_urls(self, origin: str, allowed: Callable[[str], bool], fingerprint: str, *, refuse: bool = True,
-                     now: datetime | None = None) -> tuple[int, int, list[str]] | None:
+                     now: datetime | None = None) -> Rejudged | None:
         """Judge the host's stored URLs by robots.txt's rules as read now, when they differ from the rules they
         were last judged by (``hosts.robots_judged``, ``fingerprint`` theirs); None when they do not (the common
         run: one indexed read). A DISALLOWED URL the rules allow becomes due now (queued: this run asks it, with
         the validators it kept); a DONE one they refuse becomes DISALLOWED without a request (out of the snapshot,
         counted as refused), unless ``refuse`` is False (robots.txt unavailable: everything refused for now is no
-        verdict on a page). Each URL is judged as it is requested (its fetch form). Batched along the host's
+        verdict on a page), and its duplicates are due now, asked in full: each may hold the content in the
+        snapshot in its place. Each URL is judged as it is requested (its fetch form), and one refused at its
+        redirect's target by what robots.txt refused there (``refused_at``). Batched along the host's
         ``(host_id, path)`` key, each batch its own transaction; the fingerprint is recorded after the last, so a
-        kill in between judges again. Returns (made due, refused, the documents to read in full): the sitemaps and
-        feeds that named a URL refused then (never stored, ``robots_refusals``) that the rules allow now, whose
-        304 would name it no more."""
+        kill in between judges again. Also returns the documents to read in full: the sitemaps and feeds that named
+        a URL refused then (never stored, ``robots_refusals``) that the rules allow now, whose 304 would name it no
+        more."""
         d = self._d
         now = aware(now) or utcnow()
         with self._tx(write=False) as tx:
             row = tx.conn.execute(select(Host.id, Host.robots_judged).where(Host.origin == origin)).first()
         if row is None or row[1] == fingerprint:
             return None
-        host_id, after, due, refused = int(row[0]), "", 0, 0
+        host_id, after, due, refused, released = int(row[0]), "", 0, 0, 0
         while True:
             with self._tx() as tx:
                 rows = tx.conn.exec_driver_sql(
-                    f"SELECT id, path, fetch_path, state FROM urls WHERE host_id = {d.p} AND path > {d.p}"
-                    f" ORDER BY path LIMIT {REJUDGE_BATCH}", (host_id, after)).all()
+                    f"SELECT id, path, fetch_path, state, final_url, last_error FROM urls WHERE host_id = {d.p}"
+                    f" AND path > {d.p} ORDER BY path LIMIT {REJUDGE_BATCH}", (host_id, after)).all()
                 if not rows:
                     break
                 after = rows[-1][1]
-                lifted = [int(i) for i, path, fetch_path, state in rows
-                          if state == UrlState.DISALLOWED.value and allowed(origin + (fetch_path or path))]
-                barred = [int(i) for i, path, fetch_path, state in rows
+                lifted = [int(i) for i, path, fetch_path, state, final_url, error in rows
+                          if state == UrlState.DISALLOWED.value
+                          and (judged := refused_at(origin, fetch_path or path, final_url, error)) is not None
+                          and all(allowed(url) for url in judged)]
+                barred = [int(i) for i, path, fetch_path, state, _, _ in rows
                           if refuse and state == UrlState.DONE.value and not allowed(origin + (fetch_path or path))]
                 if lifted:
                     where, params = d.any_of("id", lifted)
@@ -132,10 +168,12 @@ class Refusals(Part):
                     due += len(made)
                 if barred:
                     where, params = d.any_of("id", barred)
-                    refused += tx.conn.exec_driver_sql(
+                    held = [int(r[0]) for r in tx.conn.exec_driver_sql(
                         f"UPDATE urls SET state = 'disallowed', last_error_class = 'robots_disallowed',"
-                        f" last_error = 'disallowed by robots.txt' WHERE {where} AND state = 'done'",
-                        tuple(params)).rowcount
+                        f" last_error = '{OWN_REFUSAL}' WHERE {where} AND state = 'done' RETURNING id",
+                        tuple(params)).all()]
+                    refused += len(held)
+                    released += self._release_copies(tx.conn, held, now)
         with self._tx() as tx:
             named = tx.conn.execute(
                 select(Source.label, RobotsRefusal.path, RobotsRefusal.judged)
@@ -144,14 +182,44 @@ class Refusals(Part):
             tx.conn.execute(update(Host).where(Host.id == host_id).values(robots_judged=fingerprint))
         reread = sorted({str(label).partition(":")[2] for label, path, judged in named
                          if allowed(judged or origin + path)} - {""})
-        return due, refused, reread
+        return Rejudged(due, refused, reread, released)
+
+    def _release_copies(self, conn: Connection, holders: Sequence[int], now: datetime) -> int:
+        """The duplicates of ``holders`` (refused now, out of the snapshot with their content) are due now, without
+        their validators (they keep no page of their own: a 304 would leave the content out): asked in this run,
+        one of them holds the content again (no refused URL is a holder, ``holders.Holders``). Returns how many."""
+        d = self._d
+        released = 0
+        for begin in range(0, len(holders), self._chunk):
+            where, params = d.any_of("duplicate_of", list(holders[begin : begin + self._chunk]))
+            made = conn.exec_driver_sql(
+                f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p}, etag = NULL, last_modified = NULL"
+                f" WHERE {where} AND state = 'duplicate' RETURNING host_id, kind, -score, id, next_fetch_at",
+                (d.ts(now), *params)).all()
+            if made:
+                conn.exec_driver_sql(d.enqueue_sql, [tuple(r) for r in made])
+            released += len(made)
+            # Copies already due (their revisit, an extraction beside this discovery) are asked in full too.
+            conn.exec_driver_sql(f"UPDATE urls SET etag = NULL, last_modified = NULL WHERE {where}"
+                                 " AND state = 'queued'", tuple(params))
+        return released
 
     def refused_counts(self) -> dict[str, int]:
-        """Per host (origin), the URLs robots.txt refuses, each once however many documents name it; hosts with
-        none are left out."""
+        """Per host (origin), the URLs robots.txt keeps from us, each once: the stored ones in state DISALLOWED
+        (refused at their address or at their redirect's target; the ``disallowed`` column of ``status``) and those
+        discovery found but never stored (``robots_refusals`` rows naming no stored URL, however many documents name
+        them); hosts with none are left out. A stored URL counts by its state alone: named again by a sitemap robots
+        .txt refuses it in, it is counted once, whether or not that sitemap was read again; a stored URL robots.txt
+        refuses now is counted once it is judged so (``rejudge_urls``, or refused when next asked)."""
+        stored = (select(Host.origin, func.count(Url.id)).join(Url, Url.host_id == Host.id)
+                  .where(Url.state == UrlState.DISALLOWED.value).group_by(Host.origin))
+        unstored = (select(Host.origin, func.count(distinct(RobotsRefusal.path)))
+                    .join(RobotsRefusal, RobotsRefusal.host_id == Host.id)
+                    .where(~exists().where(Url.host_id == RobotsRefusal.host_id, Url.path == RobotsRefusal.path))
+                    .group_by(Host.origin))
+        counts: dict[str, int] = {}
         with self._tx(write=False) as tx:
-            rows = tx.conn.execute(
-                select(Host.origin, func.count(distinct(RobotsRefusal.path)))
-                .join(RobotsRefusal, RobotsRefusal.host_id == Host.id).group_by(Host.origin)
-            ).all()
-        return {str(origin): int(n) for origin, n in rows}
+            for query in (stored, unstored):
+                for origin, n in tx.conn.execute(query):
+                    counts[str(origin)] = counts.get(str(origin), 0) + int(n)
+        return {origin: n for origin, n in counts.items() if n}

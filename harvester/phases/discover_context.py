@@ -110,19 +110,22 @@ class HostContext:
     async def rejudge(self) -> None:
         """Where robots.txt's rules changed since the host's URLs were last judged, judge them again
         (``FrontierStore.rejudge_urls``): refused ones now allowed are due in this run, done ones now refused leave
-        the snapshot. Before any document is read, so the URLs made due go to this run's extraction."""
+        the snapshot, their duplicates due in this run (in full: one holds the content in their place). Before any
+        document is read, so the URLs made due go to this run's extraction."""
         rules = self.rules
         judged = await db(self.store.rejudge_urls, self.origin, rules.allowed, rules.fingerprint,
                           refuse=rules.mode != "disallow")
         if judged is not None:
-            due, refused, reread = judged
+            due, refused, reread, released = judged
             self.read_in_full.update(reread)
             self.counters["robots_changed"] += 1
             self.counters["urls_allowed_again"] += due
             self.counters["urls_refused_now"] += refused
+            self.counters["duplicates_of_refused_due"] += released
             if due or refused:
-                logger.info("%s: robots.txt changed: %d refused URLs due again, %d harvested URLs refused now",
-                            self.origin, due, refused, extra={"host": self.origin})
+                logger.info("%s: robots.txt changed: %d refused URLs due again, %d harvested URLs refused now"
+                            " (%d of their duplicates due)", self.origin, due, refused, released,
+                            extra={"host": self.origin})
 
     @property
     def moved(self) -> str | None:

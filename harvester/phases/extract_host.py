@@ -464,7 +464,8 @@ class ExtractWork:
         own = not (hook_error or failed or outcome.moved_to)
         completion = Completion(
             url_id=claimed.id, state=outcome.state, fetched_at=now, status=status,
-            final_url=result.final_url if result.final_url != claimed.target else None,
+            # A hop refused (robots.txt at the target): where the answer led, what robots.txt judged (``rejudge_urls``).
+            final_url=result.refused_target or (result.final_url if result.final_url != claimed.target else None),
             etag=result.etag or (claimed.etag if result.not_modified else None) if own else None,
             last_modified=result.last_modified or (claimed.last_modified if result.not_modified else None) if own
             else None,
