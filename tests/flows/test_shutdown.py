@@ -100,11 +100,19 @@ async def open_runs_for(pool: dict[str, Any]) -> list[str]:
             if run.state_type != StateType.SCHEDULED or (run.expected_start_time or due) <= due]
 
 
-def start_worker(pool: dict[str, Any], log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """A worker of the pool that takes the runs of this test's queue alone."""
+IGNORING_SIGINT = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"]
+"""What a script's background job (``prefect worker start ... &``, ``nohup ... &``) is started under: a shell
+without job control sets SIGINT (and SIGQUIT) ignored for it, and an ignored signal stays ignored across exec."""
+
+
+def start_worker(pool: dict[str, Any], log: Path, *, sigint_ignored: bool = False, **env: str,
+                 ) -> subprocess.Popen[bytes]:
+    """A worker of the pool that takes the runs of this test's queue alone; ``sigint_ignored``: started as a
+    script's background job is."""
     with log.open("ab") as out:
         return subprocess.Popen(
-            [str(VENV_BIN / "prefect"), "worker", "start", "--pool", pool["name"], "--work-queue", pool["queue"]],
+            [*(IGNORING_SIGINT if sigint_ignored else []),
+             str(VENV_BIN / "prefect"), "worker", "start", "--pool", pool["name"], "--work-queue", pool["queue"]],
             env={**pool["env"], "PREFECT_WORKER_QUERY_SECONDS": "1", **env}, cwd=pool["home"], stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
@@ -239,6 +247,45 @@ async def test_a_worker_stopped_with_sigterm_ends_its_run_at_once_and_cleanly(
         states = store.url_states()
     for name in ("p", "q"):
         assert all(states[url][0] == "done" for url in web.truth[name].allowed_detail_urls())
+
+
+async def test_a_worker_started_as_a_scripts_background_job_stops_on_its_first_sigterm(pool, tmp_path):
+    """``prefect worker start --pool harvester &`` in a script (docs/operations.md), or under ``nohup ... &``, starts
+    with SIGINT ignored. Prefect's worker turns SIGTERM into a SIGINT to itself, after putting back the handler
+    Python started with, which was that ignore: the SIGTERM did nothing. The worker lived on (its run, told by the
+    same group-wide SIGTERM, ended Crashed; the worker then took the run's retry) until a second SIGTERM killed it
+    with SIGKILL (tests of this file failed so when pytest ran as a background job). Now harvester's Prefect
+    collection gives SIGINT back its default in such a process, and the first SIGTERM stops the worker."""
+    log = tmp_path / "worker.log"
+    worker = start_worker(pool, log, sigint_ignored=True)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not catches_sigterm(worker.pid):  # Prefect's handlers are installed: the SIGTERM meets them
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGTERM)  # as systemctl stop does: once
+        try:
+            worker.wait(timeout=WAIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the worker outlived its SIGTERM:\n{log.read_text()[-3000:]}")
+    finally:
+        stop_group(worker)
+
+
+def test_prefect_loads_harvesters_collection_which_gives_an_ignored_sigint_its_default_back():
+    """What the test above relies on, without a server: Prefect's collection loading (``prefect worker start`` does
+    it before installing its handlers) imports ``harvester.flows.collection`` through the entry point."""
+    probe = ("import signal\n"
+             "from prefect.plugins import load_prefect_collections\n"
+             "before = signal.getsignal(signal.SIGINT)\n"
+             "loaded = load_prefect_collections()\n"
+             "print(before == signal.SIG_IGN, signal.getsignal(signal.SIGINT) is signal.default_int_handler,\n"
+             "      'harvester' in loaded)")
+    done = subprocess.run([*IGNORING_SIGINT, str(VENV_BIN / "python"), "-c", probe], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Ignored as it started (the control), Python's handler once the collections are loaded, ours among them.
+    assert done.stdout.split()[-3:] == ["True", "True", "True"], done.stdout + done.stderr[-3000:]
 
 
 async def test_a_worker_without_home_says_so_in_the_runs_logs(pool, tmp_path):
