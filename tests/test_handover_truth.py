@@ -263,10 +263,11 @@ def test_the_warc_left_out_line_tells_failed_requests_from_urls_never_asked(
     site.page("/a", "Alpha")
     site.routes["/broken"] = DROP
     sqlite_cli("harvest", f"{site.origin}/")
-    # robots.txt unavailable (a 5xx: RFC 9309 §2.3.1.4, complete disallow for now): the URLs due are completed
-    # without a request. (A robots.txt that refuses a stored URL no longer makes one: the rules' change re-judges
-    # the URL at discovery, with no fetch at all.)
-    site.routes["/robots.txt"] = (503, {}, b"")
+    # robots.txt redirects to an address the policy refuses (a loopback address the seed did not name): nothing is
+    # sent there, and the URLs due are completed without a request. (A robots.txt that refuses a stored URL no
+    # longer makes one: the rules' change re-judges the URL at discovery, with no fetch at all; nor does an
+    # unavailable one, a 5xx: the host is left alone, its URLs deferred uncompleted.)
+    site.routes["/robots.txt"] = (301, {"Location": "http://127.0.0.2:9/robots.txt"}, b"")
     day1 = len(site.received)
     sqlite_cli("recrawl", "--refresh")
     assert "/a" not in [path for path, _ in site.received[day1:]]  # control: never sent on day 2

@@ -45,7 +45,23 @@ def _robots_refusal(url: str, rules: RobotsRules) -> FetchResult:
         why = "the address policy refused" if state.error_class is ErrorClass.ADDRESS_REFUSED else \
             "the HTTP client refuses the URL"
         return refused(url, state.error_class, f"{why} {where}")
+    unavailable = robots_unavailable(rules)
+    if unavailable is not None:
+        return refused(url, ErrorClass.PARKED, unavailable)
     return refused(url, ErrorClass.ROBOTS_DISALLOWED, OWN_REFUSAL)
+
+
+def robots_unavailable(rules: RobotsRules) -> str | None:
+    """Why the host is left alone while its robots.txt is unavailable (5xx, 429, unreachable), or None.
+
+    RFC 9309 §2.3.1.4's "complete disallow" is a rule for the crawl (send the host nothing), not a verdict on its
+    pages: they are deferred, like a parked host's, keeping their state and last good version, never refused. A
+    robots.txt the address policy or the HTTP client refused is not this: nothing there will ever answer."""
+    state = rules.state
+    if rules.mode != "disallow" or state.error_class in (ErrorClass.ADDRESS_REFUSED, ErrorClass.INVALID_URL):
+        return None
+    why = state.error_class.value if state.error_class is not None else f"http_{state.status}"
+    return f"robots.txt unavailable ({why}): nothing is requested until it answers"
 
 
 
@@ -122,6 +138,9 @@ class PoliteClient:
             host.robots_applied = rules
             was_parked = host.gate.parked
             host.gate.set_robots(time.monotonic(), rules.crawl_delay_s, rules.request_rate_s)
+            unavailable = robots_unavailable(rules)
+            if unavailable is not None:  # until robots.txt is asked again (``robots.error_cache_s``)
+                host.gate.park(unavailable, until=rules.expires_at)
             self._slots.note_parked(host)
             if host.gate.parked is not was_parked:
                 self._policy_changed(origin)
@@ -205,7 +224,8 @@ class PoliteClient:
         """One polite, bounded fetch. Never raises for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
-        ROBOTS_DISALLOWED without a request; redirect hops re-enter scope (``in_scope`` when given, for a
+        ROBOTS_DISALLOWED without a request (while robots.txt is unavailable the host is parked instead: PARKED, the
+        URL deferred, not refused: ``robots_unavailable``); redirect hops re-enter scope (``in_scope`` when given, for a
         document the crawl reads outside its scope, such as a sitemap on a CDN; else the client's), robots and the
         hop host's gate. A 429/503 backs the host off and is returned (the caller decides whether to requeue).
         ``hold`` is asked at the last moment before the request, after every wait: False raises ``LeaseLost`` and

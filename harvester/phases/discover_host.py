@@ -156,9 +156,18 @@ class HostDiscovery:
             host.counters[f"robots_unavailable:{why}"] += 1
             # Name what was refused: the address robots.txt redirected to, not the seed's own origin.
             at = f" at {state.refused}" if state.refused and not state.refused.startswith(host.origin + "/") else ""
-            host.problem(f"{host.origin}: robots.txt unavailable ({why}{at}): everything is disallowed until it "
-                         "answers")
+            host.problem(f"{host.origin}: robots.txt unavailable ({why}{at}): nothing is requested until it "
+                         "answers; its URLs keep their state and last good version, deferred to the next run")
         parked = host.client.parked(host.origin)
+        if parked and rules.mode == "disallow" and parked.startswith("robots.txt unavailable"):
+            # The client parked the host for it (``fetch.engine.robots_unavailable``): no sitemap probe, feed or
+            # listing page is asked, so none is counted as refused (nor as a problem of the site's sitemaps).
+            host.counters["hosts_parked"] += 1
+            # A first harvest's seeds are still the frontier's: queued, never fetched, deferred like the rest.
+            await self._add_seeds([url for url in site.seeds_of(host.origin) or [host.origin + "/"]
+                                   if site.classifier.classify(url) not in (UrlKind.SITEMAP, UrlKind.FEED)],
+                                  allowed=lambda _url: True)
+            return
         if parked:
             host.problem(f"{host.origin}: parked ({parked}); nothing discovered")
             return
@@ -184,14 +193,7 @@ class HostDiscovery:
                 # Read as part of this host from here on: its persisted back-off or park holds for our requests.
                 await host.policies.load(moved)
         self.sitemaps.home_known()
-        now = utcnow()
-        seeds = [
-            item for url in seed_urls
-            if (item := site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
-                                   allowed=rules.allowed, kind=UrlKind.LISTING, trusted=True))
-        ]
-        if seeds:
-            await db(host.store.add_discovered, seeds)
+        await self._add_seeds(seed_urls, allowed=rules.allowed)
         # The seed's answer is recorded now, beside the walk, not once the crawl claims it after the walk: a kill
         # meanwhile asked it again (issue 31).
         early = asyncio.ensure_future(self.listings.read_kept())
@@ -225,6 +227,17 @@ class HostDiscovery:
             await self.reader.read_queued()
         host.report.add_rejections({}, source="link")
         await self._nothing_taken()
+
+    async def _add_seeds(self, seed_urls: list[str], *, allowed: Callable[[str], bool]) -> None:
+        """The seeds as the frontier's listing pages (those ``allowed`` refuses are counted as refused)."""
+        now = utcnow()
+        seeds = [
+            item for url in seed_urls
+            if (item := self.host.site.admit(url, base=None, source=Source.SEED, where="", depth=0, now=now,
+                                             allowed=allowed, kind=UrlKind.LISTING, trusted=True))
+        ]
+        if seeds:
+            await db(self.host.store.add_discovered, seeds)
 
     async def _nothing_taken(self) -> None:
         """Say so when the host's listing pages named links and none was taken for a page to harvest, and the

@@ -282,9 +282,11 @@ async def test_an_unreachable_host_gets_one_robots_attempt_and_nothing_else():
     async with PoliteClient(settings()) as client:
         await run_hosts(client, work, max_active_hosts=1)
         diag = client.diagnostics()[f"http://127.0.0.1:{port}"]
-    # RFC 9309 §2.3.1.4: unreachable robots.txt means disallow all (retried after robots.error_cache_s)
-    assert {r.error_class for _, r in work.results} == {ErrorClass.ROBOTS_DISALLOWED}
-    assert diag.errors == {"connect": 1, "robots_disallowed": 30}
+    # RFC 9309 §2.3.1.4: unreachable robots.txt means disallow all (retried after robots.error_cache_s): the host
+    # is parked for it, its URLs deferred (no request), not refused by robots.txt
+    assert {r.error_class for _, r in work.results} == {ErrorClass.PARKED}
+    assert diag.parked_reason == "robots.txt unavailable (connect): nothing is requested until it answers"
+    assert diag.errors.get("connect") == 1 and "robots_disallowed" not in diag.errors, diag.errors
 
 
 async def test_503_robots_nothing_else_is_fetched_from_that_host(make_web):
@@ -294,7 +296,8 @@ async def test_503_robots_nothing_else_is_fetched_from_that_host(make_web):
     async with PoliteClient(settings()) as client:
         await run_hosts(client, work, max_active_hosts=1)
     assert [r.path for r in (await log_of(web))] == ["/robots.txt"]
-    assert {r.error_class for _, r in work.results} == {ErrorClass.ROBOTS_DISALLOWED}
+    assert {r.error_class for _, r in work.results} == {ErrorClass.PARKED}  # deferred, not refused
+    assert len(work.results) == 20
 
 
 async def test_diagnostics_report_counts_and_progress(make_web):

@@ -147,7 +147,12 @@ async def test_503_robots_nothing_else_is_fetched(make_web):
     web = make_web([HostSpec("a", pages=20, robots=RobotsSpec(status=503))])
     async with PoliteClient(LOCAL) as client:
         results = await asyncio.gather(*(client.fetch(u) for u in web.truth["a"].detail_urls()))
-    assert {r.error_class for r in results} == {ErrorClass.ROBOTS_DISALLOWED}
+        parked = client.parked(web.origin("a"))
+    # RFC 9309 §2.3.1.4's complete disallow is for the crawl: the host is left alone (parked), its pages deferred,
+    # not refused by robots.txt
+    assert {r.error_class for r in results} == {ErrorClass.PARKED}
+    assert {r.error for r in results} == {parked} == {"robots.txt unavailable (http_503): nothing is requested until "
+                                                      "it answers"}
     paths = [r.path for r in (await log_of(web))]
     assert paths == ["/robots.txt"]
 
