@@ -7,6 +7,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from harvester import phases
+from harvester.errors import Interrupted
 from harvester.flows.artifacts import publish, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
@@ -40,7 +41,10 @@ async def extract_flow(
         try:
             async with task_group() as tasks:
                 runs = [tasks.create_task(worker(n), name=f"extract-{n}") for n in range(max(1, workers))]
-        except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
+        except Interrupted as stopped:  # left to be resumed, with what it did kept for ``status``
+            await phases.note_stopped(settings, run_id, stopped)
+            raise
+        except Exception as failed:
             await phases.finish_failed(settings, run_id, failed)
             raise
         results = [run.result() for run in runs]

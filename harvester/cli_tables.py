@@ -81,7 +81,8 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
 
     with db_sync(FrontierStore.open, settings, read_only=True) as store:
         stats = db_sync(store.stats).as_dict()
-        last = db_sync(store.get_run, run) if run is not None else db_sync(store.last_run, "extract")
+        # A stopped extraction (SIGTERM) is the last one too: its own requests, not the day before's.
+        last = db_sync(store.get_run, run) if run is not None else db_sync(store.last_run, "extract", stopped=True)
         discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
         refused = db_sync(store.refused_counts)
@@ -100,16 +101,22 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
             "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
-            "status": last.get("status"), **_why(last),
+            "status": "stopped" if _stopped(last) else last.get("status"), **_why(last),
         }
     return stats
 
 
+def _stopped(run: Any) -> bool:
+    """A run a stop left unfinished for its rerun to resume, with what it did kept (``phases.note_stopped``)."""
+    return run.get("status") == "running" and bool((run.get("counters") or {}).get("stopped"))
+
+
 def _why(run: Any) -> dict[str, str]:
-    """Why a run ended as it did, when it says: ``error`` (failed: ``phases.finish_failed``) or ``reason``
-    (abandoned: another run was started in its place, ``FrontierStore.resume_or_start_run``)."""
+    """Why a run ended as it did, when it says: ``error`` (failed: ``phases.finish_failed``), ``reason``
+    (abandoned: another run was started in its place, ``FrontierStore.resume_or_start_run``) or ``stopped`` (a
+    stop, the run left to be resumed: ``phases.note_stopped``)."""
     counters = run.get("counters") or {}
-    return {key: str(counters[key]) for key in ("error", "reason") if counters.get(key)}
+    return {key: str(counters[key]) for key in ("error", "reason", "stopped") if counters.get(key)}
 
 
 MAX_HOSTS_SHOWN = 25
@@ -141,13 +148,15 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         print_changes(cycle)
     for name, key in (("discovery", "last_discover"), ("extraction", "last_extract")):
         last = stats.get(key) or {}
-        if last.get("status") in ("failed", "abandoned"):  # a failed or abandoned run is the last one too: why
+        if last.get("status") in ("failed", "abandoned", "stopped"):  # the last one too: why
+            resumed = "; the next run resumes it" if last["status"] == "stopped" else ""
             console.print(f"[bold]Last {name} (run {last['run']}) {last['status']}[/]: "
-                          f"{last.get('error') or last.get('reason') or 'no reason kept'}", soft_wrap=True)
+                          f"{last.get('error') or last.get('reason') or last.get('stopped') or 'no reason kept'}"
+                          f"{resumed}", soft_wrap=True)
     last = stats.get("last_extract") or {}
     hosts = last.get("hosts") or {}
     if hosts:
-        ended = f" ({last['status']})" if last.get("status") in ("failed", "abandoned") else ""
+        ended = f" ({last['status']})" if last.get("status") in ("failed", "abandoned", "stopped") else ""
         diag = Table(title=f"Last extraction (run {last['run']}){ended}: per-host diagnostics",
                      caption="in flight: the most requests open at once / the limit when the run ended "
                              "(adaptive, unless --per-host fixed it)")

@@ -136,8 +136,9 @@ class Changes(TypedDict):
     Over requests (every kind of page):
     ``fetched``: requests sent; ``not_modified``: 304s to conditional requests; ``failed``: failed requests,
     ``failures`` by class. ``hook_failed``: URLs whose page was fetched and stored but the extractor hook failed on
-    it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs left due when
-    the cycle closed (the page budget's); 0 while it runs."""
+    it (not a failed request: counted in ``fetched``, never in ``failed``). ``deferred``: detail URLs due in the
+    cycle and left queued for the next run when it closed (the page budget's, a parked host's, retries backed off
+    past its end); 0 while it runs."""
 
     cycle: int | None
     new: int

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Connection, and_, case, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, case, exists, func, insert, or_, select, update
 from sqlalchemy.orm import aliased
 
 from harvester.errors import InvalidRecord
@@ -77,7 +77,7 @@ class Cycles(Part):
         """Close the cycle, keeping what it left due as its ``deferred`` (due-ness moves on): on ``origins`` (the
         profile's seed hosts) and every host the cycle fetched from (those they moved to)."""
         with self._tx() as tx:
-            deferred = _due_details(tx.conn, _cycle_hosts(tx.conn, cycle_id, origins), utcnow())
+            deferred = _due_details(tx.conn, cycle_id, _cycle_hosts(tx.conn, cycle_id, origins), utcnow())
             changed = tx.conn.execute(
                 update(Cycle).where(Cycle.id == cycle_id)
                 .values(finished_at=utcnow(), status=status, deferred=deferred, counts=None)
@@ -265,18 +265,23 @@ def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> lis
     return sorted({*origins, *(str(origin) for origin in fetched)})
 
 
-def _due_details(conn: Connection, origins: Sequence[str], now: datetime) -> int:
-    """Detail URLs of ``origins`` an extraction would fetch at ``now`` (queued and due, or revisits due): what a
-    cycle closing then leaves to the next one."""
+def _due_details(conn: Connection, cycle_id: int, origins: Sequence[str], now: datetime) -> int:
+    """Detail URLs of ``origins`` the cycle leaves to the next one: queued and due at ``now``, revisits due, and the
+    queued ones the cycle itself took and put back for later (a retry backed off, a parked host's or a budget's
+    claims handed back: due a few seconds or a park later, yet due in this cycle and not done in it). Counting
+    only what was due at the closing instant said ``deferred: 0`` of a parked host's 30 queued pages (stranger 44);
+    a page failed every attempt of the run is no longer queued: it is counted ``failed``, not deferred."""
     if not origins:
         return 0
     host_ids = list(conn.execute(select(Host.id).where(Host.origin.in_(list(origins)))).scalars())
     if not host_ids:
         return 0
+    runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
+    taken = exists().where(Fetch.url_id == QueueEntry.url_id, Fetch.run_id.in_(runs))
     queued = conn.execute(
         select(func.count()).select_from(QueueEntry).where(
             QueueEntry.host_id.in_(host_ids), QueueEntry.kind == UrlKind.DETAIL.value,
-            QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
+            or_(QueueEntry.due_at.is_(None), QueueEntry.due_at <= now, taken))
     ).scalar_one()
     revisits = conn.execute(
         select(func.count()).select_from(Url).where(

@@ -104,7 +104,7 @@ class Runs(Part):
         held = Run.owner.is_(None) if holder is None else Run.owner == holder
         with self._tx() as tx:
             return bool(tx.conn.execute(
-                update(Run).where(Run.id == run_id, Run.status == "running", held).values(owner=owner)
+                update(Run).where(Run.id == run_id, Run.status == "running", held).values(owner=owner, counters=None)
             ).rowcount)
 
     def run_started_at(self, run_id: int) -> datetime | None:
@@ -143,14 +143,31 @@ class Runs(Part):
             row = tx.conn.execute(query).first()
         return None if row is None or row[0] is None else dict(row[0])
 
-    def last_run(self, phase: str) -> RunRow | None:
-        """The newest finished run of ``phase`` with its counters (per-host diagnostics for ``harvester status``)."""
+    def last_run(self, phase: str, *, stopped: bool = False) -> RunRow | None:
+        """The newest finished run of ``phase`` with its counters (per-host diagnostics for ``harvester status``);
+        ``stopped``: or a newer one a stop left unfinished for its rerun to resume (``stop_run``), whose table is
+        the one a user who stopped it wants, not the day before's."""
         with self._tx(write=False) as tx:
             run = tx.conn.execute(
                 select(Run.__table__).where(Run.phase == phase, Run.finished_at.is_not(None))
                 .order_by(Run.id.desc()).limit(1)
             ).mappings().first()
+            newer = [] if not stopped else tx.conn.execute(
+                select(Run.__table__).where(Run.phase == phase, Run.status == "running",
+                                            Run.id > (run["id"] if run is not None else 0))
+                .order_by(Run.id.desc()).limit(_STOPPED_LOOKED_AT)
+            ).mappings().all()
+        for row in newer:
+            if isinstance(row["counters"], dict) and row["counters"].get("stopped"):
+                return _run_row(row)
         return None if run is None else _run_row(run)
+
+    def stop_run(self, run_id: int, *, counters: dict[str, Any]) -> None:
+        """Keep what a stopped run did (``counters``: why it stopped, its requests per host) on its row, left
+        ``running`` and unfinished: the rerun resumes it (``resume_or_start_run`` clears them, and its end replaces
+        them with its own)."""
+        with self._tx() as tx:
+            tx.conn.execute(update(Run).where(Run.id == run_id, Run.status == "running").values(counters=counters))
 
     def completed_run(self, cycle_id: int, phase: str) -> RunRow | None:
         """The newest completed run of ``phase`` in the cycle (a resumed cycle's discovery that finished before the
@@ -166,6 +183,11 @@ class Runs(Part):
         with self._tx(write=False) as tx:
             run = tx.conn.execute(select(Run.__table__).where(Run.id == run_id)).mappings().first()
         return None if run is None else _run_row(run)
+
+
+_STOPPED_LOOKED_AT = 20
+"""Unfinished runs newer than the last finished one that ``last_run`` looks through for a stopped one (extractions
+side by side run a few at once)."""
 
 
 def _run_row(run: Any) -> RunRow:

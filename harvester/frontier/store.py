@@ -131,6 +131,7 @@ class FrontierStore:
         self.resume_or_start_run = runs.resume_or_start_run
         self.run_started_at = runs.run_started_at
         self.finish_run = runs.finish_run
+        self.stop_run = runs.stop_run
         self.last_profile = runs.last_profile
         self.last_run = runs.last_run
         self.get_run = runs.get_run

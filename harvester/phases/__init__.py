@@ -25,6 +25,7 @@ from harvester.phases.runs import (
     finish_failed,
     finish_run,
     mark_due,
+    note_stopped,
     open_store,
     recover_leases,
     site_hosts,
@@ -32,5 +33,6 @@ from harvester.phases.runs import (
 
 __all__ = [
     "PhaseResult", "Progress", "StoreRobots", "begin_cycle", "begin_run", "close_cycle", "discover", "extract",
-    "finish_failed", "finish_run", "mark_due", "open_store", "polite_client", "recover_leases", "site_hosts",
+    "finish_failed", "finish_run", "mark_due", "note_stopped", "open_store", "polite_client", "recover_leases",
+    "site_hosts",
 ]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from harvester.errors import ExtractorFailed, HarvesterError, NothingFetched
+from harvester.errors import ExtractorFailed, HarvesterError, Interrupted, NothingFetched
 from harvester.extraction import ExtractorHook, hook_failed_everywhere, resolve_hook
 from harvester.phases.client import shared_politeness
 from harvester.phases.cycle_state import CycleState
@@ -38,6 +38,7 @@ from harvester.phases.runs import (
     finish_run,
     finished_discovery,
     mark_due,
+    note_stopped,
     open_store,
     silence,
     site_hosts,
@@ -235,7 +236,10 @@ class LocalSteps:
         try:
             async with task_group() as tasks:  # a failed worker cancels the others: they wind down, nothing is lost
                 runs = [tasks.create_task(self._worker(run_id, n, cycle)) for n in range(max(1, self.workers))]
-        except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
+        except Interrupted as stopped:  # left to be resumed, with what it did kept for ``status``
+            await note_stopped(self.settings, run_id, stopped)
+            raise
+        except Exception as failed:
             await finish_failed(self.settings, run_id, failed)
             raise
         parts = [run.result() for run in runs]

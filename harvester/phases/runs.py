@@ -132,6 +132,20 @@ async def finish_failed(settings: Settings, run_id: int, error: Exception) -> No
         logger.warning("run %d failed, and could not be marked failed: %s", run_id, unwritten)
 
 
+async def note_stopped(settings: Settings, run_id: int, stop: BaseException) -> None:
+    """Keep on a stopped extraction's row (``Interrupted``: a SIGTERM, an orchestrator's stop) why it stopped and
+    the page requests it sent per host, leaving it unfinished for the rerun to resume: ``harvester status`` showed
+    the day before's "Last extraction" after a stop, as if the stopped run had asked nothing. Best effort, within
+    ``FINISH_FAILED_S``: the stop is what the caller raises either way."""
+    try:
+        async with asyncio.timeout(FINISH_FAILED_S), open_store(settings) as store:
+            hosts = await _requests_per_host(store, run_id)
+            said = str(stop) or type(stop).__name__
+            await db(store.stop_run, run_id, counters={"stopped": said[:FAILED_ERROR_CHARS], "hosts": hosts})
+    except Exception as unwritten:
+        logger.warning("run %d stopped, and what it did could not be kept: %s", run_id, unwritten)
+
+
 async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dict[str, Any]]:
     """An extraction run's own requests per host, from the fetch log: fetched, not modified, gone, errors by class."""
     return {origin: _requests(counts) for origin, counts in (await db(store.run_fetch_counts, run_id)).items()}
