@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -101,6 +101,28 @@ async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
     except BaseExceptionGroup as failed:
         first = failed.exceptions[0]
         raise first from (first.__cause__ or first.__context__)
+
+
+async def siblings(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``coros`` as sibling tasks (a phase's hosts or workers) and return their results in order. As
+    ``task_group``, the first failure cancels the others (none outlives the call) and is raised itself. The process's
+    stop (``Interrupted``) cancels none: each sibling meets it at its own next request, having recorded what it read
+    and had on the wire, so all are waited for and then the stop is raised. Cancelled at the first one's stop, a
+    sibling lost the answers it had in flight and its rerun asked them again. A cancel of the caller (the stop's
+    grace spent) cancels them all."""
+    tasks = [asyncio.create_task(coro) for coro in coros]
+    try:
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None and not isinstance(failure, Interrupted):
+                    raise failure
+    except BaseException:
+        await settle(tasks, cancel=True)
+        raise
+    return [task.result() for task in tasks]  # the first stop, if any, is raised here
 
 
 CLOCK = Clock()
