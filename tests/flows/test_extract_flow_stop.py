@@ -1,7 +1,8 @@
-"""Extraction's workers (extract_flow's, and harvest()'s) met by the process's stop: each worker writes what it has on the wire before the flow ends,
-so its rerun fetches none of it again (issue 31: "a kill (or a stop) repeats only what was in flight").
+"""Extraction's workers (extract_flow's, and harvest()'s) met by the process's stop: each writes what it has on the
+wire before the run ends, so its rerun fetches none of it again (issue 31: "a kill (or a stop) repeats only what was
+in flight").
 
-Before, the first worker to end with the stop raised ``Interrupted`` out of the flow's task group, which cancelled
+Before, the first worker to end with the stop raised ``Interrupted`` out of the workers' task group, which cancelled
 its sibling with a page on the wire: the rerun fetched that page again. The servers force the order: a page of host
 A is held on the wire when the stop is requested (from A's own handler) until the other worker's task has ended
 with the stop; host B's first page is held until the stop was requested, so its worker's next request meets it.
