@@ -31,8 +31,8 @@ async def discover_flow(
     # The process's stop cancels none: each host records what it has on the wire and stops at its next request
     # (cancelled when the first host met it, their answers were lost and the rerun asked them again).
     try:
-        results = await siblings(discover_host(profile, origin, run_id, refresh, config_file, overrides, handover)
-                                 for origin in origins)
+        results = await siblings({f"discover {origin}": discover_host(profile, origin, run_id, refresh, config_file,
+                                                                      overrides, handover) for origin in origins})
     except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
         await phases.finish_failed(settings, run_id, failed)
         raise

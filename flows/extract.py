@@ -40,7 +40,7 @@ async def extract_flow(
         # The process's stop cancels none: each drains its requests in flight (cancelled when the first worker
         # ended with the stop, their answers were lost and the rerun fetched them again).
         try:
-            results = await siblings(worker(n) for n in range(max(1, workers)))
+            results = await siblings({f"extract-{n}": worker(n) for n in range(max(1, workers))})
         except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
             await phases.finish_failed(settings, run_id, failed)
             raise

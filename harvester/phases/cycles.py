@@ -235,7 +235,8 @@ class LocalSteps:
         try:
             # A failed worker cancels the others: they wind down, nothing is lost. The process's stop cancels none:
             # each drains its requests in flight (cancelled, their answers were lost and a rerun fetched them again).
-            parts = await siblings(self._worker(run_id, n, cycle) for n in range(max(1, self.workers)))
+            parts = await siblings({f"extract-{n}": self._worker(run_id, n, cycle)
+                                    for n in range(max(1, self.workers))})
         except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
             await finish_failed(self.settings, run_id, failed)
             raise

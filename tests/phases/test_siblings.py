@@ -37,7 +37,7 @@ async def test_the_first_failure_cancels_the_others_and_is_raised():
         raise ConfigError("broken")
 
     with pytest.raises(ConfigError, match="broken"):
-        await siblings([waits(), fails()])
+        await siblings({"waits": waits(), "fails": fails()})
     assert cancelled.is_set()
 
 
@@ -57,7 +57,7 @@ async def test_the_stop_waits_for_every_sibling_to_drain_then_is_raised(stopped)
         return "written"
 
     with pytest.raises(Interrupted):
-        await asyncio.wait_for(siblings([drains(), meets_the_stop()]), WAIT_S)
+        await asyncio.wait_for(siblings({"drains": drains(), "stops": meets_the_stop()}), WAIT_S)
     assert drained.is_set()
 
 
@@ -83,6 +83,7 @@ async def test_a_failure_while_draining_on_a_stop_is_logged_and_the_stop_raised(
 
     caplog.set_level(logging.WARNING, logger="harvester.runtime")
     with pytest.raises(Interrupted):
-        await asyncio.wait_for(siblings([fails_draining(), drains(), meets_the_stop()]), WAIT_S)
+        await asyncio.wait_for(siblings({"fails": fails_draining(), "drains": drains(),
+                                                   "stops": meets_the_stop()}), WAIT_S)
     assert drained.is_set()
-    assert "broken while draining" in caplog.text
+    assert "fails failed as the process stopped: broken while draining" in caplog.text
