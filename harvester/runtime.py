@@ -105,12 +105,11 @@ async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
 
 async def siblings(coros: Mapping[str, Coroutine[Any, Any, T]]) -> list[T]:
     """Run ``coros`` as sibling tasks, each named by its key (a phase's hosts or workers), and return their results
-    in order. As
-    ``task_group``, the first failure cancels the others (none outlives the call) and is raised itself. The process's
-    stop (``Interrupted``) cancels none: each sibling meets it at its own next request, having recorded what it read
-    and had on the wire, so all are waited for and then the stop is raised (a failure meanwhile is logged: the run is
-    left to be resumed). Cancelled at the first one's stop, a sibling lost the answers it had in flight and its rerun
-    asked them again. A cancel of the caller (the stop's grace spent) cancels them all."""
+    in order. As ``task_group``, the first failure cancels the others (none outlives the call) and is raised itself.
+    The process's stop (``Interrupted``) cancels none: each sibling meets it at its own next request, having recorded
+    what it read and had on the wire, so all are waited for and then the stop is raised (a failure meanwhile is
+    logged: the run is left to be resumed). Cancelled at the first one's stop, a sibling lost the answers it had in
+    flight and its rerun asked them again. A cancel of the caller (the stop's grace spent) cancels them all."""
     tasks = [asyncio.create_task(coro, name=name) for name, coro in coros.items()]
     try:
         pending = set(tasks)
