@@ -10,7 +10,7 @@ from harvester import phases
 from harvester.flows.artifacts import publish
 from harvester.flows.parameters import RunOverrides
 from harvester.flows.tasks import discover_host, load_settings, run_profile
-from harvester.runtime import task_group
+from harvester.runtime import siblings
 from harvester.site_profile import SiteProfile
 
 
@@ -28,15 +28,14 @@ async def discover_flow(
     origins = phases.site_hosts(settings, profile)
     # A host whose task fails (its retries spent) cancels the others and the flow fails with that first error, as
     # extract_flow's workers do: ``asyncio.gather`` left the other hosts' discovery running after the flow ended.
+    # The process's stop cancels none: each host records what it has on the wire and stops at its next request
+    # (cancelled when the first host met it, their answers were lost and the rerun asked them again).
     try:
-        async with task_group() as tasks:
-            runs = [tasks.create_task(discover_host(profile, origin, run_id, refresh, config_file, overrides,
-                                                    handover))
-                    for origin in origins]
+        results = await siblings({f"discover {origin}": discover_host(profile, origin, run_id, refresh, config_file,
+                                                                      overrides, handover) for origin in origins})
     except Exception as failed:  # a stop (``Interrupted``, a BaseException) leaves the run to be resumed
         await phases.finish_failed(settings, run_id, failed)
         raise
-    results = [run.result() for run in runs]
     result, stats = await phases.finish_run(settings, run_id, "discover", results)
     await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)
     return result.counters

@@ -12,7 +12,7 @@ from harvester.flows.artifacts import publish, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.phases.cycle_state import CycleState, find_cycle
-from harvester.runtime import shared_as, task_group
+from harvester.runtime import shared_as, siblings
 from harvester.site_profile import SiteProfile
 
 
@@ -38,16 +38,16 @@ async def extract_flow(
         # A worker that fails (its retries spent) cancels the others, each winding down as a stopped run does (what
         # was answered is written, its leases go back: a rerun repeats only what was in flight), and the flow fails
         # with that first error. ``asyncio.gather`` left them fetching and holding their hosts after the flow ended.
+        # The process's stop cancels none: each drains its requests in flight (cancelled when the first worker
+        # ended with the stop, their answers were lost and the rerun fetched them again).
         try:
-            async with task_group() as tasks:
-                runs = [tasks.create_task(worker(n), name=f"extract-{n}") for n in range(max(1, workers))]
+            results = await siblings({f"extract-{n}": worker(n) for n in range(max(1, workers))})
         except Interrupted as stopped:  # left to be resumed, with what it did kept for ``status``
             await phases.note_stopped(settings, run_id, stopped)
             raise
         except Exception as failed:
             await phases.finish_failed(settings, run_id, failed)
             raise
-        results = [run.result() for run in runs]
     result, stats = await phases.finish_run(settings, run_id, "extract", results)
     logger = get_run_logger()
     for origin, host in sorted(result.hosts.items()):  # one line per host per run, whichever worker served it

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
@@ -101,6 +101,35 @@ async def task_group() -> AsyncIterator[asyncio.TaskGroup]:
     except BaseExceptionGroup as failed:
         first = failed.exceptions[0]
         raise first from (first.__cause__ or first.__context__)
+
+
+async def siblings(coros: Mapping[str, Coroutine[Any, Any, T]]) -> list[T]:
+    """Run ``coros`` as sibling tasks, each named by its key (a phase's hosts or workers), and return their results
+    in order. As ``task_group``, the first failure cancels the others (none outlives the call) and is raised itself.
+    The process's stop (``Interrupted``) cancels none: each sibling meets it at its own next request, having recorded
+    what it read and had on the wire, so all are waited for and then the stop is raised (a failure meanwhile is
+    logged: the run is left to be resumed). Cancelled at the first one's stop, a sibling lost the answers it had in
+    flight and its rerun asked them again. A cancel of the caller (the stop's grace spent) cancels them all."""
+    tasks = [asyncio.create_task(coro, name=name) for name, coro in coros.items()]
+    try:
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None and not isinstance(failure, Interrupted) and stop_requested() is None:
+                    raise failure
+    except BaseException:
+        await settle(tasks, cancel=True)
+        raise
+    ended = [(task, None if task.cancelled() else task.exception()) for task in tasks]
+    stop = next((failure for _, failure in ended if isinstance(failure, Interrupted)), None)
+    if stop is not None:
+        for task, failure in ended:
+            if failure is not None and failure is not stop and not isinstance(failure, Interrupted):
+                logger.warning("%s failed as the process stopped: %s", task.get_name(), failure)
+        raise stop
+    return [task.result() for task in tasks]
 
 
 CLOCK = Clock()

@@ -43,7 +43,7 @@ from harvester.phases.runs import (
     silence,
     site_hosts,
 )
-from harvester.runtime import db, stop_requested, task_group
+from harvester.runtime import db, siblings, stop_requested
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.store_results import Changes
@@ -234,15 +234,16 @@ class LocalSteps:
     async def extract(self, *, cycle: CycleState | None = None) -> PhaseResult:
         run_id = await begin_run(self.settings, "extract", self.profile)
         try:
-            async with task_group() as tasks:  # a failed worker cancels the others: they wind down, nothing is lost
-                runs = [tasks.create_task(self._worker(run_id, n, cycle)) for n in range(max(1, self.workers))]
+            # A failed worker cancels the others: they wind down, nothing is lost. The process's stop cancels none:
+            # each drains its requests in flight (cancelled, their answers were lost and a rerun fetched them again).
+            parts = await siblings({f"extract-{n}": self._worker(run_id, n, cycle)
+                                    for n in range(max(1, self.workers))})
         except Interrupted as stopped:  # left to be resumed, with what it did kept for ``status``
             await note_stopped(self.settings, run_id, stopped)
             raise
         except Exception as failed:
             await finish_failed(self.settings, run_id, failed)
             raise
-        parts = [run.result() for run in runs]
         result, _ = await finish_run(self.settings, run_id, "extract", parts)
         return result
 

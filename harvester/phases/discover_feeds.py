@@ -324,25 +324,34 @@ class FeedReader:
         ``children``) a kill then cut: the pages read since are passed by their records, without a request, and the
         walk goes on from the first one this run has not read, by the rule of the walk cut: every page on a first
         read (that page never read before), else while each page is all news (first found after the head's read).
-        Before, the rerun skipped the feed, read in this run, and its later pages waited for the next run."""
+        Pages past that one read before the kill (guesses, recorded as they came in while the page before them was
+        on the wire) are passed by their records too: before, the walk asked each again. Before that, the rerun
+        skipped the feed, read in this run, and its later pages waited for the next run."""
         budget = self.host.settings.discovery.max_feed_pages - 1
         target: str | None = head.children[0]
         self._docs_seen.add(url)
+        last_read = aware(head.fetched_at) if head.fetched_at is not None else None
+        goes_on: Callable[[_FeedRead], bool] | None = None
         while target is not None and budget > 0 and target not in self._docs_seen and self.host.site.in_scope(target):
             budget -= 1
             known = await db(self.host.store.get_document, target)
-            if known is None or not self._read_in_this_run(known):
+            self._docs_seen.add(target)
+            if known is not None and self._read_in_this_run(known):
+                target = known.children[0] if known.children else None  # where its read went on, if it did
+                continue
+            if goes_on is None:
                 self.host.counters["feed_walks_resumed"] += 1
-                last_read = aware(head.fetched_at) if head.fetched_at is not None else None
                 # The goes-on rule of the read the kill cut: a first read walks every page. Its pages were never
                 # read before this run (a reread's went on to pages the first read had read); with _fresh_only a
                 # page whose URLs a sitemap had named ended the resumed walk, the pages after it left unread.
                 goes_on = _always if known is None or known.content_hash is None else _fresh_only
-                page = await self._feed_document(target, "feed_page", known, last_read, goes_on=goes_on)
-                await self._walk(url, page, budget, last_read=last_read, guessing=False, goes_on=goes_on)
+            page = await self._feed_document(target, "feed_page", known, last_read, goes_on=goes_on)
+            if page is None or not page.doc.next_page:
                 return
-            self._docs_seen.add(target)
-            target = known.children[0] if known.children else None
+            if not goes_on(page):
+                self.host.counters["feed_pages_not_needed"] += 1
+                return
+            target = page.doc.next_page
 
     def _unused_guesses(self, count: int) -> None:
         if count:

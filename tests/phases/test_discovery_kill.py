@@ -123,8 +123,8 @@ def recorded(db: Path, origin: str, paths: list[str]) -> bool:
 
 def test_a_discovery_killed_9_asks_again_only_what_was_in_flight(tmp_path):
     # Held: the first child sitemap, once the seed is read and while the next sitemap, asked ahead, is answered.
-    # (A guessed feed page is tested in test_discovery_records_at_once.py: a rerun reads no feed whose head was
-    # read in its run, so no kill shows it asked again.)
+    # (A guessed feed page is tested in test_discovery_records_at_once.py, and passed by a rerun after a kill in
+    # test_feed_resume.py.)
     held = "/sitemaps/s1.xml"
     site = Site(held)
     db = tmp_path / "killed.db"

@@ -107,3 +107,77 @@ async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_pat
     assert asked["/feed.xml"] == 1, asked  # read in this run: not asked again
     assert asked["/feed-older-a.xml"] == 2 and asked["/feed-older-b.xml"] == 1, asked  # before: 1 and 0
     assert all(f"{origin}/story/{n}" in states for n in range(1, 7)), states
+
+
+NUMBERED_CHILD = CHILD.replace("use_listings=False)", "use_listings=False, per_host_limit=2)")
+
+
+def numbered(origin: str, number: int) -> str:
+    """Page ``number`` of a numbered RSS feed of 6 pages: its next pages are guessed ahead on a first read."""
+    items = "".join(f"<item><title>{n}</title><link>{origin}/story/{n}</link></item>"
+                    for n in range(10 * number, 10 * number + 3))
+    following = f'<atom:link rel="next" href="{origin}/feed?page={number + 1}"/>' if number < 6 else ""
+    return (f'<?xml version="1.0"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel>'
+            f"<title>t</title><link>{origin}/</link>{following}{items}</channel></rss>")
+
+
+async def test_a_resumed_feed_walk_passes_the_guessed_pages_read_before_the_kill(tmp_path, serve):
+    """Page 2 of a numbered feed is on the wire at the kill while pages 3 and 4, guessed beside it, were answered and
+    recorded. The rerun reads page 2 (in flight) and goes on from page 5: pages 3 and 4 are passed by their records,
+    without a request. Before, the resumed walk asked every page after the one in flight again."""
+    asked: Counter[str] = Counter()
+    hang, release = asyncio.Event(), asyncio.Event()
+    hang.set()
+
+    async def handle(request: web.Request) -> web.Response:
+        where = request.path_qs
+        asked[where] += 1
+        origin = f"http://{request.host}"
+        if where == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if where.startswith("/feed?page="):
+            number = int(where.rpartition("=")[2])
+            if number > 6:
+                return web.Response(status=404)
+            if number == 2 and hang.is_set():
+                await release.wait()  # in flight until the kill
+            return web.Response(text=numbered(origin, number), content_type="application/rss+xml")
+        return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
+
+    origin = await serve(handle)
+    db = tmp_path / "killed.db"
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        run_id = store.start_run("discover")
+    guesses = [f"{origin}/feed?page={n}" for n in (3, 4)]
+    child = subprocess.Popen([sys.executable, "-c", NUMBERED_CHILD, str(db), str(run_id), f"{origin}/feed?page=1"],
+                             cwd=tmp_path)
+    try:
+        recorded = False
+        for _ in range(1200):  # until page 2 is on the wire and the guesses beside it are recorded
+            await asyncio.sleep(0.05)
+            if asked["/feed?page=2"] and db.exists():
+                with FrontierStore.open(settings) as store:
+                    recorded = all((doc := store.get_document(url)) is not None and doc.content_hash is not None
+                                   for url in guesses)
+                if recorded:
+                    break
+    finally:
+        child.kill()
+        child.wait()
+        hang.clear()
+        release.set()
+    assert recorded, asked
+    before = Counter(asked)
+    assert before["/feed?page=1"] == 1 and before["/feed?page=5"] == 0, before  # control: cut at page 2
+
+    with FrontierStore.open(settings) as store:
+        await phases.discover(store, settings, SiteProfile.build(
+            seeds=(f"{origin}/feed?page=1",), use_sitemaps=False, use_listings=False, per_host_limit=2),
+            run_id=run_id)
+        states = store.url_states()
+    rerun = asked - before
+    assert rerun["/feed?page=2"] == 1, rerun  # in flight at the kill: asked again
+    assert rerun["/feed?page=3"] == rerun["/feed?page=4"] == 0, rerun  # read before the kill: not asked again
+    assert rerun["/feed?page=5"] == 1 and rerun["/feed?page=6"] == 1, rerun  # control: the walk went on
+    assert all(f"{origin}/story/{n}" in states for page in range(1, 7) for n in range(10 * page, 10 * page + 3)), states
