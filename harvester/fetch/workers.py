@@ -293,6 +293,10 @@ class _HostRun:
                     except LeaseLost as exc:
                         self._lost(job, handed_back=isinstance(exc, HandedBack))
                         return
+                    except StoreError as exc:  # the fetch's own store reads (robots.txt kept, a redirect's target)
+                        self.stats.halt(exc)
+                        self._lost(job, handed_back=True)
+                        return
                 self.stats.results[result.error_class.value if result.error_class else str(result.status)] += 1
                 if result.status is not None and answered is None:
                     self.stats.fetched += 1

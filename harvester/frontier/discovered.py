@@ -103,8 +103,8 @@ class Discovered(Part):
         known, made_due, revive, announced = self._known_rows(conn, hids, chunk, None, now)
         before = d.max_url_id(conn) if d.serialized_writers else 0
         written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
-        self._rerank(conn, hids, chunk, known)
         self._announce(conn, announced)
+        self._rerank(conn, hids, chunk, known)
         self._revive(conn, revive)
         self._promote(conn, hids, chunk, known, now)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
@@ -152,8 +152,8 @@ class Discovered(Part):
         again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
         d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
                      self._canonical_version, now)
-        self._rerank(conn, hids, chunk, known)
         self._announce(conn, announced)
+        self._rerank(conn, hids, chunk, known)
         self._revive(conn, revive)
         self._promote(conn, hids, chunk, known, now)
         stored = {key: (row[0], row[1]) for key, row in known.items()}
@@ -227,18 +227,19 @@ class Discovered(Part):
             )
         logger.info("%d listing pages that a feed or sitemap names as details are details now", len(moved))
 
-    def _announce(self, conn: Connection, announced: list[tuple[int, int, float]]) -> None:
-        """Queued revisits (url id, host id, score) that a newer lastmod announces now move ahead of everything
+    def _announce(self, conn: Connection, announced: list[tuple[int, int, str, float]]) -> None:
+        """Queued revisits (url id, host id, kind, score) that a newer lastmod announces now move ahead of everything
         (``dialects.REVISIT_RANK_OFFSET``), as they would have had the lastmod been read before they were queued.
         A claim promotes every due URL of its host, a listing claim beside the sitemap walk too (the seed's), so a
         page due for its routine re-check was queued behind every URL never fetched before its sitemap announced
-        its change; within a page budget the change then waited for the next day (test_budget, 1 run in 3)."""
+        its change; within a page budget the change waited for the next day (test_budget, 1 run in 3). Each entry is
+        found by its whole key (its rank as a routine revisit, or as queued again by a failure): one index probe."""
         if announced:
-            rank = [(-score - REVISIT_RANK_OFFSET, host_id, url_id, -score - REVISIT_RANK_OFFSET)
-                    for url_id, host_id, score in announced]
+            moves = [(-score - REVISIT_RANK_OFFSET, host_id, kind, -score + REVISIT_RANK_OFFSET, -score, url_id)
+                     for url_id, host_id, kind, score in announced]
             p = self._d.p
-            conn.exec_driver_sql(
-                f"UPDATE queue SET rank = {p} WHERE host_id = {p} AND url_id = {p} AND rank > {p}", rank)
+            conn.exec_driver_sql(f"UPDATE queue SET rank = {p} WHERE host_id = {p} AND kind = {p}"
+                                 f" AND rank IN ({p}, {p}) AND url_id = {p}", moves)
 
     def _revive(self, conn: Connection, revive: list[tuple[int, datetime]]) -> None:
         """Gone URLs named again (``_known_rows``) go back to the queue, due when ``revive`` says (now, or their
@@ -260,11 +261,11 @@ class Discovered(Part):
 
     def _known_rows(
         self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None, now: datetime
-    ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]], list[tuple[int, int, float]]]:
+    ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]], list[tuple[int, int, str, float]]]:
         """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
         ``max_id`` if given), how many of them are made due now (counted ``urls_made_due``), and (id, due) of the
-        GONE ones among them to queue again (``_revive``), and (id, host id, score) of the QUEUED revisits it announces
-        (``_announce``).
+        GONE ones among them to queue again (``_revive``), and (id, host id, kind, score) of the QUEUED revisits it
+        announces (``_announce``).
 
         A DONE URL is made due by a newer lastmod than both the stored one and the last fetch (the rule of
         dialects._UPSERT_SET). A GONE URL named again is queued: due now when a lastmod newer than the time it was
@@ -285,7 +286,7 @@ class Discovered(Part):
         known: dict[tuple[int, str], _Known] = {}
         made_due = 0
         revive: list[tuple[int, datetime]] = []
-        announced: list[tuple[int, int, float]] = []
+        announced: list[tuple[int, int, str, float]] = []
         for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind, gone_at, due in (
             self._lookup(conn, paths_by_host,
                          "id, source_id, state, lastmod, last_fetched_at, score, kind, gone_at, next_fetch_at")
@@ -319,7 +320,7 @@ class Discovered(Part):
             elif state == "queued" and new_lastmod is not None and fetched_at is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
                 if (old is None or new_lastmod > old) and last_fetch is not None and new_lastmod > last_fetch:
-                    announced.append((url_id, host_id, float(score)))
+                    announced.append((url_id, host_id, str(kind), float(score)))
         return known, made_due, revive, announced
 
     def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:

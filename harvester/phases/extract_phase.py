@@ -189,6 +189,7 @@ async def _liveness_back(store: FrontierStore) -> bool:
         return False
     waited = 0.0
     while not liveness.present:
+        check_stop()  # a stop during the outage ends the run now, not when the session is back
         if waited >= OUTAGE_WAIT_S:
             raise DatabaseUnavailable(f"this process's liveness session was not back within {OUTAGE_WAIT_S:.0f} s")
         await asyncio.sleep(LIVENESS_POLL_S)

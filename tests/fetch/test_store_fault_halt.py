@@ -94,3 +94,58 @@ async def test_a_store_fault_ends_the_requests_in_flight_and_sends_no_other(serv
     assert sorted(received) == ["fast/f1", "fast/f2", "slow/s1"]  # nothing was sent after the fault
     # Both answers in flight reached done(): the caller keeps them, nothing the sites answered is lost.
     assert {f"{slow_origin}/s1", f"{fast_origin}/f2"} <= set(work.answered)
+
+
+class ReadFaultWork(FaultyWork):
+    """The faulty host's jobs ask the store whether a permanent redirect's target is theirs to ask alone (``Job.read``,
+    a store read inside the fetch): that read fails."""
+
+    def __init__(self, urls: Sequence[str], faulty: str) -> None:
+        super().__init__(urls, faulty)
+        self.queues = {host: [Job(url=job.url, host=job.host, read=self._read if host == faulty else None)
+                              for job in jobs] for host, jobs in self.queues.items()}
+
+    async def _read(self, target: str) -> bool:
+        self.fault_raised.set()
+        raise StoreError("database error: the server closed the connection")
+
+    async def done(self, job: Job, result: FetchResult) -> Awaitable[None] | None:
+        self.answered.append(job.url)
+        return None
+
+
+async def test_a_store_fault_inside_a_fetch_halts_as_one_in_a_record(serve):
+    """Review 44: a fetch reads the store too (robots.txt kept, a redirect's target held); a fault there cancelled
+    every host as before, the slow host's answer on the wire among them."""
+    from aiohttp import web
+
+    received: list[str] = []
+    work_box: list[ReadFaultWork] = []
+
+    async def slow(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        received.append(f"slow{request.path}")
+        if request.path == "/s1":
+            await work_box[0].fault_raised.wait()
+            await asyncio.sleep(0.05)
+        return web.Response(text="<html><body><p>slow</p></body></html>", content_type="text/html")
+
+    async def fast(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        received.append(f"fast{request.path}")
+        while "slow/s1" not in received:
+            await asyncio.sleep(0.01)
+        raise web.HTTPMovedPermanently(location=f"{request.path}-new")
+
+    slow_origin, fast_origin = await serve(slow), await serve(fast)
+    urls = [f"{slow_origin}/s{i}" for i in range(1, 4)] + [f"{fast_origin}/f{i}" for i in range(1, 4)]
+    work = ReadFaultWork(urls, faulty=fast_origin)
+    work_box.append(work)
+    client_settings = settings().with_overrides(**{"store.claim_batch": 1})
+    async with PoliteClient(client_settings, per_host_limit=1) as client:
+        with pytest.raises(StoreError, match="closed the connection"):
+            await asyncio.wait_for(run_hosts(client, work, max_active_hosts=2), 60)
+    assert sorted(received) == ["fast/f1", "slow/s1"]  # nothing was sent after the fault
+    assert f"{slow_origin}/s1" in work.answered  # the answer on the wire reached done(): nothing the site sent is lost

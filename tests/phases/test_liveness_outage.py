@@ -51,8 +51,9 @@ async def test_extraction_waits_for_its_session_and_finishes_every_url(pg_url, m
             await asyncio.sleep(0.02)
         away.set()
         with psycopg.connect(pg_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
-            ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                                 (session.name,)).fetchall()
+            ended = conn.execute(  # this database's: the process has one session per database, each so named
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s"
+                " AND datname = current_database()", (session.name,)).fetchall()
         assert ended == [(True,)]
         while session.up:  # the watcher has seen its session end
             await asyncio.sleep(0.02)
