@@ -20,7 +20,7 @@ from harvester.errors import InvalidRecord
 from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
 from harvester.records import ChangeKind, ErrorClass, UrlKind, UrlState
-from harvester.rules.revisit import PERMANENT_REDIRECTS
+from harvester.rules.revisit import PERMANENT_REDIRECTS, RETRYABLE
 from harvester.runtime import aware, utcnow
 from harvester.store_results import Changes
 
@@ -266,17 +266,21 @@ def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> lis
 
 
 def _due_details(conn: Connection, origins: Sequence[str], now: datetime) -> int:
-    """Detail URLs of ``origins`` an extraction would fetch at ``now`` (queued and due, or revisits due): what a
-    cycle closing then leaves to the next one."""
+    """Detail URLs of ``origins`` a cycle closing at ``now`` leaves to the next one: queued and due, revisits due,
+    and queued ones whose time comes later only because of this run's trouble (a retry after a 5xx or timeout the
+    run stopped waiting for, a parked host's URLs). Counting those by whether their back-off of a few seconds ran
+    out before the close made ``deferred`` a race; a URL failed for good (404, too large) is not deferred."""
     if not origins:
         return 0
     host_ids = list(conn.execute(select(Host.id).where(Host.origin.in_(list(origins)))).scalars())
     if not host_ids:
         return 0
+    retryable = [error_class.value for error_class in RETRYABLE]
     queued = conn.execute(
-        select(func.count()).select_from(QueueEntry).where(
+        select(func.count()).select_from(QueueEntry).join(Url, Url.id == QueueEntry.url_id).where(
             QueueEntry.host_id.in_(host_ids), QueueEntry.kind == UrlKind.DETAIL.value,
-            QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
+            QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now) | (Url.state == UrlState.QUEUED.value)
+            | ((Url.state == UrlState.FAILED.value) & Url.last_error_class.in_(retryable)))
     ).scalar_one()
     revisits = conn.execute(
         select(func.count()).select_from(Url).where(
