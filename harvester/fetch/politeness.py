@@ -115,9 +115,9 @@ class HostGate:
     back-off); a parked gate starts nothing.
     """
 
-    __slots__ = ("_decrease_at", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until", "config",
-                 "crawl_delay_s", "failures", "in_flight", "interval_s", "last_start", "limit", "next_allowed_at",
-                 "parked", "parked_until", "request_rate_s", "safe_limit")
+    __slots__ = ("_decrease_at", "_failing", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until",
+                 "config", "crawl_delay_s", "failures", "in_flight", "interval_s", "last_start", "limit",
+                 "next_allowed_at", "parked", "parked_until", "request_rate_s", "safe_limit")
 
     def __init__(self, config: GateConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
@@ -135,6 +135,8 @@ class HostGate:
         self.parked: str | None = None
         self.parked_until = 0.0
         """When a parked host may get another chance (monotonic); what a rerun honours (``park_s``)."""
+        self._failing: set[str] = set()
+        """The URLs that failed since the last answer that was not a failure: ``failures`` counts each once."""
         self._fast_run = 0
         self._overloads = 0
         self._probe_after = PROBE_AFTER_START
@@ -191,9 +193,14 @@ class HostGate:
 
     # --- outcomes -------------------------------------------------------------------------------------------
 
-    def finish(self, now: float, started_at: float, signal: Signal, *, retry_after_s: float | None = None) -> None:
-        """Record a finished request that started at ``started_at`` (monotonic) and adapt limit and back-off."""
+    def finish(self, now: float, started_at: float, signal: Signal, *, retry_after_s: float | None = None,
+               key: str | None = None) -> None:
+        """Record a finished request that started at ``started_at`` (monotonic) and adapt limit and back-off.
+        ``key``: the URL asked; a failure of a URL that already failed since the last good answer counts once (a
+        healthy host with a few broken pages, retried, is not parked for them)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if signal in (Signal.FAST, Signal.NEUTRAL, Signal.SLOW):  # what resets ``failures``
+            self._failing.clear()
         if self.interval_s > 0:
             self.next_allowed_at = max(self.next_allowed_at, now + self.interval_s)
         if signal is Signal.FAST:
@@ -209,17 +216,21 @@ class HostGate:
         elif signal in (Signal.OVERLOADED, Signal.UNAVAILABLE):
             self._overloads += 1
             self._decrease(now, started_at, congested=True)
-            if signal is Signal.UNAVAILABLE and self._count_failure(now):
+            if signal is Signal.UNAVAILABLE and self._count_failure(now, key):
                 return
             self._back_off(now, retry_after_s)
         else:  # FAILED
             self._decrease(now, started_at)  # a failing or timing-out host gets fewer connections, not more
-            if not self._count_failure(now) and self.failures >= BACKOFF_AFTER_FAILURES:
+            if not self._count_failure(now, key) and self.failures >= BACKOFF_AFTER_FAILURES:
                 self._back_off(now, None, exponent=self.failures - BACKOFF_AFTER_FAILURES)
 
-    def _count_failure(self, now: float) -> bool:
+    def _count_failure(self, now: float, key: str | None) -> bool:
         """Count one more consecutive failure; True when it parked the host for the rest of its run (a host that
         answers nothing but 5xx costs ``park_after_failures`` requests a run, not an hour of back-offs)."""
+        if key is not None:
+            if key in self._failing:
+                return False
+            self._failing.add(key)
         self.failures += 1
         if self.failures < self.config.park_after_failures:
             return False

@@ -216,3 +216,22 @@ def test_profile_limit_is_also_the_ceiling():
     assert (cfg.start_limit, cfg.max_limit) == (2, 6)
     pinned = GateConfig.from_settings(PolitenessSettings(), per_host_limit=1, min_delay_s=0.5)
     assert (pinned.start_limit, pinned.max_limit, pinned.min_delay_s) == (1, 1, 0.5)
+
+
+def test_a_url_failing_again_counts_once_towards_parking():
+    """A healthy host with a few broken pages, retried: the retries' 500s are not a host failing (they are the same
+    URLs); five different URLs failing in a row are."""
+    g = gate(park_after_failures=5, backoff_base_s=0.001, backoff_max_s=0.001)
+    now = 0.0
+    for attempt in range(3):
+        for page in ("a", "b"):
+            g.start(now)
+            g.finish(now, now, Signal.FAILED, key=f"http://h/{page}")
+            now += 1.0
+        assert g.parked is None, attempt
+    assert g.failures == 2
+    for page in ("c", "d", "e"):
+        g.start(now)
+        g.finish(now, now, Signal.FAILED, key=f"http://h/{page}")
+        now += 1.0
+    assert g.parked is not None
