@@ -179,15 +179,23 @@ class PolitenessSettings(Group):
         60.0, ge=0, description="robots.txt Crawl-delay above this parks the host instead of crawling it slowly."
     )
     slow_response_s: float = Field(5.0, gt=0, description="A response slower than this halves the limit.")
-    backoff_base_s: float = Field(1.0, gt=0, description="First back-off after a 429/503 without Retry-After.")
-    backoff_max_s: float = Field(300.0, gt=0, description="Longest back-off or Retry-After honoured in a run.")
+    backoff_base_s: float = Field(
+        1.0, gt=0, description="First back-off after a 429/503 without Retry-After (a 500 or connect failure: after "
+        "the third in a row); it doubles with each one more.",
+    )
+    backoff_max_s: float = Field(
+        120.0, gt=0, description="Longest back-off or Retry-After a run waits for; a longer one parks the host for "
+        "the rest of the run (a Retry-After: for that long), so a refusing host never holds a daily run up.",
+    )
     park_after_failures: int = Field(
-        20, ge=1, description="Consecutive connect/protocol/timeout/5xx failures after which a host is parked."
+        5, ge=1, description="Consecutive connect/protocol/timeout/5xx failures (503 included) after which a host is "
+        "parked for the rest of its run.",
     )
     park_s: float = Field(
         86_400.0, gt=0, le=30 * 86_400.0,
-        description="A parked host is left alone this long, across runs (a Retry-After beyond backoff_max_s "
-        "parks it for that Retry-After instead); then it gets another chance.",
+        description="Longest a park set by a phase run outside any cycle lasts. A park ends with its cycle: the next "
+        "harvest/recrawl asks the host again (robots.txt first), whatever its cadence; one caused by a Retry-After "
+        "beyond backoff_max_s lasts that Retry-After instead.",
     )
     max_attempts: int = Field(
         3, ge=1, le=20, description="Attempts per URL in a run before it is marked failed (a later run asks it again)."

@@ -327,7 +327,8 @@ class PoliteClient:
             last = held[0]
             if last is not None:
                 signal = classify(result, self.gate_config.slow_response_s) if result is not None else Signal.NEUTRAL
-                self._slots.release(last, started[0], signal, result.retry_after_s if result is not None else None)
+                self._slots.release(last, started[0], signal, result.retry_after_s if result is not None else None,
+                                    key=result.url if result is not None else None)
             if result is not None:
                 self._slots.count(last or host, result)
 

@@ -27,6 +27,11 @@ PROBE_AFTER_MAX = 10_000
 BACKOFF_AFTER_FAILURES = 3
 """Consecutive connect/protocol/timeout/5xx failures before the host is also backed off (not only counted)."""
 
+RETRY_AFTER_PARK = "Retry-After"
+"""How the reason of a park the server named the end of begins: such a park lasts until that time, across cycles;
+every other park (failures, a Crawl-delay too long, a back-off grown past ``backoff_max_s``) is the crawler's own
+judgement and ends with its cycle (``host_policy.end_cycle_parks``): the next scheduled run asks the host again."""
+
 JITTER = 0.5
 """Back-off delays are multiplied by a factor drawn from [1, 1 + JITTER)."""
 
@@ -37,15 +42,18 @@ class Signal(StrEnum):
     FAST = "fast"  # a usable answer in good time: counts towards a limit increase
     NEUTRAL = "neutral"  # an answer that says nothing about load (4xx, redirect hop, refusal)
     SLOW = "slow"  # an answer slower than slow_response_s: halve the limit
-    OVERLOADED = "overloaded"  # 429 / 503: halve, and back off (Retry-After or exponential)
+    OVERLOADED = "overloaded"  # 429: halve, and back off (Retry-After or exponential)
+    UNAVAILABLE = "unavailable"  # 503: as OVERLOADED, and counted towards parking like any other 5xx
     FAILED = "failed"  # connect or protocol error, timeout, other 5xx: counted towards parking
 
 
 def classify(result: FetchResult, slow_response_s: float) -> Signal:
     """The politeness signal of one fetch outcome."""
     status = result.status
-    if result.error_class is ErrorClass.HTTP_429 or status == 503:
+    if result.error_class is ErrorClass.HTTP_429:
         return Signal.OVERLOADED
+    if status == 503:
+        return Signal.UNAVAILABLE
     if result.error_class in (ErrorClass.CONNECT, ErrorClass.PROTOCOL, ErrorClass.TIMEOUT, ErrorClass.HTTP_5XX):
         return Signal.FAILED
     if status is None:
@@ -107,9 +115,9 @@ class HostGate:
     back-off); a parked gate starts nothing.
     """
 
-    __slots__ = ("_decrease_at", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until", "config",
-                 "crawl_delay_s", "failures", "in_flight", "interval_s", "last_start", "limit", "next_allowed_at",
-                 "parked", "parked_until", "request_rate_s", "safe_limit")
+    __slots__ = ("_decrease_at", "_failing", "_fast_run", "_overloads", "_probe_after", "_rng", "blocked_until",
+                 "config", "crawl_delay_s", "failures", "in_flight", "interval_s", "last_start", "limit",
+                 "next_allowed_at", "parked", "parked_until", "request_rate_s", "safe_limit")
 
     def __init__(self, config: GateConfig, *, rng: random.Random | None = None) -> None:
         self.config = config
@@ -127,6 +135,8 @@ class HostGate:
         self.parked: str | None = None
         self.parked_until = 0.0
         """When a parked host may get another chance (monotonic); what a rerun honours (``park_s``)."""
+        self._failing: set[str] = set()
+        """The URLs that failed since the last answer that was not a failure: ``failures`` counts each once."""
         self._fast_run = 0
         self._overloads = 0
         self._probe_after = PROBE_AFTER_START
@@ -183,9 +193,14 @@ class HostGate:
 
     # --- outcomes -------------------------------------------------------------------------------------------
 
-    def finish(self, now: float, started_at: float, signal: Signal, *, retry_after_s: float | None = None) -> None:
-        """Record a finished request that started at ``started_at`` (monotonic) and adapt limit and back-off."""
+    def finish(self, now: float, started_at: float, signal: Signal, *, retry_after_s: float | None = None,
+               key: str | None = None) -> None:
+        """Record a finished request that started at ``started_at`` (monotonic) and adapt limit and back-off.
+        ``key``: the URL asked; a failure of a URL that already failed since the last good answer counts once (a
+        healthy host with a few broken pages, retried, is not parked for them)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if signal in (Signal.FAST, Signal.NEUTRAL, Signal.SLOW):  # what resets ``failures``
+            self._failing.clear()
         if self.interval_s > 0:
             self.next_allowed_at = max(self.next_allowed_at, now + self.interval_s)
         if signal is Signal.FAST:
@@ -198,18 +213,30 @@ class HostGate:
         elif signal is Signal.SLOW:
             self.failures = 0
             self._decrease(now, started_at)
-        elif signal is Signal.OVERLOADED:
+        elif signal in (Signal.OVERLOADED, Signal.UNAVAILABLE):
             self._overloads += 1
             self._decrease(now, started_at, congested=True)
+            if signal is Signal.UNAVAILABLE and self._count_failure(now, key):
+                return
             self._back_off(now, retry_after_s)
         else:  # FAILED
-            self.failures += 1
             self._decrease(now, started_at)  # a failing or timing-out host gets fewer connections, not more
-            if self.failures >= self.config.park_after_failures:
-                self.park(f"{self.failures} consecutive failures (connect/protocol/timeout/5xx)",
-                          until=now + self.config.park_s)
-            elif self.failures >= BACKOFF_AFTER_FAILURES:
+            if not self._count_failure(now, key) and self.failures >= BACKOFF_AFTER_FAILURES:
                 self._back_off(now, None, exponent=self.failures - BACKOFF_AFTER_FAILURES)
+
+    def _count_failure(self, now: float, key: str | None) -> bool:
+        """Count one more consecutive failure; True when it parked the host for the rest of its run (a host that
+        answers nothing but 5xx costs ``park_after_failures`` requests a run, not an hour of back-offs)."""
+        if key is not None:
+            if key in self._failing:
+                return False
+            self._failing.add(key)
+        self.failures += 1
+        if self.failures < self.config.park_after_failures:
+            return False
+        self.park(f"{self.failures} consecutive failures (connect/protocol/timeout/5xx)",
+                  until=now + self.config.park_s)
+        return True
 
     def _maybe_increase(self) -> None:
         if self.limit >= self.config.max_limit:
@@ -242,12 +269,19 @@ class HostGate:
         if retry_after_s is not None:
             if retry_after_s > self.config.backoff_max_s:
                 # The server named the time itself: the park lasts exactly that long, not park_s.
-                self.park(f"Retry-After {retry_after_s:g}s exceeds backoff_max_s {self.config.backoff_max_s:g}s",
-                          until=now + retry_after_s)
+                self.park(f"{RETRY_AFTER_PARK} {retry_after_s:g}s exceeds backoff_max_s "
+                          f"{self.config.backoff_max_s:g}s", until=now + retry_after_s)
                 return
             delay = retry_after_s  # RFC 9110 §10.2.3: not before this; no jitter shortens it
         else:
             step = (self._overloads - 1) if exponent is None else exponent
             delay = self.config.backoff_base_s * (2.0 ** max(0, step))
+            if exponent is None and delay > self.config.backoff_max_s:
+                # Still overloaded after backing off as long as a run waits: the rest of the run leaves it alone
+                # (the old cap kept a run waiting backoff_max_s per answer, as long as the host kept refusing).
+                # Failures are not parked here: park_after_failures counts them.
+                self.park(f"still overloaded after backing off {self.config.backoff_max_s:g}s (backoff_max_s)",
+                          until=now + self.config.park_s)
+                return
             delay = min(self.config.backoff_max_s, delay * (1.0 + JITTER * self._rng.random()))
         self.blocked_until = max(self.blocked_until, now + delay)

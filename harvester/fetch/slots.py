@@ -150,10 +150,11 @@ class HostSlots:
         host.timer = None
         self._dispatch(host)
 
-    def release(self, host: _Host, started: float, signal: Signal, retry_after_s: float | None) -> None:
+    def release(self, host: _Host, started: float, signal: Signal, retry_after_s: float | None,
+                key: str | None = None) -> None:
         gate = host.gate
         was_parked, was_limit, was_blocked = gate.parked, gate.limit, gate.blocked_until
-        gate.finish(time.monotonic(), started, signal, retry_after_s=retry_after_s)
+        gate.finish(time.monotonic(), started, signal, retry_after_s=retry_after_s, key=key)
         if gate.parked is not None and was_parked is None:
             self.note_parked(host)
         if host.waiters:

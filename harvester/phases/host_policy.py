@@ -15,7 +15,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harvester.errors import StoreError
-from harvester.runtime import db, utcnow
+from harvester.fetch.politeness import RETRY_AFTER_PARK
+from harvester.runtime import aware, db, utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -119,3 +120,28 @@ class PolicyKeeper:
             )
         finally:
             self._writing.pop(origin, None)
+
+
+async def end_cycle_parks(store: FrontierStore, origins: Iterable[str]) -> list[str]:
+    """A new cycle begins: lift the parks earlier cycles set on ``origins`` by the crawler's own judgement
+    (consecutive failures, a Crawl-delay too long, a back-off grown past ``backoff_max_s``), so the host is asked
+    again, robots.txt first. Such a park means "not again in this run"; lasting ``park_s`` (24 h) it made the next
+    daily run skip the host whenever that run started less than a day after the park, and a one-day fault cost two
+    days. A park whose end the server named (a Retry-After) is kept until then. Returns the origins lifted.
+
+    The consecutive-failure count stays: a host still failing is parked again by its first failure."""
+    now = utcnow()
+    lifted: list[str] = []
+    policies = await db(store.host_policies, list(origins))
+    for origin, policy in sorted(policies.items()):
+        reason = policy.parked_reason
+        if reason is None:
+            continue
+        if reason.startswith(RETRY_AFTER_PARK) and policy.blocked_until is not None \
+                and aware(policy.blocked_until) > now:
+            continue
+        await db(store.save_host_policy, replace(policy, parked_reason=None, blocked_until=None))
+        logger.info("park of %s ends with the cycle that set it (%s): it gets another chance", origin, reason,
+                    extra={"host": origin})
+        lifted.append(origin)
+    return lifted

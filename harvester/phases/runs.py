@@ -16,6 +16,7 @@ from typing import Any
 
 from harvester.errors import FrontierBusy
 from harvester.frontier import FrontierStore
+from harvester.phases.host_policy import end_cycle_parks
 from harvester.phases.results import PhaseResult
 from harvester.rules.admission import Site
 from harvester.runtime import db, make_owner, utcnow
@@ -171,6 +172,10 @@ async def begin_cycle(settings: Settings, kind: str, profile: SiteProfile) -> tu
     async with open_store(settings) as store:
         cycle_id, resumed = await db(store.begin_cycle, kind, profile=profile.model_dump(mode="json"))
         started = await db(store.cycle_started_at, cycle_id)
+        if not resumed:  # a park lasts for the rest of its cycle: a new one asks every host again
+            seeds = site_hosts(settings, profile)
+            moved = await db(store.moved_hosts)
+            await end_cycle_parks(store, [*seeds, *(moved[o] for o in seeds if o in moved)])
     return cycle_id, started or utcnow(), resumed
 
 

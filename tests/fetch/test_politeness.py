@@ -69,7 +69,7 @@ def test_backoff_without_retry_after_grows_exponentially_with_jitter_and_is_capp
     g = gate(start_limit=4, backoff_base_s=1.0, backoff_max_s=10.0)
     delays = []
     now = 0.0
-    for _ in range(6):
+    for _ in range(4):
         g.start(now)
         g.finish(now, now, Signal.OVERLOADED)
         delays.append(g.blocked_until - now)
@@ -77,8 +77,40 @@ def test_backoff_without_retry_after_grows_exponentially_with_jitter_and_is_capp
     assert 1.0 <= delays[0] < 1.5
     assert 2.0 <= delays[1] < 3.0
     assert 4.0 <= delays[2] < 6.0
-    assert all(d <= 10.0 for d in delays)
-    assert delays[-1] == 10.0
+    assert 8.0 <= delays[3] <= 10.0  # jitter never passes the cap
+    assert g.parked is None
+
+
+def test_a_backoff_that_would_pass_backoff_max_parks_the_host_for_the_run_instead():
+    """A host still answering 429 after back-offs up to backoff_max_s: the run leaves it, instead of waiting
+    backoff_max_s per answer for as long as the host has URLs with attempts left (issue 44: an hour)."""
+    g = gate(start_limit=4, backoff_base_s=1.0, backoff_max_s=10.0)
+    now, answers = 0.0, 0
+    while g.parked is None and answers < 10:
+        g.start(now)
+        g.finish(now, now, Signal.OVERLOADED)
+        answers += 1
+        now = max(now, g.blocked_until)
+    assert answers == 5  # 1, 2, 4, 8 s; the fifth would wait 16 s > 10 s
+    assert "backoff_max_s" in g.parked
+
+
+def test_default_settings_park_a_host_answering_only_5xx_within_a_few_requests():
+    """Defaults: a host answering 500 (or 503) to everything is parked after a handful of requests with back-offs
+    of a few seconds between them, not after 20 spread over an hour (issue 44)."""
+    for signal in (Signal.FAILED, Signal.UNAVAILABLE):
+        g = gate()
+        now, waited, answers = 0.0, 0.0, 0
+        while g.parked is None and answers < 30:
+            g.start(now)
+            g.finish(now, now, signal)
+            answers += 1
+            wait = max(0.0, g.blocked_until - now)
+            waited += wait
+            now += wait
+        assert answers <= 5, signal
+        assert waited <= 30.0, signal
+        assert "consecutive failures" in g.parked
 
 
 def test_retry_after_beyond_backoff_max_parks_the_host():
@@ -171,7 +203,7 @@ def test_classify_maps_outcomes_to_signals():
     assert classify(result(200), 5.0) is Signal.FAST
     assert classify(result(304), 5.0) is Signal.FAST
     assert classify(result(429, ErrorClass.HTTP_429), 5.0) is Signal.OVERLOADED
-    assert classify(result(503, ErrorClass.HTTP_5XX), 5.0) is Signal.OVERLOADED
+    assert classify(result(503, ErrorClass.HTTP_5XX), 5.0) is Signal.UNAVAILABLE
     assert classify(result(500, ErrorClass.HTTP_5XX), 5.0) is Signal.FAILED
     assert classify(result(None, ErrorClass.CONNECT), 5.0) is Signal.FAILED
     assert classify(result(None, ErrorClass.TIMEOUT), 5.0) is Signal.FAILED
@@ -184,3 +216,22 @@ def test_profile_limit_is_also_the_ceiling():
     assert (cfg.start_limit, cfg.max_limit) == (2, 6)
     pinned = GateConfig.from_settings(PolitenessSettings(), per_host_limit=1, min_delay_s=0.5)
     assert (pinned.start_limit, pinned.max_limit, pinned.min_delay_s) == (1, 1, 0.5)
+
+
+def test_a_url_failing_again_counts_once_towards_parking():
+    """A healthy host with a few broken pages, retried: the retries' 500s are not a host failing (they are the same
+    URLs); five different URLs failing in a row are."""
+    g = gate(park_after_failures=5, backoff_base_s=0.001, backoff_max_s=0.001)
+    now = 0.0
+    for attempt in range(3):
+        for page in ("a", "b"):
+            g.start(now)
+            g.finish(now, now, Signal.FAILED, key=f"http://h/{page}")
+            now += 1.0
+        assert g.parked is None, attempt
+    assert g.failures == 2
+    for page in ("c", "d", "e"):
+        g.start(now)
+        g.finish(now, now, Signal.FAILED, key=f"http://h/{page}")
+        now += 1.0
+    assert g.parked is not None

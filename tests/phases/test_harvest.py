@@ -492,8 +492,10 @@ async def test_failures_first_met_in_later_rounds_get_all_their_attempts_in_the_
         return web.Response(content_type="text/html", text=f"<html><body><main>{level} {links}</main></body></html>")
 
     origin = await serve(handle)
+    # The five broken pages are the last five to fail in a row, which parks a host by default: this test is about
+    # the run's waits for retries, so parking waits for more.
     settings = settings_for(sqlite_url, **{"politeness.max_attempts": 3, "politeness.backoff_base_s": 0.1,
-                                           "politeness.backoff_max_s": 0.4})
+                                           "politeness.backoff_max_s": 0.4, "politeness.park_after_failures": 20})
     profile = SiteProfile.build(seeds=(origin + "/",), use_listings=False, use_feeds=False)
     with FrontierStore.open(settings, upgrade=True) as store:
         await phases.discover(store, settings, profile)

@@ -13,7 +13,7 @@ import pytest
 from harvester import phases
 from harvester.frontier import FrontierStore
 from harvester.records import DiscoveredUrl, HostPolicy, Source, UrlKind
-from harvester.runtime import utcnow
+from harvester.runtime import CLOCK, utcnow
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
@@ -145,3 +145,34 @@ async def test_a_parked_host_stays_parked_with_its_reason(make_web, db_url):
         asked = {p + r.path for r in web.records() if r.host == "p" and r.path != "/robots.txt"}
         assert asked >= due
         assert store.host_policy(p).parked_reason is None
+
+
+async def test_a_new_cycle_lifts_the_parks_of_the_last_one_but_a_retry_after_park_holds(db_url, clock):
+    """A park is "not again this run": a new harvest/recrawl cycle asks the host again whatever its cadence (a
+    24 h park made the next daily run skip it). A resumed cycle keeps it; a park whose end the server named
+    (Retry-After beyond backoff_max_s) holds until then."""
+    settings = settings_for(db_url)
+    failing, told, other = "http://127.0.0.1:8101", "http://127.0.0.1:8102", "http://127.0.0.1:8103"
+    profile = SiteProfile.build(seeds=(failing + "/", told + "/", other + "/"))
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(url=origin + "/a", kind=UrlKind.DETAIL, source=Source.SITEMAP.value)
+                              for origin in (failing, told, other)])
+        cycle, _, resumed = await phases.begin_cycle(settings, "recrawl", profile)
+        assert not resumed
+        now = utcnow()
+        store.save_host_policy(HostPolicy(origin=failing, parked_reason="5 consecutive failures (connect/protocol/"
+                                          "timeout/5xx)", failures=5, blocked_until=now + timedelta(hours=24)))
+        store.save_host_policy(HostPolicy(origin=told, parked_reason="Retry-After 172800s exceeds backoff_max_s 120s",
+                                          blocked_until=now + timedelta(days=2)))
+        again, _, resumed = await phases.begin_cycle(settings, "recrawl", profile)  # killed, run again: resumed
+        assert resumed and again == cycle
+        assert store.host_policy(failing).parked_reason is not None
+        await phases.close_cycle(settings, cycle, [failing, told, other], failed=False)
+
+        CLOCK.travel_to(utcnow() + timedelta(hours=1))  # an hourly cadence (a daily one alike): the next cycle
+        _, _, resumed = await phases.begin_cycle(settings, "recrawl", profile)
+        assert not resumed
+        lifted = store.host_policy(failing)
+        assert lifted.parked_reason is None and lifted.blocked_until is None
+        assert lifted.failures == 5  # still failing: its first failure parks it again
+        assert store.host_policy(told).parked_reason is not None  # the server's word holds
