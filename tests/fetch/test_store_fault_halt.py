@@ -8,7 +8,8 @@ The interleaving is forced by the servers, not by timing: the slow host's answer
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -54,21 +55,30 @@ class FaultyWork(HostWork):
         return [host for host, queue in self.queues.items() if queue]
 
 
-@pytest.mark.parametrize("batch", [1, 4])
-async def test_a_store_fault_ends_the_requests_in_flight_and_sends_no_other(serve, batch):
+def slow_host(received: list[str], work_box: list[FaultyWork]) -> Callable[[Any], Awaitable[Any]]:
+    """The slow host's handler: logs each page asked in ``received``; /s1 is answered only once the other host's
+    store fault was raised (``work_box[0].fault_raised``), and the halt has had its turns of the loop."""
     from aiohttp import web
-
-    received: list[str] = []
-    work_box: list[FaultyWork] = []
 
     async def slow(request: web.Request) -> web.Response:
         if request.path == "/robots.txt":
             return web.Response(status=404)
         received.append(f"slow{request.path}")
         if request.path == "/s1":
-            await work_box[0].fault_raised.wait()  # answered only once the other host's record has failed
-            await asyncio.sleep(0.05)  # and the halt has had its turns of the loop
+            await work_box[0].fault_raised.wait()
+            await asyncio.sleep(0.05)
         return web.Response(text="<html><body><p>slow</p></body></html>", content_type="text/html")
+
+    return slow
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+async def test_a_store_fault_ends_the_requests_in_flight_and_sends_no_other(serve, batch):
+    from aiohttp import web
+
+    received: list[str] = []
+    work_box: list[FaultyWork] = []
+    slow = slow_host(received, work_box)
 
     async def fast(request: web.Request) -> web.Response:
         if request.path == "/robots.txt":
@@ -120,16 +130,8 @@ async def test_a_store_fault_inside_a_fetch_halts_as_one_in_a_record(serve):
     from aiohttp import web
 
     received: list[str] = []
-    work_box: list[ReadFaultWork] = []
-
-    async def slow(request: web.Request) -> web.Response:
-        if request.path == "/robots.txt":
-            return web.Response(status=404)
-        received.append(f"slow{request.path}")
-        if request.path == "/s1":
-            await work_box[0].fault_raised.wait()
-            await asyncio.sleep(0.05)
-        return web.Response(text="<html><body><p>slow</p></body></html>", content_type="text/html")
+    work_box: list[FaultyWork] = []
+    slow = slow_host(received, work_box)
 
     async def fast(request: web.Request) -> web.Response:
         if request.path == "/robots.txt":

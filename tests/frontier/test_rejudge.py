@@ -68,9 +68,8 @@ def test_a_url_refused_at_its_redirects_target_is_lifted_only_once_the_target_is
     assert sorted(claim(store)) == ["/c", "/d"]
 
 
-def test_a_copy_in_flight_when_its_holder_is_refused_is_asked_again_in_full_after_its_304(
-    store: FrontierStore,
-) -> None:
+def holder_and_copy(store: FrontierStore, *, copy_due: datetime) -> dict[str, int]:
+    """/holder harvested (ETag "e", due in a week) and /copy its duplicate, due at ``copy_due``; their ids by path."""
     store.add_discovered([found("/holder"), found("/copy")], now=T0)
     ids = claim(store)
     store.complete("w", Completion(url_id=ids["/holder"], state=UrlState.DONE, fetched_at=T0, status=200,
@@ -78,7 +77,14 @@ def test_a_copy_in_flight_when_its_holder_is_refused_is_asked_again_in_full_afte
                                    next_fetch_at=T0 + timedelta(days=7)))
     store.complete("w", Completion(url_id=ids["/copy"], state=UrlState.DUPLICATE, fetched_at=T0, status=200,
                                    etag='"e"', content_hash="h1", duplicate_of=ids["/holder"],
-                                   next_fetch_at=T0 + timedelta(days=1)))
+                                   next_fetch_at=copy_due))
+    return ids
+
+
+def test_a_copy_in_flight_when_its_holder_is_refused_is_asked_again_in_full_after_its_304(
+    store: FrontierStore,
+) -> None:
+    holder_and_copy(store, copy_due=T0 + timedelta(days=1))
     day = T0 + timedelta(days=1)
     assert store.requeue_rechecks([ORIGIN], now=day) == 1
     (leased,) = store.claim("w", hosts=[ORIGIN], per_host=100, lease_s=60, now=day)
@@ -94,14 +100,7 @@ def test_a_copy_in_flight_when_its_holder_is_refused_is_asked_again_in_full_afte
 
 
 def test_the_copies_of_a_holder_refused_now_are_due_without_their_validators(store: FrontierStore) -> None:
-    store.add_discovered([found("/holder"), found("/copy")], now=T0)
-    ids = claim(store)
-    store.complete("w", Completion(url_id=ids["/holder"], state=UrlState.DONE, fetched_at=T0, status=200,
-                                   etag='"e"', content_hash="h1", page=page("h1"),
-                                   next_fetch_at=T0 + timedelta(days=7)))
-    store.complete("w", Completion(url_id=ids["/copy"], state=UrlState.DUPLICATE, fetched_at=T0, status=200,
-                                   etag='"e"', content_hash="h1", duplicate_of=ids["/holder"],
-                                   next_fetch_at=T0 + timedelta(days=7)))
+    ids = holder_and_copy(store, copy_due=T0 + timedelta(days=7))
     assert claim(store, T0 + timedelta(days=1)) == {}  # control: nothing due
     judged = store.rejudge_urls(ORIGIN, refuse("/holder"), "holder refused", now=T0 + timedelta(days=1))
     assert judged is not None and (judged.refused, judged.released) == (1, 1)
