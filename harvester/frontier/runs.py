@@ -180,6 +180,15 @@ class Runs(Part):
                 return _run_row(row)
         return None if run is None else _run_row(run)
 
+    def cycle_runs(self, cycle_id: int, phase: str) -> list[RunRow]:
+        """Every run of ``phase`` in the cycle, oldest first: several extraction processes share one cycle, each
+        with its own run row and its own hosts' table (``harvester status`` adds them up)."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Run.__table__).where(Run.cycle_id == cycle_id, Run.phase == phase).order_by(Run.id)
+            ).mappings().all()
+        return [_run_row(row) for row in rows]
+
     def stop_run(self, run_id: int, *, counters: dict[str, Any]) -> None:
         """Keep what a stopped run did (``counters``: why it stopped, its requests per host) on its row, left
         ``running`` and unfinished: the rerun resumes it (``resume_or_start_run`` clears them, and its end replaces
