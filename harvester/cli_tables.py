@@ -125,6 +125,14 @@ def _cycle_hosts(runs: list[Any]) -> dict[str, Any]:
     return hosts
 
 
+def _in_flight(host: dict[str, Any]) -> str:
+    """The most requests open at once / the limit, or "-" where the run kept none: a stopped run's table is read
+    from the fetch log (its requests), not from the engine, and showed "0 / 0" for a host fetched at a limit of 2."""
+    if "peak_in_flight" not in host and "limit" not in host:
+        return "-"
+    return f"{host.get('peak_in_flight', 0)} / {host.get('limit', 0)}"
+
+
 def _stopped(run: Any) -> bool:
     """A run a stop left unfinished for its rerun to resume, with what it did kept (``phases.note_stopped``)."""
     return run.get("status") == "running" and bool((run.get("counters") or {}).get("stopped"))
@@ -193,8 +201,7 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         for origin, host in first_rows(ranked, most, diag):
             errors = "\n".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
             diag.add_row(diag_hosts.label(origin), str(host.get("fetched", 0)), str(host.get("not_modified", 0)),
-                         str(host.get("gone", 0)), errors, f"{host.get('peak_in_flight', 0)} / {host.get('limit', 0)}",
-                         str(host.get("rate_per_s", 0)), *((host.get("parked_reason") or "",) if parked else ()))
+                         str(host.get("gone", 0)), errors, _in_flight(host), str(host.get("rate_per_s", "-")), *((host.get("parked_reason") or "",) if parked else ()))
         console.print(diag)
     return stats
 

@@ -50,3 +50,22 @@ def test_status_adds_up_the_runs_of_the_last_cycle(db_url: str, tmp_path: Path) 
     finally:
         for owner in owners:
             retire_owner(owner)
+
+
+def test_a_stopped_runs_table_shows_no_in_flight_it_did_not_keep(db_url: str, tmp_path: Path) -> None:
+    """A stopped run's table is read from the fetch log (its requests), with no peak or limit: it showed "0 / 0"
+    for a host fetched at a limit of 2 (stranger 45)."""
+    settings = Settings.load(database_url=db_url)
+    owner = make_owner("extract")
+    try:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            stopped = store.start_run("extract", profile=PROFILE, owner=owner)
+            requests = {"fetched": 5, "not_modified": 0, "gone": 0, "errors": {}}
+            store.stop_run(stopped, counters={"stopped": "SIGTERM received", "hosts": {"http://127.0.0.1:1": requests}})
+        shown = subprocess.run([HARVESTER, "status", "--db", db_url], capture_output=True, text=True, timeout=120,
+                               cwd=tmp_path, check=True, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}).stdout
+        row = next(line for line in shown.splitlines() if "127.0.0.1:1 " in line and "│" in line)
+        cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+        assert cells[1] == "5" and cells[5:7] == ["-", "-"], row  # fetched; in flight, req/s
+    finally:
+        retire_owner(owner)
