@@ -201,7 +201,8 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         for origin, host in first_rows(ranked, most, diag):
             errors = "\n".join(f"{k}={v}" for k, v in sorted((host.get("errors") or {}).items())) or "-"
             diag.add_row(diag_hosts.label(origin), str(host.get("fetched", 0)), str(host.get("not_modified", 0)),
-                         str(host.get("gone", 0)), errors, _in_flight(host), str(host.get("rate_per_s", "-")), *((host.get("parked_reason") or "",) if parked else ()))
+                         str(host.get("gone", 0)), errors, _in_flight(host), str(host.get("rate_per_s", "-")),
+                         *((host.get("parked_reason") or "",) if parked else ()))
         console.print(diag)
     return stats
 
