@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -40,11 +39,6 @@ ENTRY = ('<entry><id>urn:x:{n}</id><title>F{n}</title><updated>2024-05-0{n}T00:0
          '<link rel="alternate" href="/story/f-{n}"/></entry>')
 URLSET = ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{}</urlset>')
 
-
-@pytest.fixture
-def stopped() -> Iterator[None]:
-    yield
-    clear_stop()
 
 
 def html(body: str, head: str = "") -> web.Response:
