@@ -1,12 +1,18 @@
 """Daily runs of the CLI against a test's own site (``threaded_site``): the CLI run in this process on one database,
 a harvest on day 0 and a re-crawl each day after on the harvester's clock (``schedule.run_at``), and an article page
-that the main-content extractor keeps. Shared by the truth tests that tell a site's days as the CLI says them
+that the main-content extractor keeps; or the ``harvester`` command in a subprocess, each call at its own instant
+(``CliAt``: what a kill or a signal needs). Shared by the truth tests that tell a site's days as the CLI says them
 (``from daily_cli import ...``: tests/ is on the path); not in ``harvester.testing``, which may not import the CLI
 (and with it Prefect)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -47,3 +53,29 @@ def run_day(cli: Callable[..., str], day: int, origin: str, *args: str) -> str:
         cli("db", "upgrade")
         return cli("harvest", f"{origin}/")
     return cli("recrawl", *args)
+
+
+HARVESTER = str(Path(sys.executable).with_name("harvester"))
+
+
+class CliAt:
+    """The ``harvester`` command in a subprocess on the database ``db`` (in ``cwd``), each call at an instant of the
+    harvester's clock (``HARVESTER_NOW``) and with no other ``HARVESTER_*`` variable of this process."""
+
+    def __init__(self, db: str, cwd: Path) -> None:
+        self.db = db
+        self.cwd = cwd
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")}
+        """The environment of the last command made (``command``): pass it to a ``Popen`` of that command."""
+
+    def command(self, when: datetime, *args: str) -> list[str]:
+        """``harvester ARGS --db <db>``, ``env`` set to run it at ``when``."""
+        self.env["HARVESTER_NOW"] = when.isoformat()
+        return [HARVESTER, *args, "--db", self.db]
+
+    def __call__(self, when: datetime, *args: str) -> str:
+        """Its output; a non-zero exit fails the test with the ends of its output."""
+        done = subprocess.run(self.command(when, *args), capture_output=True, text=True, timeout=300, cwd=self.cwd,
+                              env=self.env)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
+        return done.stdout
