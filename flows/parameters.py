@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harvester.settings import RENAMED_PER_HOST, DiscoverySettings, HttpSettings, PolitenessSettings
+from harvester.settings import RENAMED_PER_HOST, DiscoverySettings, Group, HttpSettings, PolitenessSettings
 from harvester.site_profile import SiteProfile
 
 SECRET_HINTS = ("database", "password", "secret", "token", "credential", "dsn", "store.")
@@ -60,6 +60,12 @@ def _refuse_secret_keys(schema: dict[str, Any]) -> None:
     }
 
 
+def _writes(model: type[Group], name: str, description: str) -> Any:
+    """An optional override of ``model``'s field ``name``: the bounds are that field's (``Group.bounds``), None keeps
+    what the profile and the worker's settings say."""
+    return Field(None, description=description, **model.bounds(name))
+
+
 class RunOverrides(BaseModel):
     """What one run changes; None keeps what the profile and the worker's settings say.
 
@@ -73,35 +79,29 @@ class RunOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_refuse_secret_keys)
 
-    # Bounds: those of the field each key writes (``SITE``: the profile's; ``SETTING``: the settings'), their one home.
-    per_host_limit: int | None = Field(None, **SiteProfile.bounds("per_host_limit"),
-                                       description="Requests in flight per host, fixed.")
-    per_host_start: int | None = Field(None, **PolitenessSettings.bounds("per_host_start"),
-                                       description="Requests in flight per host at the start (adaptive; no "
-                                       "per_host_limit).")
-    max_per_host_limit: int | None = Field(None, **PolitenessSettings.bounds("max_per_host_limit"),
-                                           description="Ceiling AIMD may raise the limit to.")
-    max_active_hosts: int | None = Field(None, **PolitenessSettings.bounds("max_active_hosts"),
-                                         description="Hosts fetched at once.")
-    min_delay_s: float | None = Field(None, **SiteProfile.bounds("min_delay_s"),
-                                      description="Least interval between requests to a host.")
-    max_crawl_delay_s: float | None = Field(None, **PolitenessSettings.bounds("max_crawl_delay_s"),
-                                            description="A larger Crawl-delay parks the host.")
-    max_attempts: int | None = Field(None, **PolitenessSettings.bounds("max_attempts"),
-                                     description="Attempts per URL in a run before it is failed.")
-    user_agent: str | None = Field(None, **HttpSettings.bounds("user_agent"),
-                                   description="User-Agent with a contact URL.")
-    timeout_s: float | None = Field(None, **HttpSettings.bounds("timeout_s"), description="Deadline for a whole fetch.")
-    connect_timeout_s: float | None = Field(None, **HttpSettings.bounds("connect_timeout_s"),
-                                            description="Deadline for one TCP/TLS connect.")
-    max_body_bytes: int | None = Field(None, **HttpSettings.bounds("max_body_bytes"),
-                                       description="Pages larger than this are cut off and failed.")
-    listing_page_budget: int | None = Field(None, **DiscoverySettings.bounds("listing_page_budget"),
-                                            description="Listing pages fetched per host per run.")
-    listing_max_depth: int | None = Field(None, **DiscoverySettings.bounds("listing_max_depth"),
-                                          description="Listing hops from a seed.")
-    max_pages_per_host: int | None = Field(None, **SiteProfile.bounds("max_pages_per_host"),
-                                           description="Pages answered per host per extraction run.")
+    # Each field writes the field of the same knob (``SITE``: the profile's; ``SETTING``: the settings'), whose
+    # bounds it takes: their one home.
+    per_host_limit: int | None = _writes(SiteProfile, "per_host_limit", "Requests in flight per host, fixed.")
+    per_host_start: int | None = _writes(
+        PolitenessSettings, "per_host_start", "Requests in flight per host at the start (adaptive; no per_host_limit).")
+    max_per_host_limit: int | None = _writes(
+        PolitenessSettings, "max_per_host_limit", "Ceiling AIMD may raise the limit to.")
+    max_active_hosts: int | None = _writes(PolitenessSettings, "max_active_hosts", "Hosts fetched at once.")
+    min_delay_s: float | None = _writes(SiteProfile, "min_delay_s", "Least interval between requests to a host.")
+    max_crawl_delay_s: float | None = _writes(
+        PolitenessSettings, "max_crawl_delay_s", "A larger Crawl-delay parks the host.")
+    max_attempts: int | None = _writes(
+        PolitenessSettings, "max_attempts", "Attempts per URL in a run before it is failed.")
+    user_agent: str | None = _writes(HttpSettings, "user_agent", "User-Agent with a contact URL.")
+    timeout_s: float | None = _writes(HttpSettings, "timeout_s", "Deadline for a whole fetch.")
+    connect_timeout_s: float | None = _writes(HttpSettings, "connect_timeout_s", "Deadline for one TCP/TLS connect.")
+    max_body_bytes: int | None = _writes(
+        HttpSettings, "max_body_bytes", "Pages larger than this are cut off and failed.")
+    listing_page_budget: int | None = _writes(
+        DiscoverySettings, "listing_page_budget", "Listing pages fetched per host per run.")
+    listing_max_depth: int | None = _writes(DiscoverySettings, "listing_max_depth", "Listing hops from a seed.")
+    max_pages_per_host: int | None = _writes(
+        SiteProfile, "max_pages_per_host", "Pages answered per host per extraction run.")
 
     SITE: ClassVar[tuple[str, ...]] = ("per_host_limit", "min_delay_s", "max_pages_per_host")
     """The site's limits: fields of ``harvester.site_profile.SiteProfile`` of the same name (and bounds)."""
