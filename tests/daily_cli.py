@@ -31,10 +31,10 @@ def article(title: str) -> bytes:
             f"<h1>{title}</h1><p>{FILLER}</p><p>{FILLER}</p></article></main></body></html>").encode()
 
 
-def cli_on(db_url: str) -> Callable[..., str]:
-    """``cli(*args)`` → the output of ``harvester ARGS --db <db_url>``, run in this process (wide, so that no line of
-    the summary wraps); a non-zero exit fails the test with that output."""
-    runner = CliRunner(env={"COLUMNS": "400"})
+def cli_on(db_url: str, *, wide: bool = True) -> Callable[..., str]:
+    """``cli(*args)`` → the output of ``harvester ARGS --db <db_url>``, run in this process (``wide``: so that no line
+    of the summary wraps); a non-zero exit fails the test with that output."""
+    runner = CliRunner(env={"COLUMNS": "400"} if wide else None)
 
     def invoke(*args: str) -> str:
         out = runner.invoke(app, [*args, "--db", db_url])
