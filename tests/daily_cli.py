@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from harvester.cli import app
 from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
+from harvester.testing.threaded_site import Answer, Asked
 
 FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
           "clauses and plain words that carry meaning. ")
@@ -29,6 +30,12 @@ def article(title: str) -> bytes:
     """A page whose article (``title`` and two paragraphs of ``FILLER``) the extractor keeps."""
     return (f"<!doctype html><html lang='en'><head><title>{title}</title></head><body><main><article>"
             f"<h1>{title}</h1><p>{FILLER}</p><p>{FILLER}</p></article></main></body></html>").encode()
+
+
+def conditional(answer: Answer, request: Asked) -> Answer:
+    """``answer``, or a 304 when the request's If-None-Match is its ETag."""
+    etag = answer[1].get("ETag")
+    return (304, {"ETag": etag}, b"") if etag is not None and request.headers.get("if-none-match") == etag else answer
 
 
 def cli_on(db_url: str, *, wide: bool = True) -> Callable[..., str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from daily_cli import HTML, article, cli_on, run_day
+from daily_cli import HTML, article, cli_on, conditional, run_day
 
 from harvester.testing.schedule import run_at
 from harvester.testing.threaded_site import Answer, Asked, sitemap, threaded_site
@@ -41,10 +41,8 @@ class Site:
         elif request.path == "/sitemap.xml":
             answer = sitemap(request.origin, dict.fromkeys(PAGES, run_at(0).isoformat()))
         elif request.path in PAGES:
-            etag = f'"{request.path[1:]}"'
-            answer = (200, {**HTML, "ETag": etag}, article(f"Page {request.path[1:]}"))
-            if request.headers.get("if-none-match") == etag:
-                answer = (304, {"ETag": etag}, b"")
+            answer = conditional((200, {**HTML, "ETag": f'"{request.path[1:]}"'}, article(f"Page {request.path[1:]}")),
+                                 request)
         else:
             answer = (404, {"Content-Type": "text/plain"}, b"")
         self.log.append((self.day, request.path, answer[0]))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from daily_cli import HTML, article, cli_on, run_day
+from daily_cli import HTML, article, cli_on, conditional, run_day
 
 from harvester.testing.schedule import run_at
 from harvester.testing.threaded_site import Answer, Asked, sitemap, threaded_site
@@ -46,10 +46,7 @@ class Site:
         elif request.path == "/sitemap.xml":
             answer = sitemap(request.origin, dict.fromkeys(self.listed, LASTMOD))
         elif request.path in self.answers:
-            answer = self.answers[request.path]
-            etag = answer[1].get("ETag")
-            if etag is not None and request.headers.get("if-none-match") == etag:
-                answer = (304, {"ETag": etag}, b"")
+            answer = conditional(self.answers[request.path], request)
         else:
             answer = (404, {"Content-Type": "text/plain"}, b"")
         self.log.append((self.day, request.path, answer[0]))

@@ -54,6 +54,13 @@ def atom(origin: str, path: str) -> str:
             f"<updated>2026-03-06T00:00:00Z</updated>{link}{entries}</feed>")
 
 
+def killed_frontier(tmp_path: Path) -> tuple[Settings, int]:
+    """The frontier the child discovers into (``tmp_path``'s killed.db, migrated) and the run it discovers in."""
+    settings = Settings.load(database_url=f"sqlite:///{tmp_path / 'killed.db'}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        return settings, store.start_run("discover")
+
+
 async def kill_when_recorded(tmp_path: Path, code: str, seed: str, *, run_id: int, on_the_wire: Callable[[], bool],
                              recorded: Callable[[FrontierStore], bool], release: asyncio.Event) -> bool:
     """Run ``code`` (discovery of ``seed`` in run ``run_id``) in a child process over ``tmp_path``'s killed.db and
@@ -96,11 +103,9 @@ async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_pat
         return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
 
     origin = await serve(handle)
-    db = tmp_path / "killed.db"
-    settings = Settings.load(database_url=f"sqlite:///{db}")
-    with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.start_run("discover")
-        if known_before:
+    settings, run_id = killed_frontier(tmp_path)
+    if known_before:
+        with FrontierStore.open(settings) as store:
             store.add_discovered([DiscoveredUrl(url=f"{origin}/story/{n}", kind=UrlKind.DETAIL,
                                                 source=f"sitemap:{origin}/sitemap.xml", depth=0, score=0.5)
                                   for n in (3, 4)])
@@ -155,10 +160,7 @@ async def test_a_resumed_feed_walk_passes_the_guessed_pages_read_before_the_kill
         return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
 
     origin = await serve(handle)
-    db = tmp_path / "killed.db"
-    settings = Settings.load(database_url=f"sqlite:///{db}")
-    with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.start_run("discover")
+    settings, run_id = killed_frontier(tmp_path)
     guesses = [f"{origin}/feed?page={n}" for n in (3, 4)]
     # until page 2 is on the wire and the guesses beside it are recorded
     recorded = await kill_when_recorded(
