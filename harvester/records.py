@@ -7,6 +7,7 @@ answers its readers (counts, stored pages, runs) is ``harvester.store_results``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -432,6 +433,26 @@ class HostDiagnostics:
             "rate_per_s": round(self.rate_per_s, 2),
             "parked_reason": self.parked_reason,
         }
+
+
+def merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """Two tables of one host (``HostDiagnostics.as_dict``: two workers of a run, two runs of a cycle) as one:
+    counts add up, errors by class too; the peak in flight, the limit and the rate are the largest seen."""
+    if old is None:
+        return dict(new)
+    out = dict(old)
+    for key, value in new.items():
+        if key == "errors":
+            errors = Counter(out.get("errors") or {})
+            errors.update(value or {})
+            out["errors"] = dict(errors)
+        elif key in ("peak_in_flight", "limit", "rate_per_s", "deferred_by_budget"):
+            out[key] = max(out.get(key) or 0, value or 0)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[key] = (out.get(key) or 0) + value
+        else:
+            out[key] = value
+    return out
 
 
 # --- kept by the frontier store across runs (what it hands back alone: ``harvester.store_results``) -----------

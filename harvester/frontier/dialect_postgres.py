@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -152,15 +152,20 @@ class PostgresDialect(Dialect):
     def fold_queue_counts(self, conn: Connection) -> None:
         conn.exec_driver_sql(_PG_FOLD_COUNTS, (QUEUE_COUNTS_LOCK,))
 
-    def extraction_processes(self, conn: Connection, site: str = "") -> int:
+    def extraction_processes(
+        self, conn: Connection, site: str = "", stalled: Set[tuple[str, int]] = frozenset()
+    ) -> int:
         scope = extraction_scope(site)
         me = f"{scope}{socket.gethostname()}:{os.getpid()}"[:63]
         # Each extraction process names its sessions (``application_name``, visible to every role, gone with the
         # connection: a killed process stops counting at once); the others are counted by name, this one always.
+        # A stalled one's session stays while it is frozen: it is left out by name (``Queue.sharing``).
         conn.exec_driver_sql("SELECT set_config('application_name', %s, false)", (me,))
+        skip = [f"{scope}{machine}:{pid}"[:63] for machine, pid in stalled]
         return 1 + int(conn.exec_driver_sql(
             "SELECT count(DISTINCT application_name) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name LIKE %s AND application_name <> %s", (scope + "%", me),
+            " AND application_name LIKE %s AND application_name <> %s AND application_name <> ALL(%s::text[])",
+            (scope + "%", me, skip),
         ).scalar_one())
 
     def claim_urls(

@@ -12,7 +12,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -386,9 +386,12 @@ class Dialect:
         """Serialise, to the end of the transaction, the look for an open cycle and the opening of a new one. On
         SQLite a writer holds the whole file (BEGIN IMMEDIATE): nothing to do."""
 
-    def extraction_processes(self, conn: Connection, site: str = "") -> int:
+    def extraction_processes(
+        self, conn: Connection, site: str = "", stalled: Set[tuple[str, int]] = frozenset()
+    ) -> int:
         """Extraction processes of ``site`` on this frontier, this one included, the idle among them too (what host
-        leases cannot show: a process waiting for hosts holds none). One process per file on SQLite."""
+        leases cannot show: a process waiting for hosts holds none), bar the ``stalled`` ones (machine, PID) whose
+        leases have all lapsed. One process per file on SQLite."""
         return 1
 
     def claim_hosts_sql(self, n_origins: int | None, n_kinds: int | None) -> str:

@@ -21,6 +21,7 @@ from harvester.frontier.models import (
     Url,
     from_epoch_us,
 )
+from harvester.owners import owner_process
 from harvester.records import (
     ClaimedUrl,
     UrlKind,
@@ -348,7 +349,11 @@ class Queue(Part):
                 select(func.count(func.distinct(Host.lease_owner))).where(
                     mine, Host.lease_owner.is_not(None), Host.lease_owner != owner, Host.lease_until >= now)
             ).scalar_one()
-            processes = self._d.extraction_processes(tx.conn, site)
+            latest = tx.conn.execute(
+                select(Host.lease_owner, func.max(Host.lease_until)).where(
+                    mine, Host.lease_owner.is_not(None), Host.lease_owner != owner).group_by(Host.lease_owner)
+            ).all()
+            processes = self._d.extraction_processes(tx.conn, site, stalled=stalled_processes(latest, now))
         return int(with_work), max(int(others), processes - 1)
 
     def fetched_since(self, origin: str, since: datetime, *, kinds: Sequence[str] = ("detail",)) -> int:
@@ -381,3 +386,19 @@ class Queue(Part):
                     Url.next_fetch_at <= now)
             ).scalar_one()
         return int(queued) + int(revisits)
+
+
+def stalled_processes(latest: Sequence[tuple[str | None, datetime | None]], now: datetime) -> set[tuple[str, int]]:
+    """The processes (machine, PID) all of whose host leases have lapsed: frozen (SIGSTOP, a VM pause, a swap storm)
+    or stuck, since a working holder renews a third of the way through. Their session still shows, so counted as a
+    peer each survivor kept to its share and left the stalled one's hosts idle until it ran out of its own (6-13 s
+    after the lapse, or never within a 12 s freeze: stranger 45). A process that holds no lease (just started, or
+    waiting for hosts) is not judged here: it still counts."""
+    live: set[tuple[str, int]] = set()
+    lapsed: set[tuple[str, int]] = set()
+    for holder, until in latest:
+        where = owner_process(holder) if holder else None
+        if where is None or until is None:
+            continue
+        (live if aware(until) >= now else lapsed).add(where)
+    return lapsed - live

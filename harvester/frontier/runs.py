@@ -132,7 +132,25 @@ class Runs(Part):
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
         if own is not None and all(holder is None or self.db.liveness.is_dead(holder) for holder in beside):
+            self._close_left(int(own), by=run_id)
             self._cycles.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
+
+    def _close_left(self, cycle_id: int, *, by: int) -> None:
+        """The cycle's other runs still ``running`` once ``by`` closes it (their processes are gone: a SIGTERM, a
+        kill -9) are closed ``abandoned``, saying why: no rerun resumes a run of a closed cycle, so a stopped one
+        stayed ``running`` for good and ``status`` kept saying "the next run resumes it" after the other workers
+        had finished the cycle (stranger 45). What it stored is the cycle's either way."""
+        with self._tx() as tx:
+            left = tx.conn.execute(
+                select(Run.id, Run.counters).where(Run.cycle_id == cycle_id, Run.status == "running", Run.id != by)
+            ).all()
+            for run_id, counters in left:
+                kept = dict(counters) if isinstance(counters, dict) else {}
+                said = f"it was stopped ({kept['stopped']})" if kept.get("stopped") else "its process ended unfinished"
+                kept.update(reason=f"abandoned: {said}; run {by} finished its cycle (what it stored is kept)",
+                            replaced_by=by)
+                tx.conn.execute(update(Run).where(Run.id == run_id, Run.status == "running")
+                                .values(finished_at=utcnow(), status="abandoned", counters=kept))
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:
         """The profile of the most recent run (of ``phase``) that recorded one."""
@@ -161,6 +179,15 @@ class Runs(Part):
             if isinstance(row["counters"], dict) and row["counters"].get("stopped"):
                 return _run_row(row)
         return None if run is None else _run_row(run)
+
+    def cycle_runs(self, cycle_id: int, phase: str) -> list[RunRow]:
+        """Every run of ``phase`` in the cycle, oldest first: several extraction processes share one cycle, each
+        with its own run row and its own hosts' table (``harvester status`` adds them up)."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(
+                select(Run.__table__).where(Run.cycle_id == cycle_id, Run.phase == phase).order_by(Run.id)
+            ).mappings().all()
+        return [_run_row(row) for row in rows]
 
     def stop_run(self, run_id: int, *, counters: dict[str, Any]) -> None:
         """Keep what a stopped run did (``counters``: why it stopped, its requests per host) on its row, left

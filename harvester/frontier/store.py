@@ -135,6 +135,7 @@ class FrontierStore:
         self.last_profile = runs.last_profile
         self.last_run = runs.last_run
         self.get_run = runs.get_run
+        self.cycle_runs = runs.cycle_runs
         self.completed_run = runs.completed_run
 
         self.answered_since = reports.answered_since

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harvester.records import HostDiagnostics
+from harvester.records import HostDiagnostics, merge_host
 
 
 @dataclass
@@ -45,7 +45,7 @@ class PhaseResult:
             item = part if isinstance(part, PhaseResult) else cls.from_dict(part)
             merged.counters.update(item.counters)
             for origin, host in item.hosts.items():
-                merged.hosts[origin] = _merge_host(merged.hosts.get(origin), host)
+                merged.hosts[origin] = merge_host(merged.hosts.get(origin), host)
             merged.reports.update(item.reports)
             merged.problems.extend(item.problems)
         deferred = [host["deferred_by_budget"] for host in merged.hosts.values() if "deferred_by_budget" in host]
@@ -54,24 +54,6 @@ class PhaseResult:
             # other handed it back) and count the same deferred URLs.
             merged.counters["deferred_by_budget"] = sum(deferred)
         return merged
-
-
-def _merge_host(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
-    if old is None:
-        return dict(new)
-    out = dict(old)
-    for key, value in new.items():
-        if key == "errors":
-            errors = Counter(out.get("errors") or {})
-            errors.update(value or {})
-            out["errors"] = dict(errors)
-        elif key in ("peak_in_flight", "limit", "rate_per_s", "deferred_by_budget"):
-            out[key] = max(out.get(key) or 0, value or 0)
-        elif isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = (out.get(key) or 0) + value
-        else:
-            out[key] = value
-    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ cannot look before the first has committed, the first's wait for it gives up, an
 from __future__ import annotations
 
 import contextlib
+import socket
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,7 +23,7 @@ from sqlalchemy.pool import NullPool
 
 from harvester.frontier import FrontierStore
 from harvester.frontier.cycles import Cycles
-from harvester.owners import make_owner, retire_owner
+from harvester.owners import SESSION_MARK, make_owner, retire_owner
 from harvester.settings import Settings
 
 PROFILE = {"name": "shop", "seeds": ["http://127.0.0.1:1/"]}
@@ -106,3 +108,36 @@ def test_two_extractions_ending_together_close_the_cycle_they_share(db_url: str)
         for owner in owners:
             retire_owner(owner)
     assert cycle is not None and cycle["status"] == "completed", cycle
+
+
+def _dead_owner() -> str:
+    """An owner id of a process of this machine that has ended (``make_owner``'s form)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}:extract:0000dead{SESSION_MARK}"
+
+
+@pytest.mark.parametrize("stopped", [True, False], ids=["sigterm", "kill-9"])
+def test_the_last_extraction_closes_the_runs_its_cycle_left_behind(db_url: str, stopped: bool) -> None:
+    """Three workers, one stopped by SIGTERM (its row kept ``running`` for its rerun, with why) or killed: the others
+    finished the cycle, and the stopped one's row stayed ``running`` for good (no rerun resumes a run of a closed
+    cycle) while ``status`` said "the next run resumes it" (stranger 45). Closing the cycle closes it, saying why."""
+    settings = Settings.load(database_url=db_url)
+    live = make_owner("extract")
+    try:
+        with FrontierStore.open(settings, upgrade=True) as store:
+            gone = store.start_run("extract", profile=PROFILE, owner=_dead_owner())
+            last = store.start_run("extract", profile=PROFILE, owner=live)
+            if stopped:
+                store.stop_run(gone, counters={"stopped": "SIGTERM received", "hosts": {}})
+            store.finish_run(last, status="completed", counters={})
+            assert store.last_cycle()["status"] == "completed"  # type: ignore[index]
+            row = store.get_run(gone)
+            assert row is not None and row["status"] == "abandoned" and row["finished_at"] is not None
+            reason = (row["counters"] or {})["reason"]
+            assert f"run {last} finished its cycle" in reason
+            assert ("SIGTERM received" in reason) is stopped
+            shown = store.last_run("extract", stopped=True)
+            assert shown is not None and shown["id"] == last
+    finally:
+        retire_owner(live)

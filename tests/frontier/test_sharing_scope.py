@@ -4,6 +4,8 @@ and took half as many: nobody else would ever take them (another site's workers 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import psycopg
 
 from harvester import FrontierStore
@@ -28,3 +30,22 @@ def test_only_the_same_sites_extraction_processes_count_as_others(pg_url: str) -
             assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 0)
             with _session(pg_url, extraction_scope("a") + "elsewhere:2"):
                 assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 1)
+
+
+def test_a_process_whose_leases_all_lapsed_is_no_one_to_share_with(pg_url: str) -> None:
+    """A frozen extractor (SIGSTOP, a VM pause) keeps its session, so it was counted as a peer: each survivor kept to
+    its share and the frozen one's hosts, their leases lapsed, waited until a survivor ran out of its own (stranger
+    45: 6-13 s after the lapse, never within a 12 s freeze). One that still holds a live lease counts."""
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    frozen, working = "elsewhere:2:extract:0000aaaa:live", "elsewhere:3:extract:0000bbbb:live"
+    with FrontierStore.open(Settings(database_url=pg_url), upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{origin}/p", UrlKind.DETAIL, "sitemap:x", depth=1) for origin in HOSTS])
+        assert store.claim_hosts(frozen, limit=2, lease_s=60, now=past, hosts=HOSTS[:2]) == HOSTS[:2]
+        with _session(pg_url, extraction_scope("a") + "elsewhere:2"):
+            assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 0)
+            store.claim_hosts(working, limit=1, lease_s=600, hosts=HOSTS[2:3])
+            with _session(pg_url, extraction_scope("a") + "elsewhere:3"):
+                assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 1)
+            # A process holding one live lease beside lapsed ones is working: it counts.
+            store.claim_hosts(frozen, limit=1, lease_s=600, hosts=HOSTS[3:])
+            assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 2)
