@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from harvester.settings import RENAMED_PER_HOST
+from harvester.settings import RENAMED_PER_HOST, DiscoverySettings, Group, HttpSettings, PolitenessSettings
 from harvester.site_profile import SiteProfile
 
 SECRET_HINTS = ("database", "password", "secret", "token", "credential", "dsn", "store.")
@@ -35,7 +35,11 @@ PLAIN_TEXT_REFUSAL = (
 )
 """What a refused secret is told, by the server's schema check and by the flow alike."""
 
-Workers = Annotated[int, Field(ge=1, le=64, description="Extraction workers in this run (1 to 64).")]
+MAX_WORKERS = 64
+"""Most extraction workers one run may ask for, wherever it is asked (a run's parameters, a sites file)."""
+
+Workers = Annotated[int, Field(ge=1, le=MAX_WORKERS,
+                               description=f"Extraction workers in this run (1 to {MAX_WORKERS}).")]
 """The ``workers`` parameter of the flows: bounded in the deployment's schema, so the server refuses 0 or 65."""
 
 
@@ -56,6 +60,12 @@ def _refuse_secret_keys(schema: dict[str, Any]) -> None:
     }
 
 
+def _writes(model: type[Group], name: str, description: str) -> Any:
+    """An optional override of ``model``'s field ``name``: the bounds are that field's (``Group.bounds``), None keeps
+    what the profile and the worker's settings say."""
+    return Field(None, description=description, **model.bounds(name))
+
+
 class RunOverrides(BaseModel):
     """What one run changes; None keeps what the profile and the worker's settings say.
 
@@ -69,24 +79,32 @@ class RunOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_refuse_secret_keys)
 
-    per_host_limit: int | None = Field(None, ge=1, le=64, description="Requests in flight per host, fixed.")
-    per_host_start: int | None = Field(None, ge=1, le=64, description="Requests in flight per host at the start "
-                                                                       "(adaptive; no per_host_limit).")
-    max_per_host_limit: int | None = Field(None, ge=1, le=64, description="Ceiling AIMD may raise the limit to.")
-    max_active_hosts: int | None = Field(None, ge=1, le=10_000, description="Hosts fetched at once.")
-    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests to a host.")
-    max_crawl_delay_s: float | None = Field(None, ge=0, description="A larger Crawl-delay parks the host.")
-    max_attempts: int | None = Field(None, ge=1, le=20, description="Attempts per URL in a run before it is failed.")
-    user_agent: str | None = Field(None, min_length=8, description="User-Agent with a contact URL.")
-    timeout_s: float | None = Field(None, gt=0, le=600, description="Deadline for a whole fetch.")
-    connect_timeout_s: float | None = Field(None, gt=0, le=120, description="Deadline for one TCP/TLS connect.")
-    max_body_bytes: int | None = Field(None, gt=0, description="Pages larger than this are cut off and failed.")
-    listing_page_budget: int | None = Field(None, ge=0, description="Listing pages fetched per host per run.")
-    listing_max_depth: int | None = Field(None, ge=0, le=20, description="Listing hops from a seed.")
-    max_pages_per_host: int | None = Field(None, ge=1, description="Pages answered per host per extraction run.")
+    # Each field writes the field of the same knob (``SITE``: the profile's; ``SETTING``: the settings'), whose
+    # bounds it takes: their one home.
+    per_host_limit: int | None = _writes(SiteProfile, "per_host_limit", "Requests in flight per host, fixed.")
+    per_host_start: int | None = _writes(
+        PolitenessSettings, "per_host_start", "Requests in flight per host at the start (adaptive; no per_host_limit).")
+    max_per_host_limit: int | None = _writes(
+        PolitenessSettings, "max_per_host_limit", "Ceiling AIMD may raise the limit to.")
+    max_active_hosts: int | None = _writes(PolitenessSettings, "max_active_hosts", "Hosts fetched at once.")
+    min_delay_s: float | None = _writes(SiteProfile, "min_delay_s", "Least interval between requests to a host.")
+    max_crawl_delay_s: float | None = _writes(
+        PolitenessSettings, "max_crawl_delay_s", "A larger Crawl-delay parks the host.")
+    max_attempts: int | None = _writes(
+        PolitenessSettings, "max_attempts", "Attempts per URL in a run before it is failed.")
+    user_agent: str | None = _writes(HttpSettings, "user_agent", "User-Agent with a contact URL.")
+    timeout_s: float | None = _writes(HttpSettings, "timeout_s", "Deadline for a whole fetch.")
+    connect_timeout_s: float | None = _writes(HttpSettings, "connect_timeout_s", "Deadline for one TCP/TLS connect.")
+    max_body_bytes: int | None = _writes(
+        HttpSettings, "max_body_bytes", "Pages larger than this are cut off and failed.")
+    listing_page_budget: int | None = _writes(
+        DiscoverySettings, "listing_page_budget", "Listing pages fetched per host per run.")
+    listing_max_depth: int | None = _writes(DiscoverySettings, "listing_max_depth", "Listing hops from a seed.")
+    max_pages_per_host: int | None = _writes(
+        SiteProfile, "max_pages_per_host", "Pages answered per host per extraction run.")
 
     SITE: ClassVar[tuple[str, ...]] = ("per_host_limit", "min_delay_s", "max_pages_per_host")
-    """The site's limits: fields of ``harvester.site_profile.SiteProfile`` of the same name (same bounds: tested)."""
+    """The site's limits: fields of ``harvester.site_profile.SiteProfile`` of the same name (and bounds)."""
 
     SETTING: ClassVar[dict[str, str]] = {
         "per_host_start": "politeness.per_host_start",
@@ -101,7 +119,8 @@ class RunOverrides(BaseModel):
         "listing_page_budget": "discovery.listing_page_budget",
         "listing_max_depth": "discovery.listing_max_depth",
     }
-    """Each other field's key in ``harvester.settings.Settings`` (tests/flows/test_parameters.py checks the bounds)."""
+    """Each other field's key in ``harvester.settings.Settings``, whose bounds it takes (``Group.bounds``;
+    tests/flows/test_parameters.py checks the bounds)."""
 
     @model_validator(mode="before")
     @classmethod

@@ -28,6 +28,7 @@ from prefect.client.schemas.schedules import CronSchedule
 from pydantic import ValidationError
 
 from harvester.errors import ConfigError
+from harvester.flows.parameters import MAX_WORKERS
 from harvester.site_profile import SiteProfile
 
 HARVEST_CRON = "0 2 * * 0"
@@ -111,8 +112,8 @@ def _problems(name: str, table: Any) -> list[str]:
         except ValidationError:
             problems.append(f"{key!r}: {cron!r} is not a cron expression like \"0 3 * * *\"")
     workers = table.get("workers", 1)
-    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 64:
-        problems.append(f"'workers': {workers!r} is not a whole number from 1 to 64")
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+        problems.append(f"'workers': {workers!r} is not a whole number from 1 to {MAX_WORKERS}")
     return problems
 
 

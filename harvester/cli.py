@@ -63,7 +63,8 @@ ConfigOpt = Annotated[Path | None, typer.Option(
     help="TOML settings file (its keys: harvester/settings.py).")]
 _POLITENESS = PolitenessSettings.model_fields
 PerHostOpt = Annotated[int | None, typer.Option(
-    "--per-host", metavar="REQUESTS", min=1, max=64,
+    "--per-host", metavar="REQUESTS", min=SiteProfile.bounds("per_host_limit")["ge"],
+    max=SiteProfile.bounds("per_host_limit")["le"],
     show_default=f"adaptive: from {_POLITENESS['per_host_start'].default} up to "
                  f"{_POLITENESS['max_per_host_limit'].default} (politeness.per_host_start, max_per_host_limit)",
     help="Requests in flight per host, fixed (no adaptation): the site profile's per_host_limit, as a sites "

@@ -76,6 +76,11 @@ DEFAULT_CONFIG_FILE = Path("harvester.toml")
 
 
 
+MAX_URL_LENGTH = 2048
+"""Longest URL the frontier stores (its URL columns are VARCHAR(2048): a longer bound needs a migration), and so the
+most ``urls.max_url_length`` may let through the scope: the two were one number in two homes, and a raised setting
+admitted URLs whose whole batch the store refused."""
+
 SITEMAP_PROTOCOL_MAX_BYTES = 52_428_800
 """sitemaps.org: a sitemap file may hold up to 50 MiB uncompressed (and 50,000 URLs): a file inside both is read
 in full; ``max_sitemap_bytes`` cuts only above them."""
@@ -129,6 +134,18 @@ class Group(BaseModel):
     """A group of settings (and the site profile's): unknown keys are refused, values frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def bounds(cls, name: str) -> dict[str, Any]:
+        """The bounds of field ``name`` (``ge``, ``le``, ``gt``, ``lt``, ``min_length``, ``max_length``) as ``Field``
+        keywords: for another entry that writes the same knob (a site's profile, a flow run's overrides, a CLI
+        flag), so that its bounds have one home, this field (shared/STYLE.md §10)."""
+        found: dict[str, Any] = {}
+        for item in cls.model_fields[name].metadata:
+            for key in ("ge", "le", "gt", "lt", "min_length", "max_length"):
+                if getattr(item, key, None) is not None:
+                    found[key] = getattr(item, key)
+        return found
 
 
 class HttpSettings(Group):
@@ -232,7 +249,8 @@ class UrlSettings(Group):
     presentation_params: tuple[str, ...] = DEFAULT_PRESENTATION_PARAMS
     facet_params: tuple[str, ...] = DEFAULT_FACET_PARAMS
     listing_presentation_params: tuple[str, ...] = DEFAULT_LISTING_PRESENTATION_PARAMS
-    max_url_length: int = Field(2048, ge=64, description="Longer URLs are traps.")
+    max_url_length: int = Field(MAX_URL_LENGTH, ge=64, le=MAX_URL_LENGTH,
+                                description="Longer URLs are traps; at most what the frontier stores.")
     max_path_depth: int = Field(12, ge=1, description="More path segments than this is a trap.")
     max_repeated_segments: int = Field(2, ge=1, description="One segment repeated more often is a trap.")
     max_facets: int = Field(1, ge=0, description="More facet parameters than this in one URL is a trap.")

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationError, field_validator
 
 from harvester.config_errors import config_error
-from harvester.settings import Group, normalized_networks
+from harvester.settings import Group, HttpSettings, PolitenessSettings, normalized_networks
 
 _NUMERIC_LABEL = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.I)
 
@@ -100,12 +100,16 @@ class SiteProfile(Group):
     use_feeds: bool = True
     use_listings: bool = True
     max_pages_per_host: int | None = Field(None, ge=1, description="Page budget per host; None: settings.")
+    # A site's limits write the knobs of settings.politeness and settings.http: their bounds are those fields'.
     per_host_limit: int | None = Field(
-        None, ge=1, le=64, description="Requests in flight per host, fixed (start and ceiling); None: the adaptive "
-        "limit of settings.politeness (per_host_start up to max_per_host_limit).")
-    min_delay_s: float | None = Field(None, ge=0, le=3600, description="Least interval between requests; None: "
-                                      "settings.politeness.min_delay_s.")
-    user_agent: str | None = Field(None, min_length=8, description="Overrides the User-Agent for this site.")
+        None, **PolitenessSettings.bounds("max_per_host_limit"),
+        description="Requests in flight per host, fixed (start and ceiling); None: the adaptive limit of "
+        "settings.politeness (per_host_start up to max_per_host_limit).")
+    min_delay_s: float | None = Field(
+        None, **PolitenessSettings.bounds("min_delay_s"),
+        description="Least interval between requests; None: settings.politeness.min_delay_s.")
+    user_agent: str | None = Field(
+        None, **HttpSettings.bounds("user_agent"), description="Overrides the User-Agent for this site.")
     extractor: str | None = Field(
         None, pattern=r"^([A-Za-z_][\w.]*|.+\.py):[A-Za-z_]\w*$",
         description="User hook as 'module:function' or 'path/to/file.py:function' (docs/getting-started.md).",

@@ -3,6 +3,7 @@ says what it does: the first stops the run gracefully, the second at once (issue
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -145,11 +146,19 @@ async def test_pages_answered_404_or_410_are_shown_gone_not_as_errors(serve, sql
     assert "gone" in table.output and "http_4xx=1" in table.output
 
 
+async def lines_said(said: list[str], n: int) -> None:
+    """Until ``said`` holds ``n`` extraction progress lines."""
+    for _ in range(2400):  # each reading comes within PROGRESS_INTERVAL_S: bounded generously, not timed
+        if len([line for line in said if " extract " in line]) >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(said)
+
+
 def test_the_pages_a_progress_line_counts_never_go_down_when_done_urls_are_asked_again(
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Stranger 42: a re-crawl's line went 154 -> 311 -> 218 pages: it counted URLs finished by state, and a re-crawl
     claims done URLs again (leased, no longer finished). It counts the requests completed since the command began."""
-    import asyncio
     import functools
 
     from harvester import cli_watch
@@ -167,21 +176,14 @@ def test_the_pages_a_progress_line_counts_never_go_down_when_done_urls_are_asked
     monkeypatch.setattr(cli_watch, "ProgressLines", functools.partial(cli_watch.ProgressLines, every_s=0.0))
     monkeypatch.setattr(cli_watch, "_say_out", said.append)
 
-    async def lines_said(n: int) -> None:
-        for _ in range(2400):  # each reading comes within PROGRESS_INTERVAL_S: bounded generously, not timed
-            if len([line for line in said if " extract " in line]) >= n:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(said)
-
     async def recrawl() -> None:
-        await lines_said(1)  # a line while everything is done
+        await lines_said(said, 1)  # a line while everything is done
         with FrontierStore.open(settings) as store:  # the re-crawl claims 5 done URLs and answers 2
             claimed = store.claim("w", hosts=[origin], per_host=5, lease_s=600)
             for url in claimed[:2]:
                 store.complete("w", Completion(url_id=url.id, state=UrlState.DONE, fetched_at=utcnow(), status=200,
                                                content_hash="h", next_fetch_at=utcnow()))
-        await lines_said(len([line for line in said if " extract " in line]) + 1)
+        await lines_said(said, len([line for line in said if " extract " in line]) + 1)
 
     cli_watch.run_with_progress(settings, "recrawl", recrawl(), settle=False)
     pages = [int(m.group(1)) for m in re.finditer(r"recrawl: extract (\d+) pages", "\n".join(said))]
@@ -207,7 +209,6 @@ def test_the_progress_line_counts_this_process_requests_from_memory_not_the_fetc
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a shared frontier the line counted every process's requests, and counted the fetch log's rows since the
     command began at every tick (0.3-0.8 s at 1,000,000 rows). It counts this process's own answers, in memory."""
-    import asyncio
     import functools
 
     from sqlalchemy import Engine, event
@@ -229,15 +230,8 @@ def test_the_progress_line_counts_this_process_requests_from_memory_not_the_fetc
         if "fetches" in sql:
             read_fetches.append(sql)
 
-    async def lines_said(n: int) -> None:
-        for _ in range(2400):  # each reading comes within PROGRESS_INTERVAL_S: bounded generously, not timed
-            if len([line for line in said if " extract " in line]) >= n:
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(said)
-
     async def extract() -> None:
-        await lines_said(1)
+        await lines_said(said, 1)
         # Another process on the same frontier answers 3 pages; this one answers 2.
         subprocess.run([sys.executable, "-c", ANOTHER_WORKER, sqlite_url, origin], check=True, timeout=120)
         with FrontierStore.open(settings) as store:
@@ -245,7 +239,7 @@ def test_the_progress_line_counts_this_process_requests_from_memory_not_the_fetc
                 store.complete("w", Completion(url_id=url.id, state=UrlState.DONE, fetched_at=utcnow(), status=200,
                                                content_hash="h", next_fetch_at=utcnow()))
         event.listen(Engine, "before_cursor_execute", record)
-        await lines_said(len([line for line in said if " extract " in line]) + 2)
+        await lines_said(said, len([line for line in said if " extract " in line]) + 2)
 
     try:
         cli_watch.run_with_progress(settings, "extract", extract(), settle=False)

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from daily_cli import cli_on
 
-from harvester.cli import app
 from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
 from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
@@ -94,17 +93,6 @@ def shop() -> Iterator[Shop]:
         yield state
 
 
-def run(db_url: str) -> Callable[..., str]:
-    runner = CliRunner()
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db_url])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
-
-
 def latest(cli: Callable[..., str], tmp_path: Path, origin: str) -> dict[str, tuple[str, str | None]]:
     out = tmp_path / "latest.jsonl"
     cli("export", "--latest", "-o", str(out))
@@ -124,7 +112,7 @@ def test_a_feed_naming_listing_pages_read_first_makes_them_details_the_same_run(
     entries then name URLs stored as listing pages. They are fetched again as details in the run, counted new,
     in the snapshot with their titles; the next day's edit of one is counted changed."""
     shop.hold, shop.trigger = "/feed.rss", "/p/2"
-    cli = run(db_url)
+    cli = cli_on(db_url, wide=False)
     cli("db", "upgrade")
     CLOCK.travel_to(run_at(0))
     cli("harvest", f"{shop.origin}/", "--per-host", "4")
@@ -149,7 +137,7 @@ def test_a_feed_read_first_makes_the_listed_products_details(
     """The list's answer is held until ``/p/1`` is asked, which only a detail found in the feed can be: the
     feed's shapes are known before the list is read. The products are details, each asked once, counted new."""
     shop.hold, shop.trigger = "/list?page=1", "/p/1"
-    cli = run(db_url)
+    cli = cli_on(db_url, wide=False)
     cli("db", "upgrade")
     CLOCK.travel_to(run_at(0))
     cli("harvest", f"{shop.origin}/", "--per-host", "4")
@@ -194,7 +182,7 @@ def test_a_sitemap_naming_yesterdays_listing_pages_makes_them_details_but_not_a_
     ``/p/2`` are details, fetched and counted new that run; ``/p/3``, a seed, stays a listing page."""
     state = Catalogue()
     with threaded_site(state.answer) as origin:
-        cli = run(db_url)
+        cli = cli_on(db_url, wide=False)
         cli("db", "upgrade")
         CLOCK.travel_to(run_at(0))
         cli("harvest", f"{origin}/", f"{origin}/p/3")

@@ -15,22 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from daily_cli import HTML, article, cli_on, conditional, run_day
 
-from harvester.cli import app
-from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
 from harvester.testing.threaded_site import Answer, Asked, sitemap, threaded_site
 
-FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
-          "clauses and plain words that carry meaning. ")
-HTML = {"Content-Type": "text/html; charset=utf-8"}
 PAGES = ("/a", "/b", "/c")
-
-
-def page(title: str) -> bytes:
-    return (f"<!doctype html><html lang='en'><head><title>{title}</title></head><body><main><article>"
-            f"<h1>{title}</h1><p>{FILLER}</p><p>{FILLER}</p></article></main></body></html>").encode()
 
 
 @dataclass
@@ -51,10 +41,8 @@ class Site:
         elif request.path == "/sitemap.xml":
             answer = sitemap(request.origin, dict.fromkeys(PAGES, run_at(0).isoformat()))
         elif request.path in PAGES:
-            etag = f'"{request.path[1:]}"'
-            answer = (200, {**HTML, "ETag": etag}, page(f"Page {request.path[1:]}"))
-            if request.headers.get("if-none-match") == etag:
-                answer = (304, {"ETag": etag}, b"")
+            answer = conditional((200, {**HTML, "ETag": f'"{request.path[1:]}"'}, article(f"Page {request.path[1:]}")),
+                                 request)
         else:
             answer = (404, {"Content-Type": "text/plain"}, b"")
         self.log.append((self.day, request.path, answer[0]))
@@ -66,26 +54,14 @@ class Site:
 
 @pytest.fixture
 def cli(db_url: str, clock: None) -> Callable[..., str]:
-    """``cli(*args)`` → the output of ``harvester ARGS --db <db_url>`` (wide: no summary line wraps)."""
-    runner = CliRunner(env={"COLUMNS": "400"})
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db_url])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
+    return cli_on(db_url)
 
 
 def runs(cli: Callable[..., str], site: Site, origin: str) -> Callable[[int], str]:
-    """``run(n)``: day ``n``'s run (the harvest on day 0, after ``db upgrade``; a re-crawl after), its output."""
+    """``run(n)``: day ``n``'s run (``run_day``: the harvest on day 0, a re-crawl after), its output."""
     def run(n: int) -> str:
         site.day = n
-        CLOCK.travel_to(run_at(n))
-        if n == 0:
-            cli("db", "upgrade")
-            return cli("harvest", f"{origin}/")
-        return cli("recrawl")
+        return run_day(cli, n, origin)
     return run
 
 

@@ -18,22 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from daily_cli import HTML, article, cli_on, conditional, run_day
 
-from harvester.cli import app
-from harvester.runtime import CLOCK
 from harvester.testing.schedule import run_at
 from harvester.testing.threaded_site import Answer, Asked, sitemap, threaded_site
 
-FILLER = ("This paragraph is long enough for a main-content extractor to take it for the article body, with several "
-          "clauses and plain words that carry meaning. ")
-HTML = {"Content-Type": "text/html; charset=utf-8"}
 LASTMOD = (run_at(0)).isoformat()
-
-
-def page(title: str) -> bytes:
-    return (f"<!doctype html><html lang='en'><head><title>{title}</title></head><body><main><article>"
-            f"<h1>{title}</h1><p>{FILLER}</p><p>{FILLER}</p></article></main></body></html>").encode()
 
 
 @dataclass
@@ -56,10 +46,7 @@ class Site:
         elif request.path == "/sitemap.xml":
             answer = sitemap(request.origin, dict.fromkeys(self.listed, LASTMOD))
         elif request.path in self.answers:
-            answer = self.answers[request.path]
-            etag = answer[1].get("ETag")
-            if etag is not None and request.headers.get("if-none-match") == etag:
-                answer = (304, {"ETag": etag}, b"")
+            answer = conditional(self.answers[request.path], request)
         else:
             answer = (404, {"Content-Type": "text/plain"}, b"")
         self.log.append((self.day, request.path, answer[0]))
@@ -72,26 +59,13 @@ class Site:
 
 @pytest.fixture
 def cli(db_url: str, clock: None) -> Callable[..., str]:
-    """``cli(*args)`` → the output of ``harvester ARGS --db <db_url>``, run in this process (wide, so that no line
-    of the summary wraps); a non-zero exit fails the test with that output."""
-    runner = CliRunner(env={"COLUMNS": "400"})
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db_url])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
+    return cli_on(db_url)
 
 
 def day(cli: Callable[..., str], site: Site, n: int, origin: str, *args: str) -> str:
-    """Day ``n``'s run: the harvest on day 0 (after ``db upgrade``), a re-crawl after; its output."""
+    """Day ``n``'s run (``run_day``: the harvest on day 0, a re-crawl after), its output."""
     site.day = n
-    CLOCK.travel_to(run_at(n))
-    if n == 0:
-        cli("db", "upgrade")  # a PostgreSQL database is never set up by a harvest
-        return cli("harvest", f"{origin}/")
-    return cli("recrawl", *args)
+    return run_day(cli, n, origin, *args)
 
 
 def counter(out: str, name: str) -> int:
@@ -111,9 +85,9 @@ def test_a_url_refused_at_its_redirect_target_is_not_allowed_again_by_an_unrelat
     /a: /c is still refused (at /private), neither asked nor counted allowed again. Day 2 robots.txt allows
     /private: /c is asked again and counted, its redirect followed."""
     site = Site(listed=["/a", "/b", "/c"],
-                answers={"/a": (200, {**HTML, "ETag": '"a"'}, page("A")), "/b": (200, {**HTML, "ETag": '"b"'},
-                         page("B")), "/c": (301, {"Location": "/private"}, b""),
-                         "/private": (200, {**HTML, "ETag": '"p"'}, page("Private"))},
+                answers={"/a": (200, {**HTML, "ETag": '"a"'}, article("A")), "/b": (200, {**HTML, "ETag": '"b"'},
+                         article("B")), "/c": (301, {"Location": "/private"}, b""),
+                         "/private": (200, {**HTML, "ETag": '"p"'}, article("Private"))},
                 disallow={0: ["/private"], 1: ["/a", "/private"], 2: ["/a"]})
     with threaded_site(site.respond) as origin:
         day(cli, site, 0, origin)
@@ -140,8 +114,8 @@ def test_disallowed_by_robots_txt_counts_every_url_robots_txt_refuses_once_store
     redirects say: day 0 /c and /private/x, day 1 all three. ``status`` (its line and per-host table, its JSON)
     and a harvest's summary say the same, each URL once; the stored ones are the ``disallowed`` column."""
     site = Site(listed=["/a", "/c", "/private/x"],
-                answers={"/a": (200, {**HTML, "ETag": '"a"'}, page("A")), "/c": (301, {"Location": "/private"}, b""),
-                         "/private/x": (200, HTML, page("X"))},
+                answers={"/a": (200, {**HTML, "ETag": '"a"'}, article("A")), "/c": (301, {"Location": "/private"}, b""),
+                         "/private/x": (200, HTML, article("X"))},
                 disallow={0: ["/private"], 1: ["/a", "/private"], 2: ["/a", "/private"]})
 
     def check(out: str, refused: int, stored: int) -> None:
@@ -175,10 +149,10 @@ def test_a_holder_robots_txt_refuses_now_leaves_its_content_in_the_snapshot_unde
     """/one and /two serve the same article (weekly: not due for days): one holds it, the other is its duplicate.
     Day 1 robots.txt refuses the holder: it leaves ``export --latest``, and the duplicate, allowed and live, is asked
     that run and keeps the article in the snapshot under its own URL."""
-    article = page("The same article")
+    same = article("The same article")
     site = Site(listed=["/one", "/two"],
-                answers={"/one": (200, {**HTML, "ETag": '"same"'}, article),
-                         "/two": (200, {**HTML, "ETag": '"same"'}, article)},
+                answers={"/one": (200, {**HTML, "ETag": '"same"'}, same),
+                         "/two": (200, {**HTML, "ETag": '"same"'}, same)},
                 disallow={})
 
     def latest(n: int) -> list[str]:

@@ -9,21 +9,19 @@ The truth is the test web's request log: each host's detail pages asked on the d
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from daily_cli import CliAt
+
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.schedule import run_at
-
-HARVESTER = str(Path(sys.executable).with_name("harvester"))
 
 
 def test_status_after_a_sigterm_shows_the_stopped_runs_own_requests_marked_stopped(db_url: str, tmp_path: Path):
@@ -31,17 +29,7 @@ def test_status_after_a_sigterm_shows_the_stopped_runs_own_requests_marked_stopp
         pass
     specs = [HostSpec("a", pages=60, latency_s=0.05), HostSpec("b", pages=40, latency_s=0.05)]
     with TestWeb(specs, seed=44) as web:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")}
-
-        def command(when: datetime, *args: str) -> list[str]:
-            env["HARVESTER_NOW"] = when.isoformat()
-            return [HARVESTER, *args, "--db", db_url]
-
-        def cli(when: datetime, *args: str) -> str:
-            done = subprocess.run(command(when, *args), capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                                  env=env)
-            assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
-            return done.stdout
+        cli = CliAt(db_url, tmp_path)
 
         def status(when: datetime) -> dict[str, Any]:
             return json.loads(cli(when, "status", "--json"))["last_extract"]
@@ -55,7 +43,7 @@ def test_status_after_a_sigterm_shows_the_stopped_runs_own_requests_marked_stopp
         web.advance_day(changed=0.1, new=0.05)
         web.clear_records()
         details = {name: {page.path for page in web.truth[name].model.pages} for name in web.names}
-        stopped = subprocess.Popen(command(run_at(2), "recrawl", "--refresh"), cwd=tmp_path, env=env,
+        stopped = subprocess.Popen(cli.command(run_at(2), "recrawl", "--refresh"), cwd=tmp_path, env=cli.env,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 240
         while sum(1 for r in web.records() if r.path in details[r.host]) < 25:  # part way through the pages

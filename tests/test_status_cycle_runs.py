@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harvester.cli_tables import status_of
 from harvester.frontier import FrontierStore
-from harvester.runtime import make_owner, retire_owner
+from harvester.owners import make_owner, retire_owner
 from harvester.settings import Settings
 
 HARVESTER = str(Path(sys.executable).with_name("harvester"))

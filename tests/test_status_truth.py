@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
+import daily_cli
 import pytest
 from typer.testing import CliRunner
 
@@ -105,22 +106,12 @@ def web() -> Iterator[tuple[str, Web]]:
 def cli(db_url: str, clock: None) -> Callable[..., str]:
     """``cli(*args)`` → the output of ``harvester ARGS --db <db_url>`` (SQLite and PostgreSQL), run in this process;
     a non-zero exit fails the test with that output."""
-    runner = CliRunner()
-
-    def invoke(*args: str) -> str:
-        out = runner.invoke(app, [*args, "--db", db_url])
-        assert out.exit_code == 0, out.output
-        return out.output
-
-    return invoke
+    return daily_cli.cli_on(db_url, wide=False)
 
 
 def run_day(cli: Callable[..., str], site: Web, day: int, origin: str) -> tuple[str, dict]:
     site.day = day
-    CLOCK.travel_to(run_at(day))
-    if day == 0:
-        cli("db", "upgrade")  # a PostgreSQL database is never set up by a harvest
-    out = cli("harvest", f"{origin}/") if day == 0 else cli("recrawl")
+    out = daily_cli.run_day(cli, day, origin)
     return out, json.loads(cli("status", "--json"))
 
 

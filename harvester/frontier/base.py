@@ -30,7 +30,7 @@ from harvester.frontier import migrate
 from harvester.frontier.dialects import Dialect, dialect_for, disk_full, make_engine
 from harvester.frontier.models import Host, Url
 from harvester.frontier.rows import split_url
-from harvester.runtime import LOCAL_LIVENESS, Liveness
+from harvester.owners import LOCAL_LIVENESS, Liveness
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
 
 logger = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class Database:
         self.dialect = dialect_for(engine.dialect.name)
         self.chunk = max(1, min(settings.discovery.batch_size, CHUNK))
         self.liveness: Liveness = LOCAL_LIVENESS
-        """Which owners are alive (``runtime.Liveness``; on PostgreSQL ``frontier.liveness``, set by ``open``)."""
+        """Which owners are alive (``owners.Liveness``; on PostgreSQL ``frontier.liveness``, set by ``open``)."""
         self.read_only = False
         """Opened read-only (``open``): a SQLite file this process cannot write."""
         self._sqlite_writer = threading.RLock()

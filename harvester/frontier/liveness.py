@@ -1,11 +1,11 @@
 """Which lease and run owners are alive, judged by the PostgreSQL server for every machine (issue 32).
 
-On one machine a process's PID says whether it runs (``runtime.Liveness``). Workers on several machines share a
+On one machine a process's PID says whether it runs (``owners.Liveness``). Workers on several machines share a
 PostgreSQL frontier, where a PID says nothing: a worker of another machine resumed a live run, a cycle waited on
 a finished worker of another machine for ever, a dead holder's hosts waited for its lease to lapse. Here each
 process that writes to the frontier keeps one session of its own (``ProcessSession``, not one of the pool's),
 named after its machine and PID (``session_name``); an owner that declares such a session
-(``runtime.SESSION_MARK``, what ``make_owner`` writes) is alive iff that session exists in ``pg_stat_activity``
+(``owners.SESSION_MARK``, what ``make_owner`` writes) is alive iff that session exists in ``pg_stat_activity``
 (whatever machine it runs on), or it is a process of this machine that still runs (a process whose session the
 server ended a moment ago is not judged dead while its PID lives). An owner that declares none (an older harvester
 still at work during a rolling deploy) is judged by the PID rule on its own machine and not known elsewhere: its
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from harvester.runtime import Liveness, declares_session, of_this_process, owner_process
+from harvester.owners import Liveness, declares_session, of_this_process, owner_process
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -147,7 +147,7 @@ class PostgresLiveness(Liveness):
         return self.session is None or self.session.up
 
     def process_is_live(self, owner: str) -> bool | None:
-        """By its session when ``owner`` declares one (``runtime.declares_session``); else (an older harvester's
+        """By its session when ``owner`` declares one (``owners.declares_session``); else (an older harvester's
         owner, during a rolling deploy) by this machine's PIDs, and not known for another machine's."""
         where = owner_process(owner)
         if where is None or not declares_session(owner):

@@ -21,12 +21,13 @@ from harvester.frontier.models import (
     Url,
     from_epoch_us,
 )
+from harvester.owners import owner_process
 from harvester.records import (
     ClaimedUrl,
     UrlKind,
     UrlState,
 )
-from harvester.runtime import aware, owner_process, utcnow
+from harvester.runtime import aware, utcnow
 
 logger = logging.getLogger(__name__)
 

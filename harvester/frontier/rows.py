@@ -19,11 +19,8 @@ from harvester.errors import InvalidRecord
 from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState
 from harvester.rules.revisit import due_at, failed_recheck_s
 from harvester.runtime import aware
-from harvester.settings import RevisitSettings
+from harvester.settings import MAX_URL_LENGTH, RevisitSettings
 from harvester.store_results import StoredPage
-
-MAX_URL_LENGTH = 2048
-"""Longest URL the frontier accepts (after the caller's canonicalization)."""
 
 ORIGIN = re.compile(r"https?://[^/?#\x00-\x20\x7f]+")
 """``scheme://netloc`` at the start of an absolute http(s) URL (the same split as ``records.origin_of``)."""

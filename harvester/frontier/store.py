@@ -24,7 +24,7 @@ from harvester.frontier.queue import Queue
 from harvester.frontier.refusals import Refusals
 from harvester.frontier.reports import Reports
 from harvester.frontier.runs import Runs
-from harvester.runtime import Liveness
+from harvester.owners import Liveness
 from harvester.settings import Settings
 
 __all__ = ["FrontierStore"]
@@ -174,7 +174,7 @@ class FrontierStore:
 
     @property
     def liveness(self) -> Liveness:
-        """Which lease and run owners are alive (``runtime.Liveness``; PostgreSQL: ``frontier.liveness``)."""
+        """Which lease and run owners are alive (``owners.Liveness``; PostgreSQL: ``frontier.liveness``)."""
         return self.db.liveness
 
     @property

@@ -3,10 +3,11 @@ into the frontier), ``extract`` (claimed URLs fetched politely, outcomes written
 (their order of steps, written once). Flows, the CLI and library users all call these.
 
 By role: ``discover_phase`` and ``extract_phase`` (the two entry points; ``discover_host`` over
-``discover_context``, ``discover_sitemaps``, ``discover_listings``, ``discover_feeds``, and ``extract_host``, the
-per-host work under them, ``completions`` the latter's batched writes), ``runs`` (run and cycle bookkeeping,
-``open_store``), ``results`` (``PhaseResult``, ``Progress``), ``client`` (the polite client a phase fetches
-through), ``cycles`` (harvest and recrawl), ``cycle_state`` (what a cycle's two phases share, passed to both).
+``discover_context``, ``discover_sitemaps`` (with ``sitemap_entries``), ``discover_listings``, ``discover_feeds``,
+and ``extract_host``, the per-host work under them, ``completions`` the latter's batched writes), ``runs`` (run and
+cycle bookkeeping, ``open_store``), ``results`` (``PhaseResult``, ``Progress``), ``client`` (the polite client a
+phase fetches through), ``cycles`` (harvest and recrawl), ``cycle_state`` (what a cycle's two phases share, passed
+to both).
 
 May use every package below it: ``fetch``, ``discovery``, ``frontier``, ``rules``, ``extraction``. Must not:
 import Prefect (the flows wrap these functions, never the other way round).

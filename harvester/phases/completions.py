@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
+from harvester.owners import retire_owner
 from harvester.records import Completion, DiscoveredUrl, UrlState
-from harvester.runtime import db, retire_owner
+from harvester.runtime import db
 from harvester.store_results import CompleteResult
 
 if TYPE_CHECKING:

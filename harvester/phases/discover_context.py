@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from harvester.errors import DatabaseUnavailable, WriteConflict, WriterGone
 from harvester.frontier.writer import UrlWriter, writer_possible
+from harvester.owners import make_owner
 from harvester.records import (
     DiscoveredUrl,
     DocumentState,
@@ -29,7 +30,7 @@ from harvester.records import (
 from harvester.rules import revisit_documents
 from harvester.rules.feed_pages import SitemapDates
 from harvester.rules.report import DiscoveryReport
-from harvester.runtime import db, make_owner, utcnow
+from harvester.runtime import db, utcnow
 from harvester.store_results import AddResult
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from harvester.errors import Interrupted
 from harvester.fetch.workers import turn_ended
+from harvester.owners import retire_owner
 from harvester.phases.discover_feeds import FeedQueue, FeedReader
 from harvester.phases.discover_listings import ListingCrawl
 from harvester.phases.discover_sitemaps import SitemapWalk
@@ -30,7 +31,7 @@ from harvester.records import (
     origin_of,
 )
 from harvester.rules import revisit
-from harvester.runtime import check_stop, db, retire_owner, settle, utcnow
+from harvester.runtime import check_stop, db, settle, utcnow
 
 if TYPE_CHECKING:
     from collections import Counter

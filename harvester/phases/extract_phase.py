@@ -17,6 +17,7 @@ from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.fetch.engine import PoliteClient
 from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
 from harvester.frontier import FrontierStore
+from harvester.owners import make_owner, retire_owner
 from harvester.phases.budget import PageBudget, page_budget
 from harvester.phases.client import phase_client
 from harvester.phases.completions import write_unwritten
@@ -28,7 +29,7 @@ from harvester.phases.results import PhaseResult, Progress, ProgressCallback
 from harvester.phases.runs import recover_leases, teach_classifier
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
-from harvester.runtime import OUTAGE_WAIT_S, check_stop, db, make_owner, retire_owner, task_group, utcnow
+from harvester.runtime import OUTAGE_WAIT_S, check_stop, db, task_group, utcnow
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 

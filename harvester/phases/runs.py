@@ -16,10 +16,11 @@ from typing import Any
 
 from harvester.errors import FrontierBusy
 from harvester.frontier import FrontierStore
+from harvester.owners import make_owner
 from harvester.phases.host_policy import end_cycle_parks
 from harvester.phases.results import PhaseResult
 from harvester.rules.admission import Site
-from harvester.runtime import db, make_owner, utcnow
+from harvester.runtime import db, utcnow
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.store_results import Changes

@@ -71,7 +71,7 @@ class FacetLearner:
     """
 
     def __init__(
-        self, facet_params: Iterable[str], presentation_params: Iterable[str], *, useless_after: int = 3
+        self, facet_params: Iterable[str], presentation_params: Iterable[str], *, useless_after: int
     ) -> None:
         self._facets = frozenset(name.lower() for name in facet_params)
         self._presentation = frozenset(name.lower() for name in presentation_params)

@@ -11,6 +11,7 @@ from typing import Literal
 
 import pytest
 
+from harvester.runtime import clear_stop
 from harvester.testing.sites import HostSpec, small_site
 from harvester.testing.web import TestWeb
 
@@ -43,3 +44,11 @@ def make_web() -> Iterator[MakeWeb]:
     finally:
         for web in started:
             web.stop()
+
+
+@pytest.fixture
+def stopped() -> Iterator[None]:
+    """For a test that asks this process to stop (``runtime.request_stop``): the stop is cleared after it, so the
+    next test's phases run."""
+    yield
+    clear_stop()

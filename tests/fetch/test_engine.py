@@ -428,26 +428,22 @@ async def test_the_next_request_goes_before_the_previous_answer_is_recorded(make
         u.removeprefix(web.origin("a")) for u in urls]
 
 
-async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make_web):
-    """Issue 31: a host's queue was refilled only once it had run dry, so all its workers waited for the claim's
-    database round trip (behind other hosts' writes under load) every ``store.claim_batch`` requests. Now the next
-    claim is under way while the queue still holds a job for each worker: here the first batch's last job starts
-    while the second claim is out (that claim waits for it, bounded; before, it was asked only after)."""
-    web = make_web([HostSpec("a", pages=24, latency_s=0.01, page_bytes=SMALL)])
-    urls = urls_of(web, "a")
-    batch = 8
+async def claim_out_as_job_starts(urls: list[str], job: int, *, batch: int) -> tuple[list[bool], ListWork]:
+    """Run ``urls`` (one host) in claims of ``batch`` with two workers, the second claim held (bounded) until the
+    ``job``-th job has started; returns whether a claim was out as that job started (``[True]``: the next claim was
+    asked by then) and the work, its results in it."""
     work = ListWork(urls)
     real_claim = work.claim
     out = [0]
-    last_of_batch = asyncio.Event()
+    started_job = asyncio.Event()
     overlapped: list[bool] = []
 
     async def claim(host: str, n: int) -> Sequence[Job]:
         out[0] += 1
         try:
-            if work.claims[host] == 1:  # the second claim: held until the first batch's last job has started
+            if work.claims[host] == 1:  # the second claim: held until the job has started
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(last_of_batch.wait(), 30)
+                    await asyncio.wait_for(started_job.wait(), 30)
             return await real_claim(host, n)
         finally:
             out[0] -= 1
@@ -459,16 +455,28 @@ async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make
 
         async def fetch(url: str, **kwargs):  # type: ignore[no-untyped-def]
             started.append(url)
-            if len(started) == batch:
+            if len(started) == job:
                 # A claim asked ahead is a task: it runs on the loop's next turn (under load, both workers could
                 # take their jobs in one turn, before it did: the check read "none out" in a fresh-clone run).
                 await asyncio.sleep(0)
                 overlapped.append(out[0] > 0)
-                last_of_batch.set()
+                started_job.set()
             return await real_fetch(url, **kwargs)
 
         client.fetch = fetch  # type: ignore[method-assign]
         await run_hosts(client, work, max_active_hosts=1)
+    return overlapped, work
+
+
+async def test_the_next_claim_goes_while_the_queue_still_feeds_every_worker(make_web):
+    """Issue 31: a host's queue was refilled only once it had run dry, so all its workers waited for the claim's
+    database round trip (behind other hosts' writes under load) every ``store.claim_batch`` requests. Now the next
+    claim is under way while the queue still holds a job for each worker: here the first batch's last job starts
+    while the second claim is out (that claim waits for it, bounded; before, it was asked only after)."""
+    web = make_web([HostSpec("a", pages=24, latency_s=0.01, page_bytes=SMALL)])
+    urls = urls_of(web, "a")
+    batch = 8
+    overlapped, work = await claim_out_as_job_starts(urls, batch, batch=batch)  # the first batch's last job
     assert sorted(job.url for job, _ in work.results) == sorted(urls)
     assert overlapped == [True]
 
@@ -481,37 +489,7 @@ async def test_the_next_claim_goes_once_half_a_batch_is_left(make_web):
     web = make_web([HostSpec("a", pages=24, latency_s=0.01, page_bytes=SMALL)])
     urls = urls_of(web, "a")
     batch = 8
-    work = ListWork(urls)
-    real_claim = work.claim
-    out = [0]
-    fifth = asyncio.Event()
-    overlapped: list[bool] = []
-
-    async def claim(host: str, n: int) -> Sequence[Job]:
-        out[0] += 1
-        try:
-            if work.claims[host] == 1:  # the second claim: held until the first batch's fifth job has started
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fifth.wait(), 30)
-            return await real_claim(host, n)
-        finally:
-            out[0] -= 1
-
-    work.claim = claim  # type: ignore[method-assign]
-    started: list[str] = []
-    async with PoliteClient(settings(**{"store.claim_batch": batch}), per_host_limit=2) as client:
-        real_fetch = client.fetch
-
-        async def fetch(url: str, **kwargs):  # type: ignore[no-untyped-def]
-            started.append(url)
-            if len(started) == batch // 2 + 1:
-                await asyncio.sleep(0)  # a claim asked ahead is a task: it runs on the loop's next turn
-                overlapped.append(out[0] > 0)
-                fifth.set()
-            return await real_fetch(url, **kwargs)
-
-        client.fetch = fetch  # type: ignore[method-assign]
-        await run_hosts(client, work, max_active_hosts=1)
+    overlapped, work = await claim_out_as_job_starts(urls, batch // 2 + 1, batch=batch)  # the fifth job
     assert sorted(job.url for job, _ in work.results) == sorted(urls)
     assert overlapped == [True]
 

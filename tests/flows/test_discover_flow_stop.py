@@ -21,13 +21,11 @@ from conftest import prepared
 
 from harvester.errors import Interrupted
 from harvester.frontier import FrontierStore
-from harvester.runtime import clear_stop, request_stop
+from harvester.runtime import clear_stop
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
-from harvester.testing.threaded_site import Answer, Asked, threaded_site
-
-WAIT_S = 60.0
-"""Bound on each wait for an event; met at once when the product works."""
+from harvester.testing.stopping_site import WAIT_S, StoppingSite
+from harvester.testing.threaded_site import Answer, threaded_site
 
 PAGES = 6
 
@@ -40,60 +38,34 @@ def rss(origin: str, path: str, posts: range, following: str | None) -> Answer:
         f"</title><link>{origin}/</link>{link}{items}</channel></rss>").encode()
 
 
-class Site:
-    """A loopback site whose request log is its own: every request, and every answer written (its body follows at
-    once: answered, as the harvester sees it), with whether it was asked with validators."""
+class Site(StoppingSite):
+    """A site of feed pages (``pages``: path -> its posts and the next page) whose request ``hold`` is held on the wire
+    (its first time) until ``until``."""
 
     def __init__(self, pages: dict[str, tuple[range, str | None]], hold: str, until: threading.Event,
                  held: threading.Event, *, stop_first: bool = False, head_after: threading.Event | None = None,
                  ) -> None:
-        self.origin = ""
+        super().__init__(until, held, stop_first=stop_first)
         self.pages = pages
         self.hold = hold
-        """The one request held on the wire (its first time) until ``until``."""
-        self.until = until
-        self.stop_first = stop_first
-        """The stop is requested as the held request comes in: the worker is stopping while it is on the wire."""
         self.head_after = head_after
         """Set before the site's first feed document is answered (the other host's discovery has begun)."""
-        self.held = held
-        """Set once the held request came in."""
         self.robots_asked = threading.Event()
-        self.lock = threading.Lock()
-        self.asked: list[tuple[str, bool]] = []
-        self.answered: list[str] = []
 
-    def answer(self, request: Asked) -> Answer:
-        path = request.path
-        conditional = "if-none-match" in request.headers or "if-modified-since" in request.headers
-        with self.lock:
-            first = all(asked != path for asked, _ in self.asked)
-            self.asked.append((path, conditional))
+    def holds(self, path: str) -> bool:
+        return path == self.hold and all(asked != path for asked, _ in self.asked)
+
+    def arrived(self, path: str) -> None:
         if path == "/robots.txt":
             self.robots_asked.set()
         elif self.head_after is not None:
             self.head_after.wait(WAIT_S)
-        if path == self.hold and first:
-            if self.stop_first:
-                request_stop("test: the worker is stopping")
-            self.held.set()
-            self.until.wait(WAIT_S)
-        if path == "/robots.txt":
-            answer: Answer = 200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n"
-        elif path in self.pages:
+
+    def page(self, path: str) -> Answer:
+        if path in self.pages:
             posts, following = self.pages[path]
-            answer = rss(self.origin, path, posts, following)
-        else:
-            answer = 200, {"Content-Type": "text/html"}, b"<html><body>a post</body></html>"
-        with self.lock:
-            self.answered.append(path)
-        return answer
-
-
-@pytest.fixture
-def stopped() -> Any:
-    yield
-    clear_stop()
+            return rss(self.origin, path, posts, following)
+        return 200, {"Content-Type": "text/html"}, b"<html><body>a post</body></html>"
 
 
 async def test_a_stopped_discover_flow_lets_every_host_record_what_it_has_on_the_wire(

@@ -21,53 +21,23 @@ from conftest import prepared
 from harvester.errors import Interrupted
 from harvester.frontier import FrontierStore
 from harvester.records import DiscoveredUrl, UrlKind
-from harvester.runtime import clear_stop, request_stop
+from harvester.runtime import clear_stop
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
-from harvester.testing.threaded_site import Answer, Asked, threaded_site
-
-WAIT_S = 60.0
-"""Bound on each wait for an event; met at once when the product works."""
+from harvester.testing.stopping_site import StoppingSite
+from harvester.testing.threaded_site import Answer, threaded_site
 
 PAGES = 4
 
 
-class Site:
-    """A loopback site of ``PAGES`` posts whose request log is its own: its first post asked is held on the wire
-    until ``until`` (``stop_first``: the stop is requested as it comes in, and ``held`` set)."""
+class Site(StoppingSite):
+    """A loopback site of ``PAGES`` posts: its first post asked is held on the wire until ``until``."""
 
-    def __init__(self, until: threading.Event, held: threading.Event, *, stop_first: bool = False) -> None:
-        self.origin = ""
-        self.until = until
-        self.held = held
-        self.stop_first = stop_first
-        self.lock = threading.Lock()
-        self.asked: list[str] = []
-        self.answered: list[str] = []
+    def holds(self, path: str) -> bool:
+        return path != "/robots.txt" and all(asked == "/robots.txt" for asked, _ in self.asked)
 
-    def answer(self, request: Asked) -> Answer:
-        path = request.path
-        with self.lock:
-            first = path != "/robots.txt" and all(asked == "/robots.txt" for asked in self.asked)
-            self.asked.append(path)
-        if first:
-            if self.stop_first:
-                request_stop("test: the worker is stopping")
-            self.held.set()
-            self.until.wait(WAIT_S)
-        if path == "/robots.txt":
-            answer: Answer = 200, {"Content-Type": "text/plain"}, b"User-agent: *\nAllow: /\n"
-        else:
-            answer = 200, {"Content-Type": "text/html"}, f"<html><body>{self.origin}{path}</body></html>".encode()
-        with self.lock:
-            self.answered.append(path)
-        return answer
-
-
-@pytest.fixture
-def stopped() -> Any:
-    yield
-    clear_stop()
+    def page(self, path: str) -> Answer:
+        return 200, {"Content-Type": "text/html"}, f"<html><body>{self.origin}{path}</body></html>".encode()
 
 
 @pytest.mark.parametrize("steps", ["extract_flow", "library"])
@@ -135,7 +105,8 @@ async def test_stopped_extraction_workers_each_write_what_they_have_on_the_wire(
         clear_stop()
         await extraction()
         with a.lock, b.lock:
-            rerun = {"a": Counter(a.asked[asked_before["a"]:]), "b": Counter(b.asked[asked_before["b"]:])}
+            rerun = {name: Counter(path for path, _ in site.asked[asked_before[name]:])
+                     for name, site in (("a", a), ("b", b))}
     asked_again = {name: sorted(path for path in answered[name] if path != "/robots.txt" and rerun[name][path])
                    for name in ("a", "b")}
     assert asked_again == {"a": [], "b": []}, f"answered in the stopped run and asked again: {asked_again}"

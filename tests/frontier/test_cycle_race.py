@@ -23,7 +23,7 @@ from sqlalchemy.pool import NullPool
 
 from harvester.frontier import FrontierStore
 from harvester.frontier.cycles import Cycles
-from harvester.runtime import SESSION_MARK, make_owner, retire_owner
+from harvester.owners import SESSION_MARK, make_owner, retire_owner
 from harvester.settings import Settings
 
 PROFILE = {"name": "shop", "seeds": ["http://127.0.0.1:1/"]}

@@ -26,10 +26,11 @@ import pytest
 
 from harvester.frontier import FrontierStore
 from harvester.frontier.liveness import session_name
+from harvester.owners import SESSION_MARK, make_owner, owner_process, retire_owner
 from harvester.phases.leases import HostHolds, lease_clock
 from harvester.phases.runs import recover_leases, release_dead_holders
 from harvester.records import DiscoveredUrl, UrlKind
-from harvester.runtime import SESSION_MARK, make_owner, owner_process, retire_owner, utcnow
+from harvester.runtime import utcnow
 from harvester.settings import Settings
 
 pytestmark = pytest.mark.postgres
@@ -42,7 +43,7 @@ OTHER_MACHINE = """
 import socket, sys
 socket.gethostname = lambda: "another-machine"  # what a worker of another machine writes as its owner
 from harvester.frontier import FrontierStore
-from harvester.runtime import make_owner
+from harvester.owners import make_owner
 from harvester.settings import Settings
 
 store = FrontierStore.open(Settings.load(database_url=sys.argv[1]))

@@ -13,14 +13,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from daily_cli import HARVESTER, CliAt
 
 from harvester import aharvest, arecrawl
 from harvester.cli_tables import status_of
@@ -154,9 +153,6 @@ async def _stopped_then_resumed(settings: Settings, profile: SiteProfile) -> Any
     return cycle
 
 
-HARVESTER = str(Path(sys.executable).with_name("harvester"))
-
-
 async def test_a_page_restyled_outside_its_main_text_is_a_new_version_exported_and_labelled(make_web, sqlite_url,
                                                                                              tmp_path):
     """Bytes that change outside the main text are stored (the latest version is what the site serves now) and
@@ -214,23 +210,13 @@ def test_a_recrawl_killed_9_and_run_again_reports_the_whole_cycle_in_status(tmp_
     the test web's truth."""
     with TestWeb([HostSpec("a", pages=80, latency_s=0.02)], seed=44) as web:
         db = f"sqlite:///{tmp_path / 'killed.db'}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("HARVESTER_")}
-
-        def command(when: datetime, *args: str) -> list[str]:
-            env["HARVESTER_NOW"] = when.isoformat()
-            return [HARVESTER, *args, "--db", db]
-
-        def cli(when: datetime, *args: str) -> str:
-            done = subprocess.run(command(when, *args), capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                                  env=env)
-            assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
-            return done.stdout
+        cli = CliAt(db, tmp_path)
 
         cli(run_at(0), "harvest", *web.seeds)
         before = allowed(web)
         change = web.advance_day(changed=0.1, new=0.05, gone=0.05, restyled=0.1)
         web.clear_records()
-        killed = subprocess.Popen(command(run_at(1), "recrawl", "--refresh"), cwd=tmp_path, env=env,
+        killed = subprocess.Popen(cli.command(run_at(1), "recrawl", "--refresh"), cwd=tmp_path, env=cli.env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         details = {page.path for page in web.truth["a"].model.pages}
         while sum(1 for r in web.records() if r.path in details) < 25:  # part way through the pages

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from harvester import phases
 from harvester.errors import Interrupted
 from harvester.fetch.slots import HostSlots
 from harvester.frontier import FrontierStore
-from harvester.phases import discover_feeds, discover_sitemaps
+from harvester.phases import discover_feeds, sitemap_entries
 from harvester.phases.discover_listings import ListingCrawl
 from harvester.runtime import clear_stop, request_stop
 from harvester.settings import Settings
@@ -40,11 +39,6 @@ ENTRY = ('<entry><id>urn:x:{n}</id><title>F{n}</title><updated>2024-05-0{n}T00:0
          '<link rel="alternate" href="/story/f-{n}"/></entry>')
 URLSET = ('<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{}</urlset>')
 
-
-@pytest.fixture
-def stopped() -> Iterator[None]:
-    yield
-    clear_stop()
 
 
 def html(body: str, head: str = "") -> web.Response:
@@ -182,7 +176,7 @@ async def test_every_host_records_what_it_read_before_discovery_ends_on_a_stop(
     waiting = threading.Event()  # discovery waits for the other host (its log line says so)
     ended = threading.Event()  # ... or it ended without it
     parsing = threading.Event()
-    prepare = discover_sitemaps.prepare_sitemap
+    prepare = sitemap_entries.prepare_sitemap
 
     def prepare_once_discovery_waits(body: bytes, *, url: str, **kwargs: Any) -> Any:
         if url == sitemap:
@@ -198,7 +192,7 @@ async def test_every_host_records_what_it_read_before_discovery_ends_on_a_stop(
             if "waiting for" in record.getMessage():
                 waiting.set()
 
-    monkeypatch.setattr(discover_sitemaps, "prepare_sitemap", prepare_once_discovery_waits)
+    monkeypatch.setattr(sitemap_entries, "prepare_sitemap", prepare_once_discovery_waits)
     handler = Waiting()
     logging.getLogger("harvester.phases.discover_host").addHandler(handler)
     caplog.set_level(logging.INFO, logger="harvester.phases.discover_host")

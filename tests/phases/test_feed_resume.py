@@ -13,6 +13,8 @@ import asyncio
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from aiohttp import web
@@ -52,14 +54,42 @@ def atom(origin: str, path: str) -> str:
             f"<updated>2026-03-06T00:00:00Z</updated>{link}{entries}</feed>")
 
 
+def killed_frontier(tmp_path: Path) -> tuple[Settings, int]:
+    """The frontier the child discovers into (``tmp_path``'s killed.db, migrated) and the run it discovers in."""
+    settings = Settings.load(database_url=f"sqlite:///{tmp_path / 'killed.db'}")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        return settings, store.start_run("discover")
+
+
+async def kill_when_recorded(tmp_path: Path, code: str, seed: str, *, run_id: int, on_the_wire: Callable[[], bool],
+                             recorded: Callable[[FrontierStore], bool], release: asyncio.Event) -> bool:
+    """Run ``code`` (discovery of ``seed`` in run ``run_id``) in a child process over ``tmp_path``'s killed.db and
+    kill it (SIGKILL) once ``on_the_wire()`` (the answer held until the kill was asked for) and ``recorded`` holds
+    of its frontier; then the held answer is let go (``release``). True when that moment came before the bound."""
+    db = tmp_path / "killed.db"
+    settings = Settings.load(database_url=f"sqlite:///{db}")
+    child = subprocess.Popen([sys.executable, "-c", code, str(db), str(run_id), seed], cwd=tmp_path)
+    try:
+        for _ in range(1200):
+            await asyncio.sleep(0.05)
+            if on_the_wire() and db.exists():
+                with FrontierStore.open(settings) as store:
+                    if recorded(store):
+                        return True
+        return False
+    finally:
+        child.kill()
+        child.wait()
+        release.set()
+
+
 @pytest.mark.parametrize("known_before", [False, True], ids=["new-stories", "stories-known-from-a-sitemap"])
 async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_path, serve, known_before):
     """``known_before``: the stories of the page in flight were in the frontier before the feed's first read (a
     sitemap named them). A first read walks every page; before, the resumed walk stopped at that page (not all
     news) and never asked the page after it."""
     asked: Counter[str] = Counter()
-    hang, release = asyncio.Event(), asyncio.Event()
-    hang.set()
+    release = asyncio.Event()  # set at the kill: the held answer is let go, the rerun's are not held
 
     async def handle(request: web.Request) -> web.Response:
         asked[request.path] += 1
@@ -67,36 +97,22 @@ async def test_a_feed_walk_cut_by_a_kill_goes_on_in_the_rerun_of_the_run(tmp_pat
         if request.path == "/robots.txt":
             return web.Response(text="User-agent: *\nAllow: /\n")
         if request.path in PAGES:
-            if request.path == "/feed-older-a.xml" and hang.is_set():
+            if request.path == "/feed-older-a.xml":
                 await release.wait()  # in flight until the kill
             return web.Response(text=atom(origin, request.path), content_type="application/atom+xml")
         return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
 
     origin = await serve(handle)
-    db = tmp_path / "killed.db"
-    settings = Settings.load(database_url=f"sqlite:///{db}")
-    with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.start_run("discover")
-        if known_before:
+    settings, run_id = killed_frontier(tmp_path)
+    if known_before:
+        with FrontierStore.open(settings) as store:
             store.add_discovered([DiscoveredUrl(url=f"{origin}/story/{n}", kind=UrlKind.DETAIL,
                                                 source=f"sitemap:{origin}/sitemap.xml", depth=0, score=0.5)
                                   for n in (3, 4)])
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), str(run_id), f"{origin}/feed.xml"],
-                             cwd=tmp_path)
-    try:
-        recorded = False
-        for _ in range(1200):  # until the head is recorded and its next page is on the wire
-            await asyncio.sleep(0.05)
-            if asked["/feed-older-a.xml"] and db.exists():
-                with FrontierStore.open(settings) as store:
-                    recorded = store.get_document(f"{origin}/feed.xml") is not None
-                if recorded:
-                    break
-    finally:
-        child.kill()
-        child.wait()
-        hang.clear()
-        release.set()
+    # until the head is recorded and its next page is on the wire
+    recorded = await kill_when_recorded(
+        tmp_path, CHILD, f"{origin}/feed.xml", run_id=run_id, on_the_wire=lambda: bool(asked["/feed-older-a.xml"]),
+        recorded=lambda store: store.get_document(f"{origin}/feed.xml") is not None, release=release)
     assert recorded, asked
     assert asked["/feed.xml"] == 1 and asked["/feed-older-b.xml"] == 0, asked  # control: cut after the head
 
@@ -126,8 +142,7 @@ async def test_a_resumed_feed_walk_passes_the_guessed_pages_read_before_the_kill
     recorded. The rerun reads page 2 (in flight) and goes on from page 5: pages 3 and 4 are passed by their records,
     without a request. Before, the resumed walk asked every page after the one in flight again."""
     asked: Counter[str] = Counter()
-    hang, release = asyncio.Event(), asyncio.Event()
-    hang.set()
+    release = asyncio.Event()  # set at the kill: the held answer is let go, the rerun's are not held
 
     async def handle(request: web.Request) -> web.Response:
         where = request.path_qs
@@ -139,34 +154,20 @@ async def test_a_resumed_feed_walk_passes_the_guessed_pages_read_before_the_kill
             number = int(where.rpartition("=")[2])
             if number > 6:
                 return web.Response(status=404)
-            if number == 2 and hang.is_set():
+            if number == 2:
                 await release.wait()  # in flight until the kill
             return web.Response(text=numbered(origin, number), content_type="application/rss+xml")
         return web.Response(text="<html><body>a story</body></html>", content_type="text/html")
 
     origin = await serve(handle)
-    db = tmp_path / "killed.db"
-    settings = Settings.load(database_url=f"sqlite:///{db}")
-    with FrontierStore.open(settings, upgrade=True) as store:
-        run_id = store.start_run("discover")
+    settings, run_id = killed_frontier(tmp_path)
     guesses = [f"{origin}/feed?page={n}" for n in (3, 4)]
-    child = subprocess.Popen([sys.executable, "-c", NUMBERED_CHILD, str(db), str(run_id), f"{origin}/feed?page=1"],
-                             cwd=tmp_path)
-    try:
-        recorded = False
-        for _ in range(1200):  # until page 2 is on the wire and the guesses beside it are recorded
-            await asyncio.sleep(0.05)
-            if asked["/feed?page=2"] and db.exists():
-                with FrontierStore.open(settings) as store:
-                    recorded = all((doc := store.get_document(url)) is not None and doc.content_hash is not None
-                                   for url in guesses)
-                if recorded:
-                    break
-    finally:
-        child.kill()
-        child.wait()
-        hang.clear()
-        release.set()
+    # until page 2 is on the wire and the guesses beside it are recorded
+    recorded = await kill_when_recorded(
+        tmp_path, NUMBERED_CHILD, f"{origin}/feed?page=1", run_id=run_id,
+        on_the_wire=lambda: bool(asked["/feed?page=2"]), release=release,
+        recorded=lambda store: all((doc := store.get_document(url)) is not None and doc.content_hash is not None
+                                   for url in guesses))
     assert recorded, asked
     before = Counter(asked)
     assert before["/feed?page=1"] == 1 and before["/feed?page=5"] == 0, before  # control: cut at page 2

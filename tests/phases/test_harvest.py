@@ -218,7 +218,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
 
     import harvester.discovery.sitemap_xml
     import harvester.phases.discover_feeds
-    import harvester.phases.discover_sitemaps
+    import harvester.phases.sitemap_entries
 
     threads: list[tuple[str, threading.Thread]] = []
 
@@ -233,7 +233,7 @@ async def test_sitemaps_and_feeds_are_parsed_off_the_event_loop(make_web, sqlite
 
     spy(harvester.phases.discover_feeds, "parse_feed", "feed")
     spy(harvester.discovery.sitemap_xml, "parse_feed", "sitemap")
-    spy(harvester.phases.discover_sitemaps, "prepare_sitemap", "prepare")
+    spy(harvester.phases.sitemap_entries, "prepare_sitemap", "prepare")
     web = make_web([
         HostSpec("a", pages=40, feeds=("rss", "atom")),
         HostSpec("b", pages=40, feeds=("rss",), sitemap_children=0,

@@ -42,6 +42,22 @@ def states_of(store: FrontierStore, web, name: str) -> list[str]:
     return [states[url][0] for url in web.truth[name].allowed_detail_urls()]
 
 
+def told_429_of(web, name: str) -> set[str]:
+    """The URLs of host ``name`` answered 429 so far."""
+    return {web.origin(name) + r.path for r in web.records() if r.host == name and r.status == 429}
+
+
+def queued_not_told(store: FrontierStore, web, name: str, told_429: set[str]) -> set[str]:
+    """Host ``name``'s queued detail URLs, bar those told 429 (they wait for their own retry time)."""
+    return {u for u, state in zip(web.truth[name].allowed_detail_urls(), states_of(store, web, name), strict=True)
+            if state == "queued" and u not in told_429}
+
+
+def asked_of(web, name: str) -> set[str]:
+    """The URLs of host ``name`` asked since the records were cleared, robots.txt aside."""
+    return {web.origin(name) + r.path for r in web.records() if r.host == name and r.path != "/robots.txt"}
+
+
 async def wait_for_policy(store: FrontierStore, origin: str, check, *, within_s: float = 20.0) -> HostPolicy:
     """The store's row once ``check`` holds (polled: the write happens in the running phase)."""
     for _ in range(int(within_s / 0.05)):
@@ -73,7 +89,7 @@ async def test_a_retry_after_heard_in_run_1_holds_in_run_2(make_web, db_url):
         run_1.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run_1
-        told_429 = {web.origin("a") + r.path for r in web.records() if r.host == "a" and r.status == 429}
+        told_429 = told_429_of(web, "a")
         assert told_429
         assert timedelta(seconds=30) < policy.blocked_until - heard_at <= timedelta(seconds=61)
         assert policy.concurrency_limit == 1  # the limit that drew the 429 was halved, and that is kept too
@@ -89,16 +105,11 @@ async def test_a_retry_after_heard_in_run_1_holds_in_run_2(make_web, db_url):
 
         # Control: the same due work is fetched at once when the Retry-After is gone.
         store.save_host_policy(replace(store.host_policy(a), blocked_until=None))
-        due = {
-            u
-            for u, state in zip(web.truth["a"].allowed_detail_urls(), states_of(store, web, "a"), strict=True)
-            if state == "queued" and u not in told_429
-        }  # told 429: those wait for their own retry time
+        due = queued_not_told(store, web, "a", told_429)
         assert due
         web.clear_records()
         await phases.extract(store, settings, profile)
-        asked = {web.origin("a") + r.path for r in web.records() if r.host == "a" and r.path != "/robots.txt"}
-        assert asked >= due
+        assert asked_of(web, "a") >= due
 
 
 async def test_a_parked_host_stays_parked_with_its_reason(make_web, db_url):
@@ -117,7 +128,7 @@ async def test_a_parked_host_stays_parked_with_its_reason(make_web, db_url):
         seed_details(store, web, ("p", "q"))
         first = await phases.extract(store, settings, profile)
         assert first.counters["parked"] > 0
-        told_429 = {p + r.path for r in web.records() if r.host == "p" and r.status == 429}
+        told_429 = told_429_of(web, "p")
         policy = store.host_policy(p)
         assert policy is not None and policy.parked_reason is not None
         assert "Retry-After 3600s" in policy.parked_reason
@@ -134,16 +145,11 @@ async def test_a_parked_host_stays_parked_with_its_reason(make_web, db_url):
 
         # Control: once the park has run out, the host gets another chance (and its learned limit of 1).
         store.save_host_policy(replace(store.host_policy(p), blocked_until=utcnow() - timedelta(seconds=1)))
-        due = {
-            u
-            for u, state in zip(web.truth["p"].allowed_detail_urls(), states_of(store, web, "p"), strict=True)
-            if state == "queued" and u not in told_429
-        }  # told 429: those wait for their own retry time
+        due = queued_not_told(store, web, "p", told_429)
         assert due
         web.clear_records()
         await phases.extract(store, settings, profile)
-        asked = {p + r.path for r in web.records() if r.host == "p" and r.path != "/robots.txt"}
-        assert asked >= due
+        assert asked_of(web, "p") >= due
         assert store.host_policy(p).parked_reason is None
 
 

@@ -55,6 +55,19 @@ def refusing_site(disallow: list[str], answers: Counter[tuple[str, int]]) -> Any
     return handle
 
 
+async def held_robots(serve: Any) -> tuple[str, asyncio.Event, asyncio.Event]:
+    """A host whose robots.txt (allowing everything) is held on the wire until ``release``; ``held`` is set once it
+    is asked. Returns its origin, ``held`` and ``release``."""
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        held.set()
+        await release.wait()
+        return web.Response(text="User-agent: *\nAllow: /\n")
+
+    return await serve(slow), held, release
+
+
 async def test_robots_refusals_are_counted_once_per_url_and_hold_on_a_recrawl_of_304s(db_url, serve):
     disallow = ["/private/"]
     answers: Counter[tuple[str, int]] = Counter()
@@ -93,14 +106,7 @@ async def test_the_refusals_a_stopped_discovery_read_are_recorded(sqlite_url, se
     the refusals read are recorded before discovery ends (the rerun reads that sitemap no more)."""
     answers: Counter[tuple[str, int]] = Counter()
     read = await serve(refusing_site(["/private/"], answers))
-    held, release = asyncio.Event(), asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        held.set()
-        await release.wait()
-        return web.Response(text="User-agent: *\nAllow: /\n")
-
-    waiting = await serve(slow)
+    waiting, held, release = await held_robots(serve)
     settings = Settings.load(database_url=sqlite_url)
     profile = SiteProfile.build(seeds=(f"{read}/", f"{waiting}/"), use_listings=False, use_feeds=False)
     try:
@@ -166,14 +172,7 @@ async def test_refusals_read_before_a_kill_are_counted(tmp_path, serve):
 
     answers: Counter[tuple[str, int]] = Counter()
     read = await serve(refusing_site(["/private/"], answers))
-    held, release = asyncio.Event(), asyncio.Event()
-
-    async def slow(request: web.Request) -> web.Response:
-        held.set()
-        await release.wait()
-        return web.Response(text="User-agent: *\nAllow: /\n")
-
-    waiting = await serve(slow)
+    waiting, held, release = await held_robots(serve)
     db = tmp_path / "killed.db"
     settings = Settings.load(database_url=f"sqlite:///{db}")
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(db), f"{read}/", f"{waiting}/"])

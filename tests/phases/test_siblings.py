@@ -7,20 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 
 import pytest
 
 from harvester.errors import ConfigError, Interrupted
-from harvester.runtime import check_stop, clear_stop, request_stop, siblings
+from harvester.runtime import check_stop, request_stop, siblings
 
 WAIT_S = 60.0
 
-
-@pytest.fixture
-def stopped() -> Iterator[None]:
-    yield
-    clear_stop()
 
 
 async def test_the_first_failure_cancels_the_others_and_is_raised():

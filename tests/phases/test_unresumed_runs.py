@@ -14,8 +14,8 @@ import sys
 
 from harvester import FrontierStore, aharvest
 from harvester.cli_tables import status_of
+from harvester.owners import make_owner, retire_owner
 from harvester.phases import begin_run
-from harvester.runtime import make_owner, retire_owner
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
