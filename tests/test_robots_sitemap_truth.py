@@ -132,3 +132,24 @@ def test_a_sitemap_broken_midway_is_reported_with_what_was_kept(cli: Callable[..
     assert said in summary and "4 entries kept" in summary
     assert any(said in problem and "4 entries kept" in problem for problem in status)
     assert said in shown
+
+
+def test_a_sitemaps_odd_entries_are_named_where_the_operator_looks(cli: Callable[..., str]) -> None:
+    """Several ``<loc>`` in one ``<url>`` (an unclosed element) and a ``<loc>`` holding a control character: each
+    ``<loc>`` read is kept and the refused one never asked, but the sitemap's problems stayed in the run's per-host
+    report, out of the summary and ``status`` (stranger 45: ``status --json`` problems empty)."""
+    asked: list[Asked] = []
+    routes: dict[str, Answer] = {}
+    with threaded_site(serve(routes, asked)) as origin:
+        routes["/robots.txt"] = (200, TEXT, f"User-agent: *\nSitemap: {origin}/odd.xml\n".encode())
+        body = urlset(origin, "/p0", "/p3").replace(
+            f"<loc>{origin}/p0</loc>".encode(), f"<loc>{origin}/p0</loc><loc>{origin}/p1</loc>".encode())
+        body = body.replace(b"</urlset>", f"<url><loc>{origin}/p\x01x</loc></url></urlset>".encode())
+        routes["/odd.xml"] = (200, XML, body)
+        summary = " ".join(cli("harvest", f"{origin}/").split())
+        status = json.loads(cli("status", "--json"))["last_discover"]["problems"]
+    assert {"/p0", "/p1", "/p3"} <= {r.path for r in asked}
+    assert not any("\x01" in r.path or r.path.startswith("/p%01") or r.path == "/px" for r in asked)
+    said = f"sitemap {origin}/odd.xml: 1 <url> elements with several <loc>"
+    assert said in summary
+    assert any(said in problem and "control character" in problem for problem in status), status

@@ -114,6 +114,8 @@ class SitemapEntries:
             kept = f"{count} entries kept" if doc.kind != "index" else f"{len(children)} child sitemaps kept"
             self.host.problem(f"{kind.replace('_', ' ')} {url} is broken: {doc.malformed}; {kept}, any after the "
                               "error may be lost")
+        elif doc.problems:  # entries of an odd shape (several <loc> in one, a control character refused): said too
+            self.host.problem(f"{kind.replace('_', ' ')} {url}: {'; '.join(doc.problems)}")
         revisit_s = revisit_documents.revisit_s(kind, self.host.settings)
         dated_children = [
             (c, doc.child_lastmod.get(child)) for child in children if (c := self.host.site.canonicalize(child))
