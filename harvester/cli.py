@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err, unreadable
-from harvester.cli_process import exit_now, loading
+from harvester.cli_process import exit_now, favour_the_loop, loading
 from harvester.cli_tables import (
     console,
     print_changes,
@@ -84,6 +84,7 @@ WorkersOpt = Annotated[int, typer.Option(
 def main() -> None:
     """Console-script entry point: configuration errors are one clear line, never a traceback."""
     limit_malloc_arenas()  # before any thread starts (Where memory goes, internals.md)
+    favour_the_loop()  # the event loop's socket calls get the GIL back soon (issue 31)
     # httpx imports its own command line (click, rich and pygments' lexers) when they are installed, as typer's are
     # here: a third of its import, before the first request, for a command this process never runs.
     sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "no such module"

@@ -188,9 +188,11 @@ def run_with_progress(
 
     async def run() -> Any:
         done = asyncio.Event()
+        # Off a terminal the bar is drawn once, when it stops: rich's refresh thread would still build it ten
+        # times a second for nothing, holding the GIL the event loop waits for (issue 31).
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=False,
+            console=console, transient=False, auto_refresh=console.is_terminal,
         ) as progress:
             task_id = progress.add_task(title, total=None)
             watcher = asyncio.create_task(watch(progress, task_id, done))

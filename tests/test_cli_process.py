@@ -3,9 +3,14 @@ with the collector paused, then frozen."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+from harvester import FrontierStore, Settings
+from harvester.testing.sites import HostSpec
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:
@@ -108,3 +113,40 @@ def test_the_run_path_loads_neither_feedparser_nor_httpx_command_line():
         main()
     """)
     assert done.stdout.strip().splitlines()[-1] == "loaded:", done.stdout + done.stderr
+
+
+def test_the_command_favours_the_event_loop_with_a_short_switch_interval():
+    """The loop gives the GIL up in every socket call; with the extraction and store threads busy it waited a whole
+    switch interval (5 ms by default) to get it back, each time delaying a host's next request (issue 31)."""
+    done = run("""
+        import atexit, sys
+        default = sys.getswitchinterval()
+        atexit.register(lambda: print(default, sys.getswitchinterval()))
+        sys.argv = ["harvester", "--version"]
+        from harvester.cli import main
+        main()
+    """)
+    default, switch = (float(x) for x in done.stdout.strip().splitlines()[-1].split())
+    assert default == 0.005
+    assert switch <= 0.001
+
+
+def test_off_a_terminal_the_progress_bar_is_not_redrawn_while_the_harvest_runs(make_web, tmp_path):
+    """Under a pipe the bar is printed once, at the end: no refresh thread builds it ten times a second meanwhile
+    (each build holds the GIL the event loop waits for). Seen from the extractor hook, during the harvest."""
+    web = make_web([HostSpec("a", pages=3)], seed=4)
+    (tmp_path / "seen.py").write_text(textwrap.dedent("""
+        import threading
+
+        def threads(page):
+            return {"refresh": any(type(t).__name__ == "_RefreshThread" for t in threading.enumerate())}
+    """), encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'h.db'}"
+    done = subprocess.run([str(Path(sys.executable).parent / "harvester"), "harvest", *web.seeds, "--db", db,
+                           "--extractor", "./seen.py:threads"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")})
+    assert done.returncode == 0, done.stderr
+    assert "harvest:" in done.stdout  # the bar's last state, printed once
+    with FrontierStore.open(Settings.load(database_url=db)) as store:
+        seen = [dict(page.fields)["refresh"] for page in store.iter_pages(latest=True)]
+    assert seen and not any(seen)
