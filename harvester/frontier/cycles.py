@@ -179,7 +179,8 @@ class Cycles(Part):
 def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Per host and in total: requests sent (``fetched``), 304s to conditional requests, 404/410 (``gone``),
     failed requests and their failures by ``error:<class>`` (summing to ``failed``), over the fetch rows ``where``
-    selects; and ``hook_failed``, the URLs whose fetched page the hook failed on (a fetch the hook failed on is no failed request)."""
+    selects; and ``hook_failed``, the URLs whose fetched page the hook failed on (a fetch the hook failed on is no
+    failed request)."""
     hosts: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     query = (
