@@ -7,12 +7,21 @@ Each test is one defect found there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
+from harvester.runtime import CLOCK
 from harvester.testing.threaded_site import Answer, Asked, threaded_site
 
 TEXT = {"Content-Type": "text/plain"}
 XML = {"Content-Type": "application/xml"}
+DAY0 = datetime(2026, 12, 1, 6, 0, tzinfo=UTC)
 
 
 def page(path: str) -> Answer:
@@ -83,4 +92,99 @@ def test_the_failures_breakdown_adds_up_to_failed(cli: Callable[..., str]) -> No
     assert "/r" in [r.path for r in asked]  # control: the redirect was answered
     last = status["last_cycle"]
     assert sum(last["failures"].values()) == last["failed"], last
+
+
+@contextmanager
+def slow_site(body: Callable[[str], bytes], rate: int, asked: list[str]) -> Iterator[str]:
+    """A server whose robots.txt names /big.xml, ``body(origin)`` sent at ``rate`` bytes/s (a slow link); pages
+    as ``page``; ``asked`` gets every path asked, once per request."""
+    made: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            origin = f"http://{self.headers['host']}"
+            if self.path == "/big.xml":
+                status, headers, payload = 200, XML, made.setdefault(origin, body(origin))
+            elif self.path == "/robots.txt":
+                status, headers, payload = 200, TEXT, f"User-agent: *\nSitemap: {origin}/big.xml\n".encode()
+            else:
+                status, headers, payload = page(self.path) if "." not in self.path else (404, TEXT, b"")
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(payload))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if self.path != "/big.xml":
+                self.wfile.write(payload)
+                return
+            start, sent, chunk = time.monotonic(), 0, max(1, rate // 20)
+            try:
+                while sent < len(payload):
+                    self.wfile.write(payload[sent:sent + chunk])
+                    sent += chunk
+                    time.sleep(max(0.0, start + sent / rate - time.monotonic()))
+            except OSError:
+                pass  # the client gave up
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def padded_urlset(origin: str, n: int, pad: int) -> bytes:
+    urls = "".join(f"<url><loc>{origin}/item/{i:05d}</loc>{' ' * pad}</url>\n" for i in range(n))
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+            f"{urls}</urlset>\n").encode()
+
+
+def test_a_big_sitemap_on_a_slow_link_is_read_in_full_not_cut_at_a_pages_deadline(
+    cli: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A legal 52 MB sitemap at 1.3 MB/s was cut by the whole-fetch deadline sized for a page (30 s) at 39 MB,
+    asked 3 times in the run (117 MB for nothing) and kept no URL. Here at scale: a page's deadline of 1 s, a
+    ~170 KB sitemap at 75 KB/s (2.3 s). A sitemap's deadline allows ``max_sitemap_bytes`` (400 KB) at
+    ``sitemap_min_rate_bytes_s`` (100 KB/s): 4 s, and the file is read once, in full."""
+    monkeypatch.setenv("HARVESTER_HTTP__TIMEOUT_S", "1")
+    monkeypatch.setenv("HARVESTER_DISCOVERY__MAX_SITEMAP_BYTES", "400000")
+    monkeypatch.setenv("HARVESTER_DISCOVERY__SITEMAP_MIN_RATE_BYTES_S", "100000")
+    asked: list[str] = []
+    with slow_site(lambda origin: padded_urlset(origin, 1_500, 60), 75_000, asked) as origin:
+        assert 160_000 < len(padded_urlset(origin, 1_500, 60)) < 180_000
+        cli("discover", f"{origin}/")
+        status = json.loads(cli("status", "--json"))
+    assert asked.count("/big.xml") == 1, asked
+    assert status["total"] >= 1_500, status["total"]
+
+
+def test_a_sitemap_cut_while_arriving_is_asked_once_a_run_and_then_at_a_growing_interval(
+    cli: Callable[..., str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sitemap too slow for even its own deadline: it was asked 3 times a run (each cut at the same deadline
+    after as many bytes) and again every ``robots.error_cache_s`` (10 min), each time in full. Here a ~170 KB
+    file at 30 KB/s against a 2 s deadline (200 KB at 100 KB/s): asked once a run, and by daily runs 24 h apart
+    on days 0, 1 and 3 (a growing interval: 24 h, then 48 h), not every day."""
+    monkeypatch.setenv("HARVESTER_HTTP__TIMEOUT_S", "1")
+    monkeypatch.setenv("HARVESTER_DISCOVERY__MAX_SITEMAP_BYTES", "200000")
+    monkeypatch.setenv("HARVESTER_DISCOVERY__SITEMAP_MIN_RATE_BYTES_S", "100000")
+    asked: list[str] = []
+    per_day: list[int] = []
+    with slow_site(lambda origin: padded_urlset(origin, 1_500, 60), 30_000, asked) as origin:
+        for day in range(4):
+            CLOCK.travel_to(DAY0 + timedelta(hours=24 * day))
+            before = asked.count("/big.xml")
+            cli("harvest", f"{origin}/")
+            per_day.append(asked.count("/big.xml") - before)
+        shown = " ".join(cli("status").split())
+    assert per_day == [1, 1, 0, 1], per_day
+    assert "big.xml" in shown
 

@@ -409,8 +409,14 @@ class SitemapWalk:
         5xx, timeout, connection) up to ``politeness.max_attempts`` times: a single 503 must not leave the host
         without its sitemap until the next revisit. The client keeps Retry-After and its back-off between attempts
         (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
-        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
+        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``). Its deadline allows
+        ``max_sitemap_bytes`` at ``sitemap_min_rate_bytes_s``, not a page's; one it still hit while the body was
+        arriving is not asked again in this run: the same deadline would cut it the same way (the document waits
+        a growing interval instead: ``revisit_documents.failed``)."""
         politeness = self.host.settings.politeness
+        discovery = self.host.settings.discovery
+        deadline_s = max(self.host.settings.http.timeout_s,
+                         discovery.max_sitemap_bytes / discovery.sitemap_min_rate_bytes_s)
         home = origin_of(url)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
@@ -431,9 +437,9 @@ class SitemapWalk:
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.host.client.fetch(
                 url, validators=validators, accept=ANY_MEDIA_TYPE, validators_url=issuer,
-                max_bytes=self.host.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
+                max_bytes=discovery.max_sitemap_bytes, in_scope=in_scope, timeout_s=deadline_s,
             )
-            if result.error_class not in revisit.RETRYABLE:
+            if result.error_class not in revisit.RETRYABLE or revisit_documents.cut_while_reading(result):
                 break
         return result
 
