@@ -188,3 +188,36 @@ def test_a_sitemap_cut_while_arriving_is_asked_once_a_run_and_then_at_a_growing_
     assert per_day == [1, 1, 0, 1], per_day
     assert "big.xml" in shown
 
+
+def test_probing_stops_at_the_first_known_path_that_is_a_sitemap(cli: Callable[..., str]) -> None:
+    """robots.txt names no sitemap and /sitemap.xml answers a valid urlset: /sitemap_index.xml and /sitemap.xml.gz
+    were probed anyway (404s, each behind the host's Crawl-delay). A probe is a guess; once one found the site's
+    sitemap, the rest guess nothing more."""
+    asked: list[Asked] = []
+    routes: dict[str, Answer] = {"/robots.txt": (200, TEXT, b"User-agent: *\nAllow: /\n")}
+    with threaded_site(serve(routes, asked)) as origin:
+        routes["/sitemap.xml"] = (200, XML, urlset(origin, "/a", "/b"))
+        cli("harvest", f"{origin}/")
+    paths = [r.path for r in asked]
+    assert {"/sitemap.xml", "/a", "/b"} <= set(paths)  # control: the probe found the sitemap and it was read
+    assert "/sitemap_index.xml" not in paths and "/sitemap.xml.gz" not in paths, paths
+
+
+def test_a_known_path_that_answered_404_is_probed_at_a_growing_interval(cli: Callable[..., str]) -> None:
+    """No sitemap anywhere: each known path answered 404 to every daily run (3 requests a day for nothing, 6 s
+    behind a Crawl-delay of 3). A probe that answered 404 is asked again after 1 day, then 2, 4 ...: by daily runs
+    24 h apart, on days 0, 1 and 3."""
+    asked: list[Asked] = []
+    routes: dict[str, Answer] = {"/robots.txt": (200, TEXT, b"User-agent: *\nAllow: /\n")}
+    per_day: list[list[int]] = []
+    probes = ("/sitemap.xml", "/sitemap_index.xml", "/sitemap.xml.gz")
+    with threaded_site(serve(routes, asked)) as origin:
+        for day in range(4):
+            CLOCK.travel_to(DAY0 + timedelta(hours=24 * day))
+            before = len(asked)
+            cli("harvest", f"{origin}/")
+            paths = [r.path for r in asked[before:]]
+            assert "/" in paths  # control: the host was asked that day
+            per_day.append([paths.count(probe) for probe in probes])
+    assert per_day == [[1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1]], per_day
+

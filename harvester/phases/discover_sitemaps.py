@@ -186,9 +186,11 @@ class SitemapWalk:
         discovery = self.host.settings.discovery
         # (url, depth, lastmod in its index, probed): only the start can be a guess; an index's children are named.
         queue: deque[tuple[str, int, datetime | None, bool]] = deque((url, 1, None, probing) for url in start)
-        read = 0
+        read, guessed = 0, False
         while queue:
             url, depth, dated, probed = queue.popleft()
+            if probed and guessed:
+                continue  # a probe found the site's sitemap: the other known paths are guesses no longer needed
             canonical = self.host.site.canonicalize(url)
             if canonical is None or canonical in seen or canonical in self._reached:
                 if canonical is not None:
@@ -218,6 +220,7 @@ class SitemapWalk:
             if children is None:
                 continue
             read += 1
+            guessed = guessed or probed
             home = origin_of(canonical)
             for child, child_lastmod in children:
                 if depth >= discovery.max_sitemap_depth:
@@ -285,9 +288,10 @@ class SitemapWalk:
             await db(self.host.store.save_document, self.host.not_modified(known, now))
             return [(child, None) for child in known.children]
         if not result.ok or result.body is None:
+            absent = probing and result.status in (404, 410)  # a guess that missed: asked at a growing interval
             if not (probing and result.status == 404):
                 self.host.failed_document(url, "sitemap", result)
-            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known))
+            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known, absent=absent))
             return None
         parsed = await self._parse_sitemap(url, result, result.body, probing=probing, known=known, now=now)
         if parsed is None:

@@ -114,8 +114,11 @@ def harvest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harvest]:
     })
     with TestWeb(specs, seed=2) as web:
         # /hostile/ is a listing page that links every route; the routes are pages to extract.
+        # The hostile sitemaps are seeds too: probing stops at the first known path that is a sitemap
+        # (/sitemap_index.xml), and a seed naming a sitemap is read as robots.txt's are.
         profile = SiteProfile.build(
-            seeds=tuple(web.seeds), listing_patterns=(r"/hostile/$",), detail_patterns=(r"/hostile/(?!sitemap)[a-z]",)
+            seeds=(*web.seeds, *(web.url("h", path) for path in HOSTILE_SITEMAPS)),
+            listing_patterns=(r"/hostile/$",), detail_patterns=(r"/hostile/(?!sitemap)[a-z]",)
         )
         tracemalloc.start()
         try:
