@@ -221,3 +221,22 @@ def test_a_known_path_that_answered_404_is_probed_at_a_growing_interval(cli: Cal
             per_day.append([paths.count(probe) for probe in probes])
     assert per_day == [[1, 1, 1], [1, 1, 1], [0, 0, 0], [1, 1, 1]], per_day
 
+
+def test_a_sitemap_a_urlset_lists_is_not_queued_as_a_page(cli: Callable[..., str]) -> None:
+    """A urlset that lists a sitemap URL (itself, and another robots.txt names): each sitemap was asked again in
+    the same run as a page, failed as bad_content_type and stayed queued, asked again each run. A URL the run
+    knows as a discovery document is read as one, never queued as a page."""
+    asked: list[Asked] = []
+    routes: dict[str, Answer] = {}
+    with threaded_site(serve(routes, asked)) as origin:
+        routes["/robots.txt"] = (200, TEXT, f"User-agent: *\nSitemap: {origin}/one.xml\nSitemap: {origin}/two.xml\n"
+                                 .encode())
+        routes["/one.xml"] = (200, XML, urlset(origin, "/a", "/one.xml", "/two.xml"))
+        routes["/two.xml"] = (200, XML, urlset(origin, "/b"))
+        cli("harvest", f"{origin}/")
+        status = json.loads(cli("status", "--json"))
+    paths = [r.path for r in asked]
+    assert {"/a", "/b"} <= set(paths)  # control: both sitemaps read, their pages fetched
+    assert paths.count("/one.xml") == 1 and paths.count("/two.xml") == 1, paths
+    assert status["last_cycle"]["failed"] == 0 and status["by_state"].get("queued", 0) == 0, status["by_state"]
+

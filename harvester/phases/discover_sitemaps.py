@@ -85,6 +85,9 @@ class SitemapWalk:
         sooner, its entries on the new home being in the scope only from then on."""
         self._reached: set[str] = set()
         """Sitemaps read in this run at the end of another URL's redirect: not asked again directly."""
+        self._documents: set[str] = set()
+        """Every sitemap this run names, asks or walks: a urlset that lists one names no page (it was fetched again
+        as a page, failed as bad_content_type and stayed queued)."""
 
     def add_seeds(self, urls: list[str]) -> None:
         """Seeds that name a sitemap: asked ahead and walked first, as robots.txt's sitemaps are."""
@@ -93,8 +96,12 @@ class SitemapWalk:
     def ask_ahead(self) -> None:
         """Ask the first sitemaps robots.txt (or a seed) names before the seed's own answer is in: the walk
         (``walk``) waits for that answer (the site may have moved), and they are needed either way."""
-        for url in [*self._seeds, *self.host.rules.sitemaps][:SITEMAPS_AHEAD]:
+        for index, url in enumerate([*self._seeds, *self.host.rules.sitemaps]):
             canonical = self.host.site.canonicalize(url, self.host.origin + "/robots.txt")
+            if canonical is not None:
+                self._documents.add(canonical)  # before any is read: the first may list the others
+            if index >= SITEMAPS_AHEAD:
+                continue
             if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
 
@@ -109,6 +116,7 @@ class SitemapWalk:
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
         if url not in self._asked:
             self._asked[url] = asyncio.ensure_future(self._read_ahead(url, probing, dated))
+            self._documents.add(url)
             self._asked_as[url] = (probing, dated)
 
     async def walk(self) -> None:
@@ -167,6 +175,7 @@ class SitemapWalk:
               if (url := self.host.site.canonicalize(line, home + "/robots.txt"))),
         ]))
         seen: set[str] = set()
+        self._documents.update(named)
         read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
         if not read:
             # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
@@ -209,6 +218,7 @@ class SitemapWalk:
             if origin_of(canonical) not in self.host.homes():
                 self.host.counters["sitemaps_cross_host"] += 1
             seen.add(canonical)
+            self._documents.add(canonical)
             if queue and not queue[0][3] and len(seen) < discovery.max_sitemaps_per_host:
                 # The next file is asked while this one is parsed and written: one round trip less per file. Not a
                 # guessed path: the one before may redirect to it (/sitemap.xml to /sitemap_index.xml).
@@ -488,6 +498,8 @@ class SitemapWalk:
                     chunk, where=source, origin=self.host.origin, now=fetched_at, fetched_at=fetched_at,
                     allowed=self.host.rules.allowed,
                 )
+                if any(item.url in self._documents for item in admitted):
+                    admitted = [item for item in admitted if item.url not in self._documents]
                 self.host.sitemap_dates.add(item.lastmod for item in admitted if item.kind is UrlKind.DETAIL)
                 await self.host.record_refused(label, replace=replace)
                 replace = False
