@@ -7,12 +7,16 @@ Each test is one defect found there.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +244,24 @@ def test_a_sitemap_a_urlset_lists_is_not_queued_as_a_page(cli: Callable[..., str
     assert paths.count("/one.xml") == 1 and paths.count("/two.xml") == 1, paths
     assert status["last_cycle"]["failed"] == 0 and status["by_state"].get("queued", 0) == 0, status["by_state"]
 
+
+def test_discover_fails_like_harvest_when_no_seed_host_answered(tmp_path: Path) -> None:
+    """A seed on a dead port: ``harvest`` exited 2 ("no seed host answered any request"), ``discover`` exited 0
+    with an empty frontier. Both now fail the same way, naming the seed host and what to check."""
+    with socket.socket() as probe:  # a loopback port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    seed = f"http://127.0.0.1:{port}"
+    codes = {}
+    for command in ("discover", "harvest"):
+        done = subprocess.run(  # our own console script, no shell
+            [str(Path(sys.executable).parent / "harvester"), command, f"{seed}/",
+             "--db", f"sqlite:///{tmp_path / (command + '.db')}"],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        codes[command] = done.returncode
+        assert "Traceback" not in done.stderr, done.stderr
+        said = " ".join(done.stderr.split())
+        assert f"no seed host answered any request (robots.txt, sitemaps, pages): {seed}" in said, said
+        assert "reachable from this machine" in said
+    assert codes == {"discover": 2, "harvest": 2}
