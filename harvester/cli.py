@@ -28,8 +28,8 @@ from harvester.cli_tables import (
     status_of,
 )
 from harvester.cli_watch import run_with_progress
-from harvester.errors import ConfigError, HarvesterError
-from harvester.runtime import CLOCK, aware, limit_malloc_arenas
+from harvester.errors import ConfigError, HarvesterError, NothingFetched
+from harvester.runtime import CLOCK, aware, limit_malloc_arenas, utcnow
 from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
 from harvester.site_profile import SiteProfile
 
@@ -209,10 +209,23 @@ def discover(
     """Phase one only: robots.txt, sitemaps, feeds and listing pages into the frontier."""
     settings = _settings(db, config, **_overrides(max_hosts))
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, per_host_limit=per_host)
+    since = utcnow()
     result = _run("discover", settings, profile, refresh=refresh, config=config, max_hosts=max_hosts)
     print_counters("discover", {"discover": result})
     print_status(settings)
     print_problems(settings)
+    _fail_if_silent(settings, profile, since)
+
+
+def _fail_if_silent(settings: Settings, profile: SiteProfile, since: datetime) -> None:
+    """A discovery no seed host answered fails as a harvest does (``NothingFetched``, exit 2, naming the hosts and
+    what to check): a dead port's ``discover`` exited 0 with nothing in the frontier while ``harvest`` exited 2."""
+    with loading():
+        from harvester.phases.runs import silence
+
+    silent = asyncio.run(silence(settings, profile, since))
+    if silent is not None:
+        raise NothingFetched(silent)
 
 
 @app.command()

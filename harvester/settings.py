@@ -268,6 +268,13 @@ class DiscoverySettings(Group):
     max_sitemap_urls: int = Field(
         SITEMAP_PROTOCOL_MAX_URLS, gt=0, description="URLs kept per sitemap file (protocol limit 50,000)."
     )
+    sitemap_min_rate_bytes_s: int = Field(
+        262_144, ge=16_384,
+        description="The slowest transfer rate a sitemap is still read in full at: its whole-fetch deadline is "
+        "max_sitemap_bytes at this rate (51 MiB at 256 KiB/s: 204 s), never less than http.timeout_s. A page's "
+        "30 s cut a legal 52 MB sitemap on a 1.3 MB/s link at 39 MB, every time; a stalled answer is still cut by "
+        "http.timeout_s between two reads.",
+    )
     max_sitemap_depth: int = Field(4, ge=1, le=10, description="Index nesting followed.")
     max_sitemaps_per_host: int = Field(2_000, ge=1, description="Sitemap files fetched per host per run.")
     max_feed_bytes: int = Field(10 * 2**20, gt=0)

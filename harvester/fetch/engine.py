@@ -220,8 +220,9 @@ class PoliteClient:
                     max_bytes: int | None = None, check_robots: bool = True,
                     in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
                     stop_at: Callable[[str], Awaitable[bool]] | None = None,
-                    validators_url: str | None = None) -> FetchResult:
-        """One polite, bounded fetch. Never raises for network problems; refusals send no request.
+                    validators_url: str | None = None, timeout_s: float | None = None) -> FetchResult:
+        """One polite, bounded fetch (``timeout_s``: its whole deadline, ``http.timeout_s`` when None). Never raises
+        for network problems; refusals send no request.
 
         Waits for the host's slot and next-allowed time; a robots-disallowed URL comes back as
         ROBOTS_DISALLOWED without a request (while robots.txt is unavailable the host is parked instead: PARKED, the
@@ -253,14 +254,15 @@ class PoliteClient:
                                  max_bytes=self.settings.http.max_body_bytes if max_bytes is None else max_bytes,
                                  check_robots=check_robots, robots_fetch=False,
                                  in_scope=self._in_scope if in_scope is None else in_scope, hold=hold,
-                                 stop_at=stop_at, validators_url=validators_url)
+                                 stop_at=stop_at, validators_url=validators_url, timeout_s=timeout_s)
 
     # --- the gated fetch --------------------------------------------------------------------------------------
 
     async def _gated(self, url: str, host: _Host, *, validators: Validators, accept: Sequence[str] | None,
                      max_bytes: int, check_robots: bool, robots_fetch: bool, validators_url: str | None = None,
                      in_scope: Callable[[str], bool] | None = None, hold: Callable[[], bool] | None = None,
-                     stop_at: Callable[[str], Awaitable[bool]] | None = None) -> FetchResult:
+                     stop_at: Callable[[str], Awaitable[bool]] | None = None,
+                     timeout_s: float | None = None) -> FetchResult:
         if not await self._slots.acquire(host):
             check_stop()  # refused because the process is stopping: no request, as below
             return self._slots.count_refusal(host, refused(url, ErrorClass.PARKED, host.gate.parked or "parked"))
@@ -319,7 +321,7 @@ class PoliteClient:
                     result = await self._fetcher.fetch(url, validators=validators, accept=accept,
                                                        max_bytes=max_bytes, follow=follow,
                                                        stop_at=read if stop_at is not None else None,
-                                                       validators_url=validators_url)
+                                                       validators_url=validators_url, timeout_s=timeout_s)
             finally:
                 LAST_CHECK.reset(last_check)
             return result

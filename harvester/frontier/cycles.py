@@ -20,7 +20,7 @@ from harvester.errors import InvalidRecord
 from harvester.frontier.base import FULL_URL, Part
 from harvester.frontier.models import Cycle, Fetch, Host, QueueEntry, Run, Url
 from harvester.records import ChangeKind, ErrorClass, UrlKind, UrlState
-from harvester.rules.revisit import PERMANENT_REDIRECTS
+from harvester.rules.revisit import PERMANENT_REDIRECTS, RETRYABLE
 from harvester.runtime import aware, utcnow
 from harvester.store_results import Changes
 
@@ -178,8 +178,9 @@ class Cycles(Part):
 
 def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
     """Per host and in total: requests sent (``fetched``), 304s to conditional requests, 404/410 (``gone``),
-    failed requests and failures by ``error:<class>``, over the fetch rows ``where`` selects; and ``hook_failed``,
-    the URLs whose fetched page the hook failed on (a fetch the hook failed on is no failed request)."""
+    failed requests and their failures by ``error:<class>`` (summing to ``failed``), over the fetch rows ``where``
+    selects; and ``hook_failed``, the URLs whose fetched page the hook failed on (a fetch the hook failed on is no
+    failed request)."""
     hosts: dict[str, dict[str, int]] = {}
     totals: dict[str, int] = {}
     query = (
@@ -192,7 +193,10 @@ def _requests(conn: Connection, where: list[Any]) -> tuple[dict[str, dict[str, i
         keys = ["fetched"]
         if outcome in ("not_modified", "gone", "failed"):
             keys.append(outcome)
-        if error_class and (error_class != _HOOK_FAILED or outcome == "failed"):  # before 0009 the page failed
+        if error_class and outcome == "failed":
+            # ``failures`` breaks ``failed`` down and adds up to it: an answer that carries a class without being a
+            # failed request (a redirect left unfollowed as out_of_scope, a 404's http_4xx: ``gone``, a page the
+            # hook failed on: ``hook_failed``) is no failure. It said {'out_of_scope': 1} beside failed: 0.
             keys.append(f"error:{error_class}")
         for key in keys:
             counts[key] = counts.get(key, 0) + int(n)
@@ -270,14 +274,18 @@ def _due_details(conn: Connection, cycle_id: int, origins: Sequence[str], now: d
     queued ones the cycle itself took and put back for later (a retry backed off, a parked host's or a budget's
     claims handed back: due a few seconds or a park later, yet due in this cycle and not done in it). Counting
     only what was due at the closing instant said ``deferred: 0`` of a parked host's 30 queued pages (stranger 44);
-    a page failed every attempt of the run is no longer queued: it is counted ``failed``, not deferred."""
+    a page failed every attempt of the run is counted ``failed``, not deferred: one failed ``max_attempts`` times is no
+    longer queued, and one refused for good in this run (a failure no retry mends: a 4xx, a media type not kept,
+    too large) stays queued but is due only at a later run (``revisit.classify_outcome``), so it is no taken one."""
     if not origins:
         return 0
     host_ids = list(conn.execute(select(Host.id).where(Host.origin.in_(list(origins)))).scalars())
     if not host_ids:
         return 0
     runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
-    taken = exists().where(Fetch.url_id == QueueEntry.url_id, Fetch.run_id.in_(runs))
+    refused = exists().where(Fetch.url_id == QueueEntry.url_id, Fetch.run_id.in_(runs), Fetch.outcome == "failed",
+                             Fetch.error_class.not_in([error.value for error in RETRYABLE]))
+    taken = and_(exists().where(Fetch.url_id == QueueEntry.url_id, Fetch.run_id.in_(runs)), ~refused)
     queued = conn.execute(
         select(func.count()).select_from(QueueEntry).where(
             QueueEntry.host_id.in_(host_ids), QueueEntry.kind == UrlKind.DETAIL.value,

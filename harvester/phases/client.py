@@ -38,7 +38,8 @@ class StoreRobots:
 
 def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile, site: Site) -> PoliteClient:
     """The one polite client of a task: per-host limits, robots.txt persisted in the frontier, scope on hops, and
-    the address policy with the profile's allowance and its seeds' addresses."""
+    the address policy with the profile's allowance and its seeds' addresses. The seeds are handed in the form every
+    URL is fetched in: a host written with percent-escapes (RFC 3986 §3.2.2) is resolved decoded, as fetched."""
     return PoliteClient(
         settings,
         user_agent=profile.user_agent,
@@ -47,7 +48,7 @@ def polite_client(store: FrontierStore, settings: Settings, profile: SiteProfile
         robots_store=StoreRobots(store),
         in_scope=site.in_scope,
         canonicalize=lambda url: site.fetch_form(url) or url,
-        seeds=profile.seeds,
+        seeds=[form for form in map(site.fetch_form, profile.seeds) if form is not None],
         allow_addresses=profile.allow_addresses,
     )
 

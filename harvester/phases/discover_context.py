@@ -196,13 +196,14 @@ class HostContext:
 
     def failed(
         self, url: str, kind: str, result: FetchResult, now: datetime, known: DocumentState | None,
-        *, error: str | None = None, unusable: bool = False,
+        *, error: str | None = None, unusable: bool = False, absent: bool = False,
     ) -> DocumentState:
-        """The state of a document whose answer could not be used (``revisit_documents.failed``); an unusable one
-        is counted."""
+        """The state of a document whose answer could not be used (``revisit_documents.failed``; ``absent``: a
+        probed known path that answered 404/410); an unusable one is counted."""
         if revisit_documents.is_unusable(result, refused=unusable):
             self.counters["documents_unreadable"] += 1
-        return revisit_documents.failed(url, kind, result, now, known, self.settings, error=error, refused=unusable)
+        return revisit_documents.failed(url, kind, result, now, known, self.settings, error=error, refused=unusable,
+                                        absent=absent)
 
     def vanished(self, source: Source, url: str, known: DocumentState | None, now: datetime) -> Vanished | None:
         """What the full read of ``url`` may have stopped naming (see ``Vanished``): nothing on a first read."""

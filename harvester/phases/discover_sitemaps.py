@@ -22,7 +22,7 @@ from harvester.records import (
     origin_of,
     provenance,
 )
-from harvester.rules import revisit
+from harvester.rules import revisit, revisit_documents
 from harvester.rules.revisit_documents import unreadable_count
 from harvester.runtime import aware, check_stop, db, settle, utcnow
 
@@ -61,7 +61,10 @@ class SitemapWalk:
 
     def __init__(self, host: HostContext, feeds: FeedQueue) -> None:
         self.host = host
-        self._entries = SitemapEntries(host, feeds)
+        self._documents: set[str] = set()
+        """Every sitemap this run names, asks or walks: a urlset that lists one names no page (it was fetched again
+        as a page, failed as bad_content_type and stayed queued)."""
+        self._entries = SitemapEntries(host, feeds, documents=self._documents)
         """What a sitemap answered in full becomes in the frontier (parsed, admitted, written, recorded)."""
         self._seeds: list[str] = []
         """Seeds that name a sitemap: read as sitemaps robots.txt names are."""
@@ -83,8 +86,12 @@ class SitemapWalk:
     def ask_ahead(self) -> None:
         """Ask the first sitemaps robots.txt (or a seed) names before the seed's own answer is in: the walk
         (``walk``) waits for that answer (the site may have moved), and they are needed either way."""
-        for url in [*self._seeds, *self.host.rules.sitemaps][:SITEMAPS_AHEAD]:
+        for index, url in enumerate([*self._seeds, *self.host.rules.sitemaps]):
             canonical = self.host.site.canonicalize(url, self.host.origin + "/robots.txt")
+            if canonical is not None:
+                self._documents.add(canonical)  # before any is read: the first may list the others
+            if index >= SITEMAPS_AHEAD:
+                continue
             if canonical is not None and self._cross_host_allowed(canonical):
                 self._ask_sitemap(canonical, probing=False, dated=None)
 
@@ -99,6 +106,7 @@ class SitemapWalk:
     def _ask_sitemap(self, url: str, *, probing: bool, dated: datetime | None) -> None:
         if url not in self._asked:
             self._asked[url] = asyncio.ensure_future(self._read_ahead(url, probing, dated))
+            self._documents.add(url)
             self._asked_as[url] = (probing, dated)
 
     async def walk(self) -> None:
@@ -157,6 +165,7 @@ class SitemapWalk:
               if (url := self.host.site.canonicalize(line, home + "/robots.txt"))),
         ]))
         seen: set[str] = set()
+        self._documents.update(named)
         read = await self._walk_sitemaps(named, probing=False, seen=seen) if named else 0
         if not read:
             # Known paths are probed only where robots.txt names no sitemap that could be read (usp probes 14 paths
@@ -176,9 +185,11 @@ class SitemapWalk:
         discovery = self.host.settings.discovery
         # (url, depth, lastmod in its index, probed): only the start can be a guess; an index's children are named.
         queue: deque[tuple[str, int, datetime | None, bool]] = deque((url, 1, None, probing) for url in start)
-        read = 0
+        read, guessed = 0, False
         while queue:
             url, depth, dated, probed = queue.popleft()
+            if probed and guessed:
+                continue  # a probe found the site's sitemap: the other known paths are guesses no longer needed
             canonical = self.host.site.canonicalize(url)
             if canonical is None or canonical in seen or canonical in self._reached:
                 if canonical is not None:
@@ -197,6 +208,7 @@ class SitemapWalk:
             if origin_of(canonical) not in self.host.homes():
                 self.host.counters["sitemaps_cross_host"] += 1
             seen.add(canonical)
+            self._documents.add(canonical)
             if queue and not queue[0][3] and len(seen) < discovery.max_sitemaps_per_host:
                 # The next file is asked while this one is parsed and written: one round trip less per file. Not a
                 # guessed path: the one before may redirect to it (/sitemap.xml to /sitemap_index.xml).
@@ -208,6 +220,7 @@ class SitemapWalk:
             if children is None:
                 continue
             read += 1
+            guessed = guessed or probed
             home = origin_of(canonical)
             for child, child_lastmod in children:
                 if depth >= discovery.max_sitemap_depth:
@@ -275,9 +288,10 @@ class SitemapWalk:
             await db(self.host.store.save_document, self.host.not_modified(known, now))
             return [(child, None) for child in known.children]
         if not result.ok or result.body is None:
+            absent = probing and result.status in (404, 410)  # a guess that missed: asked at a growing interval
             if not (probing and result.status == 404):
                 self.host.failed_document(url, "sitemap", result)
-            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known))
+            await db(self.host.store.save_document, self.host.failed(url, "sitemap", result, now, known, absent=absent))
             return None
         return await self._entries.read(url, result, result.body, probing=probing, known=known, now=now)
 
@@ -312,8 +326,14 @@ class SitemapWalk:
         5xx, timeout, connection) up to ``politeness.max_attempts`` times: a single 503 must not leave the host
         without its sitemap until the next revisit. The client keeps Retry-After and its back-off between attempts
         (a parked host is refused at once, so no wait outlasts the park); on top of that each retry waits as a
-        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``)."""
+        retried page would (``revisit.retry_delay_s``: doubling, capped by ``backoff_max_s``). Its deadline allows
+        ``max_sitemap_bytes`` at ``sitemap_min_rate_bytes_s``, not a page's; one it still hit while the body was
+        arriving is not asked again in this run: the same deadline would cut it the same way (the document waits
+        a growing interval instead: ``revisit_documents.failed``)."""
         politeness = self.host.settings.politeness
+        discovery = self.host.settings.discovery
+        deadline_s = max(self.host.settings.http.timeout_s,
+                         discovery.max_sitemap_bytes / discovery.sitemap_min_rate_bytes_s)
         home = origin_of(url)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host
@@ -334,9 +354,9 @@ class SitemapWalk:
                 await asyncio.sleep(revisit.retry_delay_s(attempt - 1, None, politeness))
             result = await self.host.client.fetch(
                 url, validators=validators, accept=ANY_MEDIA_TYPE, validators_url=issuer,
-                max_bytes=self.host.settings.discovery.max_sitemap_bytes, in_scope=in_scope,
+                max_bytes=discovery.max_sitemap_bytes, in_scope=in_scope, timeout_s=deadline_s,
             )
-            if result.error_class not in revisit.RETRYABLE:
+            if result.error_class not in revisit.RETRYABLE or revisit_documents.cut_while_reading(result):
                 break
         return result
 

@@ -33,9 +33,11 @@ small enough that a 50,000-URL file is never held as records at once."""
 class SitemapEntries:
     """One host's sitemap bodies into its frontier. A sitemap that turns out to be a feed is offered to ``feeds``."""
 
-    def __init__(self, host: HostContext, feeds: FeedQueue) -> None:
+    def __init__(self, host: HostContext, feeds: FeedQueue, *, documents: set[str]) -> None:
         self.host = host
         self.feeds = feeds
+        self.documents = documents
+        """The sitemaps the walk names, asks or walks (its own set): a urlset listing one names no page."""
 
     async def read(
         self, url: str, result: FetchResult, body: bytes, *, probing: bool, known: DocumentState | None,
@@ -161,6 +163,8 @@ class SitemapEntries:
                     chunk, where=source, origin=self.host.origin, now=fetched_at, fetched_at=fetched_at,
                     allowed=self.host.rules.allowed,
                 )
+                if any(item.url in self.documents for item in admitted):
+                    admitted = [item for item in admitted if item.url not in self.documents]
                 self.host.sitemap_dates.add(item.lastmod for item in admitted if item.kind is UrlKind.DETAIL)
                 await self.host.record_refused(label, replace=replace)
                 replace = False

@@ -33,6 +33,17 @@ _UNREADABLE = re.compile(r"unreadable \((\d+)\): ")
 outlives ``mark_due`` and refreshes, which reset ``next_fetch_at``."""
 
 
+_GROWN = re.compile(r"(cut while reading|absent) \((\d+)\): ")
+"""How many asks in a row a document's deadline cut while its body was arriving (``cut_while_reading``), or a
+probed known path answered 404/410 (``absent``): each waits a growing interval, counted in its ``error``."""
+
+
+def cut_while_reading(result: FetchResult) -> bool:
+    """The whole-fetch deadline passed while the body was arriving: the link is slower than the deadline allows
+    for this document, and asking it again at once would download as much again to be cut the same way."""
+    return result.error_class is ErrorClass.TIMEOUT and result.bytes_read > 0
+
+
 def unreadable_count(error: str | None) -> int:
     """Unusable answers in a row behind a document's stored ``error`` (0: none, or its last failure was another)."""
     found = _UNREADABLE.match(error) if error else None
@@ -85,12 +96,22 @@ def is_unusable(result: FetchResult, *, refused: bool = False) -> bool:
 
 def failed(
     url: str, kind: str, result: FetchResult, now: datetime, known: DocumentState | None, settings: Settings,
-    *, error: str | None = None, refused: bool = False,
+    *, error: str | None = None, refused: bool = False, absent: bool = False,
 ) -> DocumentState:
     """The state of a document whose ask failed. An unusable answer (``is_unusable``) waits a growing interval and
-    keeps that answer's validators, so its next ask is conditional; any other failure is transient and waits
-    ``robots.error_cache_s``."""
+    keeps that answer's validators, so its next ask is conditional; one cut by its deadline while its body was
+    arriving (``cut_while_reading``) waits the same growing interval (a 52 MB sitemap on a slow link was
+    downloaded and cut every 10 minutes), and so does a known path probed on a guess that answered 404/410
+    (``absent``: /sitemap.xml.gz was asked and answered 404 every daily run); any other failure is transient and
+    waits ``robots.error_cache_s``."""
     base = known or DocumentState(url=url, kind=kind)
+    label = "cut while reading" if cut_while_reading(result) and not refused else "absent" if absent else None
+    if label is not None:
+        found = _GROWN.match(known.error) if known is not None and known.error else None
+        count = (int(found.group(2)) if found is not None and found.group(1) == label else 0) + 1
+        return replace(base, status=result.status, fetched_at=now,
+                       next_fetch_at=due_at(now, unreadable_wait_s(count), settings.revisit),
+                       error=f"{label} ({count}): {result.error or result.status or 'timeout'}")
     if not is_unusable(result, refused=refused):
         retry = timedelta(seconds=settings.robots.error_cache_s)
         return replace(

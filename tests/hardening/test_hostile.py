@@ -1,9 +1,10 @@
 """The hostile input matrix: every route of harvester/testing/hostile.py met in a real harvest, one test each.
 
 One module-scoped harvest (discover then extract, SQLite) runs against three hosts: ``h`` (hostile routes,
-traps, hostile sitemaps probed as known paths), ``r`` (robots.txt with a BOM and CR / CRLF line endings) and
-``g`` (a 600 KiB robots.txt). Each test asserts the input was bounded (by the engine's own deadline and caps,
-tracemalloc for memory), counted under its error class, and survived: the normal pages of the host are done.
+traps, hostile sitemaps named as seeds: probing stops at the first known path that is a sitemap), ``r``
+(robots.txt with a BOM and CR / CRLF line endings) and ``g`` (a 600 KiB robots.txt). Each test asserts the input
+was bounded (by the engine's own deadline and caps, tracemalloc for memory), counted under its error class, and
+survived: the normal pages of the host are done.
 """
 
 from __future__ import annotations
@@ -114,8 +115,11 @@ def harvest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harvest]:
     })
     with TestWeb(specs, seed=2) as web:
         # /hostile/ is a listing page that links every route; the routes are pages to extract.
+        # The hostile sitemaps are seeds too: probing stops at the first known path that is a sitemap
+        # (/sitemap_index.xml), and a seed naming a sitemap is read as robots.txt's are.
         profile = SiteProfile.build(
-            seeds=tuple(web.seeds), listing_patterns=(r"/hostile/$",), detail_patterns=(r"/hostile/(?!sitemap)[a-z]",)
+            seeds=(*web.seeds, *(web.url("h", path) for path in HOSTILE_SITEMAPS)),
+            listing_patterns=(r"/hostile/$",), detail_patterns=(r"/hostile/(?!sitemap)[a-z]",)
         )
         tracemalloc.start()
         try:
