@@ -373,14 +373,21 @@ class Dialect:
 
     def release_leases(self, conn: Connection, where: str, params: Sequence[Any]) -> int:
         """End the leases matching ``where`` (SQL over ``leases.*`` columns) and put their URLs back in the queue,
-        due as they were (``urls.next_fetch_at``) and ranked by their current score. Returns how many ended."""
-        conn.exec_driver_sql(
-            "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
-            " SELECT u.host_id, u.kind, -u.score, u.id, u.next_fetch_at FROM leases JOIN urls u ON u.id = leases.url_id"
-            f" WHERE {where} AND u.state = 'queued' ON CONFLICT DO NOTHING",
-            tuple(params),
-        )
-        return int(conn.exec_driver_sql(f"DELETE FROM leases WHERE {where}", tuple(params)).rowcount)
+        due as they were (``urls.next_fetch_at``) and ranked by their current score. Returns how many ended.
+
+        The leases are deleted first and only those this statement ended are queued: on PostgreSQL a completion
+        of the same URL (its holder, slow but alive) may hold its lease meanwhile. Queued from a read of the
+        leases, such a URL entered the queue as the completion made it DONE: its revisit's promotion queued it a
+        second time (another rank), and a claim taking both entries failed whole on ``pk_leases``."""
+        ended = [int(url_id) for url_id in conn.exec_driver_sql(
+            f"DELETE FROM leases WHERE {where} RETURNING url_id", tuple(params)).scalars()]
+        for start in range(0, len(ended), 500):
+            ids, ids_params = self.any_of("id", ended[start : start + 500])
+            conn.exec_driver_sql(
+                "INSERT INTO queue (host_id, kind, rank, url_id, due_at) SELECT host_id, kind, -score, id,"
+                f" next_fetch_at FROM urls WHERE {ids} AND state = 'queued' ON CONFLICT DO NOTHING", tuple(ids_params),
+            )
+        return len(ended)
 
     def lock_cycles(self, conn: Connection) -> None:
         """Serialise, to the end of the transaction, the look for an open cycle and the opening of a new one. On

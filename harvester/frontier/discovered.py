@@ -219,10 +219,13 @@ class Discovered(Part):
             conn.exec_driver_sql(f"UPDATE queue SET kind = 'detail', due_at = {d.p} WHERE host_id = {d.p}"
                                  f" AND url_id = {d.p}", [(due, host_id, url_id) for url_id, host_id in queued])
             where, params = d.any_of("u.id", [url_id for url_id, _ in queued])
+            # Not one the listing crawl holds (its completion queues it again, ``Outcomes._read_as``): queued while
+            # leased, a claim of details took it and failed whole on ``pk_leases`` (test_queued_while_leased.py).
             conn.exec_driver_sql(
                 "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
                 f" SELECT u.host_id, u.kind, -u.score, u.id, u.next_fetch_at FROM urls u WHERE {where}"
-                " AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.host_id = u.host_id AND q.url_id = u.id)",
+                " AND NOT EXISTS (SELECT 1 FROM queue q WHERE q.host_id = u.host_id AND q.url_id = u.id)"
+                " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.url_id = u.id)",
                 tuple(params),
             )
         logger.info("%d listing pages that a feed or sitemap names as details are details now", len(moved))
@@ -249,10 +252,22 @@ class Discovered(Part):
         if not revive:
             return
         d = self._d
+        # Only the URLs still gone, failed or duplicate now (locked to the commit on PostgreSQL) move and enter the
+        # queue. ``_known_rows`` read their state before the upsert, and on PostgreSQL another transaction may have
+        # moved one since: the extraction beside this discovery queued a failed page for its recheck
+        # (``requeue_rechecks``) and leased it. Queued by "is QUEUED now", it got a second entry (another rank)
+        # while leased, and the next claim of its host failed whole on ``pk_leases`` (test_queued_while_leased.py).
+        where, params = d.any_of("id", [url_id for url_id, _ in revive])
+        lock = "" if d.is_sqlite else " FOR UPDATE"
+        moving = {int(i) for i in conn.exec_driver_sql(
+            f"SELECT id FROM urls WHERE {where} AND state IN ('gone', 'failed', 'duplicate'){lock}", tuple(params),
+        ).scalars()}
+        if not moving:
+            return
         conn.exec_driver_sql(f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE id = {d.p}"
                              " AND state IN ('gone', 'failed', 'duplicate')",
-                             [(d.ts(due), url_id) for url_id, due in revive])
-        where, params = d.any_of("id", [url_id for url_id, _ in revive])
+                             [(d.ts(due), url_id) for url_id, due in revive if url_id in moving])
+        where, params = d.any_of("id", sorted(moving))
         conn.exec_driver_sql(
             "INSERT INTO queue (host_id, kind, rank, url_id, due_at)"
             f" SELECT host_id, kind, -score, id, next_fetch_at FROM urls WHERE {where} AND state = 'queued'"
