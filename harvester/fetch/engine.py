@@ -118,8 +118,11 @@ class PoliteClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        self._slots.cancel_timers()
-        await self._fetcher.aclose()
+        try:
+            await self._robots.aclose()  # first: a robots.txt fetch left running must not meet its connection closed
+        finally:
+            self._slots.cancel_timers()
+            await self._fetcher.aclose()
 
     # --- public ---------------------------------------------------------------------------------------------
 
