@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import socket
+import struct
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -435,3 +439,62 @@ async def test_a_robots_fetch_its_run_was_cancelled_during_saves_no_failure_that
             assert rerun.parked(origin) is None
         assert page.status == 200
         assert store.states[origin].status == 200
+
+
+@contextlib.contextmanager
+def dropping_first_connection() -> Iterator[tuple[str, list[str]]]:
+    """A loopback server that closes its first connection as soon as the request is read, with no answer (a
+    reset, a restart, an overloaded accept queue), and answers every later one: robots.txt allows all, any other
+    path is a small page. Yields its origin and the request lines it read, in order ("dropped" marks the first)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    origin = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    seen: list[str] = []
+
+    def serve() -> None:
+        first = True
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                line = head.split(b"\r\n", 1)[0].decode()
+                if first:
+                    first = False
+                    seen.append(f"dropped {line}")
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+                    continue
+                seen.append(line)
+                body = b"User-agent: *\nAllow: /\n" if " /robots.txt " in line else b"a page"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                             + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    thread = threading.Thread(target=serve, daemon=True, name="dropping-first")
+    thread.start()
+    try:
+        yield origin, seen
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (closing alone leaves it blocked on Linux)
+        listener.close()
+        thread.join(HELD_S)
+
+
+async def test_a_robots_txt_whose_first_connection_drops_is_asked_again_and_the_host_is_not_parked():
+    """One connection dropped before any answer is not RFC 9309 §2.3.1.4's "unreachable": robots.txt is asked
+    again (``robots.connect_attempts``) and its answer rules; the host is crawled, not parked for
+    ``robots.error_cache_s`` with its work deferred to the next run."""
+    store = MemoryRobots()
+    local = LOCAL.with_overrides(**{"robots.connect_retry_s": 0.01})  # how often is asserted, not when
+    with dropping_first_connection() as (origin, seen):
+        async with PoliteClient(local, robots_store=store) as client:
+            page = await client.fetch(origin + "/page")
+            assert client.parked(origin) is None
+    assert seen == ["dropped GET /robots.txt HTTP/1.1", "GET /robots.txt HTTP/1.1", "GET /page HTTP/1.1"]
+    assert page.status == 200
+    assert store.states[origin].status == 200  # what is kept is the answer, not the dropped connection
