@@ -241,6 +241,14 @@ class RobotsSettings(Group):
     cache_s: float = Field(86_400.0, gt=0, le=86_400.0, description="RFC 9309 §2.4: at most 24 h.")
     error_cache_s: float = Field(600.0, gt=0, description="A 5xx/unreachable robots.txt is retried after this.")
     max_redirects: int = Field(5, ge=0, le=10, description="RFC 9309 §2.3.1.2: follow at least five.")
+    connect_attempts: int = Field(
+        3, ge=1, le=10, description="Tries of a robots.txt fetch that no answer came to (connection refused, reset "
+        "or dropped) before it is taken as unreachable (RFC 9309 §2.3.1.4) and the host parked for error_cache_s.",
+    )
+    connect_retry_s: float = Field(
+        1.0, ge=0, le=60, description="Wait before the second try of robots.txt after no answer came; it doubles "
+        "with each further try.",
+    )
 
 
 class UrlSettings(Group):

@@ -118,8 +118,11 @@ class PoliteClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        self._slots.cancel_timers()
-        await self._fetcher.aclose()
+        try:
+            await self._robots.aclose()  # first: a robots.txt fetch left running must not meet its connection closed
+        finally:
+            self._slots.cancel_timers()
+            await self._fetcher.aclose()
 
     # --- public ---------------------------------------------------------------------------------------------
 
@@ -335,10 +338,27 @@ class PoliteClient:
                 self._slots.count(last or host, result)
 
     async def _fetch_robots(self, origin: str, validators: Validators, issuer: str) -> FetchResult:
+        """robots.txt, tried again (``robots.connect_attempts``, ``robots.connect_retry_s`` apart, doubling) while
+        no answer comes (CONNECT: refused, reset, dropped before a status line). One failed connection is not yet
+        RFC 9309 §2.3.1.4's "unreachable": taken as such, it parked a host whose robots.txt answers the next moment
+        for ``robots.error_cache_s``, its work deferred to the next run. An answer (5xx, 429) or a timeout is final:
+        the server spoke, or asking again would wait as long. The wait is the host's next-allowed time, so a stop
+        ends it like any politeness wait."""
         host = self._slots.host(origin)
-        return await self._gated(origin + ROBOTS_PATH, host, validators=validators, validators_url=issuer, accept=None,
-                                 max_bytes=self.settings.robots.max_bytes + ROBOTS_READ_PAST, check_robots=False,
-                                 robots_fetch=True)
+        robots = self.settings.robots
+        attempt = 1
+        while True:
+            result = await self._gated(origin + ROBOTS_PATH, host, validators=validators, validators_url=issuer,
+                                       accept=None, max_bytes=robots.max_bytes + ROBOTS_READ_PAST, check_robots=False,
+                                       robots_fetch=True)
+            if result.error_class is not ErrorClass.CONNECT or result.status is not None \
+                    or attempt >= robots.connect_attempts:
+                return result
+            wait = robots.connect_retry_s * 2 ** (attempt - 1)
+            attempt += 1
+            logger.info("robots.txt of %s: no answer (%s); try %d of %d in %.1fs", origin, result.error, attempt,
+                        robots.connect_attempts, wait, extra={"host": origin, "error_class": ErrorClass.CONNECT.value})
+            host.gate.next_allowed_at = max(host.gate.next_allowed_at, time.monotonic() + wait)
 
     def retire(self, origin: str) -> asyncio.Task[None] | None:
         """A host whose run ended keeps no sockets and, when they are persisted, no robots.txt rules in memory

@@ -235,6 +235,19 @@ class RobotsCache:
             return rules
         return None
 
+    async def aclose(self) -> None:
+        """Cancel the fetches no caller waits for any more, and wait for them to end, before the client's
+        connections close. ``rules`` shields a fetch from its waiters' cancellation (the others share it), so a
+        run cancelled mid-fetch (a stopped task, the end of a time slot) left it running: the client then closed
+        its connection under it, and the failure that caused was saved as the host's robots.txt being unreachable
+        (``error_cache_s``), which parked the host in the next run too, though its robots.txt never failed. A
+        fetch cancelled here saves nothing; the next run asks robots.txt again."""
+        pending = list(self._pending.values())
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
     def forget(self, origin: str) -> bool:
         """Drop the origin's rules from memory, when they can be had again without a request: only with
         persistence (every rules object here was saved or loaded, so ``rules`` reloads it while it is fresh) and

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import socket
+import struct
+import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,12 +19,15 @@ from harvester.records import ErrorClass, FetchResult, RobotsState
 from harvester.settings import RobotsSettings, Settings
 from harvester.testing import HostSpec, RobotsSpec
 from harvester.testing.record import disallowed_hits
+from harvester.testing.threaded_site import Answer, Asked, robots_txt, threaded_site
 
 LOCAL = Settings(http={"allow_addresses": ("127.0.0.1",)})
 """The test web's address (127.0.0.1) past the address policy: these clients have no seeds to allow it by."""
 
 UA = "harvester/0.1 (+https://harvester.invalid/contact)"
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
+HELD_S = 60.0
+"""Most a held answer, or a test waiting on one, waits (a generous bound, never reached when all is well)."""
 
 async def log_of(web):
     """The server's request log once it has caught up: in thread mode the server appends a record just after
@@ -397,3 +405,96 @@ def test_merged_groups_of_the_same_agent_take_the_slowest_delay_whatever_their_o
         assert rules.crawl_delay_s == 5.0
         assert rules.allowed("http://h/a")
     assert rules_for(first + "Crawl-delay: soon\n").crawl_delay_s == 5.0  # an unreadable value is ignored
+
+
+async def test_a_robots_fetch_its_run_was_cancelled_during_saves_no_failure_that_parks_the_next_run():
+    """A run cancelled while robots.txt is on the wire (a stopped task, the end of a time slot): the fetch its
+    waiters shared was left running, the client closed its connection under it, and that failure was saved as
+    robots.txt unreachable (``error_cache_s``): the next run parked the host, though robots.txt never failed
+    (test_host_policy's run 2, under load). The server holds robots.txt until the first client has closed."""
+    asked, answer_now = threading.Event(), threading.Event()
+
+    def answer(request: Asked) -> Answer:
+        if request.path == "/robots.txt":
+            asked.set()
+            answer_now.wait(HELD_S)
+            return robots_txt(request.origin)
+        return 200, {"Content-Type": "text/plain"}, b"a page"
+
+    store = MemoryRobots()
+    with threaded_site(answer) as origin:
+        client = PoliteClient(LOCAL, robots_store=store)
+        first = asyncio.create_task(client.fetch(origin + "/page"))
+        assert await asyncio.to_thread(asked.wait, HELD_S), "control: robots.txt was asked"
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        await client.aclose()
+        answer_now.set()
+        left = [task for task in asyncio.all_tasks() if task.get_name() == f"robots {origin}"]
+        await asyncio.wait_for(asyncio.gather(*left, return_exceptions=True), HELD_S)
+        assert origin not in store.states, store.states[origin]  # nothing was learnt: nothing is saved
+        async with PoliteClient(LOCAL, robots_store=store) as rerun:
+            page = await rerun.fetch(origin + "/page")
+            assert rerun.parked(origin) is None
+        assert page.status == 200
+        assert store.states[origin].status == 200
+
+
+@contextlib.contextmanager
+def dropping_first_connection() -> Iterator[tuple[str, list[str]]]:
+    """A loopback server that closes its first connection as soon as the request is read, with no answer (a
+    reset, a restart, an overloaded accept queue), and answers every later one: robots.txt allows all, any other
+    path is a small page. Yields its origin and the request lines it read, in order ("dropped" marks the first)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    origin = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    seen: list[str] = []
+
+    def serve() -> None:
+        first = True
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    head += chunk
+                line = head.split(b"\r\n", 1)[0].decode()
+                if first:
+                    first = False
+                    seen.append(f"dropped {line}")
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+                    continue
+                seen.append(line)
+                body = b"User-agent: *\nAllow: /\n" if " /robots.txt " in line else b"a page"
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+                             + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    thread = threading.Thread(target=serve, daemon=True, name="dropping-first")
+    thread.start()
+    try:
+        yield origin, seen
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept (closing alone leaves it blocked on Linux)
+        listener.close()
+        thread.join(HELD_S)
+
+
+async def test_a_robots_txt_whose_first_connection_drops_is_asked_again_and_the_host_is_not_parked():
+    """One connection dropped before any answer is not RFC 9309 §2.3.1.4's "unreachable": robots.txt is asked
+    again (``robots.connect_attempts``) and its answer rules; the host is crawled, not parked for
+    ``robots.error_cache_s`` with its work deferred to the next run."""
+    store = MemoryRobots()
+    local = LOCAL.with_overrides(**{"robots.connect_retry_s": 0.01})  # how often is asserted, not when
+    with dropping_first_connection() as (origin, seen):
+        async with PoliteClient(local, robots_store=store) as client:
+            page = await client.fetch(origin + "/page")
+            assert client.parked(origin) is None
+    assert seen == ["dropped GET /robots.txt HTTP/1.1", "GET /robots.txt HTTP/1.1", "GET /page HTTP/1.1"]
+    assert page.status == 200
+    assert store.states[origin].status == 200  # what is kept is the answer, not the dropped connection
