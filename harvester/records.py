@@ -61,6 +61,11 @@ class Source(StrEnum):
     REDIRECT = "redirect"
 
 
+DEADLINE_PASSED = "total deadline"
+"""How a fetch cut by its whole-fetch deadline (``fetch.http``) begins its error: told apart from a stall between two
+reads, also a TIMEOUT, by ``rules.revisit_documents.cut_while_reading``."""
+
+
 class ErrorClass(StrEnum):
     """The small taxonomy every failed fetch or refused input is counted under."""
 

@@ -279,7 +279,8 @@ class DiscoverySettings(Group):
     sitemap_min_rate_bytes_s: int = Field(
         262_144, ge=16_384,
         description="The slowest transfer rate a sitemap is still read in full at: its whole-fetch deadline is "
-        "max_sitemap_bytes at this rate (51 MiB at 256 KiB/s: 204 s), never less than http.timeout_s. A page's "
+        "max_sitemap_bytes at this rate (51 MiB at 256 KiB/s: 204 s), never less than http.timeout_s nor more than "
+        "10 times the larger of http.timeout_s and 30 s (300 s by default). A page's "
         "30 s cut a legal 52 MB sitemap on a 1.3 MB/s link at 39 MB, every time; a stalled answer is still cut by "
         "http.timeout_s between two reads.",
     )

@@ -25,7 +25,7 @@ from harvester.fetch.answers import headers_of
 from harvester.fetch.resolver import seed_addresses
 from harvester.fetch.results import FetchState, Refused, TooLarge, drain, read_answer
 from harvester.fetch.transport import RequestUrls, make_transport
-from harvester.records import ACCEPT, ACCEPT_ENCODING, ErrorClass, FetchResult, Validators, origin_of
+from harvester.records import ACCEPT, ACCEPT_ENCODING, DEADLINE_PASSED, ErrorClass, FetchResult, Validators, origin_of
 from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.settings import HttpSettings, PolitenessSettings, parse_networks
 
@@ -223,7 +223,7 @@ class Fetcher:
                 return await self._fetch(state, validators, accept, cap, follow, hops_allowed, truncate,
                                          validators_url or url, stop_at)
         except TimeoutError:
-            return state.failure(ErrorClass.TIMEOUT, f"total deadline {deadline_s:g}s passed")
+            return state.failure(ErrorClass.TIMEOUT, f"{DEADLINE_PASSED} {deadline_s:g}s passed")
         except Refused as exc:
             if exc.error_class is ErrorClass.ADDRESS_REFUSED:
                 logger.info("%s: %s", state.current, exc,

@@ -349,10 +349,16 @@ class Queue(Part):
                 select(func.count(func.distinct(Host.lease_owner))).where(
                     mine, Host.lease_owner.is_not(None), Host.lease_owner != owner, Host.lease_until >= now)
             ).scalar_one()
-            latest = tx.conn.execute(
+            latest: list[tuple[str | None, datetime | None]] = [(row[0], row[1]) for row in tx.conn.execute(
                 select(Host.lease_owner, func.max(Host.lease_until)).where(
                     mine, Host.lease_owner.is_not(None), Host.lease_owner != owner).group_by(Host.lease_owner)
-            ).all()
+            ).all()]
+            # Its URL leases too: once the survivors have taken its hosts, a frozen process still holds the URLs
+            # it claimed there (lapsed), and counted again it made them hand hosts back to nobody (review).
+            latest += [(row[0], row[1]) for row in tx.conn.execute(
+                select(Lease.owner, func.max(Lease.lease_until)).join(Host, Host.id == Lease.host_id)
+                .where(mine, Lease.owner != owner).group_by(Lease.owner)
+            ).all()]
             processes = self._d.extraction_processes(tx.conn, site, stalled=stalled_processes(latest, now))
         return int(with_work), max(int(others), processes - 1)
 

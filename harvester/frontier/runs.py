@@ -126,30 +126,32 @@ class Runs(Part):
             ).scalar_one_or_none()
             # Extractions started side by side share that cycle (``lock_cycles``): the last of them closes it, not
             # the first to end while the others still fetch.
-            beside = [] if own is None else tx.conn.execute(
-                select(Run.owner).where(Run.cycle_id == own, Run.status == "running", Run.id != run_id)
-            ).scalars().all()
+            beside = [] if own is None else [(int(other), holder) for other, holder in tx.conn.execute(
+                select(Run.id, Run.owner).where(Run.cycle_id == own, Run.status == "running", Run.id != run_id)
+            ).all()]
         if not changed:
             raise InvalidRecord(f"run {run_id} does not exist")
-        if own is not None and all(holder is None or self.db.liveness.is_dead(holder) for holder in beside):
-            self._close_left(int(own), by=run_id)
+        if own is not None and all(holder is None or self.db.liveness.is_dead(holder) for _, holder in beside):
+            self._close_left(beside, by=run_id)
             self._cycles.finish_cycle(int(own), status="completed" if status == "completed" else "failed")
 
-    def _close_left(self, cycle_id: int, *, by: int) -> None:
+    def _close_left(self, left: list[tuple[int, str | None]], *, by: int) -> None:
         """The cycle's other runs still ``running`` once ``by`` closes it (their processes are gone: a SIGTERM, a
         kill -9) are closed ``abandoned``, saying why: no rerun resumes a run of a closed cycle, so a stopped one
         stayed ``running`` for good and ``status`` kept saying "the next run resumes it" after the other workers
-        had finished the cycle (stranger 45). What it stored is the cycle's either way."""
+        had finished the cycle (stranger 45). What it stored is the cycle's either way. Only while each is still
+        the owner's judged dead (``left``: id, owner): a rerun that took one over meanwhile keeps it (review)."""
         with self._tx() as tx:
-            left = tx.conn.execute(
-                select(Run.id, Run.counters).where(Run.cycle_id == cycle_id, Run.status == "running", Run.id != by)
-            ).all()
-            for run_id, counters in left:
+            for run_id, holder in left:
+                held = Run.owner.is_(None) if holder is None else Run.owner == holder
+                counters = tx.conn.execute(
+                    select(Run.counters).where(Run.id == run_id, Run.status == "running", held)
+                ).scalar_one_or_none()
                 kept = dict(counters) if isinstance(counters, dict) else {}
                 said = f"it was stopped ({kept['stopped']})" if kept.get("stopped") else "its process ended unfinished"
                 kept.update(reason=f"abandoned: {said}; run {by} finished its cycle (what it stored is kept)",
                             replaced_by=by)
-                tx.conn.execute(update(Run).where(Run.id == run_id, Run.status == "running")
+                tx.conn.execute(update(Run).where(Run.id == run_id, Run.status == "running", held)
                                 .values(finished_at=utcnow(), status="abandoned", counters=kept))
 
     def last_profile(self, phase: str | None = None) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from harvester.records import (
     provenance,
 )
 from harvester.rules import revisit, revisit_documents
-from harvester.rules.revisit_documents import unreadable_count
+from harvester.rules.revisit_documents import absent_count, unreadable_count
 from harvester.runtime import aware, check_stop, db, settle, utcnow
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,11 @@ domain, and that index's children there) read per host per run. Each is fetched 
 and limit, and only its entries in this crawl's scope are kept; the bound keeps a hostile robots.txt (which once
 had up to ``max_sitemaps_per_host`` files fetched) from aiming more than a few requests at third parties."""
 
+
+SITEMAP_DEADLINE_TIMEOUTS = 10
+"""A sitemap's whole-fetch deadline (``max_sitemap_bytes`` at ``sitemap_min_rate_bytes_s``) is at most this many
+times ``http.timeout_s`` (30 s at least): 300 s by default. Without it a larger size limit or a lower rate floor
+held a drip-fed host's slot for hours per file (review)."""
 
 REDIRECT_KIND = "redirect"
 """The document kind of a sitemap URL that answered with a redirect: its ``children`` hold the target, which later
@@ -313,7 +318,10 @@ class SitemapWalk:
         """What we hold of ``url`` and its answer now; no answer when no request is due (a document not due
         yet, or one its index dates no later than our copy)."""
         known = await db(self.host.store.get_document, url)
-        if known is not None and not self.host.due(known):
+        # A guess that missed waits its growing interval as a guess only: once the site names the path, it is asked
+        # (review: a sitemap published at a path probed absent for a month waited up to 16 days more).
+        named_now = not probing and known is not None and absent_count(known.error) > 0
+        if known is not None and not named_now and not self.host.due(known):
             self.host.counters["documents_skipped"] += 1
             return known, None
         if known is not None and self._unchanged_per_index(known, dated):
@@ -332,8 +340,10 @@ class SitemapWalk:
         a growing interval instead: ``revisit_documents.failed``)."""
         politeness = self.host.settings.politeness
         discovery = self.host.settings.discovery
-        deadline_s = max(self.host.settings.http.timeout_s,
-                         discovery.max_sitemap_bytes / discovery.sitemap_min_rate_bytes_s)
+        timeout_s = self.host.settings.http.timeout_s
+        # Bounded whatever the size and rate settings say: a drip feed holds the host's slot no longer than this.
+        deadline_s = min(max(timeout_s, discovery.max_sitemap_bytes / discovery.sitemap_min_rate_bytes_s),
+                         SITEMAP_DEADLINE_TIMEOUTS * max(timeout_s, 30.0))
         home = origin_of(url)
 
         def in_scope(hop: str) -> bool:  # a sitemap outside the crawl's scope may redirect on its own host

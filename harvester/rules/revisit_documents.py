@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from harvester.records import DocumentState, ErrorClass, FetchResult
+from harvester.records import DEADLINE_PASSED, DocumentState, ErrorClass, FetchResult
 from harvester.rules.revisit import due_at
 from harvester.runtime import aware
 from harvester.settings import Settings
@@ -41,7 +41,14 @@ probed known path answered 404/410 (``absent``): each waits a growing interval, 
 def cut_while_reading(result: FetchResult) -> bool:
     """The whole-fetch deadline passed while the body was arriving: the link is slower than the deadline allows
     for this document, and asking it again at once would download as much again to be cut the same way."""
-    return result.error_class is ErrorClass.TIMEOUT and result.bytes_read > 0
+    return (result.error_class is ErrorClass.TIMEOUT and result.bytes_read > 0
+            and (result.error or "").startswith(DEADLINE_PASSED))  # not a stall between reads (review)
+
+
+def absent_count(error: str | None) -> int:
+    """Probes in a row that found a known path absent (404/410) behind a document's stored ``error`` (0: none)."""
+    found = _GROWN.match(error) if error else None
+    return int(found.group(2)) if found is not None and found.group(1) == "absent" else 0
 
 
 def unreadable_count(error: str | None) -> int:
@@ -106,6 +113,8 @@ def failed(
     waits ``robots.error_cache_s``."""
     base = known or DocumentState(url=url, kind=kind)
     label = "cut while reading" if cut_while_reading(result) and not refused else "absent" if absent else None
+    if label == "absent":  # gone: no copy of it is the site's sitemap any more (review: its old children were read
+        base = replace(base, content_hash=None, children=(), etag=None, last_modified=None)  # stale copy; review)
     if label is not None:
         found = _GROWN.match(known.error) if known is not None and known.error else None
         count = (int(found.group(2)) if found is not None and found.group(1) == label else 0) + 1

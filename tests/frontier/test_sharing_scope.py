@@ -49,3 +49,20 @@ def test_a_process_whose_leases_all_lapsed_is_no_one_to_share_with(pg_url: str) 
             # A process holding one live lease beside lapsed ones is working: it counts.
             store.claim_hosts(frozen, limit=1, lease_s=600, hosts=HOSTS[3:])
             assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 2)
+
+
+def test_a_frozen_process_whose_hosts_were_taken_still_counts_for_no_one(pg_url: str) -> None:
+    """Once the survivors have taken a frozen process's hosts it holds no host row, but the URLs it had claimed
+    there stay leased to it (lapsed): counted again as a peer, it made each survivor, now over its share, hand hosts
+    back to nobody (review)."""
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    frozen, taker = "elsewhere:2:extract:0000aaaa:live", "elsewhere:4:extract:0000cccc:live"
+    with FrontierStore.open(Settings(database_url=pg_url), upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{origin}/p{n}", UrlKind.DETAIL, "sitemap:x", depth=1)
+                              for origin in HOSTS for n in range(2)])
+        assert store.claim_hosts(frozen, limit=2, lease_s=60, now=past, hosts=HOSTS[:2]) == HOSTS[:2]
+        assert len(store.claim(frozen, hosts=HOSTS[:2], per_host=1, lease_s=60, now=past)) == 2
+        assert store.claim_hosts(taker, limit=2, lease_s=600, hosts=HOSTS[:2]) == HOSTS[:2]  # lapsed: taken
+        with _session(pg_url, extraction_scope("a") + "elsewhere:2"), \
+                _session(pg_url, extraction_scope("a") + "elsewhere:4"):
+            assert store.sharing("a-1", hosts=HOSTS, site="a") == (4, 1)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harvester.rules.scope import UrlFilter, Verdict
 from harvester.rules.urls import CANONICAL_VERSION, Canonicalizer, canonicalize, remove_dot_segments
-from harvester.settings import Settings
+from harvester.settings import MAX_URL_LENGTH, Settings
 from harvester.site_profile import Scope, SiteProfile
 
 SETTINGS = Settings()
@@ -410,7 +410,6 @@ LOOSE = SETTINGS.with_overrides(
         "urls.session_params": (),
         "urls.max_repeated_segments": 10**6,
         "urls.max_path_depth": 10**6,
-        "urls.max_url_length": 10**6,
     }
 )
 
@@ -433,6 +432,14 @@ def test_each_trap_kind_admits_at_most_20_urls(kind: Verdict, make: object) -> N
     flt = UrlFilter(SETTINGS, None, [SEED])
     assert _admitted(flt, make()) <= 20  # type: ignore[operator]
     assert flt.counts[kind.value] > 0
+    if kind is Verdict.TRAP_LENGTH:
+        # The length rule is the frontier's own limit (``settings.MAX_URL_LENGTH``): it has no looser setting. The
+        # bound is real: every URL admitted is storable, and the stream's longer ones are all refused as the trap.
+        stream = list(make())  # type: ignore[operator]
+        assert flt.counts[kind.value] == len(stream) - _admitted(UrlFilter(SETTINGS, None, [SEED]), iter(stream))
+        assert all(len(url) > MAX_URL_LENGTH for url in stream[_admitted(UrlFilter(SETTINGS, None, [SEED]),
+                                                                          iter(stream)):])
+        return
     # Control: with the thresholds out of the way the same stream is unbounded, so the bound above is real.
     assert _admitted(UrlFilter(LOOSE, None, [SEED]), make(), n=200) > 20  # type: ignore[operator]
 
