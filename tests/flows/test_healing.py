@@ -6,6 +6,9 @@ first release's retry automation (which retried any crash, also of a run that ne
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
 from harvester.flows.healing import MAX_CRASH_RETRIES, automations, ensure_healing
 
 
@@ -144,6 +147,7 @@ async def test_the_next_run_closes_what_a_crashed_run_left_running_with_no_worke
     from conftest import prepared
     from prefect import get_client, task
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
     from prefect.states import Completed, Crashed, Running
 
     import harvester.flows.healing as healing
@@ -190,8 +194,17 @@ async def test_the_next_run_closes_what_a_crashed_run_left_running_with_no_worke
         assert await running([lost.id, *subflows]) == set(), [log.message for log in logs]
         assert (await client.read_flow_run(subflows[1])).state.is_crashed()  # the subflow left Running, closed
         assert await running([live.id]) == {alive}  # a live run's own task run is not touched
-        logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
-            any_=[state.state_details.flow_run_id])))
+        # Logs reach the server in batches from this process's log worker: drained first, then looked for (beside
+        # two busy loops the batch had not arrived when read, though the flow had logged it).
+        drained = APILogWorker.drain_all(timeout=10)
+        if inspect.isawaitable(drained):
+            await drained
+        for _ in range(60):
+            logs = await client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(
+                any_=[state.state_details.flow_run_id])))
+            if any("that ended harvester runs had left Running" in log.message for log in logs):
+                break
+            await asyncio.sleep(0.5)
         assert any("that ended harvester runs had left Running" in log.message for log in logs), logs
         for run_id in (lost.id, live.id):
             await client.delete_flow_run(run_id)
