@@ -248,7 +248,9 @@ def recrawl(
     seeds: Annotated[list[str] | None, typer.Argument(help="Profile seeds (default: the last harvest's).")] = None,
     db: DbOpt = None, config: ConfigOpt = None, per_host: PerHostOpt = None, max_hosts: MaxHostsOpt = None,
     workers: WorkersOpt = 1,
-    refresh: Annotated[bool, typer.Option(help="Treat everything as due now (still conditional).")] = False,
+    refresh: Annotated[bool, typer.Option(
+        help="Treat everything as due now, gone pages included (still conditional); URLs refused by robots.txt "
+             "or the scope stay refused.")] = False,
 ) -> None:
     """The incremental re-crawl: unchanged sitemaps and pages cost 304s; new and vanished URLs are reported."""
     settings = _settings(db, config, **_overrides(max_hosts))

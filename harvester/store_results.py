@@ -91,6 +91,11 @@ class StoredPage:
     """The URL's kind: ``detail`` or ``listing`` (listing pages' versions are kept too)."""
     hook_error: dict[str, str] | None = None
     """As ``PageRecord.hook_error``: the extractor hook failed on this version, ``fields`` hold nothing of it."""
+    served: tuple[str | None, str | None] | None = None
+    """(ETag, Last-Modified) of the latest answer that served this version's bytes: its first fetch's (``etag``,
+    ``last_modified``), or a later 200's that repeated them byte for byte with new ones; None when no logged
+    fetch served it. What the site last said of these bytes, which the export tells (``etag``, ``last_modified``
+    keep the version's own, for its WARC response record)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +123,9 @@ class StoredFetch:
     """(If-None-Match, If-Modified-Since) the request carried, as logged when it was sent ((None, None): an
     unconditional GET). None for a fetch logged before migration 0011: the WARC export then rebuilds them from the
     version before (``prior``, or the responses it wrote), which is wrong where a request's differed from it."""
+    served: tuple[str | None, str | None] | None = None
+    """(ETag, Last-Modified) the answer carried, for one that served ``page`` (a new version, or the same bytes
+    again, maybe with new validators); None otherwise. Before 0021, the version's."""
     user_agent: str | None = None
     """The User-Agent the request carried: its run's (``runs.user_agent``). None when not known: a fetch of a run
     started before migration 0013, or logged outside any run."""

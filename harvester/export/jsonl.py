@@ -52,8 +52,10 @@ def page_record(page: StoredPage) -> dict[str, Any]:
         "change": page.change,  # new / changed / restyled: what this version is to the one before it
         "payload_digest": page.payload_digest,  # sha256 hex of the body as stored: a new version's key
         "content_type": page.content_type,
-        "etag": page.etag,
-        "last_modified": page.last_modified,
+        # The validators last received with these bytes (a later 200 repeating them may bring new ones): for the
+        # newest version of a live page, what the site serves now and the next conditional request sends.
+        "etag": page.served[0] if page.served is not None else page.etag,
+        "last_modified": page.served[1] if page.served is not None else page.last_modified,
         "content_hash": page.content_hash,
         "canonical": page.canonical_url,
         "title": page.title,

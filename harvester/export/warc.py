@@ -189,6 +189,9 @@ def _answer(
             return None
         counts.revisits += 1
         return _revisit(writer, earlier.target, date, earlier, REVISIT_IDENTICAL, None, status=status)
+    # WARC 1.1 §6.7: a record's block is this answer's head. A 200 repeating a version (``change`` same) may carry
+    # a new ETag or Last-Modified: the fetch log's, not the version's first answer's.
+    page = _as_answered(page, fetch)
     target = page.final_url or fetch.url
     digest = sha1_digest(page.body)
     same = by_digest.get((target, digest))
@@ -207,6 +210,13 @@ def _answer(
         http_headers=StatusAndHeaders(_status_line(status), _page_headers(page, len(body)), protocol="HTTP/1.1"),
         warc_headers_dict={"WARC-Date": date},
     )
+
+
+def _as_answered(page: StoredPage, fetch: StoredFetch) -> StoredPage:
+    """``page`` with the validators ``fetch``'s answer carried (``StoredFetch.served``), where the log has them."""
+    if fetch.served is None or fetch.served == (page.etag, page.last_modified):
+        return page
+    return replace(page, etag=fetch.served[0], last_modified=fetch.served[1])
 
 
 def _revisit(
@@ -269,8 +279,8 @@ def _remember(
     fetch: StoredFetch, record: Any, latest: OrderedDict[str, _Written],
     by_digest: OrderedDict[tuple[str, str], _Written], limit: int,
 ) -> None:
-    page = fetch.page
-    assert page is not None
+    assert fetch.page is not None
+    page = _as_answered(fetch.page, fetch)
     headers = record.rec_headers
     written = _Written(
         record_id=headers.get_header("WARC-Record-ID"), target=headers.get_header("WARC-Target-URI"),

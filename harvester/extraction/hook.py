@@ -134,7 +134,7 @@ def resolve_hook(spec: str | None, hook: ExtractorHook | None = None) -> Extract
 _traced: set[int] = set()
 """The hooks (by ``id``) whose first failure was logged with its traceback in this process."""
 
-HOOK_OK_COUNTERS = ("text_changed", "text_same", "duplicate")
+HOOK_OK_COUNTERS = ("text_new", "text_changed", "text_same", "duplicate")
 """Extraction counters of pages the hook ran on and returned from (``rules.revisit.next_state``)."""
 
 

@@ -170,9 +170,20 @@ class Cycles(Part):
 
     def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
         """Per host for one phase run: requests it sent (``fetched``), 304s, gone, failed and failures by
-        ``error:<class>``; what ``status`` shows per host for the last extraction (its own requests only)."""
+        ``error:<class>``, and ``bytes``, the body bytes its answers carried as received (before content decoding;
+        HTTP headers and chunk framing not counted); what ``status`` shows per host for the last extraction (its
+        own requests only)."""
         with self._tx(write=False) as tx:
             hosts, _ = _requests(tx.conn, [Fetch.run_id == run_id])
+            # ``bytes``: the bodies of those answers as they came off the wire (``fetches.bytes``), so the figure
+            # counts what ``fetched`` counts; the polite client's own tally also held discovery's documents.
+            for origin, n in tx.conn.execute(
+                select(Host.origin, func.coalesce(func.sum(Fetch.bytes), 0))
+                .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+                .where(Fetch.run_id == run_id, Fetch.outcome != "unsent").group_by(Host.origin)
+            ):
+                if origin in hosts:
+                    hosts[origin]["bytes"] = int(n)
         return hosts
 
 

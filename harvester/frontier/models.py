@@ -434,7 +434,7 @@ class Fetch(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     bytes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     error_class: Mapped[str | None] = mapped_column(String(30))
-    page_id: Mapped[int | None] = mapped_column(ForeignKey("pages.id"))
+    page_id: Mapped[int | None] = mapped_column(ForeignKey("pages.id"), index=True)
     """The version this answer served: a new one, or the stored one it repeated byte for byte."""
     change: Mapped[str | None] = mapped_column(String(10))
     """What this answer meant for the URL's stored versions (records.ChangeKind): ``new``, ``changed``,
@@ -447,6 +447,11 @@ class Fetch(Base):
     """The If-None-Match the request carried, as sent (not the URL's validators now, nor the stored version's)."""
     if_modified_since: Mapped[str | None] = mapped_column(String(100))
     """The If-Modified-Since the request carried, as sent."""
+    etag: Mapped[str | None] = mapped_column(String(300))
+    """The ETag the answer that served ``page_id`` carried (a 200 repeating a version may bring a new one); NULL
+    without a version, or none sent. Since 0021 (older rows: the version's)."""
+    last_modified: Mapped[str | None] = mapped_column(String(100))
+    """The Last-Modified the answer that served ``page_id`` carried, as ``etag``."""
 
 
 metadata = Base.metadata

@@ -59,7 +59,8 @@ _URL_UPDATE = (
 
 _FETCH_INSERT = (
     "INSERT INTO fetches (url_id, run_id, fetched_at, status, outcome, bytes, error_class, page_id, change,"
-    " conditional, if_none_match, if_modified_since) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " conditional, if_none_match, if_modified_since, etag, last_modified)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """A completion's line in the fetch log, its values bound as the driver takes them (``Dialect.ts``, as
 ``models.UtcDateTime`` would): through ``insert(Fetch)`` SQLAlchemy ran every row's dict through its type processors,
@@ -375,11 +376,15 @@ class Outcomes(Part):
             how = outcome(c)
             # What the request carried, on the row written anyway (WARC request records); none when none left.
             asked = c.sent_validators if how != "unsent" else None
+            # What the answer that served a version carried: a 200 repeating it may bring new validators, which
+            # its WARC record and the export's ``etag`` / ``last_modified`` must say (the page keeps the first).
+            served = c.page if page_ids.get(c.url_id) is not None else None
             fetch_rows.append((
                 c.url_id, run_id, d.ts(aware(c.fetched_at)), c.status, how, c.bytes_read,
                 c.error_class.value if c.error_class else None, page_ids.get(c.url_id),
                 change.value if change is not None else None, bool(asked) if asked is not None else None,
                 asked.etag if asked is not None else None, asked.last_modified if asked is not None else None,
+                served.etag if served is not None else None, served.last_modified if served is not None else None,
             ))
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)

@@ -226,9 +226,13 @@ class Queue(Part):
         return count
 
     def make_due(self, origins: Sequence[str], *, now: datetime | None = None) -> int:
-        """Finished URLs (failed ones and duplicates too: ``requeue_rechecks`` queues them when the extraction begins)
-        and discovery documents of ``origins`` become due now (an off-schedule re-crawl)."""
+        """Finished URLs (failed ones and duplicates too: ``requeue_rechecks`` queues them when the extraction begins),
+        gone ones (404/410: queued, still conditional where they kept validators), queued ones waiting for a later
+        time (a gone URL's recheck, a retry's back-off) and discovery documents of ``origins`` become due now (an
+        off-schedule re-crawl: "is the snapshot equal to the site now", a page a site restored included). URLs
+        refused for good (robots.txt, scope: disallowed, skipped) stay refused. Returns the URLs made due."""
         now = aware(now) or utcnow()
+        d = self._d
         with self._tx() as tx:
             host_ids = select(Host.id).where(Host.origin.in_(list(origins))).scalar_subquery()
             result = tx.conn.execute(
@@ -236,13 +240,30 @@ class Queue(Part):
                     [UrlState.DONE.value, UrlState.FAILED.value, UrlState.DUPLICATE.value]))
                 .values(next_fetch_at=now)
             )
+            made_due = int(result.rowcount)
+            where, params = d.any_of("h.origin", list(origins))
+            gone = tx.conn.exec_driver_sql(
+                f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE state = 'gone' AND host_id IN"
+                f" (SELECT h.id FROM hosts h WHERE {where}) RETURNING host_id, kind, -score, id, next_fetch_at",
+                (d.ts(now), *params),
+            ).all()
+            if gone:
+                tx.conn.exec_driver_sql(d.enqueue_sql, [tuple(row) for row in gone])
+            waiting = tx.conn.execute(
+                update(QueueEntry).where(QueueEntry.host_id.in_(host_ids), QueueEntry.due_at > now)
+                .values(due_at=now)
+            )
+            tx.conn.execute(
+                update(Url).where(Url.host_id.in_(host_ids), Url.state == UrlState.QUEUED.value,
+                                  Url.next_fetch_at > now).values(next_fetch_at=now)
+            )
+            made_due += len(gone) + int(waiting.rowcount)
             for origin in origins:
                 tx.conn.execute(
                     update(Document).where(Document.url.startswith(origin + "/", autoescape=True))
                     .values(next_fetch_at=now)
                 )
-        return int(result.rowcount)
-
+        return made_due
 
     def url_high_water(self) -> int:
         """The largest URL id: it grows exactly when URLs are added (ids are never reused)."""

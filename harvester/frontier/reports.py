@@ -103,10 +103,16 @@ def _state_now() -> Any:
 
 
 def _pages_query() -> Select[Any]:
+    # The latest answer that served the version (ix_fetches_page_id): its validators are the ones last received
+    # with these bytes, where a 200 repeating them brought new ones (``StoredPage.served``).
+    served = aliased(Fetch)
+    latest = (select(func.max(Fetch.id)).where(Fetch.page_id == Page.id).correlate(Page).scalar_subquery())
     return (
         select(Page.__table__, FULL_URL, _state_now().label("url_state"), Url.kind.label("url_kind"),
-               Body.digest, Body.body.label("stored_body"))
+               Body.digest, Body.body.label("stored_body"), served.id.label("served_id"),
+               served.etag.label("served_etag"), served.last_modified.label("served_last_modified"))
         .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id).join(Body, Body.id == Page.body_id)
+        .outerjoin(served, served.id == latest)
     )
 
 
@@ -293,6 +299,7 @@ class Reports(Part):
                     prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
                            and r.change != "same" else None),
                     sent=(r.if_none_match, r.if_modified_since) if r.conditional is not None else None,
+                    served=(r.etag, r.last_modified) if r.page_id is not None else None,
                     user_agent=r.sent_user_agent,
                 )
             pages.clear()

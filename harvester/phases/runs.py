@@ -91,9 +91,10 @@ async def finish_run(
 ) -> tuple[PhaseResult, dict[str, Any]]:
     """Merge the tasks' counters, close the run, and return them with the frontier's stats.
 
-    An extraction's per-host ``fetched``, ``not_modified``, ``gone`` and ``errors`` are its own requests, read from
-    the frontier, on every host of its line (one it never asked: none): the polite client's diagnostics also count
-    what discovery asked through it when a cycle shares it (robots.txt, sitemaps and their probes, listing pages)."""
+    An extraction's per-host ``fetched``, ``not_modified``, ``gone``, ``errors`` and ``bytes`` are its own
+    requests', read from the frontier, on every host of its line (one it never asked: none): the polite client's
+    diagnostics also count what discovery asked through it when a cycle shares it (robots.txt, sitemaps and their
+    probes, listing pages)."""
     result = PhaseResult.merge(phase, parts)
     result.run_id = run_id
     async with open_store(settings) as store:
@@ -149,13 +150,14 @@ async def note_stopped(settings: Settings, run_id: int, stop: BaseException) -> 
 
 
 async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dict[str, Any]]:
-    """An extraction run's own requests per host, from the fetch log: fetched, not modified, gone, errors by class."""
+    """An extraction run's own requests per host, from the fetch log: fetched, not modified, gone, errors by class,
+    and the body bytes their answers carried (``bytes``: the client's own tally counted discovery's too)."""
     return {origin: _requests(counts) for origin, counts in (await db(store.run_fetch_counts, run_id)).items()}
 
 
 def _requests(counts: dict[str, int]) -> dict[str, Any]:
     return {"fetched": counts.get("fetched", 0), "not_modified": counts.get("not_modified", 0),
-            "gone": counts.get("gone", 0),
+            "gone": counts.get("gone", 0), "bytes": counts.get("bytes", 0),
             "errors": {key[6:]: n for key, n in counts.items() if key.startswith("error:")}}
 
 

@@ -290,8 +290,9 @@ class Outcome:
 
     ``content_hash`` is the hash the URL should hold afterwards (None: keep nothing, e.g. a moved URL, so the
     target is not taken for a duplicate of its old address). ``counter`` names the outcome for a run's own
-    diagnostics (``text_changed``: the main text differs from the frontier's, a first fetch too); what a cycle
-    changed is counted by the store (``FrontierStore.cycle_counts``), never from these.
+    diagnostics (``text_changed``: the main text differs from the stored version's; ``text_new``: there was none to
+    differ from, a first fetch); what a cycle changed is counted by the store (``FrontierStore.cycle_counts``),
+    never from these.
     """
 
     state: UrlState
@@ -370,7 +371,10 @@ def classify_outcome(
         done = _done(claimed, settings, now, changed=False, counter="text_same",
                      content_hash=new_hash or claimed.content_hash, store_page=True)
     else:
-        done = _done(claimed, settings, now, changed=True, counter="text_changed", content_hash=new_hash,
+        # A first fetch (no text stored to differ from) is new, not changed: a first harvest counted every page
+        # ``text_changed``.
+        counter = "text_changed" if claimed.content_hash is not None else "text_new"
+        done = _done(claimed, settings, now, changed=True, counter=counter, content_hash=new_hash,
                      store_page=True, expand_links=True)
     if hook_error is not None:  # the fetch and the page are good: only the hook's fields are missing
         return replace(done, counter="hook_failed", error_class=ErrorClass.HOOK_FAILED, error=hook_error)
