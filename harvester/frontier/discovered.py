@@ -332,10 +332,8 @@ class Discovered(Part):
         for host_id, m in zip(hids, chunk, strict=True):
             paths_by_host.setdefault(host_id, []).append(m.path)
         lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
-        listed = {(h, m.path) for h, m in zip(hids, chunk, strict=True)
+        listed = {(h, m.path): m.sources for h, m in zip(hids, chunk, strict=True)
                   if any(label.partition(":")[0] in _LISTS for label in m.sources)}
-        relisting = {(h, m.path): labels for h, m in zip(hids, chunk, strict=True)
-                     if (labels := [label for label in m.sources if label.partition(":")[0] in _RELISTS])}
         known: dict[tuple[int, str], _Known] = {}
         made_due = 0
         revive: list[tuple[int, datetime]] = []
@@ -353,8 +351,9 @@ class Discovered(Part):
                 if recheck is None and went is not None:  # found gone before rechecks were scheduled
                     recheck = went + timedelta(seconds=self.settings.revisit.default_s)
                 dated_back = new_lastmod is not None and went is not None and new_lastmod > went
-                if dated_back or ((recheck is None or recheck > now) and (host_id, path) in relisting
-                                  and reads.relisted(relisting[(host_id, path)], d.dt(seen))):
+                if dated_back or ((recheck is None or recheck > now) and (host_id, path) in listed and reads.relisted(
+                        [label for label in listed[(host_id, path)] if label.partition(":")[0] in _RELISTS],
+                        d.dt(seen))):
                     recheck = now
                 if recheck is not None and (recheck <= now or (host_id, path) in listed):
                     revive.append((url_id, recheck))
