@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,6 +18,7 @@ from harvester.frontier.models import (
     Source,
     Url,
 )
+from harvester.frontier.relisted import PreviousReads
 from harvester.frontier.rows import Merged, merge, split_url
 from harvester.records import DiscoveredUrl
 from harvester.rules.revisit import PERMANENT_REDIRECTS
@@ -32,6 +33,9 @@ _Known = tuple[int, "int | None", str, float, str]
 
 _LISTS = frozenset({"seed", "sitemap", "feed", "listing", "pagination"})
 """Source kinds that list a site's pages (re-read on a schedule), as against a link on a page or a redirect."""
+
+_RELISTS = frozenset({"sitemap", "feed", "listing", "pagination"})
+"""List kinds that can name a URL *again* after a full read that did not name it (``relisted.PreviousReads``)."""
 
 _PUBLISHED = frozenset({"sitemap", "feed"})
 """Source kinds whose DETAIL entries outweigh a listing guess made from a link's shape (``_promote``)."""
@@ -61,8 +65,13 @@ class Discovered(Part):
             return self.upsert(tx, merged, aware(now) or utcnow())
 
 
-    def upsert(self, tx: Transaction, merged: list[Merged], now: datetime) -> AddResult:
-        """``merged`` into the frontier in ``tx`` (``add_discovered``, and a completion's outlinks)."""
+    def upsert(
+        self, tx: Transaction, merged: list[Merged], now: datetime,
+        previous_reads: Mapping[str, datetime | None] | None = None,
+    ) -> AddResult:
+        """``merged`` into the frontier in ``tx`` (``add_discovered``, and a completion's outlinks).
+        ``previous_reads``: label -> previous full read of the listing pages naming them (``PreviousReads``)."""
+        reads = PreviousReads(tx.conn, self._d, previous_reads)
         d, conn = self._d, tx.conn
         host_of = self._keys.host_ids(tx, list({m.origin for m in merged}))
         source_of = self._keys.source_ids(tx, list({s for m in merged for s in m.sources}))
@@ -72,9 +81,9 @@ class Discovered(Part):
             hids = [host_of[m.origin] for m in chunk]
             first_source = [source_of[m.sources[0]] for m in chunk]
             if d.serialized_writers and all(self._known_share.get(h, 0.0) < 0.5 for h in set(hids)):
-                result, stored = self._insert_first(conn, hids, chunk, first_source, now)
+                result, stored = self._insert_first(conn, hids, chunk, first_source, now, reads)
             else:
-                result, stored = self._lookup_first(conn, hids, chunk, first_source, now)
+                result, stored = self._lookup_first(conn, hids, chunk, first_source, now, reads)
             share = result.updated / len(chunk)
             for host_id in set(hids):
                 self._known_share[host_id] = share
@@ -96,11 +105,12 @@ class Discovered(Part):
         return total
 
     def _lookup_first(
-        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime,
+        reads: PreviousReads,
     ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
         """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
         d = self._d
-        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, None, now)
+        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, None, now, reads)
         before = d.max_url_id(conn) if d.serialized_writers else 0
         written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
         if written is not None:
@@ -128,7 +138,8 @@ class Discovered(Part):
         return AddResult(inserted, len(chunk) - inserted, made_due), stored
 
     def _insert_first(
-        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime
+        self, conn: Connection, hids: list[int], chunk: list[Merged], first_source: list[int], now: datetime,
+        reads: PreviousReads,
     ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
         """Insert what is new first (one index probe per URL), and only when some URLs turned out to be known,
         look those up and update them. Needs serialized writers (SQLite): new rows are exactly the ids above
@@ -150,7 +161,7 @@ class Discovered(Part):
             }
             return AddResult(inserted, 0, 0), stored
         # Some were known: their rows are untouched so far (DO NOTHING), so their old state is still readable.
-        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, before, now)
+        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, before, now, reads)
         again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
         d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
                      self._canonical_version, now)
@@ -296,7 +307,8 @@ class Discovered(Part):
         )
 
     def _known_rows(
-        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None, now: datetime
+        self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None, now: datetime,
+        reads: PreviousReads,
     ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]], list[tuple[int, int, str, float]]]:
         """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
         ``max_id`` if given), how many of them are made due now (counted ``urls_made_due``), and (id, due) of the
@@ -309,7 +321,10 @@ class Discovered(Part):
         (``next_fetch_at``, doubling each time it is found still gone: ``rules.revisit.gone_recheck_s``). Before
         its recheck time only a list (a sitemap, feed, listing page, seed) queues it, never a link on a page: a
         page found gone stays gone though the pages fetched with it still link to it. So a stale list naming a
-        dead URL costs a request at a growing interval, not one a day. A FAILED or DUPLICATE URL is queued due now
+        dead URL costs a request at a growing interval, not one a day. A list naming it *again* (its previous full
+        read did not name it, ``PreviousReads.relisted``: a deleted page put back) makes it due now: the site
+        published it anew, and waiting for the recheck kept a restored page out of the snapshot a day or more
+        (docs/operations.md §4b). A FAILED or DUPLICATE URL is queued due now
         by a lastmod newer than its stored one: the site touched the page since (mended it, or made it differ from
         the page it copied), whatever its own recheck time (``FrontierStore.requeue_rechecks``)."""
         d = self._d
@@ -317,15 +332,15 @@ class Discovered(Part):
         for host_id, m in zip(hids, chunk, strict=True):
             paths_by_host.setdefault(host_id, []).append(m.path)
         lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
-        listed = {(h, m.path) for h, m in zip(hids, chunk, strict=True)
+        listed = {(h, m.path): m.sources for h, m in zip(hids, chunk, strict=True)
                   if any(label.partition(":")[0] in _LISTS for label in m.sources)}
         known: dict[tuple[int, str], _Known] = {}
         made_due = 0
         revive: list[tuple[int, datetime]] = []
         announced: list[tuple[int, int, str, float]] = []
-        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind, gone_at, due in (
-            self._lookup(conn, paths_by_host,
-                         "id, source_id, state, lastmod, last_fetched_at, score, kind, gone_at, next_fetch_at")
+        for host_id, path, url_id, source_id, state, old_lastmod, fetched_at, score, kind, gone_at, due, seen in (
+            self._lookup(conn, paths_by_host, "id, source_id, state, lastmod, last_fetched_at, score, kind, gone_at,"
+                                              " next_fetch_at, last_seen")
         ):
             if max_id is not None and url_id > max_id:
                 continue
@@ -335,7 +350,10 @@ class Discovered(Part):
                 went, recheck = d.dt(gone_at), d.dt(due)
                 if recheck is None and went is not None:  # found gone before rechecks were scheduled
                     recheck = went + timedelta(seconds=self.settings.revisit.default_s)
-                if new_lastmod is not None and went is not None and new_lastmod > went:
+                dated_back = new_lastmod is not None and went is not None and new_lastmod > went
+                if dated_back or ((recheck is None or recheck > now) and (host_id, path) in listed and reads.relisted(
+                        [label for label in listed[(host_id, path)] if label.partition(":")[0] in _RELISTS],
+                        d.dt(seen))):
                     recheck = now
                 if recheck is not None and (recheck <= now or (host_id, path) in listed):
                     revive.append((url_id, recheck))

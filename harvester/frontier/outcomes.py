@@ -203,7 +203,10 @@ class Outcomes(Part):
             added = AddResult(0, 0, 0)
             if links:
                 now = max(c.fetched_at for c, _ in mine)
-                added = self._discovered.upsert(tx, fold(links), aware(now) or utcnow())
+                # A listing page's previous full read, for what it names again (``relisted.PreviousReads``).
+                reads = {label: gone_from.named_since for url_id, gone_from in (vanished or {}).items()
+                         if url_id in held for label in gone_from.labels}
+                added = self._discovered.upsert(tx, fold(links), aware(now) or utcnow(), reads)
             demoted = self._demote(conn, [(old, new) for old, new in demote if new in held], run_id)
             for url_id, gone_from in (vanished or {}).items():
                 if url_id in held:
