@@ -160,6 +160,9 @@ class DiscoveredUrl(NamedTuple):
     meta: dict[str, Any] | None = None
     fetch_url: str | None = None
     """The URL to request when it is not ``url`` (the site's own query order: ``Canonicalizer.fetch_form``)."""
+    lastmod_until: datetime | None = None
+    """The end of the period a reduced-precision ``lastmod`` names ("2026-12": 1 January), None for a moment: what
+    "announces a change after our last fetch" is judged by (``frontier.discovered``); never stored."""
 
     @property
     def host(self) -> str:

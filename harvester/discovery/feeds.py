@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from harvester.discovery._html import HTML_SPACE, absolute_http, document_base, parse_html
-from harvester.discovery.sitemap_model import mark_controls
+from harvester.discovery.sitemap_model import lastmod_until, mark_controls
 from harvester.errors import ContentRejected
 from harvester.rules.classify import FEEDISH_HREF, is_feed_url
 from harvester.runtime import aware
@@ -57,6 +57,9 @@ class FeedEntry:
     published: datetime | None = None
     updated: datetime | None = None
     title: str | None = None
+    updated_until: datetime | None = None
+    """The end of the period a reduced-precision ``updated`` names (W3C-DTF "2026-12" of Atom 0.3, RSS's dc:date):
+    ``sitemap_model.lastmod_until``, as for a sitemap's lastmod; None for a moment."""
 
     @property
     def lastmod(self) -> datetime | None:
@@ -156,9 +159,12 @@ def parse_feed(body: bytes, *, url: str, max_entries: int = MAX_FEED_ENTRIES) ->
 def _rss_entry(link: str, item: Any) -> FeedEntry:
     # dict.get: FeedParserDict.get("updated_parsed") falls back to the published date (with a DeprecationWarning,
     # feedparser issue 310); each date must mean what it says.
+    updated = _struct_time(dict.get(item, "updated_parsed"))
+    raw = dict.get(item, "updated")
     return FeedEntry(
         link=link, published=_struct_time(dict.get(item, "published_parsed")),
-        updated=_struct_time(dict.get(item, "updated_parsed")), title=_text(item.get("title")),
+        updated=updated, title=_text(item.get("title")),
+        updated_until=lastmod_until(raw, updated) if isinstance(raw, str) else None,
     )
 
 

@@ -7,7 +7,7 @@ import html
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal, NamedTuple
@@ -21,6 +21,9 @@ FEED_UNREAD = "feed-unread"
 caller parses it again with ``feeds=True`` where feedparser's half a second per megabyte harms nothing."""
 ENTITY_REF = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
+W3C_REDUCED = re.compile(r"\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}(?:Z|[+-]\d{2}:\d{2}))?)?)?")
+"""The W3C Datetime forms (NOTE-datetime) that name a period, not a moment: YYYY, YYYY-MM, YYYY-MM-DD, and
+YYYY-MM-DDThh:mmTZD (no seconds)."""
 XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -89,6 +92,8 @@ class SitemapEntry(NamedTuple):
     priority: float | None = None
     news: dict[str, Any] | None = None
     images: Sequence[str] = ()
+    lastmod_until: datetime | None = None
+    """The end of the period a reduced-precision lastmod names (``lastmod_until``), None for a moment."""
 
 
 @dataclass(slots=True)
@@ -189,6 +194,33 @@ def parse_lastmod(text: str | None) -> datetime | None:
     try:
         return utc(parsedate_to_datetime(text))
     except (TypeError, ValueError, IndexError):
+        return None
+
+
+def lastmod_until(text: str | None, start: datetime | None) -> datetime | None:
+    """The end of the period a reduced-precision W3C datetime names, ``start`` being its start (``parse_lastmod``):
+    2026-12 is all of December, 2026-12-09 all of that day, 2026-12-09T02:40Z that minute. None for a moment (a
+    time with seconds, or any other form).
+
+    The start alone is the period's earliest moment: a page edited on 9 December that the sitemap dated "2026-12"
+    read as 1 December 00:00, older than our fetch of the 8th, and the daily re-crawl never asked it. Whether a
+    lastmod may announce a change after our last fetch is judged by this end (``frontier.discovered``)."""
+    if start is None or not text:
+        return None
+    match = W3C_REDUCED.fullmatch(text.strip())
+    if match is None:
+        return None
+    month, day, minute = match.group(1), match.group(2), match.group(3)
+    try:
+        if minute:
+            return start + timedelta(minutes=1)
+        if day:
+            return start + timedelta(days=1)
+        if month:
+            return start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
+                month=start.month + 1)
+        return start.replace(year=start.year + 1)
+    except (OverflowError, ValueError):  # past year 9999
         return None
 
 

@@ -13,6 +13,7 @@ from harvester.discovery.sitemap_model import (
     SitemapDoc,
     SitemapEntry,
     clean_text,
+    lastmod_until,
     parse_changefreq,
     parse_lastmod,
     parse_priority,
@@ -159,7 +160,7 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
     and problems); dates and priorities repeat, so each distinct text is parsed once per file."""
     check = LocCheck(doc)
     counts = doc.counts
-    lastmods: dict[str, datetime | None] = {}
+    lastmods: dict[str, tuple[datetime | None, datetime | None]] = {}
     priorities: dict[str, float] = {}
     kept = without_loc = 0
     try:
@@ -179,11 +180,14 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             counts["kept"] = kept
             if lastmod:
                 if lastmod in lastmods:
-                    when = lastmods[lastmod]
+                    when, until = lastmods[lastmod]
                 else:
-                    when = lastmods[lastmod] = parse_lastmod(clean_text(_xml_text(lastmod)))
+                    text = clean_text(_xml_text(lastmod))
+                    when = parse_lastmod(text)
+                    until = lastmod_until(text, when)
+                    lastmods[lastmod] = when, until
             else:
-                when = None
+                when = until = None
             if priority:
                 value = priorities.get(priority)
                 if value is None:
@@ -191,7 +195,7 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
             else:
                 value = DEFAULT_PRIORITY
             frequency = parse_changefreq(clean_text(_xml_text(changefreq))) if changefreq else None
-            yield SitemapEntry(loc, when, frequency, value)
+            yield SitemapEntry(loc, when, frequency, value, lastmod_until=until)
     finally:
         if without_loc:  # as ``_urlset_entries`` counts them, so both paths give one document
             counts["without_loc"] = without_loc

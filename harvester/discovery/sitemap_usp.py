@@ -6,7 +6,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from harvester.discovery.sitemap_model import XML_ENCODING, SitemapDoc, SitemapEntry, clean_text, utc, validated_entries
+from harvester.discovery.sitemap_model import (
+    XML_ENCODING,
+    SitemapDoc,
+    SitemapEntry,
+    clean_text,
+    lastmod_until,
+    parse_lastmod,
+    utc,
+    validated_entries,
+)
 from harvester.discovery.sitemap_xml import add_child, finish_index, news_dict
 from harvester.settings import DiscoverySettings
 
@@ -26,7 +35,35 @@ def decode_xml(body: bytes) -> str:
         return body.decode("utf-8", errors="replace")
 
 
+class _Period(datetime):
+    """A lastmod as usp's parser hands it back here: the start of the period its text names, and that period's end
+    (``until``, None for a moment)."""
+
+    until: datetime | None = None
+
+    def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+        # usp pickles a sitemap's pages to a temporary file: datetime's own pickling would drop ``until``.
+        return _period, (self.isoformat(), self.until)
+
+
+def _period(moment: str, until: datetime | None) -> _Period:
+    start = datetime.fromisoformat(moment)
+    period = _Period(start.year, start.month, start.day, start.hour, start.minute, start.second, start.microsecond,
+                     tzinfo=start.tzinfo)
+    period.until = until
+    return period
+
+
+def _w3c_date(date_string: str) -> datetime | None:
+    """usp's ``parse_iso8601_date``, replaced: its fallback (dateutil's ``parse``) fills a reduced-precision date's
+    missing parts from today, so "2026-12" read on 7 December was 2026-12-07 and "2026" 2026-12-07 too. The project's
+    parser reads the start of the period named, and keeps its end."""
+    start = parse_lastmod(date_string)
+    return None if start is None else _period(start.isoformat(), lastmod_until(date_string, start))
+
+
 def parse_usp(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
+    import usp.fetch_parse
     from usp.objects.sitemap import (
         AbstractIndexSitemap,
         InvalidSitemap,
@@ -35,6 +72,8 @@ def parse_usp(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:
         PagesXMLSitemap,
     )
     from usp.tree import sitemap_from_str
+
+    usp.fetch_parse.parse_iso8601_date = _w3c_date  # type: ignore[attr-defined]  # the one usp's <lastmod> reads
 
     parsed = sitemap_from_str(decode_xml(body))
     doc = SitemapDoc(url=url, kind="unknown", entries=iter(()), parser="usp")
@@ -81,6 +120,7 @@ def _from_usp(page: Any) -> SitemapEntry:
         loc=page.url,
         # usp hands back "" (not None) for an empty <lastmod></lastmod>.
         lastmod=utc(page.last_modified) if isinstance(page.last_modified, datetime) else None,
+        lastmod_until=getattr(page.last_modified, "until", None),
         changefreq=getattr(page.change_frequency, "value", None),  # "" for an empty element, as lastmod
         priority=float(page.priority) if page.priority is not None else None,
         news=news,

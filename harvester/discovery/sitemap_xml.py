@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from io import BytesIO
 from typing import Any
 
@@ -22,6 +22,7 @@ from harvester.discovery.sitemap_model import (
     SitemapKind,
     clean_text,
     is_absolute_http,
+    lastmod_until,
     parse_changefreq,
     parse_lastmod,
     parse_priority,
@@ -32,6 +33,7 @@ from harvester.errors import ContentRejected
 from harvester.settings import DiscoverySettings
 
 logger = logging.getLogger(__name__)
+_DAY = timedelta(days=1)
 
 
 # --- lxml streaming ----------------------------------------------------------------------------------------
@@ -376,11 +378,13 @@ def _url_entries(elem: Any, names: _Names) -> list[SitemapEntry]:
     found = [loc for text in raw if (loc := clean_text(text)) is not None]
     if not found:
         return []
-    when = parse_lastmod(clean_text(lastmod)) if lastmod and len(found) == 1 else None
+    text = clean_text(lastmod) if lastmod and len(found) == 1 else None
+    when = parse_lastmod(text)
     frequency = parse_changefreq(clean_text(changefreq)) if changefreq else None
     value = parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY
     entry = SitemapEntry(loc=found[0], lastmod=when, changefreq=frequency, priority=value,
-                         news=_news(news) if news else None, images=images or ())
+                         news=_news(news) if news else None, images=images or (),
+                         lastmod_until=lastmod_until(text, when))
     if len(found) == 1:
         return [entry]
     return [entry, *(SitemapEntry(loc, None, frequency, value) for loc in found[1:])]
@@ -454,7 +458,12 @@ def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, lim
         stray += _release(elem, names)
         found = [clean_text(raw) for raw in (locs or foreign_locs) if raw is not None]
         several += len(found) > 1
-        dated = parse_lastmod(clean_text(lastmod)) if len(found) == 1 else None  # several: whose date is it?
+        text = clean_text(lastmod) if len(found) == 1 else None  # several: whose date is it?
+        # A child is skipped while its lastmod is not newer than our copy: a month's or a year's last moment is the
+        # date it may mean ("2026-12": up to 31 December), as a date alone is read as the end of its day
+        # (``newer_than_copy``, which this midnight start is left to) and a minute as its last second.
+        until = lastmod_until(text, start := parse_lastmod(text))
+        dated = start if until is None or start is None or until - start == _DAY else until - timedelta(microseconds=1)
         for loc in found:
             add_child(doc, loc, dated, limit)
             if not is_absolute_http(loc or ""):
@@ -494,6 +503,7 @@ def _parse_as_feed(body: bytes, url: str, settings: DiscoverySettings, *, kind: 
     doc = SitemapDoc(url=url, kind=kind, entries=iter(()), parser="feed")
     for message in feed.problems:
         doc.problem(message)
-    raw = (SitemapEntry(loc=item.link, lastmod=item.lastmod) for item in feed.entries)
+    raw = (SitemapEntry(loc=item.link, lastmod=item.lastmod, lastmod_until=item.updated_until if item.updated else None)
+           for item in feed.entries)
     doc.entries = validated_entries(doc, raw, settings.max_sitemap_urls)
     return doc

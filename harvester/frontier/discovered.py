@@ -110,9 +110,10 @@ class Discovered(Part):
     ) -> tuple[AddResult, dict[tuple[int, str], tuple[int, int | None]]]:
         """Look the chunk up, then upsert it: the cheaper order when most URLs are already known."""
         d = self._d
-        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, None, now, reads)
+        known, made_due, revive, announced, period_due = self._known_rows(conn, hids, chunk, None, now, reads)
         before = d.max_url_id(conn) if d.serialized_writers else 0
         written = d.write_urls(conn, hids, chunk, first_source, self._canonical_version, now)
+        self._due_in_period(conn, period_due, now)
         if written is not None:
             self._stored_meanwhile(conn, known, written)
         self._announce(conn, announced)
@@ -161,10 +162,11 @@ class Discovered(Part):
             }
             return AddResult(inserted, 0, 0), stored
         # Some were known: their rows are untouched so far (DO NOTHING), so their old state is still readable.
-        known, made_due, revive, announced = self._known_rows(conn, hids, chunk, before, now, reads)
+        known, made_due, revive, announced, period_due = self._known_rows(conn, hids, chunk, before, now, reads)
         again = [(h, m, sid) for h, m, sid in zip(hids, chunk, first_source, strict=True) if (h, m.path) in known]
         d.write_urls(conn, [a[0] for a in again], [a[1] for a in again], [a[2] for a in again],
                      self._canonical_version, now)
+        self._due_in_period(conn, period_due, now)
         self._announce(conn, announced)
         self._rerank(conn, hids, chunk, known)
         self._revive(conn, revive)
@@ -309,11 +311,13 @@ class Discovered(Part):
     def _known_rows(
         self, conn: Connection, hids: list[int], chunk: list[Merged], max_id: int | None, now: datetime,
         reads: PreviousReads,
-    ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]], list[tuple[int, int, str, float]]]:
+    ) -> tuple[dict[tuple[int, str], _Known], int, list[tuple[int, datetime]], list[tuple[int, int, str, float]],
+               list[int]]:
         """{(host_id, path): (id, source_id, state, score, kind)} of the chunk's URLs already stored (ids <=
         ``max_id`` if given), how many of them are made due now (counted ``urls_made_due``), and (id, due) of the
-        GONE ones among them to queue again (``_revive``), and (id, host id, kind, score) of the QUEUED revisits it
-        announces (``_announce``).
+        GONE ones among them to queue again (``_revive``), (id, host id, kind, score) of the QUEUED revisits it
+        announces (``_announce``), and the ids of DONE URLs a reduced-precision lastmod makes due that the upsert
+        does not (``_due_in_period``).
 
         A DONE URL is made due by a newer lastmod than both the stored one and the last fetch (the rule of
         dialects._UPSERT_SET). A GONE URL named again is queued: due now when a lastmod newer than the time it was
@@ -332,6 +336,12 @@ class Discovered(Part):
         for host_id, m in zip(hids, chunk, strict=True):
             paths_by_host.setdefault(host_id, []).append(m.path)
         lastmods = {(h, m.path): m.lastmod for h, m in zip(hids, chunk, strict=True) if m.lastmod is not None}
+        # A reduced-precision lastmod ("2026-12") names a period: it may announce a change after our last fetch
+        # while its period's end is later than that fetch. Compared by its start, a page edited on 9 December and
+        # dated "2026-12" in place of "2026-11-30" was older than our fetch of the 8th, and never asked.
+        untils = {(h, m.path): m.lastmod_until for h, m in zip(hids, chunk, strict=True)
+                  if m.lastmod is not None and m.lastmod_until is not None}
+        period_due: list[int] = []
         listed = {(h, m.path): m.sources for h, m in zip(hids, chunk, strict=True)
                   if any(label.partition(":")[0] in _LISTS for label in m.sources)}
         known: dict[tuple[int, str], _Known] = {}
@@ -346,11 +356,18 @@ class Discovered(Part):
                 continue
             known[(host_id, path)] = (url_id, source_id, state, score, kind)
             new_lastmod = lastmods.get((host_id, path))
+            # the latest moment the lastmod may mean
+            until = untils.get((host_id, path), new_lastmod) if new_lastmod is not None else None
             if state == "gone":
                 went, recheck = d.dt(gone_at), d.dt(due)
                 if recheck is None and went is not None:  # found gone before rechecks were scheduled
                     recheck = went + timedelta(seconds=self.settings.revisit.default_s)
-                dated_back = new_lastmod is not None and went is not None and new_lastmod > went
+                # Dated back: a lastmod newer than the time it was found gone. A reduced-precision one ("2026-12")
+                # counts by its period's end only when it differs from the one stored, or a stale sitemap dating a
+                # dead URL with its month would make it due on every run of that month.
+                stored_lastmod = d.dt(old_lastmod)
+                dated_back = new_lastmod is not None and went is not None and (new_lastmod > went or (
+                    until is not None and until > went and (stored_lastmod is None or new_lastmod > stored_lastmod)))
                 if dated_back or ((recheck is None or recheck > now) and (host_id, path) in listed and reads.relisted(
                         [label for label in listed[(host_id, path)] if label.partition(":")[0] in _RELISTS],
                         d.dt(seen))):
@@ -363,19 +380,32 @@ class Discovered(Part):
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
                 # The site touched it since it was last asked: asked now, whatever its recheck (a sitemap stamping
                 # every URL with the same date every day names no news past the last fetch, as for a DONE URL).
-                if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
+                if (old is None or new_lastmod > old) and (last_fetch is None or _after(until, last_fetch)):
                     revive.append((url_id, now))
                     made_due += 1
                 continue
             if state == "done" and new_lastmod is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
-                if (old is None or new_lastmod > old) and (last_fetch is None or new_lastmod > last_fetch):
+                if (old is None or new_lastmod > old) and (last_fetch is None or _after(until, last_fetch)):
                     made_due += 1
+                    if last_fetch is not None and new_lastmod <= last_fetch:  # the upsert's rule compares the start
+                        period_due.append(url_id)
             elif state == "queued" and new_lastmod is not None and fetched_at is not None:
                 old, last_fetch = d.dt(old_lastmod), d.dt(fetched_at)
-                if (old is None or new_lastmod > old) and last_fetch is not None and new_lastmod > last_fetch:
+                if (old is None or new_lastmod > old) and last_fetch is not None and _after(until, last_fetch):
                     announced.append((url_id, host_id, str(kind), float(score)))
-        return known, made_due, revive, announced
+        return known, made_due, revive, announced, period_due
+
+    def _due_in_period(self, conn: Connection, ids: list[int], now: datetime) -> None:
+        """DONE URLs whose reduced-precision lastmod announces a change that may be later than our last fetch
+        (``_known_rows``: its period ends after it) but whose start does not (``dialects._UPSERT_SET`` compares the
+        stored value, the start): due now, as the upsert makes those whose start is later."""
+        if not ids:
+            return
+        d = self._d
+        where, params = d.any_of("id", ids)
+        conn.exec_driver_sql(f"UPDATE urls SET next_fetch_at = {d.p} WHERE {where} AND state = 'done'",
+                             (d.ts(now), *params))
 
     def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
         """Rows for (host_id, path) keys: one statement per host and chunk, through the unique index."""
@@ -503,3 +533,7 @@ class Discovered(Part):
             ).scalars()
             return list(rows)
 
+
+def _after(until: datetime | None, moment: datetime) -> bool:
+    """Whether a lastmod's period (its end, ``until``) reaches past ``moment``."""
+    return until is not None and until > moment

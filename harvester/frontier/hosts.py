@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, select, update
@@ -134,6 +135,13 @@ class Hosts(Part):
     def reask_tally(self, origin: str) -> tuple[int, int]:
         """(re-asks, changed) of ``origin`` so far (``add_reasks``)."""
         return self._pair(origin, Host.lastmod_reasks, Host.lastmod_reasks_changed)
+
+    def reasks_tested_at(self, origin: str) -> datetime | None:
+        """When a re-ask or probe of ``origin``'s record was last decided (``Outcomes.complete_many``'s ``reasks``),
+        None: never."""
+        with self._tx(write=False) as tx:
+            value = tx.conn.execute(select(Host.reasks_tested_at).where(Host.origin == origin)).scalar_one_or_none()
+        return aware(value) if isinstance(value, datetime) else None
 
     def lastmod_truthfulness(self, origin: str) -> tuple[int, int]:
         """(checks, hits): how often this host's newer lastmod came with a real content change."""

@@ -135,6 +135,9 @@ class Host(Base):
     """304s that contradicted a lastmod newer than our copy, asked again in full (``revisit.reask_304``) ..."""
     lastmod_reasks_changed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     """... and how many of those full answers brought a changed page (the lastmod was right, the 304 wrong)."""
+    reasks_tested_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    """When a re-ask or a probe of this record was last decided (migration 0022): a run that began before it has
+    tested the host already, resumed after a kill too (``phases.reasks``)."""
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     moved_to: Mapped[str | None] = mapped_column(String(300))
     """The origin this seed host's homepage redirects to: part of the crawl's scope from then on."""

@@ -44,6 +44,10 @@ logger = logging.getLogger(__name__)
 
 GONE_STATUSES = (404, 410)
 
+Reasked = tuple[int, int, datetime | None]
+"""A host's contradicting 304s of one batch: (re-asks decided, re-asks that found a change, when the last was
+decided: ``hosts.reasks_tested_at``)."""
+
 _PAGES = cast("Table", Page.__table__)
 _INSERT_PAGES = insert(_PAGES).returning(_PAGES.c.id, sort_by_parameter_order=True)
 """Pages inserted by Core, the statement built once: the ORM's bulk-insert path re-read every row's keys and
@@ -164,6 +168,7 @@ class Outcomes(Part):
         self, owner: str, items: Sequence[tuple[Completion, Sequence[DiscoveredUrl]]], *, run_id: int | None = None,
         demote: Sequence[tuple[int, int]] = (), vanished: Mapping[int, Vanished] | None = None,
         feeds: Sequence[str] = (), read_as: UrlKind | None = None,
+        reasks: Mapping[str, Reasked] | None = None,
     ) -> CompleteResult:
         """Record outcomes, pages, fetches and outlinks in ONE transaction (all or nothing).
 
@@ -176,6 +181,11 @@ class Outcomes(Part):
         holds (the one the site names as canonical). Each becomes the new holder's duplicate in the same
         transaction, and so do its own duplicates, but only where the new holder's completion is written and the
         URL is still DONE (``demoted`` counts them).
+
+        ``reasks``: per host, the contradicting 304s these completions ask again (re-asks and probes decided, when the
+        last was) and the full answers to earlier ones that found a change (``phases.reasks``): the host's record
+        moves with the completions that carry its decisions, or not at all. Written apart, a kill -9 between the two
+        counted a re-ask whose 304 was never recorded (its page asked with validators again, and believed).
 
         ``read_as``: the kind the pages were read as (the listing crawl's LISTING); a URL that became another kind
         while it was read (``Discovered._promote``) stores nothing of this answer and is queued again, due now.
@@ -213,6 +223,12 @@ class Outcomes(Part):
                     self._documents.recheck_vanished(conn, gone_from)
             if feeds and mine:
                 self._documents.note_documents(conn, feeds, kind="feed")
+            for origin, (asked, changed, tested) in (reasks or {}).items():
+                values: dict[Any, Any] = {Host.lastmod_reasks: Host.lastmod_reasks + asked,
+                                          Host.lastmod_reasks_changed: Host.lastmod_reasks_changed + changed}
+                if tested is not None:
+                    values[Host.reasks_tested_at] = tested
+                conn.execute(update(Host).where(Host.origin == origin).values(values))
         count_answered(outcome(c) for c, _ in mine)  # committed: the progress line counts them (no table scan)
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)

@@ -77,6 +77,8 @@ class Merged:
     sources: list[str]
     fetch_path: str | None = None
     """The site's spelling after the origin when it differs from ``path``; the first spelling seen is kept."""
+    lastmod_until: datetime | None = None
+    """The end of the period ``lastmod`` names when it is of reduced precision (``DiscoveredUrl.lastmod_until``)."""
 
 
 def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
@@ -115,12 +117,14 @@ def merge(batch: Sequence[DiscoveredUrl]) -> list[Merged]:
             fetch = record.fetch_url
             out[url] = Merged(url, origin, path or "", kind_value, score, depth, lastmod, record.changefreq,
                               record.priority, [record.source],
-                              None if fetch is None or fetch == url else _fetch_path(fetch, origin, url))
+                              None if fetch is None or fetch == url else _fetch_path(fetch, origin, url),
+                              aware(record.lastmod_until) if lastmod is not None else None)
             continue
         prior.score = max(prior.score, score)
         prior.depth = min(prior.depth, depth)
         if lastmod is not None and (prior.lastmod is None or lastmod > prior.lastmod):
             prior.lastmod = lastmod
+            prior.lastmod_until = aware(record.lastmod_until)
         prior.changefreq = record.changefreq or prior.changefreq
         prior.priority = record.priority if record.priority is not None else prior.priority
         if record.source not in prior.sources:
@@ -135,12 +139,13 @@ def fold(items: Sequence[Merged]) -> list[Merged]:
         prior = out.get(m.url)
         if prior is None:
             out[m.url] = Merged(m.url, m.origin, m.path, m.kind, m.score, m.depth, m.lastmod, m.changefreq,
-                                m.priority, list(m.sources), m.fetch_path)
+                                m.priority, list(m.sources), m.fetch_path, m.lastmod_until)
             continue
         prior.score = max(prior.score, m.score)
         prior.depth = min(prior.depth, m.depth)
         if m.lastmod is not None and (prior.lastmod is None or m.lastmod > prior.lastmod):
             prior.lastmod = m.lastmod
+            prior.lastmod_until = m.lastmod_until
         prior.changefreq = m.changefreq or prior.changefreq
         prior.priority = m.priority if m.priority is not None else prior.priority
         prior.sources += [s for s in m.sources if s not in prior.sources]

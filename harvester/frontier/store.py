@@ -119,6 +119,7 @@ class FrontierStore:
         self.rejudge_urls = refusals.rejudge_urls
         self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally
+        self.reasks_tested_at = hosts.reasks_tested_at
 
         self.begin_cycle = cycles.begin_cycle
         self.finish_cycle = cycles.finish_cycle

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
@@ -23,6 +24,7 @@ from harvester.store_results import CompleteResult
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
+    from harvester.frontier.outcomes import Reasked
     from harvester.phases.cycle_state import Unwritten
 
 logger = logging.getLogger(__name__)
@@ -84,7 +86,8 @@ class CompletionBatcher:
         """The write ``put`` started and left running (``_flush_behind``); ``flush`` waits for it (the lock)."""
         self._failed: Exception | None = None
         self._lastmod: dict[str, tuple[int, int]] = {}
-        self._reasks: dict[str, tuple[int, int]] = {}
+        self._reasks: dict[str, Reasked] = {}
+        """Per host, the re-ask decisions and findings of the completions pending: written in their transaction."""
         self.counters: Counter[str] = Counter()
 
     def take_pending(self) -> list[tuple[Completion, list[DiscoveredUrl]]]:
@@ -97,11 +100,12 @@ class CompletionBatcher:
         checks, hits = self._lastmod.get(host, (0, 0))
         self._lastmod[host] = (checks + 1, hits + (1 if hit else 0))
 
-    def note_reask(self, host: str, *, asked: int = 0, changed: int = 0) -> None:
-        """A 304 that contradicted a newer lastmod, to be asked again (``asked``), or the full answer to one that
-        found the page changed (``changed``); written with the next batch (``FrontierStore.add_reasks``)."""
-        was_asked, found = self._reasks.get(host, (0, 0))
-        self._reasks[host] = (was_asked + asked, found + changed)
+    def note_reask(self, host: str, *, asked: int = 0, changed: int = 0, tested: datetime | None = None) -> None:
+        """A 304 that contradicted a newer lastmod, to be asked again (``asked``, decided at ``tested``), or the full
+        answer to one that found the page changed (``changed``); written with the completion kept next (``keep``,
+        which follows in the same step of the loop), in its transaction (``complete_many``'s ``reasks``)."""
+        was_asked, found, when = self._reasks.get(host, (0, 0, None))
+        self._reasks[host] = (was_asked + asked, found + changed, tested or when)
 
     def keep(self, completion: Completion, outlinks: list[DiscoveredUrl]) -> None:
         """Add to the pending batch, synchronously, writing nothing: the next flush writes it, or, failing, keeps it
@@ -152,31 +156,35 @@ class CompletionBatcher:
             items, self._pending = self._pending, []
             if not items:
                 return
+            # Taken with the items, in the same step: the decisions noted while this batch is written belong to
+            # completions of the next one.
+            reasks, self._reasks = self._reasks, {}
             try:
                 items, demoted = await self._mark_duplicates(items)
-                result = await self._write(items, demoted)
+                result = await self._write(items, demoted, reasks)
             except BaseException:
                 self._pending[:0] = items
+                for host, (asked, changed, tested) in reasks.items():
+                    self.note_reask(host, asked=asked, changed=changed, tested=tested)
                 raise
             self.counters["duplicate"] += result.demoted
             self.counters["lease_lost"] += result.lost
             if self._lastmod:
                 tallies, self._lastmod = self._lastmod, {}
                 await db(self._store.add_lastmod_checks, tallies)
-            if self._reasks:
-                reasks, self._reasks = self._reasks, {}
-                await db(self._store.add_reasks, reasks)
             for completion, _ in items:
                 # By the state the URL is left in: a failure with a next time (below max_attempts) is queued again.
                 failed_for_now = completion.state is UrlState.FAILED and completion.next_fetch_at is not None
                 self.counters[UrlState.QUEUED.value if failed_for_now else completion.state.value] += 1
 
     async def _write(
-        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]]
+        self, items: list[tuple[Completion, list[DiscoveredUrl]]], demote: list[tuple[int, int]],
+        reasks: dict[str, Reasked] | None = None,
     ) -> CompleteResult:
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote)
+                return await db(self._store.complete_many, self._owner, items, run_id=self._run_id, demote=demote,
+                                reasks=reasks)
             except (InvalidRecord, LeaseLost):
                 raise
             except StoreError as exc:

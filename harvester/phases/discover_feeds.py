@@ -445,7 +445,8 @@ class FeedReader:
             # pubDate stays put when the page is edited, so as "lastmod" it would predict "unchanged" forever.
             item = self.host.site.admit(
                 entry.link, base=url, source=Source.FEED, where=url, depth=1, now=now, allowed=self.host.rules.allowed,
-                lastmod=entry.updated, published=entry.published, trusted=True, fetched_at=now,
+                lastmod=entry.updated, lastmod_until=entry.updated_until, published=entry.published, trusted=True,
+                fetched_at=now,
                 report_to=self.host.origin,
             )
             if item is not None:

@@ -95,7 +95,7 @@ class ExtractWork:
         self._checks: dict[str, tuple[int, int]] = {}
         """Lastmod (checks, hits) per host: the stored tally plus this run's, so a host can prove its lastmod
         truthful within the run that first revisits it (``revisit.truthfulness`` needs ``lastmod_min_checks``)."""
-        self.reasks = Reasks(store, self.writer, self.counters)
+        self.reasks = Reasks(store, self.writer, self.counters, run_id=run_id)
         """Contradicting 304s asked again in full, per host, as far as its record allows (``reasks``)."""
         self._moved = MovedAnswers(site.canonicalize, store, followed_wait_s=settings.http.timeout_s,
                                    holds=self.holds.holds)

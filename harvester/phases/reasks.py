@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from harvester.records import ClaimedUrl, Completion, FetchResult, UrlState
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 class Reasks:
     """One extraction worker's re-asks of contradicting 304s, per host, against the host's stored record."""
 
-    def __init__(self, store: FrontierStore, writer: CompletionBatcher, counters: Counter[str]) -> None:
+    def __init__(self, store: FrontierStore, writer: CompletionBatcher, counters: Counter[str],
+                 run_id: int | None = None) -> None:
         self._store = store
+        self._run_id = run_id
+        self._run_start: datetime | None = None
+        """When this run began (its row's ``started_at``: a rerun after a kill resumes the row, and the time)."""
         self._writer = writer
         """Where this run's re-asks and their findings go, to be added to the host's record with the next batch."""
         self._counters = counters
@@ -40,9 +45,18 @@ class Reasks:
         """Hosts whose contradicting 304s are believed and one of which was asked again in this run all the same."""
 
     async def open(self, origin: str) -> None:
-        """A host leased by this worker: its stored record, read once per run."""
+        """A host leased by this worker: its stored record, read once per run. A host whose record was tested since
+        this run began (``hosts.reasks_tested_at``: before a kill -9 that this rerun resumes the run of, or by
+        another worker of the run) is tested for the run: its 304s the record believes are believed, no probe on
+        top. Kept in the process only, the rerun asked one more page again in full than the uninterrupted run."""
         if origin not in self._tallies:
             self._tallies[origin] = await db(self._store.reask_tally, origin)
+            if self._run_id is not None:
+                if self._run_start is None:
+                    self._run_start = await db(self._store.run_started_at, self._run_id)
+                tested = await db(self._store.reasks_tested_at, origin)
+                if tested is not None and self._run_start is not None and tested >= self._run_start:
+                    self._probed.add(origin)
 
     def settle(self, claimed: ClaimedUrl, result: FetchResult, completion: Completion,
                predicted: bool | None) -> tuple[Completion, bool | None]:
@@ -87,7 +101,7 @@ class Reasks:
         # asked in a later run (a page budget spent, a stop) or never still counts, as no change, so a host that
         # stamps its lastmods is judged after ``REASK_PROBES`` re-asks, never re-asked every other day.
         self._tallies[host] = (asked + 1, found)
-        self._writer.note_reask(host, asked=1)
+        self._writer.note_reask(host, asked=1, tested=utcnow())
         return True
 
     def _answered(self, host: str, changed: bool) -> bool:

@@ -156,6 +156,8 @@ class SitemapEntries:
         chunk_size = min(size, ADMIT_CHUNK)
         iterator = iter(entries)
         writing: asyncio.Future[AddResult] | None = None
+        other_scheme = _other_scheme(source)
+        dropped: list[str] = []
         try:
             while chunk := list(islice(iterator, chunk_size)):
                 count += len(chunk)
@@ -163,6 +165,8 @@ class SitemapEntries:
                     chunk, where=source, origin=self.host.origin, now=fetched_at, fetched_at=fetched_at,
                     allowed=self.host.rules.allowed,
                 )
+                if other_scheme and any(e.loc[:len(other_scheme)].lower() == other_scheme for e in chunk):
+                    dropped += _dropped_other_scheme(chunk, admitted, other_scheme)
                 if any(item.url in self.documents for item in admitted):
                     admitted = [item for item in admitted if item.url not in self.documents]
                 self.host.sitemap_dates.add(item.lastmod for item in admitted if item.kind is UrlKind.DETAIL)
@@ -191,4 +195,27 @@ class SitemapEntries:
         await self.host.urls.add(batch)
         if replace:  # an empty file: what it named before is named no more
             await self.host.record_refused(label, replace=True)
+        if dropped:
+            self.host.counters[f"rejected:{OTHER_SCHEME}"] += len(dropped)
+            self.host.problem(
+                f"sitemap {source}: {len(dropped)} entries of another protocol than the sitemap's dropped "
+                f"({OTHER_SCHEME}: a sitemap's URLs use its protocol and host, sitemaps.org), e.g. {dropped[0]}")
         return count
+
+
+OTHER_SCHEME = "out_of_scope:other_scheme"
+"""The class of a sitemap entry on the sitemap's own host under the other scheme that the scope refused (an http
+sitemap naming https://its-host/x): dropped, no request, counted and said as a problem."""
+
+
+def _other_scheme(source: str) -> str | None:
+    """``https://host/`` for a sitemap at ``http://host/...`` (and the reverse)."""
+    scheme, _, rest = source.partition("://")
+    other = {"http": "https", "https": "http"}.get(scheme.lower())
+    return f"{other}://{rest.partition('/')[0].lower()}/" if other else None
+
+
+def _dropped_other_scheme(chunk: list[Any], admitted: list[DiscoveredUrl], other: str) -> list[str]:
+    """The chunk's entries under ``other`` (the sitemap's host, the other scheme) that admission refused."""
+    kept = {item.url for item in admitted if item.url.startswith(other)}
+    return [e.loc for e in chunk if e.loc[:len(other)].lower() == other and e.loc not in kept]

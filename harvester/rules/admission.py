@@ -110,6 +110,7 @@ class Site:
         allowed: Allowed | None = None,
         kind: UrlKind | None = None,
         lastmod: datetime | None = None,
+        lastmod_until: datetime | None = None,
         published: datetime | None = None,
         changefreq: str | None = None,
         priority: float | None = None,
@@ -156,6 +157,7 @@ class Site:
         return DiscoveredUrl(
             url=url, kind=kind, source=label, depth=depth, score=value, lastmod=lastmod, changefreq=changefreq,
             priority=priority, meta=meta, fetch_url=fetch,
+            lastmod_until=lastmod_until if lastmod is not None else None,
         )
 
     def _written(self, raw: str, base: str | None, url: str) -> str | None:
@@ -254,6 +256,7 @@ class Site:
                 DiscoveredUrl(
                     url=url, kind=kind, source=label, depth=depth, score=value, lastmod=lastmod,
                     changefreq=entry.changefreq, priority=priority, meta=meta, fetch_url=fetch,
+                    lastmod_until=getattr(entry, "lastmod_until", None) if lastmod is not None else None,
                 )
             )
         return records

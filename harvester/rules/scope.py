@@ -53,6 +53,15 @@ def _split_host_path(url: str) -> tuple[str, str, str]:
     return netloc, path, query
 
 
+def _origins(canonical: str) -> tuple[str, str]:
+    """A canonical URL's origin (scheme included: http://h and https://h are two origins, RFC 6454, and a
+    sitemap's URLs are of its own protocol, sitemaps.org) and its www twin's."""
+    scheme, _, rest = canonical.partition("://")
+    netloc = rest.partition("/")[0]
+    twin = netloc[4:] if netloc.startswith("www.") else "www." + netloc
+    return f"{scheme}://{netloc}", f"{scheme}://{twin}"
+
+
 def _calendar_pattern(path: str, query: str) -> str | None:
     """The URL's pattern with its date generalized when it ENDS in a date (a calendar page); else None.
 
@@ -102,14 +111,16 @@ class UrlFilter:
         canon = canonicalizer_for(urls)
         seed_list = list(seeds) + (list(profile.seeds) if profile else [])
         self._hosts: set[str] = set()
+        """The seeds' origins, scheme included: a link or sitemap entry on the seed's host name under the other
+        scheme is another origin, in scope only where a move (``add_host``) or the profile's domains admit it.
+        Keyed by host alone, an http site's sitemap naming https://its-host/x queued it on a host that speaks
+        no TLS: parked as "robots.txt unavailable" and the page deferred every run."""
         for seed in seed_list:
             canonical = canon(seed)
             if canonical is None:
                 continue
-            netloc = _split_host_path(canonical)[0]
-            self._hosts.add(netloc)
             # www.example.org and example.org are one site in practice (the usual redirect pair).
-            self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+            self._hosts.update(_origins(canonical))
         scope = profile.scope if profile else None
         self._domains = tuple(scope.domains) if scope else ()
         self._prefixes = tuple(scope.path_prefixes) if scope else ()
@@ -127,10 +138,9 @@ class UrlFilter:
     # -- scope
 
     def add_host(self, origin: str) -> None:
-        """Put ``origin``'s host (and its www twin) in scope, as a seed's: where a seed host moved to."""
-        netloc = _split_host_path(origin + "/")[0]
-        self._hosts.add(netloc)
-        self._hosts.add(netloc[4:] if netloc.startswith("www.") else "www." + netloc)
+        """Put ``origin`` (and its www twin) in scope, as a seed's: where a seed host moved to (its http → https
+        move included: the redirect recorded as ``hosts.moved_to``)."""
+        self._hosts.update(_origins(origin + "/"))
 
     def denied(self, url: str) -> bool:
         """The operator's deny patterns refuse ``url``: they hold even where the scope is widened."""
@@ -145,7 +155,8 @@ class UrlFilter:
         if self.denied(url):
             return False
         host = netloc.rpartition("@")[2]
-        if netloc not in self._hosts and host not in self._hosts:
+        scheme = url.partition("://")[0] + "://"
+        if scheme + netloc not in self._hosts and scheme + host not in self._hosts:
             hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if not any(hostname == d or hostname.endswith("." + d) for d in self._domains):
                 return False
@@ -172,11 +183,12 @@ class UrlFilter:
 
     def _check(self, url: str, trusted: bool) -> Verdict | None:
         # _split_host_path, inlined: this runs for every URL discovery finds.
-        rest = url.partition("://")[2]
+        scheme, _, rest = url.partition("://")
         slash = rest.find("/")
         netloc, path_query = (rest, "/") if slash < 0 else (rest[:slash], rest[slash:])
         path, _, query = path_query.partition("?")
-        if not (self._plain_scope and netloc in self._hosts) and not self._scope(url, netloc, path, query):
+        if not (self._plain_scope and url[: len(scheme) + 3 + len(netloc)] in self._hosts) and not self._scope(
+                url, netloc, path, query):
             return Verdict.OUT_OF_SCOPE
         if len(url) > self._max_length:
             return Verdict.TRAP_LENGTH

@@ -83,7 +83,8 @@ def _one_by_one(site: Site, entries: list[SitemapEntry]) -> list[Any]:
         images = list(entry.images)[:50]
         item = site.admit(
             entry.loc, base=SITEMAP, source=Source.SITEMAP, where=SITEMAP, depth=1, now=NOW,
-            allowed=_disallow_private, lastmod=entry.lastmod, changefreq=entry.changefreq, priority=entry.priority,
+            allowed=_disallow_private, lastmod=entry.lastmod, lastmod_until=entry.lastmod_until,
+            changefreq=entry.changefreq, priority=entry.priority,
             meta={"news": entry.news, "images": images} if entry.news or images else None, trusted=True,
             fetched_at=NOW, report_to=ORIGIN,
         )
