@@ -315,7 +315,7 @@ def test_complete_records_outcome_page_fetch_and_outlinks(store: FrontierStore) 
     assert store.url_states()["https://a.test/child"] == ("queued", None)
     assert store.url_info("https://c.test/other").depth == 1  # type: ignore[union-attr]
     assert store.run_fetch_counts(run_id) == {
-        "https://a.test": {"fetched": 1, "not_modified": 0, "gone": 0, "failed": 0}
+        "https://a.test": {"fetched": 1, "not_modified": 0, "gone": 0, "failed": 0, "bytes": 15}
     }
 
 
@@ -576,7 +576,7 @@ def test_run_fetch_counts_by_outcome_and_error_class(store: FrontierStore) -> No
         (done(c[5].id, state=UrlState.QUEUED, status=None, error_class=ErrorClass.PARKED, error="parked"), []),
     ], run_id=run_id)
     assert store.run_fetch_counts(run_id) == {
-        "https://a.test": {"fetched": 4, "not_modified": 1, "gone": 1, "failed": 1, "error:timeout": 1}
+        "https://a.test": {"fetched": 4, "not_modified": 1, "gone": 1, "failed": 1, "error:timeout": 1, "bytes": 0}
     }
     assert store.run_fetch_counts(run_id + 1) == {}
 
