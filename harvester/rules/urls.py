@@ -204,7 +204,9 @@ class Canonicalizer:
         path, mark, query = key.partition("?")
         if not mark or "&" not in query:
             return key  # at most one parameter kept: no order to lose
-        raw = url.strip(" \t\n\r\f\v\x00")
+        # Trimmed as the key was (``_canonicalize``, then ``slow``): trimmed less, a U+0085 the key's ``strip()``
+        # dropped stayed in the query sent, and the fetch form named another URL than its key (``?q=&0\x85``).
+        raw = url.strip().strip(" \t\n\r\f\v\x00")
         if base is not None and not raw[:8].lower().startswith(("http://", "https://")):
             raw = resolve(base.strip(), raw)
         written = self._query(urlsplit(raw).query, sort=False)
