@@ -24,6 +24,7 @@ from harvester.frontier.queue import Queue
 from harvester.frontier.refusals import Refusals
 from harvester.frontier.reports import Reports
 from harvester.frontier.runs import Runs
+from harvester.frontier.url_lookups import UrlLookups
 from harvester.owners import Liveness
 from harvester.settings import Settings
 
@@ -62,13 +63,14 @@ class FrontierStore:
 
         # The names callers use, by concern: a caller never needs to know which concern answers.
         self.add_discovered = discovered.add_discovered
-        self.known_urls = discovered.known_urls
-        self.first_sources = discovered.first_sources
-        self.url_id = discovered.url_id
-        self.held_target = discovered.held_target
-        self.sources_of = discovered.sources_of
-        self.sample_urls = discovered.sample_urls
-        self.holds_kind = discovered.holds_kind
+        self.lookups = lookups = UrlLookups(db)
+        self.known_urls = lookups.known_urls
+        self.first_sources = lookups.first_sources
+        self.url_id = lookups.url_id
+        self.held_target = lookups.held_target
+        self.sources_of = lookups.sources_of
+        self.sample_urls = lookups.sample_urls
+        self.holds_kind = lookups.holds_kind
 
         self.get_document = documents.get_document
         self.host_documents = documents.host_documents
