@@ -12,23 +12,11 @@ from email.utils import format_datetime, parsedate_to_datetime
 import pytest
 
 from harvester.runtime import CLOCK
+from harvester.testing.documents import TEXT, XML, urlset
+from harvester.testing.documents import article as page
 from harvester.testing.threaded_site import Answer, Asked, threaded_site
 
-TEXT = {"Content-Type": "text/plain"}
-XML = {"Content-Type": "application/xml"}
 DAY0 = datetime(2026, 12, 8, 3, 0, tzinfo=UTC)
-
-
-def page(path: str, version: int = 1) -> bytes:
-    return (f"<!doctype html><html lang='en'><head><title>{path}</title></head><body><main><article><h1>{path}</h1>"
-            f"<p>{f'Version {version} of the words enough for the extractor to keep a paragraph. ' * 5}</p>"
-            "</article></main></body></html>").encode()
-
-
-def urlset(entries: list[tuple[str, str | None]]) -> bytes:
-    urls = "".join(f"<url><loc>{loc}</loc>{f'<lastmod>{lm}</lastmod>' if lm else ''}</url>\n" for loc, lm in entries)
-    return ('<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-            f"{urls}</urlset>\n").encode()
 
 
 NOTE_FORMS = [  # W3C NOTE-datetime's examples: (text, the period's start, its end; None: a moment)
