@@ -172,10 +172,10 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_a_full_disk_stops_the_harvest_cleanly_and_loses_nothing_stored(tiny_disk: Path):
-    # Big, barely compressible pages: the 2 MiB disk fills long before the site (some 4.5 MB) is harvested.
+    # Big, barely compressible pages: the 2 MiB disk fills long before the site is harvested.
     # Answers paced (0.1 s each) so completions are written in batches of a few pages, as on a real site: on an idle
     # machine an instant web filled the first batch (64 pages, ~5 MB) past the disk before anything was stored.
-    with TestWeb([HostSpec("a", pages=60, page_bytes=(60_000, 90_000), latency_s=0.1)], seed=4) as web:
+    with TestWeb([HostSpec("a", pages=120, page_bytes=(60_000, 90_000), latency_s=0.1)], seed=4) as web:
         db = tiny_disk / "harvester.db"
         settings = Settings.load(database_url=f"sqlite:///{db}")
         profile = SiteProfile.build(seeds=tuple(web.seeds))
