@@ -7,26 +7,25 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pytest
 from aiohttp import web
+from click.testing import Result
+from typer.testing import CliRunner
 
 from harvester import aharvest, arecrawl
+from harvester.cli import app
 from harvester.frontier import FrontierStore
 from harvester.runtime import CLOCK
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing import HostSpec
 from harvester.testing.schedule import run_at
-
-HARVESTER = str(Path(sys.executable).with_name("harvester"))
-
 
 HOOK = """
     from pathlib import Path
@@ -41,17 +40,23 @@ HOOK = """
 
 
 class Cli:
-    """``harvester`` run as a user runs it, on one database, at a clock the test sets (HARVESTER_NOW)."""
+    """``harvester`` commands as a user types them (typer's runner, in this process: each subprocess paid the CLI's
+    imports again, most of this test's time on a loaded machine), in the user's directory (``./ext.py``, its
+    harvester.toml), on one database, at a clock the test sets; no ``HARVESTER_*`` variable of the test's own."""
 
-    def __init__(self, tmp_path: Path, db: str) -> None:
+    def __init__(self, tmp_path: Path, db: str, monkeypatch: pytest.MonkeyPatch) -> None:
         self.cwd = tmp_path
         self.db = db
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("HARVESTER_", "PREFECT_API"))}
+        monkeypatch.chdir(tmp_path)
+        for key in os.environ:
+            if key.startswith(("HARVESTER_", "PREFECT_API")):
+                monkeypatch.delenv(key)
+        self.runner = CliRunner()
 
-    def __call__(self, when: datetime, *args: str, status: int = 0) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([HARVESTER, *args, "--db", self.db], cwd=self.cwd, capture_output=True, text=True,
-                              timeout=300, env={**self.env, "HARVESTER_NOW": when.isoformat()})
-        assert done.returncode == status, (args, done.stdout[-3000:], done.stderr[-3000:])
+    def __call__(self, when: datetime, *args: str, status: int = 0) -> Result:
+        CLOCK.travel_to(when)
+        done = self.runner.invoke(app, [*args, "--db", self.db])
+        assert done.exit_code == status, (args, done.stdout[-3000:], done.stderr[-3000:], done.exception)
         return done
 
     def export(self, when: datetime, *flags: str) -> list[dict[str, Any]]:
@@ -65,7 +70,7 @@ class Cli:
 
 
 def test_pages_the_hook_failed_on_are_stored_counted_exported_and_repaired_by_the_fixed_hook_next_day(
-        make_web, tmp_path, db_url):
+        make_web, tmp_path, db_url, clock, monkeypatch):
     web = make_web([HostSpec("a", pages=12)], seed=34)
     urls = web.truth["a"].allowed_detail_urls()
     broken = set(urls[:3])
@@ -74,7 +79,7 @@ def test_pages_the_hook_failed_on_are_stored_counted_exported_and_repaired_by_th
     # Pages are revisited every other day: what the next day's run asks of an unchanged page is the hook's repair only.
     (tmp_path / "harvester.toml").write_text(
         "[revisit]\nmin_s = 172800\ndefault_s = 172800\nunlisted_max_s = 172800\n", encoding="utf-8")
-    cli = Cli(tmp_path, db_url)
+    cli = Cli(tmp_path, db_url, monkeypatch)
 
     cli(run_at(0), "db", "upgrade")  # PostgreSQL is never migrated silently
     day0 = cli(run_at(0), "harvest", *web.seeds, "--extractor", "./ext.py:words")

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from daily_cli import CliAt
+from daily_cli import CliAtHere
 
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
@@ -24,12 +24,13 @@ from harvester.testing import HostSpec, TestWeb
 from harvester.testing.schedule import run_at
 
 
-def test_status_after_a_sigterm_shows_the_stopped_runs_own_requests_marked_stopped(db_url: str, tmp_path: Path):
+def test_status_after_a_sigterm_shows_the_stopped_runs_own_requests_marked_stopped(db_url: str, tmp_path: Path,
+                                                                                   clock: None):
     with FrontierStore.open(Settings.load(database_url=db_url), upgrade=True):  # PostgreSQL: migrated first
         pass
     specs = [HostSpec("a", pages=60, latency_s=0.05), HostSpec("b", pages=40, latency_s=0.05)]
     with TestWeb(specs, seed=44) as web:
-        cli = CliAt(db_url, tmp_path)
+        cli = CliAtHere(db_url, tmp_path)  # in this process but for the run stopped by a signal
 
         def status(when: datetime) -> dict[str, Any]:
             return json.loads(cli(when, "status", "--json"))["last_extract"]

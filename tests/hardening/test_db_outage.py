@@ -1,5 +1,5 @@
 """PostgreSQL going away in the middle of a harvest, as a user meets it: ``harvester harvest`` on the command line,
-its database restarted (or stopped for 10 s) once discovery, or extraction, is under way. The run waits for the
+its database restarted (or stopped for 6 s) once discovery, or extraction, is under way. The run waits for the
 server (``runtime.db``), ends with exit 0 and a complete frontier, and a page fetched while the database was away
 is stored, or asked once more at most.
 
@@ -29,9 +29,10 @@ from .private_pg import PrivatePostgres
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 HARVESTER = str(Path(sys.executable).with_name("harvester"))
-OUTAGE_S = 10.0
-"""Longer than the completion writer's own retries (3.75 s in all) and several of the store's outage waits (0.25 s
-doubling to 5 s): the run must wait for the server, not ride it out within one retry."""
+OUTAGE_S = 6.0
+"""Longer than the completion writer's own retries (3.75 s in all) and four of the store's outage waits (0.25 s
+doubling to 5 s: 3.75 s, the fifth ends at 7.75 s): the run must wait for the server, not ride it out within one
+retry. Each second more is a second more of every stop case, and two more waiting for the next ask."""
 
 
 @pytest.fixture

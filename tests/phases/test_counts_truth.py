@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from daily_cli import HARVESTER, CliAt
+from daily_cli import HARVESTER, CliAtHere
 
 from harvester import aharvest, arecrawl
 from harvester.cli_tables import status_of
@@ -204,13 +204,13 @@ async def test_a_page_restyled_outside_its_main_text_is_a_new_version_exported_a
     assert all(len(line["payload_digest"]) == 64 for line in lines)
 
 
-def test_a_recrawl_killed_9_and_run_again_reports_the_whole_cycle_in_status(tmp_path):
+def test_a_recrawl_killed_9_and_run_again_reports_the_whole_cycle_in_status(tmp_path, clock):
     """Through the commands: ``harvester recrawl --refresh`` killed -9 part way (a dead worker: nothing closes its
     cycle), run again, then ``harvester status --json``: the last cycle's counts are both attempts', and equal
     the test web's truth."""
     with TestWeb([HostSpec("a", pages=80, latency_s=0.02)], seed=44) as web:
         db = f"sqlite:///{tmp_path / 'killed.db'}"
-        cli = CliAt(db, tmp_path)
+        cli = CliAtHere(db, tmp_path)  # in this process but for the run killed -9
 
         cli(run_at(0), "harvest", *web.seeds)
         before = allowed(web)

@@ -33,7 +33,9 @@ from harvester.testing.record import max_in_flight
 
 HOSTS = 30
 LIMIT = 2
-SPECS = [HostSpec(f"s{n:02d}", pages=24, latency_s=0.08) for n in range(HOSTS)]
+SPECS = [HostSpec(f"s{n:02d}", pages=12, latency_s=0.08) for n in range(HOSTS)]
+"""30 hosts, more than the three workers take at once (4 each): the killed worker's are not the last. A dozen pages
+each keep a host in hand over a few rounds at two requests at a time; the pages are the run's CPU."""
 AGENTS = [f"harvester-scale-{n}/1.0 (+http://127.0.0.1/contact)" for n in range(3)]
 WAIT_S = 120.0
 KILL_AT = 0.8
@@ -212,7 +214,8 @@ async def test_an_extractor_frozen_past_its_lease_sends_nothing_for_the_host_tak
     process has taken the host over, then SIGCONT it. Before: it went on with its batch, so the host saw both
     processes at once (over its limit) and pages were fetched twice. Now it asks its local lease deadline before
     each request and stops that host at once."""
-    specs = [HostSpec(f"f{n}", pages=160, latency_s=0.05) for n in range(2)]
+    # The frozen worker's host still has most of its pages when the lease runs out (frozen at its tenth request).
+    specs = [HostSpec(f"f{n}", pages=80, latency_s=0.05) for n in range(2)]
     web, settings, details = await discovered(make_web(specs, seed=11), pg_url)
 
     def by(agent: str) -> list:  # type: ignore[type-arg]
@@ -267,7 +270,7 @@ async def test_three_extraction_processes_share_the_hosts_of_a_six_host_site(mak
     until the three extraction processes show on the database. Started under load, one came up after the
     others had done the work and fetched nothing (a late start is ``test_sharing``'s: the holders hand hosts
     back)."""
-    specs = [HostSpec(f"h{n}", pages=90, latency_s=0.08) for n in range(6)]
+    specs = [HostSpec(f"h{n}", pages=45, latency_s=0.08) for n in range(6)]
     web = make_web(specs, seed=5)
     settings = Settings.load(database_url=pg_url)
     profile = SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT)

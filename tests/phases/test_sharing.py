@@ -25,7 +25,7 @@ WAIT_S = 120.0
 
 async def test_a_worker_started_after_another_took_every_host_gets_a_share(make_web, db_url, caplog):
     caplog.set_level(logging.DEBUG, logger="harvester")
-    specs = [HostSpec(f"l{n}", pages=240, latency_s=0.04) for n in range(4)]
+    specs = [HostSpec(f"l{n}", pages=120, latency_s=0.04) for n in range(4)]
     web = make_web(specs, seed=23)
     settings = Settings.load(database_url=db_url, politeness={"max_active_hosts": 64})
     profiles = [SiteProfile.build(seeds=tuple(web.seeds), per_host_limit=LIMIT, user_agent=agent) for agent in AGENTS]
