@@ -63,8 +63,8 @@ _URL_UPDATE = (
 
 _FETCH_INSERT = (
     "INSERT INTO fetches (url_id, run_id, fetched_at, status, outcome, bytes, error_class, page_id, change,"
-    " conditional, if_none_match, if_modified_since, etag, last_modified)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " conditional, if_none_match, if_modified_since, etag, last_modified, validators_logged)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """A completion's line in the fetch log, its values bound as the driver takes them (``Dialect.ts``, as
 ``models.UtcDateTime`` would): through ``insert(Fetch)`` SQLAlchemy ran every row's dict through its type processors,
@@ -404,6 +404,7 @@ class Outcomes(Part):
                 change.value if change is not None else None, bool(asked) if asked is not None else None,
                 asked.etag if asked is not None else None, asked.last_modified if asked is not None else None,
                 served.etag if served is not None else None, served.last_modified if served is not None else None,
+                True,
             ))
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)
