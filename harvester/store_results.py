@@ -94,7 +94,8 @@ class StoredPage:
     served: tuple[str | None, str | None] | None = None
     """(ETag, Last-Modified) of the latest answer that served this version's bytes: its first fetch's (``etag``,
     ``last_modified``), or a later 200's that repeated them byte for byte with new ones; None when no logged
-    fetch served it. What the site last said of these bytes, which the export tells (``etag``, ``last_modified``
+    fetch served it, or the latest was logged before migration 0023 (the version's own are taken). What the site
+    last said of these bytes, which the export tells (``etag``, ``last_modified``
     keep the version's own, for its WARC response record)."""
 
 
@@ -125,7 +126,8 @@ class StoredFetch:
     version before (``prior``, or the responses it wrote), which is wrong where a request's differed from it."""
     served: tuple[str | None, str | None] | None = None
     """(ETag, Last-Modified) the answer carried, for one that served ``page`` (a new version, or the same bytes
-    again, maybe with new validators); None otherwise. Before 0021, the version's."""
+    again, maybe with new validators); None otherwise, and for a fetch logged before migration 0023
+    (``fetches.validators_logged``), whose answer is taken to have carried its version's."""
     user_agent: str | None = None
     """The User-Agent the request carried: its run's (``runs.user_agent``). None when not known: a fetch of a run
     started before migration 0013, or logged outside any run."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,21 @@ from harvester.records import (
 from harvester.runtime import aware
 
 logger = logging.getLogger(__name__)
+
+Reasked = tuple[int, int, "datetime | None"]
+"""A host's contradicting 304s of one batch: (re-asks decided, re-asks that found a change, when the last was
+decided: ``hosts.reasks_tested_at``)."""
+
+
+def write_reasks(conn: Connection, reasks: Mapping[str, Reasked]) -> None:
+    """Add each host's re-asks and their findings to its record, in the caller's transaction: the one writing the
+    completions that carry those decisions (``Outcomes.complete_many``), so a kill -9 keeps both or neither."""
+    for origin, (asked, changed, tested) in reasks.items():
+        values: dict[Any, Any] = {Host.lastmod_reasks: Host.lastmod_reasks + asked,
+                                  Host.lastmod_reasks_changed: Host.lastmod_reasks_changed + changed}
+        if tested is not None:
+            values[Host.reasks_tested_at] = tested
+        conn.execute(update(Host).where(Host.origin == origin).values(values))
 
 
 class Hosts(Part):
@@ -126,14 +141,10 @@ class Hosts(Part):
         """Add (checks, hits) per host in one transaction: extraction tallies them per batch, not per URL."""
         self._add_pairs(tallies, Host.lastmod_checks, Host.lastmod_hits)
 
-    def add_reasks(self, tallies: dict[str, tuple[int, int]]) -> None:
-        """Add (re-asks, changed) per host in one transaction: 304s that contradicted a newer lastmod, to be asked
+    def reask_tally(self, origin: str) -> tuple[int, int]:
+        """(re-asks, changed) of ``origin`` so far (``write_reasks``): 304s that contradicted a newer lastmod, asked
         again in full (counted when decided), and full answers to such re-asks that brought a changed page
         (``revisit.reask_304``)."""
-        self._add_pairs(tallies, Host.lastmod_reasks, Host.lastmod_reasks_changed)
-
-    def reask_tally(self, origin: str) -> tuple[int, int]:
-        """(re-asks, changed) of ``origin`` so far (``add_reasks``)."""
         return self._pair(origin, Host.lastmod_reasks, Host.lastmod_reasks_changed)
 
     def reasks_tested_at(self, origin: str) -> datetime | None:

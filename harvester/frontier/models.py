@@ -452,9 +452,13 @@ class Fetch(Base):
     """The If-Modified-Since the request carried, as sent."""
     etag: Mapped[str | None] = mapped_column(String(300))
     """The ETag the answer that served ``page_id`` carried (a 200 repeating a version may bring a new one); NULL
-    without a version, or none sent. Since 0021 (older rows: the version's)."""
+    without a version, or none sent. Where ``validators_logged``; else the version's is taken."""
     last_modified: Mapped[str | None] = mapped_column(String(100))
     """The Last-Modified the answer that served ``page_id`` carried, as ``etag``."""
+    validators_logged: Mapped[bool | None] = mapped_column(Boolean)
+    """True where ``etag`` / ``last_modified`` are as the answer carried them (rows written since migration 0023);
+    NULL on a fetch logged before, whose answer is taken to have carried its version's (``pages.etag``,
+    ``last_modified``): read so, never copied onto the log (that cost a rewrite of every row)."""
 
 
 metadata = Base.metadata

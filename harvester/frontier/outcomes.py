@@ -18,6 +18,7 @@ from harvester.frontier.base import Database, Part
 from harvester.frontier.dialects import REVISIT_RANK_OFFSET
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
+from harvester.frontier.hosts import Reasked, write_reasks
 from harvester.frontier.models import (
     HOOK_FAILED_ROWS,
     RECHECK_ROWS,
@@ -44,10 +45,6 @@ logger = logging.getLogger(__name__)
 
 GONE_STATUSES = (404, 410)
 
-Reasked = tuple[int, int, datetime | None]
-"""A host's contradicting 304s of one batch: (re-asks decided, re-asks that found a change, when the last was
-decided: ``hosts.reasks_tested_at``)."""
-
 _PAGES = cast("Table", Page.__table__)
 _INSERT_PAGES = insert(_PAGES).returning(_PAGES.c.id, sort_by_parameter_order=True)
 """Pages inserted by Core, the statement built once: the ORM's bulk-insert path re-read every row's keys and
@@ -63,8 +60,8 @@ _URL_UPDATE = (
 
 _FETCH_INSERT = (
     "INSERT INTO fetches (url_id, run_id, fetched_at, status, outcome, bytes, error_class, page_id, change,"
-    " conditional, if_none_match, if_modified_since, etag, last_modified)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " conditional, if_none_match, if_modified_since, etag, last_modified, validators_logged)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 """A completion's line in the fetch log, its values bound as the driver takes them (``Dialect.ts``, as
 ``models.UtcDateTime`` would): through ``insert(Fetch)`` SQLAlchemy ran every row's dict through its type processors,
@@ -223,12 +220,7 @@ class Outcomes(Part):
                     self._documents.recheck_vanished(conn, gone_from)
             if feeds and mine:
                 self._documents.note_documents(conn, feeds, kind="feed")
-            for origin, (asked, changed, tested) in (reasks or {}).items():
-                values: dict[Any, Any] = {Host.lastmod_reasks: Host.lastmod_reasks + asked,
-                                          Host.lastmod_reasks_changed: Host.lastmod_reasks_changed + changed}
-                if tested is not None:
-                    values[Host.reasks_tested_at] = tested
-                conn.execute(update(Host).where(Host.origin == origin).values(values))
+            write_reasks(conn, reasks or {})
         count_answered(outcome(c) for c, _ in mine)  # committed: the progress line counts them (no table scan)
         if lost_ids:
             logger.warning("%d completions skipped: lease lost by %s", len(lost_ids), owner)
@@ -404,6 +396,7 @@ class Outcomes(Part):
                 change.value if change is not None else None, bool(asked) if asked is not None else None,
                 asked.etag if asked is not None else None, asked.last_modified if asked is not None else None,
                 served.etag if served is not None else None, served.last_modified if served is not None else None,
+                True,
             ))
         if updates:
             conn.exec_driver_sql(_URL_UPDATE.replace("?", d.p), updates)

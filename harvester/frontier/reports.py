@@ -110,7 +110,8 @@ def _pages_query() -> Select[Any]:
     return (
         select(Page.__table__, FULL_URL, _state_now().label("url_state"), Url.kind.label("url_kind"),
                Body.digest, Body.body.label("stored_body"), served.id.label("served_id"),
-               served.etag.label("served_etag"), served.last_modified.label("served_last_modified"))
+               served.etag.label("served_etag"), served.last_modified.label("served_last_modified"),
+               served.validators_logged.label("served_logged"))
         .join(Url, Url.id == Page.url_id).join(Host, Host.id == Url.host_id).join(Body, Body.id == Page.body_id)
         .outerjoin(served, served.id == latest)
     )
@@ -299,7 +300,8 @@ class Reports(Part):
                     prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
                            and r.change != "same" else None),
                     sent=(r.if_none_match, r.if_modified_since) if r.conditional is not None else None,
-                    served=(r.etag, r.last_modified) if r.page_id is not None else None,
+                    # Logged before 0023: the answer is taken to have carried its version's (``served`` None).
+                    served=(r.etag, r.last_modified) if r.page_id is not None and r.validators_logged else None,
                     user_agent=r.sent_user_agent,
                 )
             pages.clear()

@@ -288,5 +288,5 @@ def stored_page(row: Any) -> StoredPage:
         robots=None if row.robots is None else tuple(part for part in row.robots.split(",") if part),
         url_state=row.url_state, payload_digest=row.digest, change=row.change, kind=row.url_kind,
         hook_error=dict(row.hook_error) if row.hook_error else None,
-        served=(row.served_etag, row.served_last_modified) if row.served_id is not None else None,
+        served=(row.served_etag, row.served_last_modified) if row.served_id is not None and row.served_logged else None,
     )

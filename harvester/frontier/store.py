@@ -119,7 +119,6 @@ class FrontierStore:
         self.name_refused = refusals.name_refused
         self.refused_counts = refusals.refused_counts
         self.rejudge_urls = refusals.rejudge_urls
-        self.add_reasks = hosts.add_reasks
         self.reask_tally = hosts.reask_tally
         self.reasks_tested_at = hosts.reasks_tested_at
 

@@ -24,7 +24,7 @@ from harvester.store_results import CompleteResult
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
-    from harvester.frontier.outcomes import Reasked
+    from harvester.frontier.hosts import Reasked
     from harvester.phases.cycle_state import Unwritten
 
 logger = logging.getLogger(__name__)

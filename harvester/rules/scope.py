@@ -53,12 +53,22 @@ def _split_host_path(url: str) -> tuple[str, str, str]:
     return netloc, path, query
 
 
-def _origins(canonical: str) -> tuple[str, str]:
+def _origins(canonical: str) -> tuple[str, ...]:
     """A canonical URL's origin (scheme included: http://h and https://h are two origins, RFC 6454, and a
-    sitemap's URLs are of its own protocol, sitemaps.org) and its www twin's."""
+    sitemap's URLs are of its own protocol, sitemaps.org) and its www twin's; for https on the default port, the
+    http ones too.
+
+    An https site naming its own pages by http:// (a sitemap written behind a TLS proxy, links from before its
+    move) is common on the web, and its http answers redirect to https: dropped as another origin, such a site
+    yielded its home page and nothing else. The reverse is not admitted: an http site's https twin may speak no
+    TLS at all (an http sitemap's https entries, queued, parked their host every run); a seed that moved to https
+    is admitted there by its recorded move (``UrlFilter.add_host``). With an explicit port, one port speaks one
+    protocol: no twin."""
     scheme, _, rest = canonical.partition("://")
     netloc = rest.partition("/")[0]
     twin = netloc[4:] if netloc.startswith("www.") else "www." + netloc
+    if scheme == "https" and ":" not in netloc.rpartition("]")[2]:
+        return f"https://{netloc}", f"https://{twin}", f"http://{netloc}", f"http://{twin}"
     return f"{scheme}://{netloc}", f"{scheme}://{twin}"
 
 
@@ -111,8 +121,9 @@ class UrlFilter:
         canon = canonicalizer_for(urls)
         seed_list = list(seeds) + (list(profile.seeds) if profile else [])
         self._hosts: set[str] = set()
-        """The seeds' origins, scheme included: a link or sitemap entry on the seed's host name under the other
-        scheme is another origin, in scope only where a move (``add_host``) or the profile's domains admit it.
+        """The seeds' origins, scheme included (``_origins``: an https seed's http twin is the same site): a link or
+        sitemap entry on an http seed's host name under https is another origin, in scope only where a move
+        (``add_host``) or the profile's domains admit it.
         Keyed by host alone, an http site's sitemap naming https://its-host/x queued it on a host that speaks
         no TLS: parked as "robots.txt unavailable" and the page deferred every run."""
         for seed in seed_list:

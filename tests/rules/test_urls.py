@@ -305,6 +305,17 @@ def test_seed_hosts_by_default_port_included() -> None:
     assert flt.check("https://127.0.0.1:8001/a") is None and flt.check("http://127.0.0.1:8001/b") is None
 
 
+def test_an_https_seed_admits_its_http_twin_on_default_ports_only() -> None:
+    """An https site naming its pages by http:// (they redirect to https) keeps them; an http seed does not admit
+    https (it may speak no TLS), and with an explicit port one port speaks one protocol."""
+    flt = UrlFilter(SETTINGS, None, ["https://example.org/"])
+    assert flt.check("http://example.org/a") is None and flt.check("http://www.example.org/b") is None
+    assert UrlFilter(SETTINGS, None, ["http://example.org/"]).check("https://example.org/a") is Verdict.OUT_OF_SCOPE
+    ported = UrlFilter(SETTINGS, None, ["https://example.org:8443/"])
+    assert ported.check("http://example.org:8443/a") is Verdict.OUT_OF_SCOPE
+    assert ported.check("https://example.org:8443/a") is None
+
+
 def test_a_site_search_is_no_session_id() -> None:
     # WordPress's search parameter is "s": sites list such pages in their own sitemaps.
     assert _filter().check("http://127.0.0.1:8001/search?s=hello", trusted=True) is None
