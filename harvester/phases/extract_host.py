@@ -236,6 +236,7 @@ class ExtractWork:
             await self._release(host)
 
     async def _release(self, host: str) -> None:
+        self.holds.drop(host)  # before the frontier's lease goes: another worker may take the host at once
         await db(self.store.release_hosts, self.owner, [host])
         self.leased.discard(host)
 

@@ -62,6 +62,12 @@ class HostHolds:
             self._until[origin] = until
             self.lost.discard(origin)
 
+    def drop(self, origin: str) -> None:
+        """``origin`` is being handed back: no longer held from now on, whatever time its deadline had left. Kept,
+        a host whose turn ended read as held until that deadline, so a redirect to it from the host taken next was
+        followed as this worker's own (``MovedAnswers``) while its new holder asked the target again."""
+        self._until.pop(origin, None)
+
     def holds(self, origin: str) -> bool:
         """True while this owner's lease on ``origin`` is known live with the margin to spare: cheap, no I/O."""
         until, losses = self._until.get(origin, (0.0, -1))
@@ -95,7 +101,7 @@ class HostHolds:
         if late > 0:  # frozen, starved or a database too slow to answer: the workers stopped asking meanwhile
             logger.warning("renewing leases %.1f s after their local deadline", late)
         kept = await db(self._store.renew_hosts, self._owner, wanted, lease_s=self.lease_s)
-        self.grant(kept, asked_at, losses)
+        self.grant([origin for origin in kept if origin in self._until], asked_at, losses)  # not one dropped meanwhile
         lost = sorted(set(wanted) - set(kept))
         for origin in lost:
             self._until.pop(origin, None)
