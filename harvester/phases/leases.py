@@ -87,8 +87,10 @@ class HostHolds:
 
     async def renew(self, origins: Iterable[str]) -> list[str]:
         """Renew the leases on ``origins``; those the frontier no longer gives this owner are lost at once (no
-        request for them after this). Returns the lost ones."""
-        wanted = sorted(origins)
+        request for them after this). Returns the lost ones. A host dropped meanwhile (being handed back: its
+        lease goes back in a statement of its own) is no longer renewed nor reported lost: not one of its requests
+        is left to guard, and the hand-back released it, not another worker."""
+        wanted = sorted(origin for origin in origins if origin in self._until)
         if not wanted:
             return []
         losses, asked_at = self._store.liveness.losses, lease_clock()
@@ -110,7 +112,7 @@ class HostHolds:
 
     def due_for_renewal(self, origins: Iterable[str]) -> bool:
         """True when some held lease has less than two thirds of its span left: renew well before it lapses."""
-        return any(self.left_s(origin) < self.lease_s * 2 / 3 for origin in origins)
+        return any(self.left_s(origin) < self.lease_s * 2 / 3 for origin in origins if origin in self._until)
 
 
 def fair_take(*, room: int, with_work: int, others: int, mine: int) -> int:

@@ -197,6 +197,32 @@ def test_a_session_the_server_ends_voids_this_process_lease_deadlines_until_rene
         retire_owner(me)
 
 
+def test_a_host_being_handed_back_is_neither_renewed_nor_said_lost(
+        store: FrontierStore, caplog: pytest.LogCaptureFixture) -> None:
+    """The window of a hand-back: the local deadline is dropped, then the lease goes back in a statement of its
+    own, and only then does the host leave the worker's held set. The lease keeper ticking in that window read
+    the host as 300 s past its deadline, renewed it, found it released and logged it lost to another worker
+    (CI, ``test_sharing``'s late worker on PostgreSQL)."""
+    me = make_owner("extract-1")
+    other = "https://b.test"
+    store.add_discovered([DiscoveredUrl(f"{other}/p", UrlKind.DETAIL, "seed")])
+    try:
+        holds = HostHolds(store, me, lease_s=60)
+        asked_at, losses = lease_clock(), store.liveness.losses
+        held = store.claim_hosts(me, limit=2, lease_s=60, hosts=[ORIGIN, other])
+        assert sorted(held) == [ORIGIN, other]
+        holds.grant(held, asked_at, losses)
+        holds.drop(other)
+        store.release_hosts(me, [other])  # the hand-back's statement; the host is still in the held set
+        assert not holds.due_for_renewal(held)  # the other host's lease is fresh; the dropped one needs nothing
+        with caplog.at_level(logging.WARNING, logger="harvester.phases.leases"):
+            assert asyncio.run(holds.renew(held)) == []
+        assert caplog.text == "" and holds.lost == set()
+        assert holds.holds(ORIGIN) and not holds.holds(other)
+    finally:
+        retire_owner(me)
+
+
 def a_pid() -> int:
     """A PID for an owner of "another machine" the test writes itself: its session name must be no other test's
     (``pg_stat_activity`` is the whole server's)."""
