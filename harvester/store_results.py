@@ -93,7 +93,8 @@ class StoredPage:
     """As ``PageRecord.hook_error``: the extractor hook failed on this version, ``fields`` hold nothing of it."""
     served: tuple[str | None, str | None] | None = None
     """(ETag, Last-Modified) of the latest answer that served this version's bytes: its first fetch's (``etag``,
-    ``last_modified``), or a later 200's that repeated them byte for byte with new ones; None when no logged
+    ``last_modified``), or a later 200's that repeated them byte for byte with new ones, or a later 304's that confirmed
+    them (the validators it left the URL with: RFC 9111 §4.3.4); None when no logged
     fetch served it, or the latest was logged before migration 0023 (the version's own are taken). What the site
     last said of these bytes, which the export tells (``etag``, ``last_modified``
     keep the version's own, for its WARC response record)."""

@@ -24,6 +24,14 @@ W3C_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2}))?")
 W3C_REDUCED = re.compile(r"\d{4}(-\d{2}(-\d{2}(T\d{2}:\d{2}(?:Z|[+-]\d{2}:\d{2}))?)?)?")
 """The W3C Datetime forms (NOTE-datetime) that name a period, not a moment: YYYY, YYYY-MM, YYYY-MM-DD, and
 YYYY-MM-DDThh:mmTZD (no seconds)."""
+BASIC_DATE = re.compile(r"\d{8}")
+"""ISO 8601's basic date (20261207): a day, as 2026-12-07."""
+ZONELESS_TIME = re.compile(r"\d{4}-?\d{2}-?\d{2}[T ]\d{2}(:?\d{2}(:?\d{2}(?:[.,]\d+)?)?)?")
+"""An ISO 8601 date and time without a zone (2026-12-07T10:00:00, 2026-12-07T10:00): the site's local time, whose
+instant is anywhere from its reading at UTC+14 to its reading at UTC-12."""
+EARLIEST_OFFSET = timedelta(hours=14)
+LATEST_OFFSET = timedelta(hours=12)
+"""The zones farthest east (UTC+14) and west (UTC-12) of UTC: a zone-less time is at most this far from UTC."""
 XML_ENCODING = re.compile(rb"""^<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9._-]+)["']""")
 
 
@@ -179,8 +187,19 @@ def utc(value: datetime | None) -> datetime | None:
         return None
 
 
+def lastmod_period(text: str | None) -> tuple[datetime | None, datetime | None]:
+    """A lastmod as (start, end) of the period it may mean (``lastmod_until``; end None for a moment): what a
+    sitemap entry keeps. A zone-less time starts at its earliest reading (at UTC+14), not at its reading as UTC, so
+    that the start never comes after the instant the site meant."""
+    start = parse_lastmod(text)
+    if start is not None and text and ZONELESS_TIME.fullmatch(text.strip()):
+        start -= EARLIEST_OFFSET
+    return start, lastmod_until(text, start)
+
+
 def parse_lastmod(text: str | None) -> datetime | None:
-    """W3C Datetime (any ISO 8601 form Python reads, plus YYYY and YYYY-MM), or RFC 2822; aware UTC or None."""
+    """W3C Datetime (any ISO 8601 form Python reads, plus YYYY and YYYY-MM), or RFC 2822; aware UTC or None. A
+    zone-less time is read as UTC here (a news publication date); a lastmod's period is ``lastmod_period``'s."""
     if not text:
         return None
     try:
@@ -199,15 +218,28 @@ def parse_lastmod(text: str | None) -> datetime | None:
 
 def lastmod_until(text: str | None, start: datetime | None) -> datetime | None:
     """The end of the period a reduced-precision W3C datetime names, ``start`` being its start (``parse_lastmod``):
-    2026-12 is all of December, 2026-12-09 all of that day, 2026-12-09T02:40Z that minute. None for a moment (a
-    time with seconds, or any other form).
+    2026-12 is all of December, 2026-12-09 (or 20261209) all of that day, 2026-12-09T02:40Z that minute. A time
+    without a zone (2026-12-09T02:40:00, 2026-12-09T02:40) ends at its latest reading, at UTC-12 (plus its last
+    unit: the minute of 02:40). None for a moment (a time with seconds and a zone, or any other form).
 
     The start alone is the period's earliest moment: a page edited on 9 December that the sitemap dated "2026-12"
     read as 1 December 00:00, older than our fetch of the 8th, and the daily re-crawl never asked it. Whether a
     lastmod may announce a change after our last fetch is judged by this end (``frontier.discovered``)."""
     if start is None or not text:
         return None
-    match = W3C_REDUCED.fullmatch(text.strip())
+    text = text.strip()
+    zoneless = ZONELESS_TIME.fullmatch(text)
+    if zoneless is not None:
+        try:
+            latest = datetime.fromisoformat(text).replace(tzinfo=UTC) + LATEST_OFFSET
+        except (OverflowError, ValueError):
+            return None
+        unit = timedelta(hours=1) if zoneless.group(1) is None else timedelta(
+            minutes=1) if zoneless.group(2) is None else timedelta(0)
+        return latest + unit
+    if BASIC_DATE.fullmatch(text):
+        return start + timedelta(days=1)
+    match = W3C_REDUCED.fullmatch(text)
     if match is None:
         return None
     month, day, minute = match.group(1), match.group(2), match.group(3)

@@ -13,9 +13,8 @@ from harvester.discovery.sitemap_model import (
     SitemapDoc,
     SitemapEntry,
     clean_text,
-    lastmod_until,
+    lastmod_period,
     parse_changefreq,
-    parse_lastmod,
     parse_priority,
 )
 from harvester.settings import DiscoverySettings
@@ -183,8 +182,7 @@ def _scanned_entries(doc: SitemapDoc, matches: Iterable[tuple[str, ...]], limit:
                     when, until = lastmods[lastmod]
                 else:
                     text = clean_text(_xml_text(lastmod))
-                    when = parse_lastmod(text)
-                    until = lastmod_until(text, when)
+                    when, until = lastmod_period(text)
                     lastmods[lastmod] = when, until
             else:
                 when = until = None

@@ -11,8 +11,7 @@ from harvester.discovery.sitemap_model import (
     SitemapDoc,
     SitemapEntry,
     clean_text,
-    lastmod_until,
-    parse_lastmod,
+    lastmod_period,
     utc,
     validated_entries,
 )
@@ -58,8 +57,8 @@ def _w3c_date(date_string: str) -> datetime | None:
     """usp's ``parse_iso8601_date``, replaced: its fallback (dateutil's ``parse``) fills a reduced-precision date's
     missing parts from today, so "2026-12" read on 7 December was 2026-12-07 and "2026" 2026-12-07 too. The project's
     parser reads the start of the period named, and keeps its end."""
-    start = parse_lastmod(date_string)
-    return None if start is None else _period(start.isoformat(), lastmod_until(date_string, start))
+    start, until = lastmod_period(date_string)
+    return None if start is None else _period(start.isoformat(), until)
 
 
 def parse_usp(body: bytes, url: str, settings: DiscoverySettings) -> SitemapDoc:

@@ -22,7 +22,7 @@ from harvester.discovery.sitemap_model import (
     SitemapKind,
     clean_text,
     is_absolute_http,
-    lastmod_until,
+    lastmod_period,
     parse_changefreq,
     parse_lastmod,
     parse_priority,
@@ -379,12 +379,12 @@ def _url_entries(elem: Any, names: _Names) -> list[SitemapEntry]:
     if not found:
         return []
     text = clean_text(lastmod) if lastmod and len(found) == 1 else None
-    when = parse_lastmod(text)
+    when, until = lastmod_period(text)
     frequency = parse_changefreq(clean_text(changefreq)) if changefreq else None
     value = parse_priority(clean_text(priority)) if priority else DEFAULT_PRIORITY
     entry = SitemapEntry(loc=found[0], lastmod=when, changefreq=frequency, priority=value,
                          news=_news(news) if news else None, images=images or (),
-                         lastmod_until=lastmod_until(text, when))
+                         lastmod_until=until)
     if len(found) == 1:
         return [entry]
     return [entry, *(SitemapEntry(loc, None, frequency, value) for loc in found[1:])]
@@ -461,8 +461,9 @@ def _index_children(doc: SitemapDoc, elements: Iterator[Any], names: _Names, lim
         text = clean_text(lastmod) if len(found) == 1 else None  # several: whose date is it?
         # A child is skipped while its lastmod is not newer than our copy: a month's or a year's last moment is the
         # date it may mean ("2026-12": up to 31 December), as a date alone is read as the end of its day
-        # (``newer_than_copy``, which this midnight start is left to) and a minute as its last second.
-        until = lastmod_until(text, start := parse_lastmod(text))
+        # (``newer_than_copy``, which this midnight start is left to), a minute as its last second and a time
+        # without a zone as its latest reading (UTC-12).
+        start, until = lastmod_period(text)
         dated = start if until is None or start is None or until - start == _DAY else until - timedelta(microseconds=1)
         for loc in found:
             add_child(doc, loc, dated, limit)

@@ -395,13 +395,20 @@ class Discovered(Part):
     def _due_in_period(self, conn: Connection, ids: list[int], now: datetime) -> None:
         """DONE URLs whose reduced-precision lastmod announces a change that may be later than our last fetch
         (``_known_rows``: its period ends after it) but whose start does not (``dialects._UPSERT_SET`` compares the
-        stored value, the start): due now, as the upsert makes those whose start is later."""
+        stored value, the start): due now, as the upsert makes those whose start is later, and queued at once with
+        an announced change's rank (``REVISIT_RANK_OFFSET``). Left for a claim to promote, they were ranked by their
+        start (not after the fetch) as routine re-checks, behind every URL never fetched, unless due before half
+        their interval: a page on a 2-day interval, announced so 24 h 05 min after its fetch, waited behind them."""
         if not ids:
             return
         d = self._d
         where, params = d.any_of("id", ids)
-        conn.exec_driver_sql(f"UPDATE urls SET next_fetch_at = {d.p} WHERE {where} AND state = 'done'",
-                             (d.ts(now), *params))
+        queued = conn.exec_driver_sql(
+            f"UPDATE urls SET state = 'queued', next_fetch_at = {d.p} WHERE {where} AND state = 'done'"
+            f" RETURNING host_id, kind, -score - {REVISIT_RANK_OFFSET}, id, next_fetch_at", (d.ts(now), *params),
+        ).all()
+        if queued:
+            conn.exec_driver_sql(d.enqueue_sql, [tuple(row) for row in queued])
 
     def _lookup(self, conn: Connection, paths_by_host: dict[int, list[str]], columns: str) -> list[Any]:
         return lookup_paths(conn, self._d, self._chunk, paths_by_host, columns)

@@ -438,7 +438,9 @@ class Fetch(Base):
     bytes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     error_class: Mapped[str | None] = mapped_column(String(30))
     page_id: Mapped[int | None] = mapped_column(ForeignKey("pages.id"), index=True)
-    """The version this answer served: a new one, or the stored one it repeated byte for byte."""
+    """The version this answer served: a new one, or the stored one it repeated byte for byte, or the URL's own
+    stored version a 304 to a conditional request confirmed (NULL for a 304 logged before that was recorded: the
+    export then takes the URL's newest version stored at or before it)."""
     change: Mapped[str | None] = mapped_column(String(10))
     """What this answer meant for the URL's stored versions (records.ChangeKind): ``new``, ``changed``,
     ``restyled``, ``same`` (a 200 repeating the stored payload), ``gone`` (404/410 after a stored version) or
@@ -451,8 +453,9 @@ class Fetch(Base):
     if_modified_since: Mapped[str | None] = mapped_column(String(100))
     """The If-Modified-Since the request carried, as sent."""
     etag: Mapped[str | None] = mapped_column(String(300))
-    """The ETag the answer that served ``page_id`` carried (a 200 repeating a version may bring a new one); NULL
-    without a version, or none sent. Where ``validators_logged``; else the version's is taken."""
+    """The ETag the answer that served ``page_id`` carried (a 200 repeating a version may bring a new one); for a
+    304, the one it left the URL with (its own, else the one kept: RFC 9111 §4.3.4). NULL without a version, or none
+    sent. Where ``validators_logged``; else the version's is taken."""
     last_modified: Mapped[str | None] = mapped_column(String(100))
     """The Last-Modified the answer that served ``page_id`` carried, as ``etag``."""
     validators_logged: Mapped[bool | None] = mapped_column(Boolean)

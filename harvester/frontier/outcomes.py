@@ -124,6 +124,15 @@ def _still_a_copy(c: Completion, links: Sequence[DiscoveredUrl],
     return replace(c, state=UrlState.DUPLICATE, duplicate_of=h.duplicate_of, page=None), ()
 
 
+def _confirms(c: Completion, held: Mapping[int, _Held]) -> bool:
+    """Whether ``c`` is a 304 that confirmed the URL's own stored version: an answer to a conditional request, of a
+    URL that keeps a content of its own (not a duplicate, whose 304 confirms its holder's). Its fetch-log line names
+    that version and the validators the 304 left the URL with (``_write_outcomes``)."""
+    h = held[c.url_id]
+    return (c.status == 304 and c.state == UrlState.DONE and bool(c.sent_validators) and not c.forget_validators
+            and h.duplicate_of is None and h.content_hash is not None)
+
+
 def _read_as(c: Completion, h: _Held, read_as: UrlKind | None) -> Completion:
     """``c``, or, when its URL became another kind than the one it was read as while it was read (a feed named a
     listing page a detail: ``Discovered._promote``), a completion that keeps nothing of the answer and queues the
@@ -192,7 +201,8 @@ class Outcomes(Part):
         ``settings.politeness.max_attempts``, then stays FAILED until its recheck time (a later run asks it
         again, ``requeue_rechecks``); any other outcome resets attempts. A URL whose content is gone or changed
         makes its duplicates due now (``_release_duplicates``). Validators and content_hash are replaced on a
-        2xx response and kept otherwise (a 304 or an error says nothing new about them).
+        2xx response, updated by a 304 with those it carries (RFC 9111 §4.3.4: the others kept), and kept otherwise (an
+        error says nothing new about them).
         """
         if not items:
             return CompleteResult(0, 0, 0, AddResult(0, 0, 0))
@@ -264,7 +274,7 @@ class Outcomes(Part):
         on it: a fixed hook repairs the version in place. A run without a hook (``Completion.hooked``) repairs
         nothing: the version keeps its ``hook_error``. Returns url id -> page id the answer served, url id -> its
         ``ChangeKind``, how many versions were added, and the URLs whose version stays unrepaired so."""
-        answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE]
+        answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE or _confirms(c, held)]
         if not answered:
             return {}, {}, 0, set()
         latest = self._latest_versions(conn, [c.url_id for c in answered])
@@ -277,6 +287,10 @@ class Outcomes(Part):
             # a listing page, before a feed or sitemap named it a detail (``Discovered._promote``). Its first
             # answer as a detail is its first version (new, with its title and metadata), the same bytes or not.
             before = latest.get(c.url_id) if held[c.url_id].content_hash is not None else None
+            if c.status == 304:  # ``_confirms``: the version the 304 confirmed, whose validators it may renew
+                if before is not None:
+                    page_ids[c.url_id] = before[0]
+                continue
             if c.page is None:
                 if held[c.url_id].last_status not in GONE_STATUSES:
                     changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
@@ -389,13 +403,16 @@ class Outcomes(Part):
             asked = c.sent_validators if how != "unsent" else None
             # What the answer that served a version carried: a 200 repeating it may bring new validators, which
             # its WARC record and the export's ``etag`` / ``last_modified`` must say (the page keeps the first).
-            served = c.page if page_ids.get(c.url_id) is not None else None
+            # A 304 that confirmed it updates the stored response with those it carries and keeps the others
+            # (RFC 9111 §4.3.4): the URL's validators now, the ones its next request sends.
+            served = None if page_ids.get(c.url_id) is None else (
+                (c.page.etag, c.page.last_modified) if c.page is not None else (o.etag, o.last_modified))
             fetch_rows.append((
                 c.url_id, run_id, d.ts(aware(c.fetched_at)), c.status, how, c.bytes_read,
                 c.error_class.value if c.error_class else None, page_ids.get(c.url_id),
                 change.value if change is not None else None, bool(asked) if asked is not None else None,
                 asked.etag if asked is not None else None, asked.last_modified if asked is not None else None,
-                served.etag if served is not None else None, served.last_modified if served is not None else None,
+                *(served or (None, None)),
                 True,
             ))
         if updates:

@@ -298,7 +298,7 @@ class Reports(Part):
                     outcome=r.outcome, bytes=r.bytes, error_class=r.error_class, run_id=r.run_id,
                     page=pages.get(r.version_id) if r.version_id is not None else None, change=r.change,
                     prior=(priors.get(r.prior_id) if since is not None and r.prior_id is not None
-                           and r.change != "same" else None),
+                           and r.change != "same" and r.status != 304 else None),  # a 304 stored nothing new
                     sent=(r.if_none_match, r.if_modified_since) if r.conditional is not None else None,
                     # Logged before 0023: the answer is taken to have carried its version's (``served`` None).
                     served=(r.etag, r.last_modified) if r.page_id is not None and r.validators_logged else None,

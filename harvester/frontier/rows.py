@@ -216,10 +216,11 @@ def url_outcome(
     ``max_attempts`` times; then it stays FAILED and is due again at a later run (``revisit.failed_recheck_s`` of
     ``revisit``, growing with each run it fails again; an extraction's start queues it then:
     ``FrontierStore.requeue_rechecks``), never failed for good: a page a site broke for a day is asked again once it
-    mends it. A final outcome resets attempts. Validators and the content hash are replaced on a 2xx and kept
-    otherwise (a 304 or an error says nothing new about them). A DUPLICATE keeps its validators: asked at its revisit,
-    a 304 keeps it the copy of its holder (``Outcomes._write_outcomes``); made due because its holder's content went
-    away, it is asked in full (``Outcomes._release_duplicates``)."""
+    mends it. A final outcome resets attempts. Validators and the content hash are replaced on a 2xx; a 304 updates
+    the validators it carries (RFC 9111 §4.3.4: the others kept); an error keeps them (it says nothing new about
+    them). A DUPLICATE keeps its validators: asked at its revisit, a 304 keeps it the copy of its holder
+    (``Outcomes._write_outcomes``); made due because its holder's content went away, it is asked in full
+    (``Outcomes._release_duplicates``)."""
     fetched_at = aware(c.fetched_at)
     state = c.state
     next_fetch_at = aware(c.next_fetch_at)
