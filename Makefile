@@ -36,29 +36,17 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-# Two workers (pytest-xdist): much of the suite waits on its servers, subprocesses and Prefect rather than on a
-# core, so two processes overlap the waits on a 2-core machine. A file's tests stay on one worker (--dist loadfile):
-# module fixtures (a work pool with its deployments) are made once; tests/flows starts one Prefect server per worker.
-# The slowest files start first (tests/conftest.py's SLOWEST_FIRST, xdist's reorder by test count off), so the two
-# workers end together. Still opt-in (`make test TEST_WORKERS=2`): two-worker runs have not yet been green several
-# times in a row beside other work (issue 32).
-# Measured beside five other engineers' suites (a load of 1.5-19 on 2 cores): one process took 39.5 min (green); two
-# workers took 11.4 min a little later at a lower load, and failed 1 test (test_shutdown's SIGTERM at a run's first
-# instant, the group case: the run still Submitting 30 s after it). Its cause, a test defect, fixed since: a run an
-# earlier test left crashed was put back to Scheduled by the retry automation, and the next test's worker, on the
-# pool's default queue, started it beside its own (two or three engines loading Prefect at once; in a repeated case
-# one run was started by four tests' workers); each test now has a work queue of its own, its end is waited for.
-# With that fix, one whole two-worker run: 27.7 min, green (3109 passed), at a load of 13-24 for its first 20 min and
-# 3-8 after (other engineers' suites beside it); a second, SLOWEST_FIRST updated: 14.6 min, green, at a load of 3-8.
-# The 14 slowest files alone with two workers, 9.5 min, green,
-# against ~16 min of theirs in the one-process run.
-# Earlier: two runs of 42.6 and 24.1 min at a load of 5-15 failed 2 and 5 tests (the demo's progress line over 80
-# columns, a product bug, in both; timing controls the load outran; a frozen extractor over a host's limit).
-# Issue 32, a fresh machine at a load of 17-31 (seven other engineers): two workers took 72 min, 3144 passed, 35
-# errors (every tests/flows test of a worker whose Prefect server did not answer within 90 s: the bound is 600 s now),
-# 4 failures (test_scaleout's frozen extractor fetched a page twice; test_hostile x3: a redirect cap seen as a
-# timeout at that load). Not green: still opt-in.
-TEST_WORKERS ?= 0
+# Two workers (pytest-xdist), the default: much of the suite waits on its servers, subprocesses and Prefect rather
+# than on a core, so two processes overlap the waits on a 2-core machine. A file's tests stay on one worker (--dist
+# loadfile): module fixtures (a work pool with its deployments) are made once; tests/flows starts one Prefect server
+# per worker. The slowest files start first (tests/conftest.py's SLOWEST_FIRST, xdist's reorder by test count off), so
+# the two workers end together. `make test TEST_WORKERS=0` runs the suite in one process.
+# Measured in fresh clones (`.ci/run`): one process 23-27 min (quiet; 1,401-1,616 s); two workers 14.4-15.0 min beside
+# other work (load 2-7), and 18.7 min beside three engineers' helpers (load 4-7), green. The failures two-worker runs
+# met (a redirect race between processes, a test's work queue shared with the next test's) were product or test
+# defects, each fixed with a test; the same kind of race failed a one-process run too (a lease renewal racing a
+# hand-back, tests/frontier/test_liveness.py).
+TEST_WORKERS ?= 2
 
 test: lint pywb
 	HARVESTER_REQUIRE_PYWB=1 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)

@@ -32,7 +32,7 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("harvester")
 
 
-# The slowest files, slowest first, so `make test TEST_WORKERS=2`'s two workers (--dist loadfile: a file stays on one
+# The slowest files, slowest first, so `make test`'s two workers (--dist loadfile: a file stays on one
 # worker) end together. xdist's default reorder (most tests first; the Makefile turns it off) put these few-test files
 # last. Seconds per file: the sum of its tests' setup and calls among the 60 slowest of one whole run with two workers
 # (`make test TEST_WORKERS=2 PYTEST_ARGS=--durations=60`, 27.7 min, green, at a load of 13-24 on 2 cores for its first
