@@ -32,44 +32,56 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("harvester")
 
 
-# The slowest files, slowest first, so `make test`'s two workers (--dist loadfile: a file stays on one
-# worker) end together. xdist's default reorder (most tests first; the Makefile turns it off) put these few-test files
-# last. Seconds per file: the sum of its tests' setup and calls among the 60 slowest of one whole run with two workers
-# (`make test TEST_WORKERS=2 PYTEST_ARGS=--durations=60`, 27.7 min, green, at a load of 13-24 on 2 cores for its first
-# 20 min and 3-8 after, other engineers' suites beside it): the files first started ran at the heaviest load. Files
-# not among those 60, by the earlier one-process run's figures.
+# The slowest files, slowest first, so `make test`'s two workers (--dist loadfile: a file stays on one worker) end
+# together. xdist's default reorder (most tests first; the Makefile turns it off) put these few-test files last.
+# Seconds per file: the sum of its tests' setup, call and teardown in one whole two-worker run of a fresh clone
+# (`make test PYTEST_ARGS=--durations=0`, 18.7 min, green, at a load of 4-7 beside three helpers).
 SLOWEST_FIRST: tuple[str, ...] = (
-    # First of all, not for its 128 s: it asserts the healing automations are not there yet, and tests/flows shares a
+    # First of all, not for its time: it asserts the healing automations are not there yet, and tests/flows shares a
     # Prefect server per worker that test_shutdown's and test_operations' `harvester deployments` leave them on.
     "tests/flows/test_healing.py",
-    # 430 s in a quiet one-process run, ~2 min of it (the script said) pip filling a wheelhouse on a fresh machine;
-    # now its deps are linked from .venv: 287-391 s alone at a load of 22-31 (28 s of CPU), two demos most of it
-    "tests/test_packaging.py",
-    # 369 s (155 s of it the pool's set-up, the worker's Prefect server with it); 875 s alone at a load of 25-31,
-    # 345 s of it the set-up
-    "tests/flows/test_shutdown.py",
-    "tests/phases/test_daily_schedule.py",  # 339 s
-    "tests/hardening/test_crash.py",  # 203 s
-    "tests/flows/test_operations.py",  # 153 s
-    "tests/phases/test_scaleout.py",  # 153 s
-    "tests/flows/test_lifeline.py",  # 81 s
-    "tests/flows/test_names_and_home.py",  # 60 s
-    "tests/test_extractor_hook_failures.py",  # 48 s
-    "tests/hardening/test_db_outage.py",  # 46 s
-    "tests/flows/test_serve.py",  # 35 s
-    "tests/flows/test_flow_crash.py",  # 32 s
-    "tests/flows/test_sites.py",  # 47 s in the one-process run
-    "tests/hardening/test_faults.py",  # 42 s in the one-process run
-    "tests/phases/test_contradicting_304.py",  # 40 s in the one-process run
-    "tests/discovery/test_listings.py",  # 36 s
-    "tests/phases/test_sharing.py",  # 27 s
-    "tests/test_writer.py",  # 27 s
-    "tests/phases/test_budget.py",  # 27 s
-    "tests/discovery/test_sitemaps.py",  # 26 s
-    "tests/phases/test_harvest.py",  # 25 s
-    "tests/phases/test_handover.py",  # 23 s
-    "tests/hardening/test_hostile.py",  # 23 s
-    "tests/flows/test_flow_events.py",  # 23 s
+    "tests/flows/test_shutdown.py",  # 83 s
+    "tests/phases/test_gone_relisted.py",  # 72 s
+    "tests/test_writer.py",  # 62 s
+    "tests/phases/test_moved_revisits.py",  # 60 s
+    "tests/flows/test_lifeline.py",  # 51 s
+    "tests/phases/test_daily_schedule.py",  # 50 s
+    "tests/flows/test_operations.py",  # 48 s
+    "tests/phases/test_scaleout.py",  # 47 s
+    "tests/phases/test_harvest.py",  # 46 s
+    "tests/hardening/test_db_outage.py",  # 45 s
+    "tests/test_packaging.py",  # 38 s
+    "tests/phases/test_midnight_lastmod.py",  # 36 s
+    "tests/phases/test_budget.py",  # 36 s
+    "tests/test_export_warc_requests.py",  # 36 s
+    "tests/flows/test_parameters.py",  # 35 s
+    "tests/phases/test_handover.py",  # 34 s
+    "tests/hardening/test_faults.py",  # 34 s
+    "tests/phases/test_moved_target_read_once.py",  # 33 s
+    "tests/phases/test_cycles.py",  # 33 s
+    "tests/phases/test_recrawl.py",  # 32 s
+    "tests/flows/test_names_and_home.py",  # 32 s
+    "tests/phases/test_robots_change.py",  # 31 s
+    "tests/phases/test_robots_refused.py",  # 29 s
+    "tests/phases/test_failed_and_duplicates_return.py",  # 28 s
+    "tests/hardening/test_hostile.py",  # 27 s
+    "tests/test_discovery_documents_truth.py",  # 27 s
+    "tests/phases/test_counts_truth.py",  # 26 s
+    "tests/flows/test_flow_crash.py",  # 26 s
+    "tests/test_status_truth.py",  # 25 s
+    "tests/flows/test_sites.py",  # 24 s
+    "tests/flows/test_serve.py",  # 24 s
+    "tests/test_status_after_stop.py",  # 23 s
+    "tests/phases/test_contradicting_304.py",  # 23 s
+    "tests/test_export_replay.py",  # 23 s
+    "tests/test_export.py",  # 22 s
+    "tests/phases/test_host_policy.py",  # 22 s
+    "tests/flows/test_flow_truth.py",  # 20 s
+    "tests/test_robots_rejudge_truth.py",  # 19 s
+    "tests/phases/test_extraction_lock.py",  # 19 s
+    "tests/rules/test_urls.py",  # 19 s
+    "tests/test_feed_names_a_listing.py",  # 18 s
+    "tests/discovery/test_listings.py",  # 18 s
 )
 
 
