@@ -37,10 +37,10 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     for bom, name in _BOMS:
         if body.startswith(bom):
             return body[len(bom):].decode(name, errors="replace"), name
-    for declared in (encoding_name(_charset_param(content_type)), prescan(body[:CHARSET_PRESCAN_BYTES])):
-        if declared is not None:
-            codec, decode = decoder(declared)
-            return decode(body), codec
+    declared = encoding_name(_charset_param(content_type)) or prescan(body[:CHARSET_PRESCAN_BYTES])
+    if declared is not None:
+        codec, decode = decoder(declared)
+        return decode(body), codec
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
