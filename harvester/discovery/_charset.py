@@ -112,7 +112,6 @@ script's string is no declaration to the tree builder, which "changes the encodi
 after it; skipping their text here gives the encoding browsers end with (the prescan alone gave UTF-8 to a
 windows-1252 page with ``'<meta charset="utf-8">'`` in its script)."""
 _RAW_TEXT_END = {name: re.compile(b"</" + name, re.IGNORECASE) for name in (b"script", b"style", b"title", b"textarea")}
-_TAG_END = b"\t\n\f\r >"
 
 
 def prescan(data: bytes) -> str | None:
