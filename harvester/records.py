@@ -92,13 +92,13 @@ class ErrorClass(StrEnum):
 
 class ChangeKind(StrEnum):
     """What one answer meant for its URL's stored versions (``fetches.change``; ``pages.change`` for the first
-    three). A new version is decided by the payload digest (sha256 of the body as served): main text decides
-    only between ``changed`` and ``restyled``."""
+    three). A new version is decided by the payload digest (sha256 of the body as served) and the encoding its text
+    was decoded with (``PageRecord.encoding``): main text decides only between ``changed`` and ``restyled``."""
 
     NEW = "new"  # the URL's first stored version
     CHANGED = "changed"  # a new payload whose main text (content hash) differs from the version before
     RESTYLED = "restyled"  # a new payload, same main text: bytes changed outside it (layout, scripts, ads)
-    SAME = "same"  # a 200 whose payload is the stored version's, byte for byte: nothing new stored
+    SAME = "same"  # a 200 whose payload is the stored version's, byte for byte and read alike: nothing new stored
     GONE = "gone"  # 404/410 after a stored version
     MISSING = "missing"  # 404/410 of a URL never stored: a broken link, not a deletion
 
@@ -289,6 +289,10 @@ class PageRecord:
     hook_error: dict[str, str] | None = None
     """Why the extractor hook failed on this payload (``class``: the exception's class, ``message``); ``fields`` are
     then none. The page is stored all the same: what the site served is true whatever the hook made of it."""
+    encoding: str | None = None
+    """The codec its text was decoded with (``decode_html``: ``utf-8``, ``cp1252``); None when no text was read (not
+    HTML, a listing page kept as bytes). With the payload digest, the identity of a version: the same bytes
+    under another charset label are other text."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,11 +14,10 @@ from urllib.parse import urljoin, urlsplit
 import lxml.html
 from lxml import etree
 
-_META_CHARSET = re.compile(rb"""<meta[^>]{0,512}?charset\s*=\s*["']?\s*([A-Za-z0-9._:-]{1,40})""", re.IGNORECASE)
+from harvester.discovery._charset import decoder, encoding_name, prescan
+
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-# WHATWG Encoding: labels that browsers decode as windows-1252, and declarations they ignore.
-_AS_CP1252 = frozenset({"iso-8859-1", "latin-1", "latin1", "iso8859-1", "l1", "ascii", "us-ascii", "x-user-defined"})
 CHARSET_PRESCAN_BYTES = 4096
 """WHATWG's prescan looks at the first 1024 bytes; real pages put <meta charset> a little later, so be lenient."""
 LATE_META_BYTES = 256 * 1024
@@ -29,24 +28,25 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     """Text and the encoding used: BOM, then the Content-Type charset, then ``<meta>``, then UTF-8.
 
     The one charset rule for discovery and extraction alike, so a listing and its page never read the same bytes two
-    ways. The order is WHATWG's (a BOM wins over the header). Undeclared bytes that are not valid UTF-8 are decoded
-    as windows-1252, as browsers do, so a latin-1 page keeps its accents; nothing here raises.
+    ways. The order is WHATWG's (a BOM wins over the header); labels and decoders are the Encoding Standard's
+    (``_charset``: ``euc-kr`` is decoded as windows-949, ``iso-8859-1`` as windows-1252), and ``<meta>`` is found by
+    HTML's prescan (a commented-out one declares nothing). Undeclared bytes that are not valid UTF-8 are decoded
+    as windows-1252, as browsers do, so a latin-1 page keeps its accents; nothing here raises. The name returned is
+    the Python codec underneath (``cp1252``, ``cp949``): equal names, equal text for equal bytes.
     """
     for bom, name in _BOMS:
         if body.startswith(bom):
             return body[len(bom):].decode(name, errors="replace"), name
-    for declared in (_charset_param(content_type), _meta_charset(body)):
-        codec = _codec(declared)
-        if codec is not None:
-            return body.decode(codec, errors="replace"), codec
+    declared = encoding_name(_charset_param(content_type)) or prescan(body[:CHARSET_PRESCAN_BYTES])
+    if declared is not None:
+        codec, decode = decoder(declared)
+        return decode(body), codec
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    codec = _codec(_late_meta_charset(body))
-    if codec is not None:
-        return body.decode(codec, errors="replace"), codec
-    return body.decode("cp1252", errors="replace"), "cp1252"
+    codec, decode = decoder(_late_meta_charset(body) or "windows-1252")
+    return decode(body), codec
 
 
 def _late_meta_charset(body: bytes) -> str | None:
@@ -57,8 +57,7 @@ def _late_meta_charset(body: bytes) -> str | None:
     Asked only of bytes that are not UTF-8, so a UTF-8 page that misdeclares itself late stays readable."""
     head = body[:LATE_META_BYTES]
     end = head.lower().find(b"</head")
-    match = _META_CHARSET.search(head, 0, end if end >= 0 else len(head))
-    return match.group(1).decode("ascii", errors="ignore") if match else None
+    return prescan(head if end < 0 else head[:end])
 
 
 def _charset_param(content_type: str | None) -> str | None:
@@ -69,26 +68,6 @@ def _charset_param(content_type: str | None) -> str | None:
         if key.strip().lower() == "charset":
             return value.strip().strip("\"'") or None
     return None
-
-
-def _meta_charset(body: bytes) -> str | None:
-    match = _META_CHARSET.search(body[:CHARSET_PRESCAN_BYTES])
-    return match.group(1).decode("ascii", errors="ignore") if match else None
-
-
-def _codec(label: str | None) -> str | None:
-    """A Python codec for a declared charset label, or None when unknown (the declaration is then ignored)."""
-    if not label:
-        return None
-    label = label.strip().lower()
-    if label in _AS_CP1252:
-        return "cp1252"
-    try:
-        name = codecs.lookup(label).name
-    except LookupError:
-        return None
-    # WHATWG: a <meta> claiming UTF-16 in a byte stream without a BOM is treated as UTF-8.
-    return "utf-8" if name.startswith("utf-16") or name.startswith("utf-32") else name
 
 
 def parse_html(body: bytes, content_type: str | None = None) -> Any:

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
@@ -84,7 +84,7 @@ def extract_page(
     text, encoding = decode_html(body, content_type)
     tree = parse_html_text(text, for_extraction=True)
     if tree is None:
-        record = fields.headers_only(result, token, hashlib.sha256(b"").hexdigest())
+        record = replace(fields.headers_only(result, token, hashlib.sha256(b"").hexdigest()), encoding=encoding)
         return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
                          main_text="")
     extracted, main_text = _from_html(result, tree, fields, token, encoding)
@@ -137,6 +137,7 @@ def _from_html(
         final_url=final_url, status=fields.status, content_type=fields.content_type, content_hash=content_hash,
         body=body, etag=fields.etag, last_modified=fields.last_modified, canonical_url=canonical, title=title,
         description=description, language=language, jsonld=jsonld, robots=robots_directives(links),
+        encoding=encoding,
     )
     if invalid:
         logger.debug("skipped %d invalid JSON-LD blocks on %s", invalid, final_url, extra={"host": host_of(final_url)})

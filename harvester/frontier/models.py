@@ -381,6 +381,9 @@ class Page(Base):
     hook_error: Mapped[dict[str, str] | None] = mapped_column(JSON(none_as_null=True))
     """Why the extractor hook failed on this version (``class``, ``message``; ``fields`` then NULL); NULL when it
     did not (or none ran). Since 0009."""
+    encoding: Mapped[str | None] = mapped_column(String(40))
+    """The codec its text was decoded with (``PageRecord.encoding``): the same payload decoded otherwise (its charset
+    label fixed) is a new version. NULL when no text was read, and for a version stored before 0024."""
 
 
 class Cycle(Base):

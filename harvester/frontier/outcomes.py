@@ -27,6 +27,7 @@ from harvester.frontier.models import (
     Url,
 )
 from harvester.frontier.rows import (
+    StoredVersion,
     UrlOutcome,
     check_completion,
     fold,
@@ -296,14 +297,14 @@ class Outcomes(Part):
                     changes[c.url_id] = ChangeKind.GONE if before is not None else ChangeKind.MISSING
                 continue
             digest = hashlib.sha256(c.page.body).hexdigest()
-            change = version_change(None if before is None else before[1:3], digest, c.page.content_hash)
+            change = version_change(before, digest, c.page)
             changes[c.url_id] = change
             if change is ChangeKind.SAME and before is not None:
-                page_ids[c.url_id] = before[0]
-                if before[3] and not c.hooked:
+                page_ids[c.url_id] = before.page_id
+                if before.hook_failed and not c.hooked:
                     unrepaired.add(c.url_id)
-                elif before[3] and c.page.hook_error is None:
-                    conn.execute(update(Page).where(Page.id == before[0])
+                elif before.hook_failed and c.page.hook_error is None:
+                    conn.execute(update(Page).where(Page.id == before.page_id)
                                  .values(fields=dict(c.page.fields), hook_error=None))
             else:
                 fresh.append((c, c.page, digest, change))
@@ -316,14 +317,15 @@ class Outcomes(Part):
             page_ids.update({c.url_id: row[0] for (c, _, _, _), row in zip(fresh, inserted, strict=True)})
         return page_ids, changes, len(fresh), unrepaired
 
-    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, tuple[int, str, str, bool]]:
-        """url id -> (page id, payload digest, content hash, whether the hook failed on it) of its newest stored
-        version (ix_pages_url_id)."""
+    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, StoredVersion]:
+        """url id -> its newest stored version (ix_pages_url_id): page id, payload digest, content hash, whether the
+        hook failed on it, the encoding its text was decoded with, its Content-Type."""
         where, params = self._d.any_of("url_id", list(url_ids))
         return {
-            int(url_id): (int(page_id), str(digest), str(content_hash), bool(hook_failed))
-            for url_id, page_id, digest, content_hash, hook_failed in conn.exec_driver_sql(
-                "SELECT p.url_id, p.id, b.digest, p.content_hash, p.hook_error IS NOT NULL"
+            int(url_id): StoredVersion(int(page_id), str(digest), str(content_hash), bool(hook_failed), encoding,
+                                       content_type)
+            for url_id, page_id, digest, content_hash, hook_failed, encoding, content_type in conn.exec_driver_sql(
+                "SELECT p.url_id, p.id, b.digest, p.content_hash, p.hook_error IS NOT NULL, p.encoding, p.content_type"
                 " FROM pages p JOIN bodies b ON b.id = p.body_id"
                 f" WHERE p.id IN (SELECT max(id) FROM pages WHERE {where} GROUP BY url_id)", tuple(params))
         }

@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from harvester.errors import InvalidRecord
 from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState
@@ -264,18 +264,43 @@ def page_row(url_id: int, fetched_at: datetime, page: PageRecord, body_id: int, 
         # A failed hook left no fields: none stored (null), never an empty or an older version's.
         "fields": None if page.hook_error else dict(page.fields), "robots": ",".join(page.robots),
         "body_id": body_id, "body_size": len(page.body), "change": change,
-        "hook_error": dict(page.hook_error) if page.hook_error else None,
+        "hook_error": dict(page.hook_error) if page.hook_error else None, "encoding": page.encoding,
     }
 
 
-def version_change(before: tuple[str, str] | None, digest: str, content_hash: str) -> ChangeKind:
-    """What a 2xx payload is to its URL's latest stored version ``before`` (digest, content hash): the payload
-    digest decides whether it is a new version at all; the main text only whether it is changed or restyled."""
+class StoredVersion(NamedTuple):
+    """A URL's latest stored version, as much of it as an answer is compared with (``_store_versions``)."""
+
+    page_id: int
+    digest: str
+    content_hash: str
+    hook_failed: bool
+    encoding: str | None
+    content_type: str | None
+
+
+def version_change(before: StoredVersion | None, digest: str, page: PageRecord) -> ChangeKind:
+    """What a 2xx payload is to its URL's latest stored version ``before``: the payload digest and the encoding its
+    text was decoded with decide whether it is a new version at all; the main text only whether it is changed or
+    restyled.
+
+    The same bytes decoded with another encoding are another text (a charset label fixed from iso-8859-1 to utf-8
+    turns mojibake into the page): a new version, or the snapshot would keep the old text for good. A version
+    stored before its encoding was recorded (0024) is compared by its Content-Type instead, the header that
+    carries the label (a page's own ``<meta>`` is in its bytes)."""
     if before is None:
         return ChangeKind.NEW
-    if before[0] == digest:
+    if before.digest == digest and not _decoded_otherwise(before, page):
         return ChangeKind.SAME
-    return ChangeKind.CHANGED if before[1] != content_hash else ChangeKind.RESTYLED
+    return ChangeKind.CHANGED if before.content_hash != page.content_hash else ChangeKind.RESTYLED
+
+
+def _decoded_otherwise(before: StoredVersion, page: PageRecord) -> bool:
+    if page.encoding is None:
+        return False  # no text read now: bytes alone
+    if before.encoding is None:
+        return before.content_type != page.content_type and before.content_type is not None
+    return before.encoding != page.encoding
 
 
 def stored_page(row: Any) -> StoredPage:
