@@ -33,9 +33,10 @@ from harvester.extraction.model import (
     ExtractorHook,
     host_of,
     parse_html_text,
+    without_surrogates,
 )
 from harvester.fetch.robots import robots_token
-from harvester.records import FetchResult, PageRecord
+from harvester.records import ErrorClass, FetchResult, PageRecord
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 # to whole tokens so that e.g. "header-image" inside an article is not caught by "ad").
 # Blocks whose direct text counts towards their container's density score.
 _LANG_TAG = re.compile(r"^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a surrogate (a pair's half, or a lone one): the blocks that may need ``without_surrogates``."""
 _LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*((?:;\s*[^,]*)*)""")
 
 
@@ -87,7 +90,17 @@ def extract_page(
         record = fields.headers_only(result, token, hashlib.sha256(b"").hexdigest())
         return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
                          main_text="")
-    extracted, main_text = _from_html(result, tree, fields, token, encoding)
+    try:
+        extracted, main_text = _from_html(result, tree, fields, token, encoding)
+    except Exception as exc:  # a page the extraction cannot read must not end the run
+        # A defect of ours that a hostile page found (a lone surrogate once took every run down here): the page is
+        # kept as its headers and bytes say, the class of the fault logged, and the harvest goes on.
+        logger.warning("extraction of %s failed, kept with its headers and bytes only: %s: %s", final_url,
+                       type(exc).__name__, str(exc)[:300], exc_info=exc,
+                       extra={"host": host_of(final_url), "error_class": ErrorClass.BAD_CONTENT.value})
+        record = fields.headers_only(result, token, hashlib.sha256(body).hexdigest())
+        return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
+                         main_text="")
     return with_hook(extracted, result, hook, text=text, encoding=encoding, main_text=main_text)
 
 
@@ -274,7 +287,12 @@ def _jsonld(root: lxml.html.HtmlElement) -> tuple[list[Any], int]:
             invalid += 1
             continue
         try:
-            blocks.append(json.loads(raw, parse_constant=_reject_constant))
+            block = json.loads(raw, parse_constant=_reject_constant)
+            if _SURROGATE_ESCAPE.search(raw):
+                # "\ud83d" alone is valid JSON but no Unicode: each lone surrogate becomes U+FFFD (the block is kept,
+                # as an HTML parser keeps a page holding &#xD83D;). Through the text, not a walk: no recursion.
+                block = json.loads(without_surrogates(json.dumps(block, ensure_ascii=False)))
+            blocks.append(block)
         except (ValueError, RecursionError):
             invalid += 1
     return blocks, invalid
