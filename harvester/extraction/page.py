@@ -11,14 +11,14 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
 
-from harvester.discovery._html import decode_html
+from harvester.discovery._html import decode_html, parse_html
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links, links_of
 from harvester.extraction.content import elements, main_content_text, normalized_text
 from harvester.extraction.hook import robots_directives, with_hook
@@ -159,6 +159,31 @@ def _from_html(
         robots_noindex=links.robots_noindex,
     )
     return extracted, main_text
+
+
+@dataclass(frozen=True, slots=True)
+class ListingRead:
+    """A listing page as the listing crawl reads it: its links, and the metadata its stored version carries."""
+
+    links: PageLinks
+    title: str | None = None
+    description: str | None = None
+    language: str | None = None
+    jsonld: list[Any] = field(default_factory=list)
+
+
+def read_listing(body: bytes, *, base_url: str, content_type: str | None, headers: Mapping[str, str]) -> ListingRead:
+    """A listing page's links (``extract_links``) and, from the same parse, its title, description, language and
+    JSON-LD, read as ``extract_page`` reads a detail page's. The listing crawl stores listing pages without
+    extraction, and their exported rows had title and language null for a page with ``<title>`` and
+    ``<html lang>`` (stranger47), where null means a value the page did not give. Never raises on the page."""
+    root = parse_html(body, content_type)
+    links = links_of(root, base_url=base_url)
+    if not isinstance(root, lxml.html.HtmlElement):
+        return ListingRead(links, language=_language_tag(_header(headers, "content-language")))
+    jsonld, _ = _jsonld(root)
+    return ListingRead(links, title=_title(root), description=_description(root),
+                       language=_language(root, headers), jsonld=jsonld)
 
 
 # --- parsing and metadata -----------------------------------------------------------------------------------
