@@ -21,6 +21,7 @@ from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to
 from harvester.cli_process import exit_now, favour_the_loop, loading
 from harvester.cli_tables import (
     console,
+    json_default,
     print_changes,
     print_counters,
     print_problems,
@@ -271,7 +272,7 @@ def status(
     with open_frontier(settings, read_only=True) as store:  # never creates one: names the database it looked for
         where = store.url_display
     if as_json:
-        print(json.dumps(status_of(settings), indent=2, default=str))
+        print(json.dumps(status_of(settings), indent=2, default=json_default))
         return
     console.print(f"frontier: {where}", soft_wrap=True, markup=False, highlight=False)
     print_status(settings, most=None)

@@ -3,6 +3,7 @@ and problems. Tables for a person: a command shows the first hosts and says how 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console
@@ -72,6 +73,22 @@ def print_changes(changes: dict[str, Any]) -> None:
                           soft_wrap=True)
 
 
+def iso(value: object) -> str | None:
+    """A time of ``status --json`` in ISO 8601 with its ``T`` (``2026-12-11T07:00:01.770000+00:00``), as
+    ``lease_until`` always was; ``str(datetime)`` gave a space there (stranger47), and ``None`` the string "None" for
+    a run not finished. None stays null; anything else is written as it is."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def json_default(value: object) -> object:
+    """``json.dumps``' default for ``status --json``: a time as ``iso`` writes it, anything else as its str."""
+    return iso(value)
+
+
 def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
     """Frontier counts per state and host; the last cycle's counts (``FrontierStore.cycle_counts``: all its
     attempts, the numbers its summary, artifact and event carried); the per-host diagnostics of extraction run
@@ -94,9 +111,9 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
             stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
-                                   "started_at": str(cycle["started_at"]), **counts}
+                                   "started_at": iso(cycle["started_at"]), **counts}
     if discovery is not None:
-        stats["last_discover"] = {"run": discovery["id"], "finished_at": str(discovery.get("finished_at")),
+        stats["last_discover"] = {"run": discovery["id"], "finished_at": iso(discovery.get("finished_at")),
                                   "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
                                   "problems": list((discovery.get("counters") or {}).get("problems") or []),
                                   "status": discovery.get("status"), **_why(discovery)}
@@ -105,7 +122,7 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
     if last is not None:
         counters = last.get("counters") or {}
         stats["last_extract"] = {
-            "run": last["id"], "finished_at": str(last.get("finished_at")), "hosts": counters.get("hosts") or {},
+            "run": last["id"], "finished_at": iso(last.get("finished_at")), "hosts": counters.get("hosts") or {},
             "status": "stopped" if _stopped(last) else last.get("status"), **_why(last),
         }
         if run is None and len(beside) > 1:

@@ -13,11 +13,12 @@ from harvester.discovery._html import decode_html  # the one charset rule, share
 from harvester.extraction.content import main_content_text
 from harvester.extraction.hook import hook_failed_everywhere, load_hook, resolve_hook
 from harvester.extraction.model import Extracted, ExtractorHook, Page
-from harvester.extraction.page import extract_page, find_outlinks
+from harvester.extraction.page import ListingRead, extract_page, find_outlinks, read_listing
 
 __all__ = [
     "Extracted",
     "ExtractorHook",
+    "ListingRead",
     "Page",
     "decode_html",
     "extract_page",
@@ -25,5 +26,6 @@ __all__ = [
     "hook_failed_everywhere",
     "load_hook",
     "main_content_text",
+    "read_listing",
     "resolve_hook",
 ]

@@ -18,7 +18,14 @@ from typing import Any
 
 from harvester.discovery.listings import PageLinks
 from harvester.errors import ConfigError
-from harvester.extraction.model import MAX_HOOK_FIELDS_BYTES, Extracted, ExtractorHook, Page, host_of
+from harvester.extraction.model import (
+    MAX_HOOK_FIELDS_BYTES,
+    Extracted,
+    ExtractorHook,
+    Page,
+    host_of,
+    without_surrogates,
+)
 from harvester.records import ErrorClass, FetchResult
 
 logger = logging.getLogger(__name__)
@@ -164,12 +171,13 @@ def with_hook(
     try:
         returned = hook(page)
     except Exception as exc:  # a user hook may raise anything; the page fails, the harvest goes on
-        message = f"extractor hook raised {type(exc).__name__}: {exc}"[:1000]
+        detail = _message_of(exc)
+        message = f"extractor hook raised {type(exc).__name__}: {detail}"[:1000]
         first = id(hook) not in _traced  # one traceback per hook: enough to find the bug, not one per page
         _traced.add(id(hook))
         logger.warning("%s on %s", message, page.final_url, exc_info=exc if first else None,
                        extra={"host": host_of(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
-        return _failed(extracted, message, type(exc).__name__, str(exc))
+        return _failed(extracted, message, type(exc).__name__, detail)
     fields, problem = _json_fields(returned)
     if problem is not None:
         logger.warning("%s on %s", problem, page.final_url,
@@ -189,10 +197,22 @@ def _json_fields(returned: object) -> tuple[dict[str, Any], str | None]:
         serialized = json.dumps(dict(returned), allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
         return {}, f"extractor hook returned fields that are not JSON-able: {exc}"[:1000]
+    # A lone surrogate (a string the hook built from a page's "\ud83d") has no UTF-8 form: U+FFFD, as in JSON-LD.
+    # In the serialized text (ensure_ascii=False leaves it there, inside a string) it is replaced without a walk.
+    serialized = without_surrogates(serialized)
     if len(serialized.encode("utf-8")) > MAX_HOOK_FIELDS_BYTES:
         return {}, f"extractor hook returned {len(serialized)} characters of fields; the cap is {MAX_HOOK_FIELDS_BYTES}"
     fields: dict[str, Any] = json.loads(serialized)  # a plain copy: tuples become lists, no shared objects
     return fields, None
+
+
+def _message_of(exc: Exception) -> str:
+    """The message of what a hook raised, storable: its lone surrogates made U+FFFD; an exception whose ``str``
+    itself raises is named by its class alone (the hook's failure stays the page's, never the run's)."""
+    try:
+        return without_surrogates(str(exc))
+    except Exception:  # a user exception's __str__ may raise anything too
+        return f"<{type(exc).__name__} whose message could not be read>"
 
 
 BAD_RETURN = "BadReturn"

@@ -4,6 +4,7 @@ hook's argument) and the hook's type."""
 from __future__ import annotations
 
 import copy
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -80,6 +81,17 @@ def parse_html_text(text: str, *, for_extraction: bool = False) -> lxml.html.Htm
     except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
         return None
     return root if isinstance(root, lxml.html.HtmlElement) else None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate made U+FFFD: a JSON string may hold one (``"\\ud83d"`` is valid JSON, RFC
+    8259 §8.2), a hook may return one, and it has no UTF-8 form, so hashing or storing it raised UnicodeEncodeError
+    and took the whole run down. U+FFFD is what an HTML parser makes of ``&#xD83D;``. (A str holds a valid pair as
+    one astral character, so every surrogate code point in it is a lone one.)"""
+    return text if text.isascii() else _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def host_of(url: str) -> str:

@@ -11,14 +11,14 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import lxml.etree
 import lxml.html
 
-from harvester.discovery._html import decode_html
+from harvester.discovery._html import decode_html, parse_html
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links, links_of
 from harvester.extraction.content import elements, main_content_text, normalized_text
 from harvester.extraction.hook import robots_directives, with_hook
@@ -33,9 +33,10 @@ from harvester.extraction.model import (
     ExtractorHook,
     host_of,
     parse_html_text,
+    without_surrogates,
 )
 from harvester.fetch.robots import robots_token
-from harvester.records import FetchResult, PageRecord
+from harvester.records import ErrorClass, FetchResult, PageRecord
 from harvester.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 # to whole tokens so that e.g. "header-image" inside an article is not caught by "ad").
 # Blocks whose direct text counts towards their container's density score.
 _LANG_TAG = re.compile(r"^[A-Za-z]{1,8}(?:-[A-Za-z0-9]{1,8})*$")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A JSON escape of a surrogate (a pair's half, or a lone one): the blocks that may need ``without_surrogates``."""
 _LINK_CANONICAL = re.compile(r"""<\s*([^>]*)\s*>\s*((?:;\s*[^,]*)*)""")
 
 
@@ -87,7 +90,17 @@ def extract_page(
         record = replace(fields.headers_only(result, token, hashlib.sha256(b"").hexdigest()), encoding=encoding)
         return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
                          main_text="")
-    extracted, main_text = _from_html(result, tree, fields, token, encoding)
+    try:
+        extracted, main_text = _from_html(result, tree, fields, token, encoding)
+    except Exception as exc:  # a page the extraction cannot read must not end the run
+        # A defect of ours that a hostile page found (a lone surrogate once took every run down here): the page is
+        # kept as its headers and bytes say, the class of the fault logged, and the harvest goes on.
+        logger.warning("extraction of %s failed, kept with its headers and bytes only: %s: %s", final_url,
+                       type(exc).__name__, str(exc)[:300], exc_info=exc,
+                       extra={"host": host_of(final_url), "error_class": ErrorClass.BAD_CONTENT.value})
+        record = replace(fields.headers_only(result, token, hashlib.sha256(body).hexdigest()), encoding=encoding)
+        return with_hook(Extracted(page=record, encoding=encoding), result, hook, text=text, encoding=encoding,
+                         main_text="")
     return with_hook(extracted, result, hook, text=text, encoding=encoding, main_text=main_text)
 
 
@@ -147,6 +160,31 @@ def _from_html(
         robots_noindex=links.robots_noindex,
     )
     return extracted, main_text
+
+
+@dataclass(frozen=True, slots=True)
+class ListingRead:
+    """A listing page as the listing crawl reads it: its links, and the metadata its stored version carries."""
+
+    links: PageLinks
+    title: str | None = None
+    description: str | None = None
+    language: str | None = None
+    jsonld: list[Any] = field(default_factory=list)
+
+
+def read_listing(body: bytes, *, base_url: str, content_type: str | None, headers: Mapping[str, str]) -> ListingRead:
+    """A listing page's links (``extract_links``) and, from the same parse, its title, description, language and
+    JSON-LD, read as ``extract_page`` reads a detail page's. The listing crawl stores listing pages without
+    extraction, and their exported rows had title and language null for a page with ``<title>`` and
+    ``<html lang>`` (stranger47), where null means a value the page did not give. Never raises on the page."""
+    root = parse_html(body, content_type)
+    links = links_of(root, base_url=base_url)
+    if not isinstance(root, lxml.html.HtmlElement):
+        return ListingRead(links, language=_language_tag(_header(headers, "content-language")))
+    jsonld, _ = _jsonld(root)
+    return ListingRead(links, title=_title(root), description=_description(root),
+                       language=_language(root, headers), jsonld=jsonld)
 
 
 # --- parsing and metadata -----------------------------------------------------------------------------------
@@ -275,7 +313,12 @@ def _jsonld(root: lxml.html.HtmlElement) -> tuple[list[Any], int]:
             invalid += 1
             continue
         try:
-            blocks.append(json.loads(raw, parse_constant=_reject_constant))
+            block = json.loads(raw, parse_constant=_reject_constant)
+            if _SURROGATE_ESCAPE.search(raw):
+                # "\ud83d" alone is valid JSON but no Unicode: each lone surrogate becomes U+FFFD (the block is kept,
+                # as an HTML parser keeps a page holding &#xD83D;). Through the text, not a walk: no recursion.
+                block = json.loads(without_surrogates(json.dumps(block, ensure_ascii=False)))
+            blocks.append(block)
         except (ValueError, RecursionError):
             invalid += 1
     return blocks, invalid

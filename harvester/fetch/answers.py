@@ -45,32 +45,40 @@ def headers_of(response: httpx.Response) -> dict[str, str]:
 # --- bounded decoding ---------------------------------------------------------------------------------------
 
 
+_GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of every gzip member (RFC 1952 §2.3.1)."""
+
+
 class _Decoder:
     """Content-Encoding decoder whose output per call is bounded, so a bomb stops at the cap.
 
     zlib's ``max_length`` bounds each call; the unconsumed input is kept and drained on the next call, so
-    the decoded size is checked without ever materialising more than ``limit + 1`` bytes.
+    the decoded size is checked without ever materialising more than ``limit + 1`` bytes. ``complete`` says, once
+    the body has ended, whether the encoded stream ended where its format says it does.
     """
 
-    __slots__ = ("_gzip", "_obj", "_pending")
+    __slots__ = ("_done", "_gzip", "_members", "_obj", "_pending")
 
     def __init__(self, encoding: str) -> None:
         self._gzip = encoding in ("gzip", "x-gzip")
-        # RFC 9110 §8.4.1.2: "deflate" is zlib-wrapped; some servers send raw deflate, detected on first bytes.
-        self._obj: Any = zlib.decompressobj(16 + zlib.MAX_WBITS) if self._gzip else None
+        # Made on the first bytes: a gzip member once its magic is seen; "deflate" once its first two bytes tell
+        # zlib-wrapped (RFC 9110 §8.4.1.2) from the raw deflate some servers send.
+        self._obj: Any = None
         self._pending = b""
+        self._members = 0
+        """Complete gzip members (or deflate streams) decoded."""
+        self._done = False
+        """The encoded stream has ended: whatever follows is not part of it and is ignored (still counted, and
+        capped, as bytes on the wire)."""
 
     def feed(self, data: bytes, limit: int) -> bytes:
         """Decode ``data``; returns at most ``limit + 1`` bytes (one more than allowed means: too large)."""
+        if self._done:
+            return b""
         if self._obj is None:
-            first = self._pending + data
-            if len(first) < 2:
-                self._pending = first
+            data = self._start(self._pending + data)
+            if self._obj is None:
                 return b""
-            self._pending = b""
-            zlib_wrapped = (first[0] & 0x0F) == 8 and ((first[0] << 8) | first[1]) % 31 == 0
-            self._obj = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
-            data = first
         out: list[bytes] = []
         size = 0
         while data and size <= limit:
@@ -78,20 +86,56 @@ class _Decoder:
             out.append(chunk)
             size += len(chunk)
             data = self._obj.unconsumed_tail
-            if self._obj.eof and self._gzip and self._obj.unused_data:
-                # RFC 1952 §2.2: a gzip file may hold several members, decoded one after another.
-                data = self._obj.unused_data + data
-                self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            elif self._obj.eof:
-                break
-            if not chunk and not data:
+            if self._obj.eof:
+                self._members += 1
+                rest = self._obj.unused_data + data
+                self._obj = None
+                if not self._gzip:
+                    self._done = True  # a zlib or deflate stream ends once: what follows is ignored, as before
+                    break
+                # RFC 1952 §2.2: a gzip body may hold several members, decoded one after another.
+                data = self._start(rest)
+                if self._obj is None:
+                    break
+            elif not chunk and not data:
                 break
         return b"".join(out)
 
+    def _start(self, data: bytes) -> bytes:
+        """Make the decompressor for the stream (or next gzip member) that ``data`` begins, and return ``data``;
+        with fewer than two bytes, wait for more (kept pending). After a complete gzip member, bytes that do not
+        begin another are trailing garbage (padding, a proxy's junk): ignored, as curl and browsers ignore them."""
+        if len(data) < 2:
+            self._pending = data
+            return b""
+        self._pending = b""
+        if self._gzip:
+            if self._members and data[:2] != _GZIP_MAGIC:
+                self._done = True
+                return b""
+            self._obj = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        else:
+            zlib_wrapped = (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0
+            self._obj = zlib.decompressobj(zlib.MAX_WBITS if zlib_wrapped else -zlib.MAX_WBITS)
+        return data
+
     def flush(self, limit: int) -> bytes:
-        if self._obj is None or self._obj.eof:  # a lone byte cannot hold a deflate block
+        if self._obj is None or self._obj.eof:
             return b""
         return bytes(self._obj.flush(limit + 1))
+
+    @property
+    def complete(self) -> bool:
+        """Whether the body, now ended, held whole streams only: a gzip member's end is its CRC and length trailer
+        (RFC 1952 §2.3), a zlib stream's its Adler-32, a raw deflate stream's its final block (it has no trailer:
+        zlib's ``eof`` after the block marked last is all there is to go by). A stream cut anywhere before is an
+        incomplete message (RFC 9112 §6.3), like a body short of its Content-Length. An empty body is complete
+        (no stream at all); so is a lone byte after a complete member (garbage, ignored)."""
+        if self._done:
+            return True
+        if self._obj is not None:
+            return bool(self._obj.eof)
+        return self._members > 0 or not self._pending
 
 
 def decoders_for(content_encoding: str | None) -> list[_Decoder] | None:

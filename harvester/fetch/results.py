@@ -211,6 +211,11 @@ async def _read_body(
                     raise TooLarge(f"body over {max_bytes} bytes after decoding")
                 parts.append(tail[: max_bytes - size])
                 size += len(parts[-1])
+        if not all(decoder.complete for decoder in decoders):
+            # The body ended inside a compressed stream (a gzip member without its trailer, deflate short of its
+            # last block): a message cut short (RFC 9112 §6.3), failed and retried like a short Content-Length,
+            # never stored as the page. (Cut on purpose by ``truncate``, the loop broke off and this is not asked.)
+            raise Refused(ErrorClass.PROTOCOL, f"{encoding} body ended before its compressed stream did")
     return Body(b"".join(parts), raw)
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 
 from harvester.discovery.listings import PageLinks, apply_robots_header, extract_links
 from harvester.errors import Interrupted
+from harvester.extraction import read_listing
 from harvester.fetch.robots import robots_token
 from harvester.phases.discover_context import HostContext
 from harvester.phases.discover_feeds import FeedQueue
@@ -333,18 +334,22 @@ class ListingCrawl:
             return self._listing_failure(claimed, result, base), [], None
         # The parse in a worker thread, as a sitemap's and a feed's: on the loop, every host's answers waited for it
         # (a listing crawl goes on beside extraction, and the slow host's next requests wait longest, issue 31).
-        links = await asyncio.to_thread(extract_links, result.body, base_url=result.final_url,
-                                        content_type=result.content_type)
+        read = await asyncio.to_thread(read_listing, result.body, base_url=result.final_url,
+                                       content_type=result.content_type, headers=result.headers)
         page = apply_robots_header(
-            links, result.headers.get("x-robots-tag"),
+            read.links, result.headers.get("x-robots-tag"),
             robots_token(self.host.client.user_agent, self.host.settings.robots),
         )
         for feed in page.feeds:
             self.feeds.offer(feed)
         digest = hashlib.sha256(result.body).hexdigest()
         # The page's bytes are kept as a version like any page's (the store dedups by digest): a list is content.
+        # Its title, language and JSON-LD too: null in the export means what the page did not give, a list's too.
+        # Not its rel=canonical: a stored page's canonical decides duplicates, and page 2 of a list often names page 1.
         kept = PageRecord(final_url=result.final_url, status=result.status or 200, content_type=result.content_type,
                           content_hash=digest, body=result.body, etag=result.etag, last_modified=result.last_modified,
+                          title=read.title, description=read.description,
+                          language=read.language, jsonld=read.jsonld,
                           robots=tuple(name for name, on in (("noindex", page.robots_noindex),
                                                              ("nofollow", page.robots_nofollow)) if on))
         completion = replace(base, content_hash=digest, changed=True, page=kept)

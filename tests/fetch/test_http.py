@@ -237,6 +237,7 @@ class EncodedServer:
         self.payload = PAYLOAD
         raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
         wrapped = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS)
+        cut_raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
         half = len(self.payload) // 2
         members = zlib.compress(self.payload[:half], wbits=31) + zlib.compress(self.payload[half:], wbits=31)
         self.routes = {
@@ -245,6 +246,16 @@ class EncodedServer:
             b"/deflate-zlib": (b"deflate", wrapped.compress(self.payload) + wrapped.flush()),
             b"/gzip-members": (b"gzip", members),
             b"/brotli": (b"br", b"\x0b\x02\x80hello\x03"),
+            # cut short: without the CRC and length trailer; a zlib stream cut; raw deflate never reaching its last
+            # block (sync-flushed, so everything before decodes); a second gzip member cut
+            b"/gzip-cut": (b"gzip", zlib.compress(self.payload, wbits=31)[:-8]),
+            b"/deflate-zlib-cut": (b"deflate", zlib.compress(self.payload)[:-20]),
+            b"/deflate-raw-cut": (b"deflate", cut_raw.compress(self.payload) + cut_raw.flush(zlib.Z_SYNC_FLUSH)),
+            b"/gzip-members-cut": (b"gzip", members[:-3]),
+            # a complete member, then bytes that begin no other: the member is the body
+            b"/gzip-garbage": (b"gzip", zlib.compress(self.payload, wbits=31) + b"\x00\x00garbage"),
+            b"/gzip-one-byte-more": (b"gzip", zlib.compress(self.payload, wbits=31) + b"\n"),
+            b"/empty-gzip": (b"gzip", b""),
         }
         self.server: asyncio.Server | None = None
 
@@ -305,6 +316,34 @@ async def test_encoded_bodies_are_decoded(fetcher, path):
         result = await fetcher.fetch(origin + path)
     assert result.ok
     assert result.body == server.payload
+
+
+@pytest.mark.parametrize("path", ["/gzip-cut", "/deflate-zlib-cut", "/deflate-raw-cut", "/gzip-members-cut"])
+async def test_a_compressed_body_cut_short_is_an_incomplete_answer(fetcher, path):
+    """A compressed body that ends before its stream does (its Content-Length true to the bytes sent) is a message
+    cut short (RFC 9112 §6.3): it was returned as the whole page, stored and counted new. It fails as a broken
+    answer (PROTOCOL), as a body short of its Content-Length does, and carries no body."""
+    async with EncodedServer() as origin:
+        result = await fetcher.fetch(origin + path)
+    assert (result.ok, result.error_class, result.body) == (False, ErrorClass.PROTOCOL, None), result.error
+    assert "ended before its compressed stream did" in (result.error or "")
+
+
+@pytest.mark.parametrize("path", ["/gzip-garbage", "/gzip-one-byte-more"])
+async def test_bytes_after_the_last_gzip_member_are_ignored(fetcher, path):
+    """Bytes after a complete gzip member that begin no other member were decoded as a member and the page refused
+    as bad_content; curl and browsers ignore them, and so does the fetch: the member is the body."""
+    server = EncodedServer()
+    async with server as origin:
+        result = await fetcher.fetch(origin + path)
+    assert result.ok, result.error
+    assert result.body == server.payload
+
+
+async def test_an_empty_gzip_body_is_an_empty_body(fetcher):
+    async with EncodedServer() as origin:
+        result = await fetcher.fetch(origin + "/empty-gzip")
+    assert (result.ok, result.body) == (True, b""), result.error
 
 
 async def test_unbounded_encoding_is_refused(fetcher):
