@@ -100,7 +100,8 @@ def cut(data: bytes, n: int) -> bytes:
     return data[:-n]
 
 
-def test_a_cut_compressed_body_is_an_incomplete_answer_and_trailing_garbage_is_ignored(tmp_path: Path) -> None:
+def test_a_cut_compressed_body_is_an_incomplete_answer_and_trailing_garbage_is_ignored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A gzip body without its CRC and length trailer (RFC 1952 §2.3), a zlib-wrapped deflate body cut short and a
     raw deflate one that never reached its final block were stored as complete new versions (exported, counted
     new): they are broken answers (RFC 9112 §6.3), failed as PROTOCOL like a short Content-Length, never stored. A
@@ -108,6 +109,8 @@ def test_a_cut_compressed_body_is_an_incomplete_answer_and_trailing_garbage_is_i
     browsers read it (it was refused as bad_content); several members are still decoded one after another. (The
     fetch decides, whatever the database: SQLite alone here; tests/fetch/test_http.py has each case per transport.)"""
     db_url = f"sqlite:///{tmp_path / 'harvester.db'}"
+    # The broken answers' back-off (three protocol failures in a row, then doubling from 1 s) is not what is tested.
+    monkeypatch.setenv("HARVESTER_POLITENESS__BACKOFF_BASE_S", "0.02")
     garbage, members = page("/gzip-garbage"), page("/gzip-members")
     raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
     routes: dict[str, Answer] = {
