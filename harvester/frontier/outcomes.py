@@ -314,7 +314,8 @@ class Outcomes(Part):
             changes[c.url_id] = change
             if change is ChangeKind.SAME and before is not None:
                 page_ids[c.url_id] = before.page_id
-                if before.encoding is None and c.page.encoding is not None:
+                # Not from an extraction that failed on the page (``extract_page`` kept it as its bytes' hash).
+                if before.encoding is None and c.page.encoding is not None and c.page.content_hash != digest:
                     relabelled.append(_read_again(before.page_id, c.page))
                 if before.hook_failed and not c.hooked:
                     unrepaired.add(c.url_id)
