@@ -155,7 +155,7 @@ def prescan(data: bytes) -> str | None:
         else:
             pos += 1
         pos = data.find(b"<", pos)
-    return _xml_encoding(data)
+    return xml_encoding(data)
 
 
 def _meta(data: bytes, pos: int) -> tuple[str | None, int]:
@@ -274,7 +274,7 @@ def _content_charset(value: bytes) -> bytes | None:
     return value[pos:stop]
 
 
-def _xml_encoding(data: bytes) -> str | None:
+def xml_encoding(data: bytes) -> str | None:
     """HTML's "get an XML encoding": the ``encoding`` of an XML declaration that opens the bytes (UTF-16 as UTF-8)."""
     if not data.startswith(b"<?xml"):
         return None

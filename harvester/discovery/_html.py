@@ -14,7 +14,7 @@ from urllib.parse import urljoin, urlsplit
 import lxml.html
 from lxml import etree
 
-from harvester.discovery._charset import decoder, encoding_name, prescan
+from harvester.discovery._charset import decoder, encoding_name, prescan, xml_encoding
 
 _XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -56,8 +56,16 @@ def _late_meta_charset(body: bytes) -> str | None:
     Shift_JIS page whose ``<meta>`` sat behind 6 KB of inline script was read as windows-1252, title and text.
     Asked only of bytes that are not UTF-8, so a UTF-8 page that misdeclares itself late stays readable."""
     head = body[:LATE_META_BYTES]
-    end = head.lower().find(b"</head")
-    return prescan(head if end < 0 else head[:end])
+    lowered = head.lower()
+    end = lowered.find(b"</head")
+    if end >= 0:
+        head, lowered = head[:end], lowered[:end]
+    if b"charset" not in lowered:
+        # No <meta> can declare one (``charset`` or a ``content`` naming it): only an XML declaration could, and the
+        # byte-by-byte prescan, ~1.7 us a tag, cost 57 ms on a 300 KB windows-1252 page with no <head> (its body
+        # scanned to LATE_META_BYTES: 1.5 ms with the regex before).
+        return xml_encoding(head)
+    return prescan(head)
 
 
 def _charset_param(content_type: str | None) -> str | None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, cast
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, insert, select, update
 
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier.base import Database, Part
@@ -123,6 +123,18 @@ def _still_a_copy(c: Completion, links: Sequence[DiscoveredUrl],
             or c.content_hash != h.holder_hash):
         return c, links
     return replace(c, state=UrlState.DUPLICATE, duplicate_of=h.duplicate_of, page=None), ()
+
+
+_READ_AGAIN = (update(Page).where(Page.id == bindparam("pid"))
+               .values({name: bindparam(name) for name in ("encoding", "content_hash", "title", "description",
+                                                          "language", "jsonld")}))
+
+
+def _read_again(page_id: int, page: PageRecord) -> dict[str, Any]:
+    """The parameters of ``_READ_AGAIN`` for a version stored before its encoding was recorded: what its bytes,
+    repeated by ``page``, read as now."""
+    return {"pid": page_id, "encoding": page.encoding, "content_hash": page.content_hash, "title": page.title,
+            "description": page.description, "language": page.language, "jsonld": list(page.jsonld)}
 
 
 def _confirms(c: Completion, held: Mapping[int, _Held]) -> bool:
@@ -283,6 +295,7 @@ class Outcomes(Part):
         changes: dict[int, ChangeKind] = {}
         fresh: list[tuple[Completion, PageRecord, str, ChangeKind]] = []
         unrepaired: set[int] = set()
+        relabelled: list[dict[str, Any]] = []
         for c in answered:
             # A URL holding no content hash keeps no version of its own kind: what is stored was read while it was
             # a listing page, before a feed or sitemap named it a detail (``Discovered._promote``). Its first
@@ -301,6 +314,9 @@ class Outcomes(Part):
             changes[c.url_id] = change
             if change is ChangeKind.SAME and before is not None:
                 page_ids[c.url_id] = before.page_id
+                # Not from an extraction that failed on the page (``extract_page`` kept it as its bytes' hash).
+                if before.encoding is None and c.page.encoding is not None and c.page.content_hash != digest:
+                    relabelled.append(_read_again(before.page_id, c.page))
                 if before.hook_failed and not c.hooked:
                     unrepaired.add(c.url_id)
                 elif before.hook_failed and c.page.hook_error is None:
@@ -308,6 +324,11 @@ class Outcomes(Part):
                                  .values(fields=dict(c.page.fields), hook_error=None))
             else:
                 fresh.append((c, c.page, digest, change))
+        if relabelled:
+            # A version stored before 0024 was read by the decoders of its day (EUC-KR as strict euc_kr, a commented-out
+            # <meta> obeyed): the same bytes read now are kept as what they say, in place, once (no new version, no
+            # change counted: the site changed nothing), and its encoding recorded for the comparisons to come.
+            conn.execute(_READ_AGAIN, relabelled)
         if fresh:
             body_ids = self._store_bodies(conn, {digest: page.body for _, page, digest, _ in fresh})
             inserted = conn.execute(_INSERT_PAGES, [

@@ -295,9 +295,19 @@ def version_change(before: StoredVersion | None, digest: str, page: PageRecord) 
     return ChangeKind.CHANGED if before.content_hash != page.content_hash else ChangeKind.RESTYLED
 
 
+_NOT_ASCII_READ = frozenset({"utf-16-le", "utf-16-be", "replacement"})
+"""Encodings (``decode_html``'s names) that do not read ASCII bytes as ASCII. ISO-2022-JP does only without its
+escapes: a body holding ESC is never taken for plain ASCII."""
+
+
 def _decoded_otherwise(before: StoredVersion, page: PageRecord) -> bool:
     if page.encoding is None:
         return False  # no text read now: bytes alone
+    if page.encoding not in _NOT_ASCII_READ and before.encoding not in _NOT_ASCII_READ and page.body.isascii() and (
+            b"\x1b" not in page.body):
+        # ASCII bytes are the same text under any ASCII-compatible label (accents as entities, most pages): a label
+        # that flips between a site's answers (a cache sending text/html bare) is no new version, no "restyled".
+        return False
     if before.encoding is None:
         return before.content_type != page.content_type and before.content_type is not None
     return before.encoding != page.encoding

@@ -104,7 +104,8 @@ class HostHolds:
             logger.warning("renewing leases %.1f s after their local deadline", late)
         kept = await db(self._store.renew_hosts, self._owner, wanted, lease_s=self.lease_s)
         self.grant([origin for origin in kept if origin in self._until], asked_at, losses)  # not one dropped meanwhile
-        lost = sorted(set(wanted) - set(kept))
+        # A host dropped while the statement ran (handed back: its release may have gone first) is not lost either.
+        lost = sorted(origin for origin in set(wanted) - set(kept) if origin in self._until)
         for origin in lost:
             self._until.pop(origin, None)
             self.lost.add(origin)

@@ -170,3 +170,16 @@ def test_a_late_meta_behind_a_long_comment_is_found_by_the_same_prescan():
     text, used = decode_html(body, "text/html")
     assert used == "cp932"
     assert "<title>日本語のページ</title>" in text
+
+
+def test_the_late_meta_rule_reads_a_page_without_any_charset_as_before():
+    """A windows-1252 page with no <head> and no charset anywhere (its body is what the late rule scans) is read as
+    windows-1252, a late <meta charset> past 4 KB in such a page still counts, and one in a comment does not."""
+    row = b'<tr><td class="c"><a href="/item/123">Caf\xe9 item</a></td><td>12,50 \x80</td></tr>\n'
+    body = b"<html><meta name=keywords content=x><body><table>" + row * 4000 + b"</table></body></html>"
+    assert decode_html(body) == (body.decode("cp1252"), "cp1252")
+    koi8 = "Привет".encode("koi8-r")
+    late = b"<html><meta name=keywords content=x>" + b"<!-- x -->" * 600 + b"<meta charset=koi8-r><p>" + koi8
+    assert decode_html(late)[1] == "koi8-r" and decode_html(late)[0].endswith("Привет")
+    hidden = b"<html>" + b"<!-- x -->" * 600 + b"<!-- <meta charset=koi8-r> --><p>" + koi8
+    assert decode_html(hidden)[1] == "cp1252"

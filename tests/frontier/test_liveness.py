@@ -300,3 +300,45 @@ def test_status_opens_no_liveness_session(pg_url: str, store: FrontierStore) -> 
     done = subprocess.run([sys.executable, "-c", STATUS, pg_url], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-2:] == ["0", "0"]
+
+
+def test_a_host_handed_back_while_its_renewal_is_under_way_is_not_said_lost(
+        pg_url: str, store: FrontierStore, caplog: pytest.LogCaptureFixture) -> None:
+    """The rest of the hand-back window: the keeper's renewal already counted the host among those it renews (its
+    local deadline was still there), and the hand-back's drop and release ran while the renewal statement was on
+    its way (``db`` runs both in threads of their own). The renewal found the host released, not kept, and the
+    keeper logged 'lease on ... lost to another worker' for a host this worker gave back itself. Made certain
+    here: the renewal statement waits on the row lock another session holds on the first host's row, the
+    hand-back of the second runs meanwhile, then the lock goes."""
+    me = make_owner("extract-1")
+    other = "https://b.test"
+    store.add_discovered([DiscoveredUrl(f"{other}/p", UrlKind.DETAIL, "seed")])
+
+    async def scenario(holds: HostHolds, held: list[str]) -> list[str]:
+        with psycopg.connect(dsn(pg_url)) as blocker:
+            blocker.execute("SELECT id FROM hosts WHERE origin = %s FOR UPDATE", (ORIGIN,))
+            renewal = asyncio.create_task(holds.renew(held))
+            for _ in range(200):  # until the renewal statement waits on the lock
+                await asyncio.sleep(0.02)
+                waiting = blocker.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()").fetchone()
+                if waiting and waiting[0]:
+                    break
+            holds.drop(other)  # the hand-back (ExtractWork._release): the deadline, then the frontier's lease
+            await asyncio.to_thread(store.release_hosts, me, [other])
+            blocker.commit()
+        return await renewal
+
+    try:
+        holds = HostHolds(store, me, lease_s=60)
+        asked_at, losses = lease_clock(), store.liveness.losses
+        held = store.claim_hosts(me, limit=2, lease_s=60, hosts=[ORIGIN, other])
+        assert sorted(held) == [ORIGIN, other]
+        holds.grant(held, asked_at, losses)
+        with caplog.at_level(logging.WARNING, logger="harvester.phases.leases"):
+            assert asyncio.run(scenario(holds, held)) == []
+        assert holds.lost == set()
+        assert holds.holds(ORIGIN) and not holds.holds(other)
+    finally:
+        retire_owner(me)
