@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import zlib
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Table, bindparam, insert, select, update
+from sqlalchemy import Connection, select, update
 
 from harvester.errors import InvalidRecord, LeaseLost
 from harvester.frontier.base import Database, Part
@@ -27,7 +26,6 @@ from harvester.frontier.models import (
     Url,
 )
 from harvester.frontier.rows import (
-    StoredVersion,
     UrlOutcome,
     check_completion,
     fold,
@@ -37,6 +35,7 @@ from harvester.frontier.rows import (
     url_outcome,
     version_change,
 )
+from harvester.frontier.versions import INSERT_PAGES, READ_AGAIN, latest_versions, read_again, store_bodies
 from harvester.records import ChangeKind, Completion, DiscoveredUrl, ErrorClass, PageRecord, UrlKind, UrlState, Vanished
 from harvester.rules.revisit import PERMANENT_REDIRECTS
 from harvester.runtime import aware, count_answered, utcnow
@@ -45,11 +44,6 @@ from harvester.store_results import AddResult, CompleteResult
 logger = logging.getLogger(__name__)
 
 GONE_STATUSES = (404, 410)
-
-_PAGES = cast("Table", Page.__table__)
-_INSERT_PAGES = insert(_PAGES).returning(_PAGES.c.id, sort_by_parameter_order=True)
-"""Pages inserted by Core, the statement built once: the ORM's bulk-insert path re-read every row's keys and
-built the statement per batch (~1.4 % of a harvest's CPU) for the same SQL."""
 
 _URL_UPDATE = (
     "UPDATE urls SET state = ?, last_status = ?, etag = ?, last_modified = ?, content_hash = ?,"
@@ -123,18 +117,6 @@ def _still_a_copy(c: Completion, links: Sequence[DiscoveredUrl],
             or c.content_hash != h.holder_hash):
         return c, links
     return replace(c, state=UrlState.DUPLICATE, duplicate_of=h.duplicate_of, page=None), ()
-
-
-_READ_AGAIN = (update(Page).where(Page.id == bindparam("pid"))
-               .values({name: bindparam(name) for name in ("encoding", "content_hash", "title", "description",
-                                                          "language", "jsonld")}))
-
-
-def _read_again(page_id: int, page: PageRecord) -> dict[str, Any]:
-    """The parameters of ``_READ_AGAIN`` for a version stored before its encoding was recorded: what its bytes,
-    repeated by ``page``, read as now."""
-    return {"pid": page_id, "encoding": page.encoding, "content_hash": page.content_hash, "title": page.title,
-            "description": page.description, "language": page.language, "jsonld": list(page.jsonld)}
 
 
 def _confirms(c: Completion, held: Mapping[int, _Held]) -> bool:
@@ -290,7 +272,7 @@ class Outcomes(Part):
         answered = [c for c in completions if c.page is not None or c.state == UrlState.GONE or _confirms(c, held)]
         if not answered:
             return {}, {}, 0, set()
-        latest = self._latest_versions(conn, [c.url_id for c in answered])
+        latest = latest_versions(conn, self._d, [c.url_id for c in answered])
         page_ids: dict[int, int] = {}
         changes: dict[int, ChangeKind] = {}
         fresh: list[tuple[Completion, PageRecord, str, ChangeKind]] = []
@@ -316,7 +298,7 @@ class Outcomes(Part):
                 page_ids[c.url_id] = before.page_id
                 # Not from an extraction that failed on the page (``extract_page`` kept it as its bytes' hash).
                 if before.encoding is None and c.page.encoding is not None and c.page.content_hash != digest:
-                    relabelled.append(_read_again(before.page_id, c.page))
+                    relabelled.append(read_again(before.page_id, c.page))
                 if before.hook_failed and not c.hooked:
                     unrepaired.add(c.url_id)
                 elif before.hook_failed and c.page.hook_error is None:
@@ -328,48 +310,16 @@ class Outcomes(Part):
             # A version stored before 0024 was read by the decoders of its day (EUC-KR as strict euc_kr, a commented-out
             # <meta> obeyed): the same bytes read now are kept as what they say, in place, once (no new version, no
             # change counted: the site changed nothing), and its encoding recorded for the comparisons to come.
-            conn.execute(_READ_AGAIN, relabelled)
+            conn.execute(READ_AGAIN, relabelled)
         if fresh:
-            body_ids = self._store_bodies(conn, {digest: page.body for _, page, digest, _ in fresh})
-            inserted = conn.execute(_INSERT_PAGES, [
+            body_ids = store_bodies(conn, self._d, {digest: page.body for _, page, digest, _ in fresh},
+                                    level=self.settings.store.compress_level)
+            inserted = conn.execute(INSERT_PAGES, [
                 page_row(c.url_id, c.fetched_at, page, body_ids[digest], change.value)
                 for c, page, digest, change in fresh
             ]).all()
             page_ids.update({c.url_id: row[0] for (c, _, _, _), row in zip(fresh, inserted, strict=True)})
         return page_ids, changes, len(fresh), unrepaired
-
-    def _latest_versions(self, conn: Connection, url_ids: Sequence[int]) -> dict[int, StoredVersion]:
-        """url id -> its newest stored version (ix_pages_url_id): page id, payload digest, content hash, whether the
-        hook failed on it, the encoding its text was decoded with, its Content-Type."""
-        where, params = self._d.any_of("url_id", list(url_ids))
-        return {
-            int(url_id): StoredVersion(int(page_id), str(digest), str(content_hash), bool(hook_failed), encoding,
-                                       content_type)
-            for url_id, page_id, digest, content_hash, hook_failed, encoding, content_type in conn.exec_driver_sql(
-                "SELECT p.url_id, p.id, b.digest, p.content_hash, p.hook_error IS NOT NULL, p.encoding, p.content_type"
-                " FROM pages p JOIN bodies b ON b.id = p.body_id"
-                f" WHERE p.id IN (SELECT max(id) FROM pages WHERE {where} GROUP BY url_id)", tuple(params))
-        }
-
-    def _store_bodies(self, conn: Connection, bodies: Mapping[str, bytes]) -> dict[str, int]:
-        """digest -> ``bodies`` id, each payload written once (compressed at the configured level) whoever wrote it
-        first: a body another URL or another worker stored is shared, not copied."""
-        d = self._d
-        digests = list(bodies)
-        where, params = d.any_of("digest", digests)
-        select_sql = f"SELECT digest, id FROM bodies WHERE {where}"
-        ids = {str(k): int(v) for k, v in conn.exec_driver_sql(select_sql, tuple(params))}
-        missing = [digest for digest in digests if digest not in ids]
-        if missing:
-            level = self.settings.store.compress_level
-            conn.exec_driver_sql(
-                d.insert_ignore("bodies", ("digest", "size", "body"), ("digest",)),
-                [(digest, len(bodies[digest]), zlib.compress(bodies[digest], level)) for digest in missing],
-            )
-            where, params = d.any_of("digest", missing)
-            ids.update({str(k): int(v) for k, v in conn.exec_driver_sql(
-                f"SELECT digest, id FROM bodies WHERE {where}", tuple(params))})
-        return ids
 
     def _write_outcomes(self, conn: Connection, completions: Sequence[Completion], held: dict[int, _Held],
                         page_ids: dict[int, int], changes: Mapping[int, ChangeKind], run_id: int | None,
