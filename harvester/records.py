@@ -162,7 +162,8 @@ class DiscoveredUrl(NamedTuple):
     """The URL to request when it is not ``url`` (the site's own query order: ``Canonicalizer.fetch_form``)."""
     lastmod_until: datetime | None = None
     """The end of the period a reduced-precision ``lastmod`` names ("2026-12": 1 January), None for a moment: what
-    "announces a change after our last fetch" is judged by (``frontier.discovered``); never stored."""
+    "announces a change after our last fetch" is judged by (``frontier.discovered``, ``revisit.may_skip``); stored as
+    ``urls.lastmod_until`` with the lastmod it belongs to."""
 
     @property
     def host(self) -> str:
@@ -256,6 +257,9 @@ class ClaimedUrl(NamedTuple):
     """The kind of place it was first found (``Source``'s value: sitemap, feed, listing ...)."""
     fetch_url: str | None = None
     """The URL to request when it is not ``url``: the key sorts the query, the site may not (``target``)."""
+    lastmod_until: datetime | None = None
+    """The end of the period ``lastmod`` (its start) names when it is of reduced precision, None for a moment:
+    whether the lastmod may announce a change after our last fetch is judged by it (``revisit.may_skip``)."""
 
     @property
     def target(self) -> str:

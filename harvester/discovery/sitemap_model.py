@@ -190,7 +190,9 @@ def utc(value: datetime | None) -> datetime | None:
 def lastmod_period(text: str | None) -> tuple[datetime | None, datetime | None]:
     """A lastmod as (start, end) of the period it may mean (``lastmod_until``; end None for a moment): what a
     sitemap entry keeps. A zone-less time starts at its earliest reading (at UTC+14), not at its reading as UTC, so
-    that the start never comes after the instant the site meant."""
+    that the start never comes after the instant the site meant: the rules asking whether a lastmod is *surely*
+    newer (a 304 contradicted, a gone page dated back) read the start, those asking whether it *may* be (a URL made
+    due, a truthful host's skip: ``revisit.lastmod_predicts_change``) the end, which covers every reading."""
     start = parse_lastmod(text)
     if start is not None and text and ZONELESS_TIME.fullmatch(text.strip()):
         start -= EARLIEST_OFFSET

@@ -34,11 +34,13 @@ def _pg_upsert() -> str:
     # earlier lookup, says which rows are new, so a concurrent insert of the same URL is never queued twice.
     return (
         "INSERT INTO urls (host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen,"
-        " last_seen, lastmod, changefreq, priority, fetch_path)"
+        " last_seen, lastmod, changefreq, priority, fetch_path, lastmod_until)"
         " SELECT t.host_id, t.path, %s, t.source_id, t.kind, 'queued', t.score, t.depth, %s, %s, t.lastmod,"
-        " t.changefreq, t.priority, t.fetch_path FROM unnest(%b::bigint[], %b::text[], %b::bigint[], %b::text[],"
-        " %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[], %b::text[])"
-        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority, fetch_path)"
+        " t.changefreq, t.priority, t.fetch_path, t.lastmod_until FROM unnest(%b::bigint[], %b::text[],"
+        " %b::bigint[], %b::text[], %b::float8[], %b::int[], %b::timestamptz[], %b::text[], %b::float8[],"
+        " %b::text[], %b::timestamptz[])"
+        " AS t(host_id, path, source_id, kind, score, depth, lastmod, changefreq, priority, fetch_path,"
+        " lastmod_until)"
         " ON CONFLICT (host_id, path) DO UPDATE SET" + _UPSERT_SET.format(greatest="GREATEST", least="LEAST")
         + " RETURNING id, host_id, path, source_id, kind, score, (xmax = 0) AS inserted"
     )
@@ -138,7 +140,7 @@ class PostgresDialect(Dialect):
                 version, now, now, list(hids), [m.path for m in chunk], list(first_source),
                 [m.kind for m in chunk], [m.score for m in chunk], [m.depth for m in chunk],
                 [m.lastmod for m in chunk], [m.changefreq for m in chunk], [m.priority for m in chunk],
-                [m.fetch_path for m in chunk],
+                [m.fetch_path for m in chunk], [m.lastmod_until for m in chunk],
             ),
         )
         return {(h, path): (url_id, sid, bool(inserted)) for url_id, h, path, sid, inserted in returned}

@@ -23,9 +23,9 @@ step per row saves SQLite's per-statement halt and reset (~17% of an insert unde
 
 @cache
 def _sqlite_url_values(mask: int) -> str:
-    """One row's VALUES tuple; bit 0/1/2/3 of ``mask`` set: lastmod/changefreq/priority/fetch_path is NULL, written
-    as a literal rather than bound (see the NoneType adapter above: a bound None is the slow path)."""
-    optional = ["NULL" if mask & (1 << bit) else "?" for bit in range(4)]
+    """One row's VALUES tuple; bit 0/1/2/3/4 of ``mask`` set: lastmod/changefreq/priority/fetch_path/lastmod_until is
+    NULL, written as a literal rather than bound (see the NoneType adapter above: a bound None is the slow path)."""
+    optional = ["NULL" if mask & (1 << bit) else "?" for bit in range(5)]
     return f"(?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, {', '.join(optional)})"
 
 
@@ -161,8 +161,10 @@ def _sqlite_write_urls(
     groups: dict[int, list[Any]] = {}
     counts: dict[int, int] = {}
     for h, m, sid in zip(hids, chunk, first_source, strict=True):
-        lastmod, changefreq, priority, fetch_path = m.lastmod, m.changefreq, m.priority, m.fetch_path
-        mask = (lastmod is None) | (changefreq is None) << 1 | (priority is None) << 2 | (fetch_path is None) << 3
+        lastmod, changefreq, priority, fetch_path, until = m.lastmod, m.changefreq, m.priority, m.fetch_path, \
+            m.lastmod_until
+        mask = (lastmod is None) | (changefreq is None) << 1 | (priority is None) << 2 | (fetch_path is None) << 3 \
+            | (until is None) << 4
         flat = groups.get(mask)
         if flat is None:
             flat = groups[mask] = []
@@ -176,10 +178,12 @@ def _sqlite_write_urls(
             flat.append(priority)
         if fetch_path is not None:
             flat.append(fetch_path)
+        if until is not None:
+            flat.append(ts(until))
         counts[mask] += 1
     for mask, flat in groups.items():
         _sqlite_execute_rows(conn, functools.partial(_sqlite_url_insert, mask, upsert=upsert), flat,
-                             width=13 - mask.bit_count(), count=counts[mask])
+                             width=14 - mask.bit_count(), count=counts[mask])
 
 
 def _sqlite_execute_rows(

@@ -41,6 +41,8 @@ _UPSERT_SET = """
     last_seen = excluded.last_seen,
     lastmod = CASE WHEN urls.lastmod IS NULL OR excluded.lastmod > urls.lastmod
                    THEN COALESCE(excluded.lastmod, urls.lastmod) ELSE urls.lastmod END,
+    lastmod_until = CASE WHEN excluded.lastmod IS NOT NULL AND (urls.lastmod IS NULL OR excluded.lastmod > urls.lastmod)
+                         THEN excluded.lastmod_until ELSE urls.lastmod_until END,
     changefreq = COALESCE(excluded.changefreq, urls.changefreq),
     priority = COALESCE(excluded.priority, urls.priority),
     next_fetch_at = CASE
@@ -52,11 +54,12 @@ _UPSERT_SET = """
 # A newer sitemap lastmod than both the stored lastmod and our last fetch makes a finished URL due now
 # (next_fetch_at = the time it was seen). SET expressions read the row as it was before this statement.
 # lastmod only moves forward: sources disagree (an index-fresh sitemap, a lagging feed), and an older date
-# overwriting a newer one would make the URL look unchanged to the skip-by-lastmod rule.
+# overwriting a newer one would make the URL look unchanged to the skip-by-lastmod rule. lastmod_until (the end of
+# the period a reduced-precision lastmod names; NULL for a moment) goes with the lastmod it belongs to.
 
 RETURNED_COLUMNS = _RETURNED = (
     "id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash, lastmod, last_fetched_at,"
-    " changefreq, revisit_s, fetch_path, source_id"
+    " changefreq, revisit_s, fetch_path, lastmod_until, source_id"
 )
 """What a claim reads of each leased URL (store._claimed unpacks them in this order; source_id stays last)."""
 
@@ -452,5 +455,5 @@ class Dialect:
 
 _URL_INSERT_COLUMNS = (
     "host_id, path, canonical_version, source_id, kind, state, score, depth, first_seen, last_seen, lastmod,"
-    " changefreq, priority, fetch_path"
+    " changefreq, priority, fetch_path, lastmod_until"
 )

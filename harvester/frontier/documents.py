@@ -124,7 +124,7 @@ class Documents(Part):
                 update(Url).where(
                     Url.host_id == host_id, named, Url.last_seen < aware(vanished.seen_before),
                     or_(Url.source_id.in_(sources), Url.id.in_(paired)),
-                ).values(lastmod=None, next_fetch_at=case(
+                ).values(lastmod=None, lastmod_until=None, next_fetch_at=case(
                     (and_(Url.state == UrlState.DONE.value,
                           or_(Url.last_fetched_at.is_(None), Url.last_fetched_at < aware(vanished.seen_before))),
                      literal(aware(vanished.now), Url.next_fetch_at.type)),

@@ -231,6 +231,10 @@ class Url(Base):
     duplicate_of: Mapped[int | None] = mapped_column(ForeignKey("urls.id"))
     fetch_path: Mapped[str | None] = mapped_column(String(2048))
     """What to request after the origin when it is not ``path``: the query in the site's own order."""
+    lastmod_until: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    """The end of the period ``lastmod`` (its start) names when it is of reduced precision ("2026-12-09": the
+    next midnight); NULL for a moment. Whether the lastmod may announce a change after our last fetch is judged by
+    it (``revisit.lastmod_predicts_change``)."""
 
 
 class QueueEntry(Base):

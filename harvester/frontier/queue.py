@@ -161,13 +161,14 @@ class Queue(Part):
         out = []
         source_kind = self._source_kinds.get
         for (url_id, path, host_id, kind, depth, score, attempts, etag, last_modified, content_hash,
-             lastmod, last_fetched_at, changefreq, revisit_s, fetch_path, source_id) in rows:
+             lastmod, last_fetched_at, changefreq, revisit_s, fetch_path, lastmod_until, source_id) in rows:
             origin = origin_of[host_id]
             out.append(ClaimedUrl(
                 url_id, origin + path, origin, kind_of[kind], depth, score, attempts, until, etag, last_modified,
                 content_hash, None if lastmod is None else dt(lastmod),
                 None if last_fetched_at is None else dt(last_fetched_at), changefreq, revisit_s,
                 source_kind(source_id), None if fetch_path is None else origin + fetch_path,
+                None if lastmod_until is None else dt(lastmod_until),
             ))
         return out
 

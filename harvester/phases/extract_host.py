@@ -344,6 +344,7 @@ class ExtractWork:
         if item.content_hash and item.id not in self.hook_retries and revisit.listed(item) and revisit.may_skip(
             lastmod=item.lastmod, last_fetched_at=item.last_fetched_at, truthfulness=self._truth.get(host), now=now,
             threshold=revisit_settings.lastmod_truthful, copy_last_modified=item.last_modified,
+            lastmod_until=item.lastmod_until,
         ):
             if revisit.spot_check(item.url, now, revisit_settings.lastmod_spot_check):
                 self.counters["lastmod_spot_checks"] += 1
@@ -411,7 +412,8 @@ class ExtractWork:
         extracted = await self._extract(claimed.id, result, job.host)
         self._unrecorded.pop(claimed.id, None)
         completion, outlinks = self._complete(claimed, result, extracted)
-        predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified)
+        predicted = revisit.lastmod_predicts_change(claimed.lastmod, claimed.last_fetched_at, claimed.last_modified,
+                                                    claimed.lastmod_until)
         completion, predicted = self.reasks.settle(claimed, result, completion, predicted)
         # A check is a change we saw on a page whose lastmod made a prediction (same URL, no move); a hit is a
         # change the lastmod announced. Skipping risks exactly the changes a lastmod fails to announce.

@@ -180,14 +180,27 @@ def http_time(value: str | None) -> datetime | None:
 
 
 def lastmod_predicts_change(
-    lastmod: datetime | None, last_fetched_at: datetime | None, copy_last_modified: str | None = None
+    lastmod: datetime | None, last_fetched_at: datetime | None, copy_last_modified: str | None = None,
+    lastmod_until: datetime | None = None,
 ) -> bool | None:
     """What the lastmod claims about a URL since our copy: changed (True), not (False), or no claim (None).
 
-    Judged against our copy's Last-Modified when it has one (``newer_than_copy``: the server's clock on both
-    sides), else against the time we fetched it (our clock against theirs: skew enters, and a site whose dates
-    lag ours would always read as "unchanged").
+    A reduced-precision lastmod names a period (``lastmod`` its start, ``lastmod_until`` its end: "2026-12-09" is
+    that whole day, a time without a zone its readings from UTC+14 to UTC-12): while its end is later than our last
+    fetch, the change it dates may be after that fetch, so it claims a change (True) whatever its start says.
+    Judged by the start, a page edited on the 9th after our fetch at 05:00 and dated "2026-12-09" read as
+    unchanged, and a host that had proved its lastmods truthful completed it without a request (review47); such a
+    change, once fetched, counted against the host's truthfulness as a change the lastmod failed to announce.
+
+    Otherwise judged against our copy's Last-Modified when it has one (``newer_than_copy``: the server's clock on
+    both sides), else against the time we fetched it (our clock against theirs: skew enters, and a site whose dates
+    lag ours would always read as "unchanged"). The period's end is never judged against the Last-Modified: a time
+    without a zone ends at its reading at UTC-12, later than the instant the site meant (its Last-Modified) for
+    every site east of UTC-12, so the page would read as changed for good.
     """
+    if lastmod is not None and lastmod_until is not None and last_fetched_at is not None and (
+            aware(lastmod_until) > aware(last_fetched_at)):
+        return True
     by_copy = newer_than_copy(lastmod, copy_last_modified)
     if by_copy is not None:
         return by_copy
@@ -224,16 +237,18 @@ def may_skip(
     now: datetime | None = None,
     max_age_s: float = MAX_SKIP_AGE_S,
     copy_last_modified: str | None = None,
+    lastmod_until: datetime | None = None,
 ) -> bool:
     """True when a due URL may be treated as unchanged without any request.
 
-    Only when its lastmod is known and not newer than our copy (``lastmod_predicts_change``; discovery clears
+    Only when its lastmod is known and not newer than our copy (``lastmod_predicts_change``: a reduced-precision
+    lastmod whose period, ending at ``lastmod_until``, ends after our last fetch never is; discovery clears
     the lastmod of a URL its re-read sitemap no longer lists, so a vanished page is asked and found gone), AND
     the host has proven its lastmod truthful (``truthfulness`` ≥ ``threshold``; None = not enough checks =
     never skip), AND the last fetch is younger than ``max_age_s`` (so every page is still verified now and
     then, and a host that stops updating its lastmod is caught).
     """
-    predicted = lastmod_predicts_change(lastmod, last_fetched_at, copy_last_modified)
+    predicted = lastmod_predicts_change(lastmod, last_fetched_at, copy_last_modified, lastmod_until)
     if predicted is None or predicted or truthfulness is None or truthfulness < threshold:
         return False
     if last_fetched_at is None:
