@@ -6,6 +6,7 @@ Prefect's process worker, stopped (SIGTERM: ``systemctl stop``, a rolling deploy
 it, a task run stayed Running for ever and a page was fetched twice by the rerun. Started from here, the engine lives
 in its own session: when the worker kills this process, the engine sees it gone (``lifeline``), stops gracefully and
 reports its final state; a SIGTERM or SIGINT given to this process (a cancellation from the UI, systemd) is passed on.
+A worker killed outright (SIGKILL) leaves this process alive, so the engine watches the worker too (``LIFELINES``).
 
 No signal is lost at a run's first instant. Before, this module was reached through ``harvester.flows``, which
 imported Prefect: for its first 1-2 s this process died of a SIGTERM without a word and the run stayed Pending for
@@ -31,7 +32,12 @@ COMMAND = f"python -m {MODULE}"
 """The job variable's value: the worker's own Python (a process worker runs ``python`` from its environment)."""
 
 PARENT_PID = "HARVESTER_ENGINE_PARENT"
-"""The engine's environment: this process's pid, which ``lifeline`` watches (the engine may start after it died)."""
+"""The engine's environment: this process's pid (``lifeline``'s fallback when ``LIFELINES`` names nothing)."""
+
+LIFELINES = "HARVESTER_ENGINE_LIFELINES"
+"""The engine's environment: ``fd:pid:who`` entries, comma-separated, one per process whose end stops the run (its
+worker, and this process): a pidfd the engine inherits, readable once that process has ended, which ``lifeline``
+waits on. ``-1`` for the fd: that process had already ended when this one looked."""
 
 _CHILD = "--engine"
 _SIGNALS = {signal.SIGTERM, signal.SIGINT}
@@ -61,12 +67,41 @@ def main() -> int:
         signal.signal(signum, forward)
     # Born with both signals blocked (the mask survives fork and exec): a SIGTERM to the worker's group during the
     # fork, before the engine's new session, killed it before its first line.
+    lifelines, fds = _lifelines()
     engine = subprocess.Popen(  # noqa: S603 -- our own interpreter and module, no shell
-        [sys.executable, "-m", MODULE, _CHILD, *sys.argv[1:]], start_new_session=True,
-        env={**os.environ, PARENT_PID: str(os.getpid())},
+        [sys.executable, "-m", MODULE, _CHILD, *sys.argv[1:]], start_new_session=True, pass_fds=fds,
+        env={**os.environ, PARENT_PID: str(os.getpid()), LIFELINES: lifelines},
     )
+    for fd in fds:  # the engine holds its own copies
+        os.close(fd)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     return engine.wait()
+
+
+def _lifelines() -> tuple[str, list[int]]:
+    """``LIFELINES``' value and the pidfds it names: of this process's parent (the worker) and of this process.
+
+    The engine watched this process alone (``os.getppid()``), which a worker killed outright (SIGKILL, OOM) leaves
+    alive, re-parented, waiting for the engine: the engine crawled on to the end of its run, and a cancellation
+    from the UI then met no worker. A pidfd names one process, never a later one given the same pid, and is
+    readable once it has ended: no polling, whatever lies between the worker and the engine."""
+    entries, fds = [], []
+    parent = os.getppid()
+    for pid, who in ((parent, "worker"), (os.getpid(), "command")):
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            entries.append(f"-1:{pid}:{who}")
+            continue
+        except OSError:  # no pidfds here (a kernel before 5.3): the engine watches its parent as before
+            continue
+        if who == "worker" and os.getppid() != parent:  # it ended before the fd was opened: the pid may be reused
+            os.close(fd)
+            entries.append(f"-1:{pid}:{who}")
+            continue
+        entries.append(f"{fd}:{pid}:{who}")
+        fds.append(fd)
+    return ",".join(entries), fds
 
 
 def _child() -> None:

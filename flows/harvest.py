@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import State, flow
 
 from harvester.flows.artifacts import publish_cycle
 from harvester.flows.guards import run_name, tidy_stored_parameters
+from harvester.flows.lifeline import RunCancelled
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.start import cycle_run
 from harvester.phases.cycles import harvest_steps, loud
@@ -17,12 +18,15 @@ from harvester.site_profile import SiteProfile
 @flow(name="harvest", flow_run_name=run_name("harvest"), validate_parameters=True, on_failure=[tidy_stored_parameters])
 async def harvest_flow(
     profile: SiteProfile, workers: Workers = 1, config_file: str | None = None, overrides: RunOverrides | None = None
-) -> dict[str, Any]:
+) -> dict[str, Any] | State[Any]:
     """A full two-phase harvest of one site profile; rerunning it resumes from the frontier.
 
     Fails (``NothingFetched``) when no seed host answered anything, after its summary is published."""
-    async with cycle_run(profile, workers, config_file, overrides) as (settings, profile, steps):
-        cycle = await harvest_steps(steps, settings, profile)
+    try:
+        async with cycle_run(profile, workers, config_file, overrides) as (settings, profile, steps):
+            cycle = await harvest_steps(steps, settings, profile)
+    except RunCancelled as cancelled:  # stopped as a SIGTERM stops it, and Cancelled, never retried
+        return cancelled.state
     await publish_cycle("harvest", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
     return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}

@@ -4,9 +4,11 @@
 ``harvester serve`` and ``prefect worker start`` run each flow run as a child process. Killed (SIGKILL, OOM), the
 parent can neither cancel its child nor report it, and the child went on fetching (1,302 pages in 8 s), stayed
 "Running" in the UI, and a restarted parent's rerun then put a second extraction on the same database. Here the
-child watches its parent: when it is gone (the child is re-parented, so ``os.getppid()`` changes), it asks the
-crawl to stop (``harvester.runtime.request_stop``): no new request is sent, answers in flight are written, leases
-go back, and the run ends ``Crashed`` (``Interrupted``), which ``harvester.flows.healing`` schedules again.
+child watches its parent, and under a worker the worker too (the worker's command, between them, outlives a
+worker killed outright: watching it alone, the run crawled on to its end): when one is gone (a pidfd of it becomes
+readable, ``harvester.flows.engine.LIFELINES``), it asks the crawl to stop (``harvester.runtime.request_stop``):
+no new request is sent, answers in flight are written, leases go back, and the run ends ``Crashed``
+(``Interrupted``), which ``harvester.flows.healing`` schedules again.
 
 SIGTERM starts the same graceful stop. Prefect's own handler raised ``TerminationSignal`` at once in whatever was
 running: the run crashed mid-answer (a page fetched twice by the rerun), and a worker that stopped with it killed
@@ -14,6 +16,11 @@ the process before the crash was reported, so the run stayed Running until the h
 the run drains (the stop takes about one answer's time), then ends ``Crashed`` with the reason as its message. The
 reason is written into the run's logs through the API before that final state is reported (``_say_in_the_runs_logs``):
 Prefect's log batches came after the state, or never, and a run stopped at its first instant showed Crashed alone.
+
+A cancellation from Prefect (the UI, ``prefect flow-run cancel``) is a SIGTERM too, after the worker's cancel intent:
+it stops the crawl the same way, and the run ends ``Cancelled`` (``RunCancelled``; never retried). Prefect's own
+cancel raised in whatever was running: answers in flight were thrown away (fetched again by the rerun), the
+extraction's ``runs`` row stayed ``running``, and the worker's log took ~150 lines of ``CancelledError``.
 
 Only under a runner (``PREFECT__FLOW_RUN_ID`` in the environment, set by Prefect for the child): a flow called
 in-process, by ``harvester harvest`` in a shell, keeps running when that shell goes away (nohup).
@@ -29,19 +36,25 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from datetime import UTC, datetime
 from types import FrameType
+from typing import Any
 
 import prefect.utilities.engine as engine_utils
-from prefect import get_client, get_run_logger
+from prefect import State, get_client, get_run_logger
 from prefect._internal.control_listener import get_intent
 from prefect.client.schemas.actions import LogCreate
 from prefect.context import FlowRunContext
+from prefect.states import Cancelled
 from rich.console import Console
 
-from harvester.flows.engine import PARENT_PID, told_before
+from harvester.errors import Interrupted
+from harvester.flows.engine import LIFELINES, PARENT_PID, told_before
 from harvester.runtime import request_stop
 
 POLL_S = 0.5
-"""How often the parent is looked for: a dead parent's child sends its last request within about this."""
+"""How often the parent is looked for where there are no pidfds (Linux before 5.3)."""
+
+CANCELLED = "this run was cancelled from Prefect (the UI, the API or `prefect flow-run cancel`)"
+"""The reason a cancellation gives: the stop message's start, and the Cancelled state's message."""
 
 GRACE_S = 20.0
 """After the stop request, how long the run may take to drain (answers in flight) before it is cancelled."""
@@ -53,6 +66,20 @@ without it; less than ``GRACE_S``, so a run cancelled for not stopping has said 
 
 def started_by_runner() -> bool:
     return bool(os.environ.get("PREFECT__FLOW_RUN_ID"))
+
+
+class RunCancelled(BaseException):
+    """The run stopped because it was cancelled from Prefect; its flow returns ``state`` (a flow's returned state is
+    its final state) instead of raising, which Prefect would record as a crash. Raised from the stop's
+    ``Interrupted``: what the crawl kept (answers written, the runs row stopped) is as after a SIGTERM."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def state(self) -> State[Any]:
+        return Cancelled(message=self.message)
 
 
 def _outlive_the_readers() -> None:
@@ -75,19 +102,20 @@ def _outlive_the_readers() -> None:
 
 
 @contextmanager
-def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[], None]) -> Iterator[None]:
+def _sigterm_stops(loop: asyncio.AbstractEventLoop, stop: Callable[[bool], None]) -> Iterator[None]:
     """For the body, SIGTERM calls ``stop`` on the loop instead of Prefect's handler, which raised
-    ``TerminationSignal`` at once in whatever code ran. Each subflow reinstalls Prefect's handler unless the one
+    ``TerminationSignal`` at once in whatever code ran; ``stop(True)`` for a cancellation (the worker's control
+    intent ``cancel``, which it sends before its SIGTERM). Each subflow reinstalls Prefect's handler unless the one
     installed *is* Prefect's (``prefect.utilities.engine._prefect_sigterm_handler``, compared by identity), so ours
-    holds that name for the body. A stop Prefect's runner asks for itself (a cancellation from the UI, a control
-    intent) still goes to Prefect's handler, which marks the run Cancelled."""
+    holds that name for the body. Another intent the runner owns (a suspension) still goes to Prefect's handler."""
     prefects = getattr(engine_utils, "_prefect_sigterm_handler", None)
 
     def graceful(signum: int, frame: FrameType | None) -> None:
-        if prefects is not None and get_intent() is not None:
-            prefects(signum, frame)
+        intent = get_intent()
+        if intent == "cancel" or intent is None or prefects is None:
+            loop.call_soon_threadsafe(stop, intent == "cancel")
             return
-        loop.call_soon_threadsafe(stop)
+        prefects(signum, frame)
 
     try:
         previous = signal.signal(signal.SIGTERM, graceful)
@@ -139,6 +167,51 @@ def _parent() -> int:
     return os.getppid()
 
 
+def _is_pidfd(fd: int) -> bool:
+    """Whether ``fd`` is a pidfd: ``LIFELINES`` reaches a process of ours that did not inherit its fds too."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[pidfd]"
+    except OSError:
+        return False
+
+
+def _gone(pid: int, who: str) -> str:
+    if who == "worker":
+        return f"the worker that started this run (pid {pid}) is gone"
+    return f"the process that started this run (pid {pid}) is gone"
+
+
+def _lifelines() -> tuple[list[tuple[int, str]], str | None, bool]:
+    """The pidfds whose process's end stops this run, each with the reason it gives; a reason already (one of them
+    had ended before it could be watched); whether the fds were opened here (closed with the lifeline). Those
+    ``harvester.flows.engine`` passed on (its worker's, its own), else the parent's. Empty, with no reason: no
+    pidfds on this system (``POLL_S``)."""
+    watched: list[tuple[int, str]] = []
+    gone: str | None = None
+    for entry in filter(None, os.environ.get(LIFELINES, "").split(",")):
+        number, pid, who = entry.split(":", 2)
+        if int(number) < 0:
+            gone = gone or _gone(int(pid), who)
+        elif _is_pidfd(int(number)):
+            os.set_inheritable(int(number), False)
+            watched.append((int(number), _gone(int(pid), who)))
+    if watched or gone:
+        return watched, gone, False
+    parent = _parent()
+    if os.getppid() != parent:  # the engine's command died before this line: we were re-parented
+        return [], _gone(parent, "command"), False
+    try:
+        fd = os.pidfd_open(parent)
+    except ProcessLookupError:
+        return [], _gone(parent, "command"), False
+    except OSError:
+        return [], None, False
+    if os.getppid() != parent:  # it ended as the fd was opened: the fd may name a stranger given its pid
+        os.close(fd)
+        return [], _gone(parent, "command"), False
+    return [(fd, _gone(parent, "command"))], None, True
+
+
 @asynccontextmanager
 async def parent_lifeline() -> AsyncIterator[None]:
     """For the body: stop the crawl gracefully if the process that started this one dies or SIGTERM arrives."""
@@ -152,19 +225,25 @@ async def parent_lifeline() -> AsyncIterator[None]:
     told = asyncio.Event()
     said = asyncio.Event()
     reasons: list[str] = []
+    cancelled: list[bool] = []
 
-    def on_sigterm() -> None:
+    def on_sigterm(cancel: bool) -> None:
         if not reasons:
-            reasons.append("this run's process was sent SIGTERM (its worker or `harvester serve` is stopping)")
+            reasons.append(CANCELLED if cancel else
+                           "this run's process was sent SIGTERM (its worker or `harvester serve` is stopping)")
+            cancelled.append(cancel)
+        told.set()
+
+    def gone(reason: str) -> None:
+        if not reasons:
+            reasons.append(reason)
         told.set()
 
     async def watch_parent() -> None:
         # Polling: Linux's PR_SET_PDEATHSIG fires when the parent *thread* that forked us exits, not the process.
         while os.getppid() == parent:  # noqa: ASYNC110
             await asyncio.sleep(POLL_S)
-        if not reasons:
-            reasons.append(f"the process that started this run (pid {parent}) is gone")
-        told.set()
+        gone(_gone(parent, "command"))
 
     async def stop_when_told() -> None:
         await told.wait()
@@ -187,16 +266,33 @@ async def parent_lifeline() -> AsyncIterator[None]:
             body.cancel(f"{reason}, and the run did not stop within {GRACE_S:.0f} s")
 
     early = told_before()
-    if early is not None:
+    if early is not None and get_intent() == "cancel":
+        on_sigterm(True)
+    elif early is not None:
         reasons.append(f"this run's process was sent {signal.Signals(early).name} as it started (its worker or "
                        f"`harvester serve` is stopping)")
         told.set()
-    watchers = [asyncio.create_task(watch_parent(), name="parent lifeline"),
-                asyncio.create_task(stop_when_told(), name="graceful stop")]
+    watched, ended, opened = _lifelines()
+    if ended is not None:
+        gone(ended)
+    for fd, reason in watched:  # readable once its process has ended
+        loop.add_reader(fd, gone, reason)
+    watchers = [asyncio.create_task(stop_when_told(), name="graceful stop")]
+    if not watched and ended is None:  # no pidfds here
+        watchers.append(asyncio.create_task(watch_parent(), name="parent lifeline"))
     try:
         with _sigterm_stops(loop, on_sigterm):
             yield
+    except Interrupted as stopped:
+        if cancelled == [True]:  # the run ends Cancelled, saying so; what the stop kept is as after a SIGTERM
+            raise RunCancelled(f"{CANCELLED}: stopped (answers in flight written, leases back); a new run resumes "
+                               f"from the frontier") from stopped
+        raise
     finally:
+        for fd, _reason in watched:
+            loop.remove_reader(fd)
+            if opened:
+                os.close(fd)
         try:
             if told.is_set():  # the run reports its final state after this block: its logs say why first
                 with suppress(TimeoutError):

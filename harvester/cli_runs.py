@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harvester.errors import ExtractorFailed
+from harvester.errors import ExtractorFailed, Interrupted
 from harvester.extraction import hook_failed_everywhere, resolve_hook
 from harvester.phases.cycles import Cycle, LocalSteps, harvest_steps, loud, recrawl_steps
 from harvester.settings import Settings
@@ -65,6 +65,14 @@ async def run_locally(
     return {**counters, "extract_run": extracted.run_id}
 
 
+def _counters(ran: object) -> dict[str, Any]:
+    """A cycle flow's counters. It returns a state instead only when cancelled from Prefect under a runner
+    (``harvester.flows.lifeline``), never called in this process; were it so, the run stopped."""
+    if isinstance(ran, dict):
+        return ran
+    raise Interrupted(f"the run ended {ran}")
+
+
 async def run_with_prefect(
     kind: str, profile: SiteProfile, *, workers: int, refresh: bool, config_file: str | None,
     overrides: dict[str, Any],
@@ -76,13 +84,12 @@ async def run_with_prefect(
     if kind == "harvest":
         from harvester.flows.harvest import harvest_flow
 
-        result: dict[str, Any] = await harvest_flow(profile, workers=workers, config_file=config_file,
-                                                    overrides=typed)
+        result = _counters(await harvest_flow(profile, workers=workers, config_file=config_file, overrides=typed))
     elif kind == "recrawl":
         from harvester.flows.recrawl import recrawl_flow
 
-        result = await recrawl_flow(profile, refresh=refresh, workers=workers, config_file=config_file,
-                                    overrides=typed)
+        result = _counters(await recrawl_flow(profile, refresh=refresh, workers=workers, config_file=config_file,
+                                              overrides=typed))
     elif kind == "discover":
         from harvester.flows.discover import discover_flow
 

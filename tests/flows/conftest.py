@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ import pytest
 from harvester.cli import PREFECT_QUIET_DEFAULTS
 
 VENV_BIN = Path(sys.executable).parent
+REPO = Path(__file__).parents[2]
 QUIET = {**PREFECT_QUIET_DEFAULTS, "PREFECT_UI_ENABLED": "false"}
 """The CLI's quiet Prefect (no telemetry, warnings only), and no UI for a test's server."""
 SERVER_START_TIMEOUT_S = 600.0
@@ -152,3 +154,46 @@ def prepared(db_url: str) -> dict[str, Any]:
         pass
     os.environ["HARVESTER_DATABASE_URL"] = db_url  # undone after the test by _own_database_url
     return {}
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)  # load 30: minutes
+    assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done.stdout + done.stderr
+
+
+@pytest.fixture(scope="session")
+def deployed(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A process work pool holding site ``stop``'s deployments, written by ``harvester deployments`` and deployed
+    by ``prefect deploy`` as docs/operations.md says; the workers are each test's own (``pool``). One for the
+    session: the tests of a worker's stops (test_shutdown.py, test_worker_loss.py) share it."""
+    home = tmp_path_factory.mktemp("pool-home")
+    (home / "flows").symlink_to(REPO / "flows")  # the checkout the workers run from (HARVESTER_HOME)
+    (home / "sites.toml").write_text('[sites.stop]\nseeds = ["http://127.0.0.1:9/"]\n', encoding="utf-8")
+    name = f"stop-{uuid.uuid4().hex[:6]}"
+    env = {key: value for key, value in prefect_api.items() if not key.startswith("HARVESTER_")}
+    env["PATH"] = f"{VENV_BIN}:{os.environ.get('PATH', '')}"
+    run([str(VENV_BIN / "prefect"), "work-pool", "create", name, "--type", "process"], env, home)
+    said = run([str(VENV_BIN / "harvester"), "deployments", "--sites", "sites.toml", "--pool", name, "-o", "d.yaml"],
+               env, home)
+    run([str(VENV_BIN / "prefect"), "deploy", "--all", "--prefect-file", "d.yaml"], env, home)
+    yield {"name": name, "home": home, "env": env, "said": said}
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:  # through the API: three CLI processes cost ~10 s of CPU
+        for deployment in ("harvest/stop", "recrawl/stop", "close-crashed-run/healing"):
+            client.delete_deployment(client.read_deployment_by_name(deployment).id)
+
+
+@pytest.fixture
+async def pool(deployed: dict[str, Any]) -> dict[str, Any]:
+    """The session's pool, with a work queue of this test's own (``queue``) for its runs and its workers. A run a
+    test leaves crashed is put back to Scheduled by the retry automation: on the pool's default queue the next
+    test's worker started it beside that test's own run (two or three engines loading Prefect at once on 2 cores,
+    and each stopped and retried again), and a run stopped at its first instant was still Submitting 30 s later."""
+    from prefect import get_client
+
+    queue = f"t-{uuid.uuid4().hex[:8]}"
+    async with get_client() as client:
+        await client.create_work_queue(name=queue, work_pool_name=deployed["name"])
+    return {**deployed, "queue": queue}

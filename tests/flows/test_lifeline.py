@@ -100,7 +100,7 @@ async def test_a_killed_runners_run_stops_fetching_crashes_and_is_retried_to_com
             for name in ("harvest/lifeline-serve", "recrawl/lifeline-serve"):
                 await client.delete_deployment((await client.read_deployment_by_name(name)).id)
 
-    # The orphan sent its last request within about a second of the kill (it looks every 0.5 s; the bound leaves
+    # The orphan sent its last request within about a second of the kill (a pidfd, at once; the bound leaves
     # room for a loaded machine), and nothing after it: every request before the restart is the orphan's or older.
     last = max(r.start for r in web.records() if r.url in details and r.start < restarted_at)
     assert last - killed_at <= STOPS_WITHIN_S, f"requests went on {last - killed_at:.1f} s after the kill"

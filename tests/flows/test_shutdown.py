@@ -13,8 +13,6 @@ import os
 import signal
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,51 +25,8 @@ from harvester.settings import Settings
 from harvester.testing import HostSpec, TestWeb
 from harvester.testing.record import duplicates
 
-REPO = Path(__file__).parents[2]
 WAIT_S = 120.0
 FINAL_WITHIN_S = 10.0
-
-
-def run(args: list[str], env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)  # load 30: minutes
-    assert done.returncode == 0, f"{args}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    return done.stdout + done.stderr
-
-
-@pytest.fixture(scope="module")
-def deployed(prefect_api: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A process work pool holding site ``stop``'s deployments, written by ``harvester deployments`` and deployed
-    by ``prefect deploy`` as docs/operations.md says; the workers are each test's own (``pool``)."""
-    home = tmp_path_factory.mktemp("pool-home")
-    (home / "flows").symlink_to(REPO / "flows")  # the checkout the workers run from (HARVESTER_HOME)
-    (home / "sites.toml").write_text('[sites.stop]\nseeds = ["http://127.0.0.1:9/"]\n', encoding="utf-8")
-    name = f"stop-{uuid.uuid4().hex[:6]}"
-    env = {key: value for key, value in prefect_api.items() if not key.startswith("HARVESTER_")}
-    env["PATH"] = f"{VENV_BIN}:{os.environ.get('PATH', '')}"
-    run([str(VENV_BIN / "prefect"), "work-pool", "create", name, "--type", "process"], env, home)
-    said = run([str(VENV_BIN / "harvester"), "deployments", "--sites", "sites.toml", "--pool", name, "-o", "d.yaml"],
-               env, home)
-    run([str(VENV_BIN / "prefect"), "deploy", "--all", "--prefect-file", "d.yaml"], env, home)
-    yield {"name": name, "home": home, "env": env, "said": said}
-    from prefect import get_client
-
-    with get_client(sync_client=True) as client:  # through the API: three CLI processes cost ~10 s of CPU
-        for deployment in ("harvest/stop", "recrawl/stop", "close-crashed-run/healing"):
-            client.delete_deployment(client.read_deployment_by_name(deployment).id)
-
-
-@pytest.fixture
-async def pool(deployed: dict[str, Any]) -> dict[str, Any]:
-    """The module's pool, with a work queue of this test's own (``queue``) for its runs and its workers. A run a
-    test leaves crashed is put back to Scheduled by the retry automation: on the pool's default queue the next
-    test's worker started it beside that test's own run (two or three engines loading Prefect at once on 2 cores,
-    and each stopped and retried again), and a run stopped at its first instant was still Submitting 30 s later."""
-    from prefect import get_client
-
-    queue = f"t-{uuid.uuid4().hex[:8]}"
-    async with get_client() as client:
-        await client.create_work_queue(name=queue, work_pool_name=deployed["name"])
-    return {**deployed, "queue": queue}
 
 
 async def open_runs_for(pool: dict[str, Any]) -> list[str]:
