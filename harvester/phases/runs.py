@@ -157,6 +157,7 @@ async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dic
 
 def _requests(counts: dict[str, int]) -> dict[str, Any]:
     return {"fetched": counts.get("fetched", 0), "not_modified": counts.get("not_modified", 0),
+            "failed": counts.get("failed", 0),
             "gone": counts.get("gone", 0), "bytes": counts.get("bytes", 0),
             "errors": {key[6:]: n for key, n in counts.items() if key.startswith("error:")}}
 
