@@ -10,9 +10,15 @@ from __future__ import annotations
 import threading
 
 from harvester import aharvest
-from harvester.flows.artifacts import cycle_line
+from harvester.flows.artifacts import cycle_line, host_rows
 from harvester.flows.tasks import host_line
 from harvester.frontier import FrontierStore
+from harvester.phases import PhaseResult
+from harvester.phases.cycle_state import CycleState
+from harvester.phases.cycles import LocalSteps, harvest_steps
+from harvester.phases.discover_phase import discover
+from harvester.phases.runs import begin_run, finish_run, open_store, site_hosts
+from harvester.runtime import siblings
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
@@ -53,3 +59,51 @@ async def test_the_per_host_line_counts_failed_urls_as_the_summary_does(db_url):
     assert f"{failed} failed (http_5xx={failed})" in cycle_line("harvest", "failing", cycle)
     line = host_line(origin, cycle.extract.hosts[origin])
     assert f" failed={failed} " in line and f"errors=http_5xx={failed}" in line, line
+
+
+class _PerHostSteps(LocalSteps):
+    """The library's cycle with discovery as the discover flow runs it: one call per host (its task), all
+    through the cycle's one client, merged into one run."""
+
+    async def discover(self, *, refresh: bool, cycle: CycleState | None = None) -> PhaseResult:
+        run_id = await begin_run(self.settings, "discover", self.profile)
+
+        async def one(origin: str) -> PhaseResult:
+            async with open_store(self.settings) as store:
+                return await discover(store, self.settings, self.profile, hosts=[origin], run_id=run_id,
+                                      refresh=refresh, cycle=cycle)
+
+        parts = await siblings({origin: one(origin) for origin in site_hosts(self.settings, self.profile)})
+        result, _ = await finish_run(self.settings, run_id, "discover", parts)
+        return result
+
+
+async def test_discovery_hosts_table_counts_each_host_once_on_a_two_host_site(db_url):
+    """Two hosts discovered by two tasks through the cycle's one client: each task listed both hosts' tallies, so
+    the table counted every request (and byte) twice; one-host sites were right."""
+    served: dict[str, list[int]] = {}
+    lock = threading.Lock()
+
+    def answer(request: Asked) -> Answer:
+        if request.path == "/robots.txt":
+            status, headers, body = robots_txt(request.origin)
+        elif request.path == "/sitemap.xml":
+            status, headers, body = sitemap(request.origin, {path: None for path in PAGES[:2]})
+        else:
+            status, headers, body = 200, {"Content-Type": "text/html"}, _page(request.path)
+        with lock:
+            served.setdefault(request.origin, []).append(len(body))
+        return status, headers, body
+
+    with threaded_site(answer) as first, threaded_site(answer) as second:
+        settings = Settings.load(database_url=db_url)
+        profile = SiteProfile.build(seeds=(first + "/", second + "/"), name="two")
+        with FrontierStore.open(settings, upgrade=True):
+            cycle = await harvest_steps(_PerHostSteps(settings, profile), settings, profile)
+    rows = {row["host"]: row for row in host_rows(cycle.discover)}
+    assert set(rows) == {first, second}, rows
+    for origin in (first, second):
+        # At most what the host answered in the whole cycle (discovery's own requests, and extraction's that came
+        # through the shared client meanwhile): counted twice, discovery's alone were more than that.
+        assert 0 < rows[origin]["fetched"] <= len(served[origin]), (origin, rows[origin], served[origin])
+        assert 0 < rows[origin]["bytes"] <= sum(served[origin]), (origin, rows[origin], served[origin])
