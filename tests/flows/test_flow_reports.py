@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from harvester import aharvest
-from harvester.flows.artifacts import cycle_line, host_rows
+from harvester.flows.artifacts import cycle_line, cycle_markdown, host_rows
 from harvester.flows.tasks import host_line
 from harvester.frontier import FrontierStore
 from harvester.phases import PhaseResult
@@ -107,3 +107,29 @@ async def test_discovery_hosts_table_counts_each_host_once_on_a_two_host_site(db
         # through the shared client meanwhile): counted twice, discovery's alone were more than that.
         assert 0 < rows[origin]["fetched"] <= len(served[origin]), (origin, rows[origin], served[origin])
         assert 0 < rows[origin]["bytes"] <= sum(served[origin]), (origin, rows[origin], served[origin])
+
+
+async def test_found_by_discovery_counts_the_urls_a_listing_page_added(db_url):
+    """The sitemap names one page, the home page (a listing page) links two more: the cycle's "found by discovery"
+    is the three URLs new to the frontier (it said 1, only the sitemap's)."""
+
+    def answer(request: Asked) -> Answer:
+        if request.path == "/robots.txt":
+            return robots_txt(request.origin)
+        if request.path == "/sitemap.xml":
+            return sitemap(request.origin, {"/item/1": None})
+        if request.path == "/":
+            links = "".join(f'<li><a href="/item/{n}">item {n}</a></li>' for n in (2, 3))
+            return 200, {"Content-Type": "text/html"}, f"<html><body><ul>{links}</ul></body></html>".encode()
+        return 200, {"Content-Type": "text/html"}, _page(request.path)
+
+    with threaded_site(answer) as origin:
+        settings = Settings.load(database_url=db_url)
+        profile = SiteProfile.build(seeds=(origin + "/",), name="listed")
+        with FrontierStore.open(settings, upgrade=True) as store:
+            cycle = await aharvest(settings, profile)
+            urls = set(store.url_states())
+    added = urls - {origin + "/"}  # the seed is given, not found
+    assert {f"{origin}/item/{n}" for n in (1, 2, 3)} <= added, urls
+    assert cycle.found == len(added), (cycle.found, sorted(added))
+    assert f"| found by discovery | {len(added)} |" in cycle_markdown("harvest", "listed", cycle)
