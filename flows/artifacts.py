@@ -15,9 +15,11 @@ from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifa
 from prefect.events import emit_event
 
 from harvester.flows.events import cycle_event
-from harvester.phases import PhaseResult
+from harvester.phases import PhaseResult, site_origins
 from harvester.phases.cycles import Cycle
 from harvester.runtime import utcnow
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.store_results import CYCLE_COUNTS
 
 logger = logging.getLogger(__name__)
@@ -55,13 +57,32 @@ def source_rows(result: PhaseResult) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_markdown(result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any]) -> str:
+def site_states(stats: dict[str, Any], hosts: list[str]) -> dict[str, int]:
+    """URLs by state on ``hosts`` only (``StoreStats.hosts``' per-host states)."""
+    states: dict[str, int] = {}
+    per_host = stats.get("hosts") or {}
+    for origin in hosts:
+        for state, count in ((per_host.get(origin) or {}).get("states") or {}).items():
+            states[state] = states.get(state, 0) + count
+    return states
+
+
+def summary_markdown(
+    result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any], hosts: list[str] | None = None,
+) -> str:
+    """A phase run's page. ``hosts``: the site's hosts (``phases.site_origins``), whose URLs "Frontier by state"
+    counts; None: it counts the whole database, and says so (a frontier may hold many sites: their URLs under one
+    site's heading misled)."""
     lines = [f"# {title}", "", f"Frontier run `{run_id}` · phase `{result.phase}`", ""]
     lines += ["| counter | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in sorted(result.counters.items())]
-    states = stats.get("by_state") or {}
+    if hosts is None:
+        states, heading = stats.get("by_state") or {}, "Frontier by state (the whole database, every site)"
+    else:
+        states = site_states(stats, hosts)
+        heading = f"Frontier by state (this site's {len(hosts)} host{'' if len(hosts) == 1 else 's'})"
     if states:
-        lines += ["", "## Frontier by state", "", "| state | URLs |", "|---|---|"]
+        lines += ["", f"## {heading}", "", "| state | URLs |", "|---|---|"]
         lines += [f"| {state} | {count} |" for state, count in sorted(states.items())]
     if result.problems:
         lines += ["", "## Problems", ""] + [f"- {problem}" for problem in result.problems[:50]]
@@ -80,11 +101,20 @@ async def _reported(what: str, report: Awaitable[T]) -> T | None:
         return None
 
 
-async def publish(result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any]) -> None:
-    """The artifacts every run leaves, keyed by phase so the UI shows their history."""
+async def site_scope(settings: Settings, profile: SiteProfile) -> list[str] | None:
+    """The site's hosts for its run's artifacts (``phases.site_origins``); None when they cannot be read (the
+    artifact then counts the whole database and says so: a report is never worth the run)."""
+    return await _reported("the site's hosts", site_origins(settings, profile))
+
+
+async def publish(
+    result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any], hosts: list[str] | None = None,
+) -> None:
+    """The artifacts every run leaves, keyed by phase so the UI shows their history; ``hosts`` as
+    ``summary_markdown``'s."""
     key = result.phase.replace("_", "-")
     await _reported(f"{key}-summary", acreate_markdown_artifact(
-        key=f"{key}-summary", markdown=summary_markdown(result, title=title, run_id=run_id, stats=stats),
+        key=f"{key}-summary", markdown=summary_markdown(result, title=title, run_id=run_id, stats=stats, hosts=hosts),
         description=f"{title}: summary",
     ))
     rows = host_rows(result)

@@ -69,6 +69,16 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
     return Site(settings, profile).origins
 
 
+async def site_origins(settings: Settings, profile: SiteProfile) -> list[str]:
+    """Every host of the frontier that is the profile's (its seeds', those they moved to, those its scope takes in):
+    what a run's own artifacts count on a frontier several sites share (``ExtractWork.my_hosts``' rule)."""
+    site = Site(settings, profile, keep_reports=False)
+    async with open_store(settings) as store:
+        site.add_moved(await db(store.moved_hosts))
+        origins = await db(store.host_origins)
+    return sorted(origin for origin in origins if site.in_scope(origin + "/"))
+
+
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
     """The run this phase belongs to: an unfinished run of the same phase, profile and User-Agent is resumed. It
     records the User-Agent its client sends (``polite_client``: the profile's, else the settings'), which the WARC

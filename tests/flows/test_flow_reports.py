@@ -10,17 +10,18 @@ from __future__ import annotations
 import threading
 
 from harvester import aharvest
-from harvester.flows.artifacts import cycle_line, cycle_markdown, host_rows
+from harvester.flows.artifacts import cycle_line, cycle_markdown, host_rows, summary_markdown
 from harvester.flows.tasks import host_line
 from harvester.frontier import FrontierStore
 from harvester.phases import PhaseResult
 from harvester.phases.cycle_state import CycleState
 from harvester.phases.cycles import LocalSteps, harvest_steps
 from harvester.phases.discover_phase import discover
-from harvester.phases.runs import begin_run, finish_run, open_store, site_hosts
+from harvester.phases.runs import begin_run, finish_run, open_store, site_hosts, site_origins
 from harvester.runtime import siblings
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
+from harvester.testing.sites import HostSpec
 from harvester.testing.threaded_site import Answer, Asked, robots_txt, sitemap, threaded_site
 
 PAGES = ("/p1", "/p2", "/p3", "/p4", "/p5")
@@ -133,3 +134,29 @@ async def test_found_by_discovery_counts_the_urls_a_listing_page_added(db_url):
     assert {f"{origin}/item/{n}" for n in (1, 2, 3)} <= added, urls
     assert cycle.found == len(added), (cycle.found, sorted(added))
     assert f"| found by discovery | {len(added)} |" in cycle_markdown("harvest", "listed", cycle)
+
+
+async def test_frontier_by_state_counts_the_sites_own_urls_on_a_shared_database(make_web, db_url):
+    """Two sites in one database (the documented layout): a run's "Frontier by state" counted both under one
+    site's heading; it counts that site's hosts, and the whole database only when it says so."""
+    web = make_web([HostSpec("a", pages=12), HostSpec("b", pages=20)], seed=473)
+    settings = Settings.load(database_url=db_url)
+    first = SiteProfile.build(seeds=(web.seeds[0],), name="first")
+    second = SiteProfile.build(seeds=(web.seeds[1],), name="second")
+    with FrontierStore.open(settings, upgrade=True) as store:
+        cycle = await aharvest(settings, first)
+        await aharvest(settings, second)
+        stats = store.stats().as_dict()
+        states = store.url_states()
+    origin = web.origin("a")
+    own = sum(1 for url in states if url.startswith(origin + "/"))
+    assert 0 < own < len(states)
+    hosts = await site_origins(settings, first)
+    assert hosts == [origin]
+    page = summary_markdown(cycle.extract, title="Extraction of first", run_id=1, stats=stats, hosts=hosts)
+    assert "## Frontier by state (this site's 1 host)" in page, page
+    table = page.split("## Frontier by state")[1]
+    shown = sum(int(row.split("|")[2]) for row in table.splitlines() if row.startswith("| ") and "URLs" not in row)
+    assert shown == own, (shown, own, page)
+    whole = summary_markdown(cycle.extract, title="Extraction of first", run_id=1, stats=stats)
+    assert "## Frontier by state (the whole database, every site)" in whole, whole
