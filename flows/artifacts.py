@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
+from prefect.client.schemas.objects import State
 from prefect.events import emit_event
+from prefect.states import Completed
 
 from harvester.flows.events import cycle_event
 from harvester.phases import PhaseResult, site_origins
@@ -190,6 +192,20 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
             part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""
             lines += ["", f"## {name.capitalize()}{part}", ""] + [f"- {url}" for url in urls]
     return "\n".join(lines) + "\n"
+
+
+def ended_with(cycle: Cycle[Any], result: T) -> T:
+    """The cycle flow's return: its result as it is, or, when requests failed, a Completed state carrying it with a
+    message saying how many ("3 failed (timeout=3) of 12 requests"): the run list shows a state's message, and a
+    run whose pages timed out showed a bare Completed. Typed as ``result`` because that is what the flow's caller
+    receives: Prefect makes a state the flow returns its final state, and hands the caller ``state.result()``."""
+    changes = cycle.changes
+    if not changes["failed"]:
+        return result
+    failures = _failures(cycle_totals(cycle))
+    ended: State[T] = Completed(message=f"{changes['failed']} failed" + (f" ({failures})" if failures else "")
+                      + f" of {changes['fetched']} requests", data=result)
+    return cast("T", ended)
 
 
 def _failures(counts: dict[str, int]) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import flow
 
-from harvester.flows.artifacts import publish_cycle
+from harvester.flows.artifacts import ended_with, publish_cycle
 from harvester.flows.guards import run_name, tidy_stored_parameters
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.start import cycle_run
@@ -25,4 +25,4 @@ async def harvest_flow(
         cycle = await harvest_steps(steps, settings, profile)
     await publish_cycle("harvest", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
-    return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}
+    return ended_with(cycle, {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes})
