@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from prefect import get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_progress_artifact, acreate_table_artifact
+from prefect.client.schemas.objects import State
 from prefect.events import emit_event
+from prefect.states import Completed
 
 from harvester.flows.events import cycle_event
-from harvester.phases import PhaseResult
+from harvester.phases import PhaseResult, site_origins
 from harvester.phases.cycles import Cycle
 from harvester.runtime import utcnow
+from harvester.settings import Settings
+from harvester.site_profile import SiteProfile
 from harvester.store_results import CYCLE_COUNTS
 
 logger = logging.getLogger(__name__)
@@ -55,13 +59,32 @@ def source_rows(result: PhaseResult) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_markdown(result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any]) -> str:
+def site_states(stats: dict[str, Any], hosts: list[str]) -> dict[str, int]:
+    """URLs by state on ``hosts`` only (``StoreStats.hosts``' per-host states)."""
+    states: dict[str, int] = {}
+    per_host = stats.get("hosts") or {}
+    for origin in hosts:
+        for state, count in ((per_host.get(origin) or {}).get("states") or {}).items():
+            states[state] = states.get(state, 0) + count
+    return states
+
+
+def summary_markdown(
+    result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any], hosts: list[str] | None = None,
+) -> str:
+    """A phase run's page. ``hosts``: the site's hosts (``phases.site_origins``), whose URLs "Frontier by state"
+    counts; None: it counts the whole database, and says so (a frontier may hold many sites: their URLs under one
+    site's heading misled)."""
     lines = [f"# {title}", "", f"Frontier run `{run_id}` · phase `{result.phase}`", ""]
     lines += ["| counter | value |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in sorted(result.counters.items())]
-    states = stats.get("by_state") or {}
+    if hosts is None:
+        states, heading = stats.get("by_state") or {}, "Frontier by state (the whole database, every site)"
+    else:
+        states = site_states(stats, hosts)
+        heading = f"Frontier by state (this site's {len(hosts)} host{'' if len(hosts) == 1 else 's'})"
     if states:
-        lines += ["", "## Frontier by state", "", "| state | URLs |", "|---|---|"]
+        lines += ["", f"## {heading}", "", "| state | URLs |", "|---|---|"]
         lines += [f"| {state} | {count} |" for state, count in sorted(states.items())]
     if result.problems:
         lines += ["", "## Problems", ""] + [f"- {problem}" for problem in result.problems[:50]]
@@ -80,11 +103,20 @@ async def _reported(what: str, report: Awaitable[T]) -> T | None:
         return None
 
 
-async def publish(result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any]) -> None:
-    """The artifacts every run leaves, keyed by phase so the UI shows their history."""
+async def site_scope(settings: Settings, profile: SiteProfile) -> list[str] | None:
+    """The site's hosts for its run's artifacts (``phases.site_origins``); None when they cannot be read (the
+    artifact then counts the whole database and says so: a report is never worth the run)."""
+    return await _reported("the site's hosts", site_origins(settings, profile))
+
+
+async def publish(
+    result: PhaseResult, *, title: str, run_id: int, stats: dict[str, Any], hosts: list[str] | None = None,
+) -> None:
+    """The artifacts every run leaves, keyed by phase so the UI shows their history; ``hosts`` as
+    ``summary_markdown``'s."""
     key = result.phase.replace("_", "-")
     await _reported(f"{key}-summary", acreate_markdown_artifact(
-        key=f"{key}-summary", markdown=summary_markdown(result, title=title, run_id=run_id, stats=stats),
+        key=f"{key}-summary", markdown=summary_markdown(result, title=title, run_id=run_id, stats=stats, hosts=hosts),
         description=f"{title}: summary",
     ))
     rows = host_rows(result)
@@ -160,6 +192,20 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
             part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""
             lines += ["", f"## {name.capitalize()}{part}", ""] + [f"- {url}" for url in urls]
     return "\n".join(lines) + "\n"
+
+
+def ended_with(cycle: Cycle[Any], result: T) -> T:
+    """The cycle flow's return: its result as it is, or, when requests failed, a Completed state carrying it with a
+    message saying how many ("3 failed (timeout=3) of 12 requests"): the run list shows a state's message, and a
+    run whose pages timed out showed a bare Completed. Typed as ``result`` because that is what the flow's caller
+    receives: Prefect makes a state the flow returns its final state, and hands the caller ``state.result()``."""
+    changes = cycle.changes
+    if not changes["failed"]:
+        return result
+    failures = _failures(cycle_totals(cycle))
+    ended: State[T] = Completed(message=f"{changes['failed']} failed" + (f" ({failures})" if failures else "")
+                      + f" of {changes['fetched']} requests", data=result)
+    return cast("T", ended)
 
 
 def _failures(counts: dict[str, int]) -> str:

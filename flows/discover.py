@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from harvester import phases
-from harvester.flows.artifacts import publish
+from harvester.flows.artifacts import publish, site_scope
 from harvester.flows.parameters import RunOverrides
 from harvester.flows.tasks import discover_host, load_settings, run_profile
 from harvester.runtime import siblings
@@ -37,5 +37,6 @@ async def discover_flow(
         await phases.finish_failed(settings, run_id, failed)
         raise
     result, stats = await phases.finish_run(settings, run_id, "discover", results)
-    await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats)
+    await publish(result, title=f"Discovery of {profile.name}", run_id=run_id, stats=stats,
+                  hosts=await site_scope(settings, profile))
     return result.counters

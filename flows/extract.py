@@ -8,7 +8,7 @@ from prefect import flow, get_run_logger
 
 from harvester import phases
 from harvester.errors import Interrupted
-from harvester.flows.artifacts import publish, start_progress
+from harvester.flows.artifacts import publish, site_scope, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.phases.cycle_state import CycleState, find_cycle
@@ -52,5 +52,6 @@ async def extract_flow(
     logger = get_run_logger()
     for origin, host in sorted(result.hosts.items()):  # one line per host per run, whichever worker served it
         logger.info("%s", host_line(origin, host))
-    await publish(result, title=f"Extraction of {profile.name}", run_id=run_id, stats=stats)
+    await publish(result, title=f"Extraction of {profile.name}", run_id=run_id, stats=stats,
+                  hosts=await site_scope(settings, profile))
     return result.counters

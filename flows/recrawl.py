@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import State, flow
 
-from harvester.flows.artifacts import publish_cycle
+from harvester.flows.artifacts import ended_with, publish_cycle
 from harvester.flows.guards import run_name, tidy_stored_parameters
 from harvester.flows.lifeline import RunCancelled
 from harvester.flows.parameters import RunOverrides, Workers
@@ -33,4 +33,4 @@ async def recrawl_flow(
         return cancelled.state
     await publish_cycle("recrawl", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
-    return {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes}
+    return ended_with(cycle, {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes})

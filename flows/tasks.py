@@ -114,8 +114,8 @@ class _Reporter:
         if not final and now - self._last_log >= LOG_EVERY_S:
             self._last_log = now
             active = sum(1 for host in progress.hosts.values() if host.in_flight)
-            self._logger.info("%d of %d due URLs done (%.0f%%), %d hosts fetching", progress.done, progress.total,
-                              progress.percent, active)
+            self._logger.info("%d of %d due URLs done (%d%%), %d hosts fetching", progress.done, progress.total,
+                              int(progress.percent), active)
 
 
 def host_line(origin: str, host: dict[str, Any]) -> str:

@@ -59,6 +59,15 @@ def database_url_of(value: str) -> str:
     ``--db sqlite:///crawl.db`` does."""
     text = value.strip()
     if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if scheme.lower().split("+")[0] == "sqlite" and rest.startswith("/") and not rest[1:].split("?")[0]:
+            # sqlite:/// with its path left out. SQLAlchemy reads it as a database in memory (as it does
+            # ``sqlite://``, kept for who means that): every connection a new empty one, so the first query failed
+            # with "no such table: urls", naming nothing the user could fix.
+            raise ValueError(
+                f"{text!r} names no file (a SQLite URL is sqlite:/// and then the file's path); write "
+                "sqlite:///crawl.db (relative to the working directory), sqlite:////srv/harvester/crawl.db "
+                "(absolute: four slashes), or just the path (--db crawl.db)")
         return text
     path = Path(text).expanduser()
     if path.is_dir():

@@ -170,3 +170,13 @@ def test_a_frontier_on_a_read_only_mount_is_read_by_every_read_only_command(read
     assert out.exit_code != 0
     assert "cannot be written (a read-only file or mount)" in _said(out)
     assert sorted(os.listdir(read_only_mount.parent)) == ["crawl.db"]
+
+
+def test_a_sqlite_url_without_a_path_says_it_names_no_file(tmp_path):
+    """``--db sqlite:///`` (the path left out) was a database in memory, and the run said "database error on
+    sqlite:///: no such table: urls"; it is refused before anything opens, saying what to write."""
+    out = CliRunner().invoke(app, ["status", "--db", "sqlite:///"], env={"COLUMNS": "300"}, terminal_width=300)
+    said = _said(out)
+    assert out.exit_code != 0, said
+    assert "'sqlite:///' names no file" in said and "sqlite:///crawl.db" in said, said
+    assert "no such table" not in said

@@ -271,18 +271,23 @@ class Queue(Part):
         with self._tx(write=False) as tx:
             return self._d.max_url_id(tx.conn)
 
-    def due_count(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> int:
-        """URLs an extraction would fetch now (not counting those leased): the denominator of its progress."""
+    def due_count(
+        self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None, hosts: Sequence[str] | None = None,
+    ) -> int:
+        """URLs an extraction would fetch now (not counting those leased): what its progress has still to do.
+        ``hosts``: only those origins' (a site's, on a frontier several sites share); None: every host's."""
         now = aware(now) or utcnow()
+        queued_where = [QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now)]
+        revisit_where = [Url.kind.in_(list(kinds)), Url.state == UrlState.DONE.value, Url.next_fetch_at <= now]
+        if hosts is not None:
+            if not hosts:
+                return 0
+            host_ids = select(Host.id).where(Host.origin.in_(list(hosts))).scalar_subquery()
+            queued_where.append(QueueEntry.host_id.in_(host_ids))
+            revisit_where.append(Url.host_id.in_(host_ids))
         with self._tx(write=False) as tx:
-            queued = tx.conn.execute(
-                select(func.count()).select_from(QueueEntry).where(
-                    QueueEntry.kind.in_(list(kinds)), QueueEntry.due_at.is_(None) | (QueueEntry.due_at <= now))
-            ).scalar_one()
-            revisits = tx.conn.execute(
-                select(func.count()).select_from(Url).where(
-                    Url.kind.in_(list(kinds)), Url.state == UrlState.DONE.value, Url.next_fetch_at <= now)
-            ).scalar_one()
+            queued = tx.conn.execute(select(func.count()).select_from(QueueEntry).where(*queued_where)).scalar_one()
+            revisits = tx.conn.execute(select(func.count()).select_from(Url).where(*revisit_where)).scalar_one()
         return int(queued) + int(revisits)
 
     def next_due_at(self, *, kinds: Sequence[str] = ("detail",), now: datetime | None = None) -> datetime | None:

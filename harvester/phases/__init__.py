@@ -30,10 +30,11 @@ from harvester.phases.runs import (
     open_store,
     recover_leases,
     site_hosts,
+    site_origins,
 )
 
 __all__ = [
     "PhaseResult", "Progress", "StoreRobots", "begin_cycle", "begin_run", "close_cycle", "discover", "extract",
     "finish_failed", "finish_run", "mark_due", "note_stopped", "open_store", "polite_client", "recover_leases",
-    "site_hosts",
+    "site_hosts", "site_origins",
 ]

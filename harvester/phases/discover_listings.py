@@ -230,6 +230,12 @@ class ListingCrawl:
             feeds = self.feeds.take_found()
             done = await db(self.host.store.complete_many, self.host.owner, items, run_id=self.host.run_id,
                             vanished=vanished, feeds=feeds, read_as=UrlKind.LISTING)
+        # What the pages named, counted as the sitemaps' and feeds' URLs are (``UrlBatches``): a cycle's "found by
+        # discovery" is ``urls_new``, and said 1 where a listing page had added two more.
+        counters = self.host.counters
+        counters["urls_new"] += done.outlinks.inserted
+        counters["urls_seen_again"] += done.outlinks.updated
+        counters["urls_made_due"] += done.outlinks.made_due
         return done.lost
 
     async def _predecessors(self, claimed: ClaimedUrl) -> list[str]:

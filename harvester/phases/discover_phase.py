@@ -91,8 +91,12 @@ async def discover(
             if shared is None:
                 await policies.aclose()
         await _keep_refused(store, robots)
+        # Only the hosts this call discovered (and where they moved): the client may be the cycle's, shared by a
+        # task per host, and every task listing every host's tally made a two-host site's table count each twice.
+        mine = _asked_for(origins, site)
         for origin, diag in client.diagnostics().items():
-            result.hosts[origin] = diag.as_dict()
+            if origin in mine:
+                result.hosts[origin] = diag.as_dict()
     # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
     # every host's report and its summary at once was the peak of a wide run (issue 22: 2,000 hosts).
     while site.reports:
@@ -100,6 +104,13 @@ async def discover(
         result.reports[origin] = site.reports.pop(origin).to_dict()
     site.forget_learned()
     return result
+
+
+def _asked_for(origins: list[str], site: Site) -> set[str]:
+    """The hosts a discovery of ``origins`` sends its requests to: those, and the hosts they moved to that are not
+    themselves among the site's origins (those are another task's)."""
+    moved = {site.moved[origin] for origin in origins if origin in site.moved}
+    return {*origins, *(target for target in moved if target not in site.origins)}
 
 
 async def _keep_refused(store: FrontierStore, robots: dict[str, Callable[[str], bool]]) -> None:

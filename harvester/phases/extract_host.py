@@ -82,6 +82,8 @@ class ExtractWork:
         """Hosts whose page budget this run is spent: kept leased (so no worker of the run takes them up again)
         and handed back with every other lease when the run ends."""
         self.claimed_total = 0
+        self.finished_total = 0
+        """Claimed URLs this worker has finished: answered (``done``) or kept on their lastmod (``_job``)."""
         self._sharing = (0, 0)
         """(hosts with work, other workers) at the last look for hosts: ``store.sharing`` and ``local_peers``."""
         self.shedding: set[str] = set()
@@ -191,6 +193,10 @@ class ExtractWork:
             if origin not in judged:
                 judged[origin] = self.site.in_scope(origin + "/")
         return [origin for origin, mine in judged.items() if mine]
+
+    def outstanding(self) -> int:
+        """URLs this worker has claimed and not yet answered: in flight, or waiting for their host's turn."""
+        return sum(len(ids) for ids in self._unsent.values())
 
     def rescope(self) -> None:
         """The site's scope grew (a host discovery found moved joined it): judge every origin again."""
@@ -354,6 +360,7 @@ class ExtractWork:
                     now=now, listed=True,
                 )
                 self.counters["skipped_by_lastmod"] += 1
+                self.finished_total += 1
                 await self.writer.put(
                     Completion(url_id=item.id, state=UrlState.DONE, fetched_at=item.last_fetched_at or now,
                                content_hash=item.content_hash, next_fetch_at=next_at, revisit_s=revisit_s,
@@ -379,6 +386,7 @@ class ExtractWork:
         a lapsed lease is the engine's check before each request): the parse, extraction and write are handed
         back to run once the next request is on its way (``HostWork.done``)."""
         self._unsent.get(job.host, set()).discard(job.payload.id)
+        self.finished_total += 1
         self._moved.answered(job.payload.url, result)
         self._unrecorded[job.payload.id] = (job, result)
         return self._record(job, result)

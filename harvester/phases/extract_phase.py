@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from harvester.errors import DatabaseUnavailable, StoreError
+from harvester.errors import DatabaseUnavailable, Interrupted, StoreError
 from harvester.extraction import ExtractorHook, resolve_hook
 from harvester.fetch.engine import PoliteClient
 from harvester.fetch.workers import PROGRESS_EVERY_S, run_hosts
@@ -27,6 +27,7 @@ from harvester.phases.extraction_lock import one_extraction
 from harvester.phases.host_policy import PolicyKeeper
 from harvester.phases.results import PhaseResult, Progress, ProgressCallback
 from harvester.phases.runs import recover_leases, teach_classifier
+from harvester.records import HostDiagnostics
 from harvester.rules.admission import Site
 from harvester.rules.stop import StopRule
 from harvester.runtime import OUTAGE_WAIT_S, check_stop, db, task_group, utcnow
@@ -79,7 +80,6 @@ async def _extract(
     await recover_leases(store)
     await teach_classifier(store, site)
     owner = make_owner(f"extract-{worker}")
-    total = await db(store.due_count)
     result = PhaseResult(phase="extract")
     shared = state.polite(site)
     async with phase_client(shared, store, settings, profile, site) as client:
@@ -96,26 +96,32 @@ async def _extract(
             work.hook_retries.update(await db(store.due_hook_retries, await work.my_hosts(),
                                               before=started or utcnow()))
 
-        def snapshot() -> Progress:
-            return Progress(done=work.claimed_total, total=max(total, work.claimed_total), hosts=client.diagnostics())
-
+        tally = ProgressTally(store, work, client.diagnostics)
+        ended: Progress | None = None
         try:
             async with task_group() as tasks:
                 keepers = [tasks.create_task(_keep_leases(work)),
-                           tasks.create_task(_keep_writing(work, on_progress, snapshot))]
+                           tasks.create_task(_keep_writing(work, on_progress, tally.snapshot))]
                 await _rounds(store, client, work, StopRule(max_idle_rounds=settings.politeness.max_attempts))
                 for keeper in keepers:
                     keeper.cancel()
+        except (Exception, Interrupted):
+            ended = tally.ended()  # its claims as the run ended, before the wind-down hands them back
+            raise
         finally:
             if shared is None:
                 await policies.aclose()
             await _wind_down(store, work, cycle)
             if shared is not None:  # after its leases went back: until then discovery's listing claims pass them
                 shared.owners.discard(owner)
+            if ended is not None and on_progress is not None:  # stopped or failed part-way: what it reached
+                await _report_ended(on_progress, tally, ended)
         diagnostics = client.diagnostics()
         if on_progress is not None:
-            await _report(on_progress, Progress(done=work.claimed_total, total=work.claimed_total, hosts=diagnostics,
-                                                final=True))
+            # The run ended of its own accord: nothing it could take is left (what is still due waits for its
+            # host's back-off, the next run's budget, or a park), so what it finished is all of its work.
+            await _report(on_progress, Progress(done=work.finished_total, total=work.finished_total,
+                                                hosts=diagnostics, final=True))
     result.counters.update(work.counters)
     result.counters.update({f"state:{key}": value for key, value in work.writer.counters.items()})
     for origin, diag in diagnostics.items():
@@ -280,7 +286,7 @@ async def _keep_leases(work: ExtractWork) -> None:
 
 
 async def _keep_writing(work: ExtractWork, on_progress: ProgressCallback | None,
-                        snapshot: Callable[[], Progress]) -> None:
+                        snapshot: Callable[[], Awaitable[Progress]]) -> None:
     """Flush idle completions and report progress."""
     loop = asyncio.get_running_loop()
     last_report = loop.time()
@@ -296,7 +302,65 @@ async def _keep_writing(work: ExtractWork, on_progress: ProgressCallback | None,
                            extra={"error_class": "storage"})
         if on_progress is not None and now - last_report >= PROGRESS_EVERY_S:
             last_report = now
-            await _report(on_progress, snapshot())
+            try:
+                progress = await snapshot()
+            except StoreError as exc:  # a report is never worth the run: the next tick asks again
+                logger.warning("progress: %s", exc, extra={"error_class": "storage"})
+                continue
+            await _report(on_progress, progress)
+
+
+class ProgressTally:
+    """This worker's progress: what it finished, of that plus what it holds unanswered (in flight, or waiting for
+    its host's turn) plus what is still due on the site's hosts (not every site's, on a shared frontier)."""
+
+    def __init__(
+        self, store: FrontierStore, work: ExtractWork, hosts: Callable[[], dict[str, HostDiagnostics]],
+    ) -> None:
+        self._store = store
+        self._work = work
+        self._hosts = hosts
+        self._due = 0
+
+    async def snapshot(self) -> Progress:
+        """A tick's snapshot: reads what is due from the store."""
+        self._due = await self._due_now()
+        return self._progress(outstanding=self._work.outstanding(), final=False)
+
+    def ended(self) -> Progress:
+        """The snapshot of a run that ended part-way, from the last tick's due (no store call: the store may be what
+        failed); ``ended_after`` reads it again once the claims went back."""
+        return self._progress(outstanding=self._work.outstanding(), final=True)
+
+    async def ended_after(self) -> Progress:
+        """As ``ended``, read after the wind-down: the claims it handed back unanswered are due again."""
+        self._due = await self._due_now()
+        return self._progress(outstanding=0, final=True)
+
+    async def _due_now(self) -> int:
+        return await db(self._store.due_count, kinds=("detail",), hosts=await self._work.my_hosts())
+
+    def _progress(self, *, outstanding: int, final: bool) -> Progress:
+        done = self._work.finished_total
+        return Progress(done=done, total=done + outstanding + self._due, hosts=self._hosts(), final=final)
+
+
+ENDED_REPORT_S = 5.0
+"""How long a run that ended part-way spends on its last progress report: it is on its way out (a stop's grace)."""
+
+
+async def _report_ended(on_progress: ProgressCallback, tally: ProgressTally, ended: Progress) -> None:
+    """The last report of a run that ended part-way: what it reached, of what is due now (else of what was due at
+    the last tick, the store being away)."""
+    try:
+        async with asyncio.timeout(ENDED_REPORT_S):
+            try:
+                ended = await tally.ended_after()
+            except StoreError as exc:
+                logger.warning("progress: %s", exc, extra={"error_class": "storage"})
+            await _report(on_progress, ended)
+    except TimeoutError:
+        logger.warning("the last progress report took longer than %.0f s: left", ENDED_REPORT_S)
 
 
 async def _report(on_progress: ProgressCallback, progress: Progress) -> None:

@@ -61,14 +61,21 @@ class Progress:
     """A snapshot handed to ``on_progress`` during extraction."""
 
     done: int
+    """Due URLs this run has finished (answered, or kept on their lastmod)."""
     total: int
+    """``done`` plus what the run has still to do: claimed and not yet answered (in flight, or waiting for their
+    host's turn), and still due on the site's hosts. Never only what was claimed: a run claims in batches, ahead of
+    its requests (a stuck run showed "5 of 5 (100%)" with a page hanging and more due)."""
     hosts: dict[str, HostDiagnostics]
     final: bool = False
     """The run's last snapshot: a reporter that throttles its updates must not drop this one."""
 
     @property
     def percent(self) -> float:
-        return 100.0 if self.total <= 0 else min(100.0, 100.0 * self.done / self.total)
+        """Share done; below 100 (at most 99) while anything is left, so a rounded figure never says 100% then."""
+        if self.total <= 0 or self.done >= self.total:
+            return 100.0
+        return min(99.0, 100.0 * self.done / self.total)
 
     def host_lines(self) -> list[str]:
         lines = []

@@ -69,6 +69,16 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
     return Site(settings, profile).origins
 
 
+async def site_origins(settings: Settings, profile: SiteProfile) -> list[str]:
+    """Every host of the frontier that is the profile's (its seeds', those they moved to, those its scope takes in):
+    what a run's own artifacts count on a frontier several sites share (``ExtractWork.my_hosts``' rule)."""
+    site = Site(settings, profile, keep_reports=False)
+    async with open_store(settings) as store:
+        site.add_moved(await db(store.moved_hosts))
+        origins = await db(store.host_origins)
+    return sorted(origin for origin in origins if site.in_scope(origin + "/"))
+
+
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:
     """The run this phase belongs to: an unfinished run of the same phase, profile and User-Agent is resumed. It
     records the User-Agent its client sends (``polite_client``: the profile's, else the settings'), which the WARC
@@ -157,6 +167,7 @@ async def _requests_per_host(store: FrontierStore, run_id: int) -> dict[str, dic
 
 def _requests(counts: dict[str, int]) -> dict[str, Any]:
     return {"fetched": counts.get("fetched", 0), "not_modified": counts.get("not_modified", 0),
+            "failed": counts.get("failed", 0),
             "gone": counts.get("gone", 0), "bytes": counts.get("bytes", 0),
             "errors": {key[6:]: n for key, n in counts.items() if key.startswith("error:")}}
 
