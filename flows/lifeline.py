@@ -275,8 +275,15 @@ async def parent_lifeline() -> AsyncIterator[None]:
     watched, ended, opened = _lifelines()
     if ended is not None:
         gone(ended)
+    def ended_now(fd: int, reason: str) -> None:
+        # A pidfd stays readable once its process has ended, and the loop's readers are level-triggered: left
+        # registered, this ran on every turn of the loop (~140,000 times a second), spinning a core through the
+        # drain the stop waits for.
+        loop.remove_reader(fd)
+        gone(reason)
+
     for fd, reason in watched:  # readable once its process has ended
-        loop.add_reader(fd, gone, reason)
+        loop.add_reader(fd, ended_now, fd, reason)
     watchers = [asyncio.create_task(stop_when_told(), name="graceful stop")]
     if not watched and ended is None:  # no pidfds here
         watchers.append(asyncio.create_task(watch_parent(), name="parent lifeline"))

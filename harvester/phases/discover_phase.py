@@ -91,11 +91,11 @@ async def discover(
             if shared is None:
                 await policies.aclose()
         await _keep_refused(store, robots)
-        # Only the hosts this call discovered (and where they moved): the client may be the cycle's, shared by a
-        # task per host, and every task listing every host's tally made a two-host site's table count each twice.
-        mine = _asked_for(origins, site)
+        # Not the hosts another call discovers (``_others_hosts``): the client may be the cycle's, shared by a task
+        # per host, and every task listing every host's tally made a two-host site's table count each twice.
+        theirs = _others_hosts(origins, site)
         for origin, diag in client.diagnostics().items():
-            if origin in mine:
+            if origin not in theirs:
                 result.hosts[origin] = diag.as_dict()
     # One host at a time, each live report dropped as its summary is made: the run is over for them, and holding
     # every host's report and its summary at once was the peak of a wide run (issue 22: 2,000 hosts).
@@ -106,11 +106,14 @@ async def discover(
     return result
 
 
-def _asked_for(origins: list[str], site: Site) -> set[str]:
-    """The hosts a discovery of ``origins`` sends its requests to: those, and the hosts they moved to that are not
-    themselves among the site's origins (those are another task's)."""
-    moved = {site.moved[origin] for origin in origins if origin in site.moved}
-    return {*origins, *(target for target in moved if target not in site.origins)}
+def _others_hosts(origins: list[str], site: Site) -> set[str]:
+    """The hosts another discovery of the site reports (the site's other origins, and where they moved), which a
+    discovery of ``origins`` leaves out of its table. Everything else it may have asked stays in: its origins,
+    where they moved, and other hosts its sitemaps are on (sitemaps.org cross-submission: a CDN), whose requests
+    and failures vanished from the table when it listed only its origins and their moves (review47b)."""
+    mine = {*origins, *(site.moved[origin] for origin in origins if origin in site.moved)}
+    others = [origin for origin in site.origins if origin not in mine]
+    return {*others, *(site.moved[origin] for origin in others if origin in site.moved)} - mine
 
 
 async def _keep_refused(store: FrontierStore, robots: dict[str, Callable[[str], bool]]) -> None:

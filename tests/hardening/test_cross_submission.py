@@ -58,3 +58,37 @@ async def test_sitemaps_on_another_host_are_few_polite_and_kept_in_scope(sqlite_
     items = [url for url in states if "/item/" in url]
     assert len(items) == maps  # the entries in scope are kept ...
     assert not [url for url in states if url.startswith(origins["third"])]  # ... the third party's own are not
+
+
+async def test_discoverys_per_host_table_counts_the_requests_to_another_host(sqlite_url, serve):
+    """The discover-hosts table lists every host discovery asked, a sitemap's other host too: counting each host
+    once (review47b: a shared client listed every host in every task's table), it dropped the hosts that are neither
+    the site's origins nor where they moved, and the requests (and failures) sent to a CDN's sitemaps with them."""
+    third: Counter[str] = Counter()
+    origins: dict[str, str] = {}
+
+    async def third_party(request: web.Request) -> web.Response:
+        third[request.path] += 1
+        if request.path == "/robots.txt":
+            return web.Response(text="User-agent: *\nAllow: /\n")
+        if request.path == "/maps/0.xml":
+            locs = f"<url><loc>{origins['seed']}/item/0</loc></url>"
+            return web.Response(content_type="application/xml",
+                                text=f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
+        return web.Response(status=500)  # a failed sitemap: the table is where its host's failure shows
+
+    async def seed(request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(text=f"User-agent: *\nAllow: /\nSitemap: {origins['third']}/maps/0.xml\n"
+                                     f"Sitemap: {origins['third']}/maps/broken.xml\n")
+        return web.Response(content_type="text/html", text="<html><body>home</body></html>")
+
+    origins["third"] = await serve(third_party)
+    origins["seed"] = await serve(seed)
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        profile = SiteProfile.build(seeds=(origins["seed"] + "/",), allow_addresses=("127.0.0.1",))
+        result = await phases.discover(store, settings, profile)
+
+    assert third["/maps/0.xml"] == 1 and third["/maps/broken.xml"] >= 1, third  # control: both were asked
+    assert origins["third"] in result.hosts, sorted(result.hosts)
