@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -69,12 +70,14 @@ def fields(page):
 '''
 
 
-def test_a_lone_surrogate_in_json_ld_or_a_hooks_fields_is_stored_as_u_fffd(db_url: str, tmp_path: Path) -> None:
+def test_a_lone_surrogate_in_json_ld_or_a_hooks_fields_is_stored_as_u_fffd(
+        db_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """``{"name":"x\\ud83dy"}`` in a page's JSON-LD is valid JSON whose string holds a lone surrogate, which has no
     UTF-8 form: hashing the page raised UnicodeEncodeError and the whole harvest exited 1 with its cycle left
     running, on every re-run. The same from a user hook's fields (or the message of the exception it raised) reached
     ``json.dumps(...).encode`` and the database. Each lone surrogate becomes U+FFFD, as an HTML parser makes of
-    ``&#xD83D;``: the page is stored whole, the run ends 0, the other pages are untouched."""
+    ``&#xD83D;``: the page is stored whole, the run ends 0, the other pages are untouched. What is logged has a
+    UTF-8 form too: the hook's traceback repeated its message raw, and a worker of pytest-xdist died sending it."""
     surrogate_ld = '<script type="application/ld+json">{"@type":"Article","name":"x\\ud83dy"}</script>'
     routes: dict[str, Answer] = {
         "/ok": (200, HTML, page("/ok")),
@@ -94,6 +97,10 @@ def test_a_lone_surrogate_in_json_ld_or_a_hooks_fields_is_stored_as_u_fffd(db_ur
     assert rows["/hook-raises"]["hook_error"] == {"class": "ValueError", "message": "no price in x\ufffdy"}
     assert rows["/ok"]["fields"] == {"ok": True}
     assert rows["/ok"]["jsonld"] == []
+    logged = [r for r in caplog.records if r.name.startswith("harvester")]
+    assert any("no price in x" in r.getMessage() for r in logged), "the control: the hook's failure is logged"
+    for record in logged:
+        logging.Formatter().format(record).encode("utf-8")  # raises on a lone surrogate
 
 
 def cut(data: bytes, n: int) -> bytes:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -175,7 +176,10 @@ def with_hook(
         message = f"extractor hook raised {type(exc).__name__}: {detail}"[:1000]
         first = id(hook) not in _traced  # one traceback per hook: enough to find the bug, not one per page
         _traced.add(id(hook))
-        logger.warning("%s on %s", message, page.final_url, exc_info=exc if first else None,
+        # The traceback written here, not by ``exc_info``: its last line repeats the hook's message raw, and a lone
+        # surrogate in it has no UTF-8 form (a log file, the Prefect API, pytest-xdist's report all refused it).
+        trace = "\n" + without_surrogates("".join(traceback.format_exception(exc))).rstrip() if first else ""
+        logger.warning("%s on %s%s", message, page.final_url, trace,
                        extra={"host": host_of(page.final_url), "error_class": ErrorClass.HOOK_FAILED.value})
         return _failed(extracted, message, type(exc).__name__, detail)
     fields, problem = _json_fields(returned)
