@@ -190,14 +190,6 @@ def read_listing(body: bytes, *, base_url: str, content_type: str | None, header
 # --- parsing and metadata -----------------------------------------------------------------------------------
 
 
-
-
-
-
-
-
-
-
 def _cap(text: str, limit: int) -> str | None:
     return text[:limit] or None
 

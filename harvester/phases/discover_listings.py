@@ -108,9 +108,11 @@ class ListingCrawl:
         for claimed, result, judged in early:
             if not result.ok or result.body is None:
                 continue
+            # Off the loop, as the first read's parse (``_read_listing``): the hosts' answers wait for none.
+            links = await asyncio.to_thread(extract_links, result.body, base_url=result.final_url,
+                                            content_type=result.content_type)
             page = apply_robots_header(
-                extract_links(result.body, base_url=result.final_url, content_type=result.content_type),
-                result.headers.get("x-robots-tag"),
+                links, result.headers.get("x-robots-tag"),
                 robots_token(self.host.client.user_agent, self.host.settings.robots),
             )
             if page.robots_nofollow:
