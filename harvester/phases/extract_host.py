@@ -191,7 +191,7 @@ class ExtractWork:
         judged = self._in_scope
         for origin in await db(self.store.host_origins):
             if origin not in judged:
-                judged[origin] = self.site.in_scope(origin + "/")
+                judged[origin] = self.site.owns(origin)
         return [origin for origin, mine in judged.items() if mine]
 
     def outstanding(self) -> int:

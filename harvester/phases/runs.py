@@ -71,12 +71,12 @@ def site_hosts(settings: Settings, profile: SiteProfile) -> list[str]:
 
 async def site_origins(settings: Settings, profile: SiteProfile) -> list[str]:
     """Every host of the frontier that is the profile's (its seeds', those they moved to, those its scope takes in):
-    what a run's own artifacts count on a frontier several sites share (``ExtractWork.my_hosts``' rule)."""
+    what a run's own artifacts count on a frontier several sites share (``Site.owns``, as extraction takes them)."""
     site = Site(settings, profile, keep_reports=False)
     async with open_store(settings) as store:
         site.add_moved(await db(store.moved_hosts))
         origins = await db(store.host_origins)
-    return sorted(origin for origin in origins if site.in_scope(origin + "/"))
+    return sorted(origin for origin in origins if site.owns(origin))
 
 
 async def begin_run(settings: Settings, phase: str, profile: SiteProfile) -> int:

@@ -89,6 +89,12 @@ class Site:
         canonical = self.canonicalize(url)
         return canonical is not None and self.filter.in_scope(canonical)
 
+    def owns(self, origin: str) -> bool:
+        """Whether a frontier host is this profile's (its seeds', those they moved to, those its scope takes in):
+        the one rule a run extracts by and its artifacts (progress, status, Frontier by state) count by, so that a
+        frontier several sites share never mixes their hosts."""
+        return self.in_scope(origin + "/")
+
     def seeds_of(self, origin: str) -> list[str]:
         """The profile's seed URLs on ``origin``, canonical."""
         found = []
