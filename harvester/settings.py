@@ -311,7 +311,16 @@ class DiscoverySettings(Group):
     feed_revisit_s: float = Field(12 * 3600.0, gt=0)
     listing_revisit_s: float = Field(12 * 3600.0, gt=0, description="Listing pages are asked again after this.")
     sitemap_revisit_s: float = Field(24 * 3600.0, gt=0)
-    sitemap_index_revisit_s: float = Field(7 * 24 * 3600.0, gt=0)
+    sitemap_index_revisit_s: float = Field(
+        24 * 3600.0, gt=0,
+        description="An index without validators is read in full again after this (one with them is asked every "
+        "run, conditionally): the index is where a site announces a new child sitemap.",
+    )
+    sitemap_redirect_recheck_s: float = Field(
+        7 * 24 * 3600.0, gt=0,
+        description="A sitemap URL that redirected is asked at its own URL again after this; meanwhile its target "
+        "is asked directly, with the target's validators.",
+    )
     sitemap_index_trust_s: float = Field(
         7 * 24 * 3600.0, ge=0,
         description="A child sitemap its index dates no newer than our copy is still asked once our copy is this "

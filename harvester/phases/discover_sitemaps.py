@@ -48,7 +48,7 @@ held a drip-fed host's slot for hours per file (review)."""
 REDIRECT_KIND = "redirect"
 """The document kind of a sitemap URL that answered with a redirect: its ``children`` hold the target, which later
 runs ask directly (conditionally, with the target's own validators) until the record is due again
-(``sitemap_index_revisit_s``). Asking the old URL each run sent its validators to the redirect and none to the
+(``sitemap_redirect_recheck_s``). Asking the old URL each run sent its validators to the redirect and none to the
 target, which then answered in full every run."""
 
 
@@ -304,7 +304,7 @@ class SitemapWalk:
         """``url`` redirected to ``target``: remembered (the next runs ask ``target`` directly) and ``target``
         marked read in this run. Returns what we hold of ``target``: its answer is recorded as its own."""
         status = result.redirect_statuses[0] if result.redirect_statuses else None
-        revisit_s = self.host.settings.discovery.sitemap_index_revisit_s
+        revisit_s = self.host.settings.discovery.sitemap_redirect_recheck_s
         await db(self.host.store.save_document, DocumentState(
             url=url, kind=REDIRECT_KIND, status=status, fetched_at=now, children=(target,),
             next_fetch_at=revisit.due_at(now, revisit_s, self.host.settings.revisit),
