@@ -108,10 +108,15 @@ def status_of(settings: Settings, run: int | None = None) -> dict[str, Any]:
         discovery = db_sync(store.last_run, "discover")
         cycle = db_sync(store.last_cycle)
         refused = db_sync(store.refused_counts)
+        leased = db_sync(store.leased_per_owner)
+        ended = dict(zip(leased, db_sync(lambda: [store.liveness.is_dead(owner) for owner in leased]), strict=True))
         if cycle is not None:
             counts = dict(db_sync(store.cycle_counts, cycle["id"]))
             stats["last_cycle"] = {"id": cycle["id"], "kind": cycle["kind"], "status": cycle["status"],
                                    "started_at": iso(cycle["started_at"]), **counts}
+    held = {owner: n for owner, n in leased.items() if ended[owner]}
+    if held:  # nothing is fetching them: a leased count alone read as work under way (stop 44's note)
+        stats["leased_by_ended"] = {"urls": sum(held.values()), "owners": sorted(held)}
     if discovery is not None:
         stats["last_discover"] = {"run": discovery["id"], "finished_at": iso(discovery.get("finished_at")),
                                   "robots_refused": sum(refused.values()), "robots_refused_by_host": refused,
@@ -185,6 +190,11 @@ def print_status(settings: Settings, most: int | None = MAX_HOSTS_SHOWN, *, run:
         by_state = host.get("states") or {}
         table.add_row(hosts_shown.label(origin), *(str(by_state.get(state, 0)) for state in states))
     console.print(table)
+    if ended := stats.get("leased_by_ended"):
+        console.print(f"{ended['urls']} of the leased URLs are held by a process that has ended "
+                      f"({', '.join(ended['owners'][:3])}{' …' if len(ended['owners']) > 3 else ''}): nothing is "
+                      "fetching them; the next extraction of their site takes them back when it starts.",
+                      soft_wrap=True, markup=False, highlight=False)
     print_refused(stats, most)
     cycle = stats.get("last_cycle")
     if cycle:

@@ -202,6 +202,12 @@ class Queue(Part):
             owners |= {o for o in tx.conn.execute(select(Host.lease_owner).distinct()).scalars() if o}
         return sorted(owners)
 
+    def leased_per_owner(self) -> dict[str, int]:
+        """URLs leased now, per owner: ``harvester status`` names those whose holder has ended."""
+        with self._tx(write=False) as tx:
+            rows = tx.conn.execute(select(Lease.owner, func.count()).group_by(Lease.owner)).all()
+        return {owner: int(n) for owner, n in rows if owner}
+
     def host_holders(self, owner: str, *, hosts: Sequence[str]) -> list[str]:
         """The other owners holding a host lease on one of ``hosts``, live or lapsed: a worker looking for hosts
         asks which of them are dead processes on its machine (``release_owner`` then), so their hosts are taken

@@ -92,6 +92,7 @@ class FrontierStore:
         self.release = queue.release
         self.requeue_expired = queue.requeue_expired
         self.lease_owners = queue.lease_owners
+        self.leased_per_owner = queue.leased_per_owner
         self.release_owner = queue.release_owner
         self.host_holders = queue.host_holders
         self.make_due = queue.make_due
