@@ -72,7 +72,22 @@ def refuse_wrong_suffix(output: Path, fmt: str) -> None:
 def replaced_on_success(output: Path, *, gzipped: bool = False) -> Iterator[IO[bytes]]:
     """A binary file that becomes ``output`` only when the block ends without an error: written as a temporary
     file in the same directory (so the rename is atomic and never crosses a file system), else removed, and
-    ``output`` as it was. ``gzipped``: compressed as it is written (``-o pages.jsonl.gz``)."""
+    ``output`` as it was. ``gzipped``: compressed as it is written (``-o pages.jsonl.gz``).
+
+    A symlink is written through (its target replaced, the link kept); what is not a regular file (``-o
+    /dev/stdout``, a named pipe) is written directly: it holds nothing to lose, and a rename would replace the
+    device node itself."""
+    if output.exists() and not output.is_file():
+        with output.open("wb") as raw:
+            if gzipped:
+                with gzip.GzipFile(filename=output.name.removesuffix(".gz"), mode="wb", fileobj=raw,
+                                   mtime=0) as zipped:
+                    yield zipped  # type: ignore[misc]
+            else:
+                yield raw
+        return
+    if output.is_symlink():
+        output = output.resolve()
     directory = output.parent if str(output.parent) else Path(".")
     try:
         fd, temp = tempfile.mkstemp(dir=directory, prefix=f".{output.name}.", suffix=".partial")

@@ -174,3 +174,24 @@ def test_a_missing_extractor_is_refused_before_the_database_is_made(tmp_path):
     assert "missing.py" in text and "no file" in text, text
     assert "harvest:" not in done.stdout, done.stdout  # no progress line before the error
     assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+
+
+def test_a_symlink_is_written_through_and_a_pipe_written_into(crawl, tmp_path):
+    """The rename-on-success must not replace what is not the user's file: a symlink keeps pointing where it did
+    (its target is the export), and a named pipe (as /dev/stdout, /dev/null) is written into, never renamed over."""
+    (tmp_path / "exports").mkdir()
+    (tmp_path / "latest.jsonl").symlink_to("exports/day1.jsonl")
+    done = run("export", "--db", "crawl.db", "-o", "latest.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, said(done)
+    assert (tmp_path / "latest.jsonl").is_symlink() and (tmp_path / "exports" / "day1.jsonl").is_file()
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = subprocess.Popen(["cat", str(pipe)], stdout=subprocess.PIPE)
+    try:
+        done = run("export", "--db", "crawl.db", "--format", "warc", "-o", "pipe", cwd=tmp_path)
+        assert done.returncode == 0, said(done)
+        body, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert body[:2] == b"\x1f\x8b", body[:20]  # the gzipped WARC went through the pipe
+    assert pipe.is_fifo()
