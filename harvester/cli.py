@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err, unreadable
+from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err
 from harvester.cli_process import exit_now, favour_the_loop, loading
 from harvester.cli_tables import (
     console,
@@ -30,7 +30,7 @@ from harvester.cli_tables import (
 )
 from harvester.cli_watch import run_with_progress
 from harvester.errors import ConfigError, HarvesterError, NothingFetched
-from harvester.runtime import CLOCK, aware, limit_malloc_arenas, utcnow
+from harvester.runtime import CLOCK, limit_malloc_arenas, utcnow
 from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
 from harvester.site_profile import SiteProfile
 
@@ -140,8 +140,10 @@ def _profile(seeds: list[str], settings: Settings, **fields: Any) -> SiteProfile
     if not seeds:
         with open_frontier(settings, read_only=True) as store:
             last = store.last_profile()
+            where = store.url_display
         if last is None:
-            raise typer.BadParameter("no SEED given and no earlier harvest in this database to take them from")
+            raise typer.BadParameter(f"no SEED given and no earlier harvest in the database {where} to take them "
+                                     "from; give the seeds, or the --db of an earlier harvest")
         data = {**last, **{key: value for key, value in fields.items() if value is not None}}
         return SiteProfile.build(**data)
     return SiteProfile.build(seeds=tuple(seeds), **fields)
@@ -189,11 +191,13 @@ def harvest(
                              "page, its dict of fields is stored with the page (docs/getting-started.md).")] = None,
 ) -> None:
     """Discover, then extract: the full two-phase harvest (resumes an interrupted one)."""
-    from harvester.extraction.hook import absolute_spec
+    from harvester.extraction.hook import absolute_spec, load_hook
 
     settings = _settings(db, config, **_overrides(max_hosts))
     profile = SiteProfile.build(seeds=tuple(seeds), name=name, max_pages_per_host=budget, per_host_limit=per_host,
                                 extractor=absolute_spec(extractor))
+    if profile.extractor is not None:
+        load_hook(profile.extractor)  # a missing file or function is refused before a database is made or opened
     result = _run("harvest", settings, profile, workers=workers, config=config, max_hosts=max_hosts)
     print_counters("harvest", result)
     print_status(settings, run=result.get("extract_run"))  # ends with the last cycle's counts: this harvest's
@@ -281,11 +285,14 @@ def status(
 
 @app.command()
 def export(
-    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="File to write (JSONL: a name ending .gz is gzipped). Replaced only once the export "
+                               "is complete.")],
     fmt: Annotated[str, typer.Option("--format", help="jsonl or warc.")] = "jsonl",
-    since: Annotated[datetime | None, typer.Option(
+    since: Annotated[str | None, typer.Option(
         metavar="TIME", help="Only fetches at or after this time: 2026-12-01, 2026-12-01T06:00:00, or with a zone "
-                             "(…+02:00); a time without a zone is UTC.")] = None,
+                             "(…+02:00); a time without a zone is UTC. JSONL also gets a line per page gone or moved "
+                             "since then.")] = None,
     latest: Annotated[bool, typer.Option(help="JSONL: only the newest version of each page, none of a page "
                                               "since gone, moved or found a duplicate (a snapshot).")] = False,
     text: Annotated[bool, typer.Option("--text", help="JSONL: add each page's main text and article metadata "
@@ -293,60 +300,14 @@ def export(
     db: DbOpt = None, config: ConfigOpt = None,
 ) -> None:
     """Stream the harvest out. JSONL: one record per stored version of a page, with the URL's state now (or
-    --latest, the current version of each live page; --text adds its main text). WARC 1.1: a response (and its
-    request) per stored page version, revisits for 304s and repeated payloads; fetches whose bytes were not
-    stored, error statuses and discovery documents (robots.txt, sitemaps, feeds) are not recorded.
-    Every field: docs/export.md."""
-    from harvester import export as exporter
-    from harvester.errors import ConfigError
-    from harvester.frontier.check import Damage
+    --latest, the current version of each live page; --text adds its main text); with --since, one more per page
+    gone or moved in the window. WARC 1.1: a response (and its request) per stored page version, revisits for 304s
+    and repeated payloads; fetches whose bytes were not stored, error statuses and discovery documents (robots.txt,
+    sitemaps, feeds) are not recorded. Every field: docs/export.md."""
+    from harvester.cli_export import run_export, since_of
 
-    if fmt not in ("jsonl", "warc"):
-        raise typer.BadParameter(f"--format {fmt!r}: use jsonl or warc")
-    if latest and fmt != "jsonl":
-        raise typer.BadParameter("--latest is a JSONL snapshot; a WARC file holds every stored exchange")
-    if text and fmt != "jsonl":
-        raise typer.BadParameter("--text adds fields to JSONL; a WARC file holds the pages' bytes as fetched")
-    if not output.parent.is_dir():
-        raise typer.BadParameter(f"-o {str(output)!r}: the directory {str(output.parent)!r} does not exist; create it "
-                                 "or write elsewhere")
-    try:
-        main = exporter.MainText() if text else None
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc)) from None
-    settings = _settings(db, config)
-    since_utc = aware(since)  # a time without a zone is UTC, as the help says (not this machine's local time)
-    damage = Damage()  # rows a damaged file cannot give: the rest is exported, these are named
-    # The store first: a wrong --db must not empty an existing output file, nor be set up as a new database.
-    with open_frontier(settings, read_only=True) as store:
-        where = store.url_display
-        try:
-            out = output.open("wb")
-        except OSError as exc:
-            raise typer.BadParameter(f"-o {str(output)!r}: cannot write it ({exc.strerror})") from None
-        with out:
-            if fmt == "jsonl":
-                # Every version of every kind (listing pages' too, `kind` says which); the snapshot: detail pages.
-                pages = store.iter_pages(since=since_utc, latest=latest, damage=damage,
-                                         kinds=("detail",) if latest else None)
-                count = exporter.export_jsonl(pages, out, main=main)
-                console.print(f"wrote {count} {'pages' if latest else 'page versions'} to {output}")
-                unreadable(damage, where)
-                return
-            counts = exporter.WarcCounts()
-            # The User-Agents the harvest's runs sent, never this process's setting (an export runs anywhere).
-            agents = store.request_user_agents(since=since_utc)
-            exporter.export_warc(store.iter_fetches(since=since_utc, damage=damage), out, filename=output.name,
-                                 user_agents=agents, counts=counts)
-    records = counts.responses + counts.revisits + counts.requests
-    left_out = ", ".join(f"{n} {what}" for n, what in counts.left_out_parts())
-    console.print(f"wrote {records} WARC records to {output}: {counts.responses} responses, "
-                  f"{counts.revisits} revisits, {counts.requests} requests"
-                  + (f"; left out fetches: {left_out}" if left_out else ""))
-    if None in agents:
-        console.print("the User-Agent of requests logged before migration 0013 was not recorded: their request "
-                      "records carry none, and the warcinfo says it is not known")
-    unreadable(damage, where)
+    moment = since_of(since)
+    run_export(output, fmt, moment, latest, text, _settings(db, config))
 
 
 @db_app.command("upgrade")
@@ -448,7 +409,13 @@ def deployments(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        from harvester.cli_output import replaced_on_success
+
+        if out.expanduser().resolve() == sites.expanduser().resolve():
+            raise typer.BadParameter(f"-o {str(out)!r} is the --sites file it was made from: writing it would replace "
+                                     "your sites with YAML. Nothing was written; write the output elsewhere")
+        with replaced_on_success(out) as file:  # never a half-written prefect.yaml over the last good one
+            file.write(text.encode("utf-8"))
         console.print(f"wrote {out}: deploy with `prefect deploy --all --prefect-file {out}`")
     from prefect.settings import PREFECT_API_URL
 

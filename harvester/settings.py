@@ -68,6 +68,14 @@ def database_url_of(value: str) -> str:
                 f"{text!r} names no file (a SQLite URL is sqlite:/// and then the file's path); write "
                 "sqlite:///crawl.db (relative to the working directory), sqlite:////srv/harvester/crawl.db "
                 "(absolute: four slashes), or just the path (--db crawl.db)")
+        if scheme.lower().split("+")[0] == "sqlite" and rest and not rest.startswith(("/", "?")):
+            # sqlite://crawl.db: SQLAlchemy takes "crawl.db" for a host and raised ArgumentError at the first
+            # connection, a traceback (exit 1) where every other bad database is one line (exit 2).
+            named = rest.split("?")[0]
+            raise ValueError(
+                f"{text!r} is not a SQLite URL (two slashes: the file's path must follow sqlite:///); write "
+                f"sqlite:///{named} (relative to the working directory; an absolute path takes four slashes, "
+                f"sqlite:////srv/harvester/crawl.db), or just the path (--db {named})")
         return text
     path = Path(text).expanduser()
     if path.is_dir():

@@ -101,6 +101,19 @@ class StoredPage:
 
 
 @dataclass(frozen=True, slots=True)
+class Departure:
+    """A stored page that left the site: its URL went ``gone`` (404/410) or ``moved`` (a permanent redirect) at
+    ``at``, the first answer saying so (``status``); ``final_url`` is where a moved page lives now."""
+
+    url: str
+    kind: str | None
+    state: str
+    status: int | None
+    at: datetime
+    final_url: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredFetch:
     """One completed fetch joined with its URL and, when it stored a body, its page (for WARC records); for a 304,
     the version it confirmed (the URL's newest page stored at or before it)."""

@@ -7,7 +7,7 @@ time plus bounded caches. Never fetches and never speaks SQL.
 
 from __future__ import annotations
 
-from harvester.export.jsonl import JSONL_FIELDS, export_jsonl, page_record
+from harvester.export.jsonl import JSONL_FIELDS, departure_record, export_departures, export_jsonl, page_record
 from harvester.export.text import MAIN_FIELDS, MainText
 from harvester.export.warc import REVISIT_IDENTICAL, REVISIT_NOT_MODIFIED, WarcCounts, export_warc, sha1_digest
 
@@ -18,6 +18,8 @@ __all__ = [
     "REVISIT_NOT_MODIFIED",
     "MainText",
     "WarcCounts",
+    "departure_record",
+    "export_departures",
     "export_jsonl",
     "export_warc",
     "page_record",

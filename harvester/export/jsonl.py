@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from harvester.runtime import aware
-from harvester.store_results import StoredPage
+from harvester.store_results import Departure, StoredPage
 
 if TYPE_CHECKING:
     from harvester.export.text import MainText
@@ -26,19 +26,48 @@ JSONL_FIELDS = (
 def export_jsonl(pages: Iterable[StoredPage], out: IO[bytes] | IO[str], *, main: MainText | None = None) -> int:
     """Write one JSON line per stored page; returns the number written. ``out`` may be binary or text.
     ``main``: add each page's ``main`` object (its article text and metadata)."""
-    text = isinstance(out, io.TextIOBase)
     count = 0
     for page in pages:
         record = page_record(page)
         if main is not None:
             record["main"] = main.of(page)
-        line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
-        if text:
-            cast("IO[str]", out).write(line)
-        else:
-            cast("IO[bytes]", out).write(line.encode("utf-8"))
+        _write(record, out)
         count += 1
     return count
+
+
+def export_departures(departures: Iterable[Departure], out: IO[bytes] | IO[str], *, main: bool = False) -> int:
+    """Write one JSON line per stored page that left the site (``departure_record``); returns the number written.
+    ``main``: the line carries ``main`` too, null (there is no page to read it from), so every line has one."""
+    count = 0
+    for departure in departures:
+        record = departure_record(departure)
+        if main:
+            record["main"] = None
+        _write(record, out)
+        count += 1
+    return count
+
+
+def departure_record(departure: Departure) -> dict[str, Any]:
+    """The JSONL object (``JSONL_FIELDS``) of a URL that went gone or moved away, for ``export --since``: its
+    ``state`` (``gone`` or ``moved``) and ``change`` say so, ``status`` and ``fetched_at`` are the answer that first
+    said so and when; nothing of a body (there is none), so the fields of a page are null, [] or {}."""
+    return {
+        "url": departure.url, "final_url": departure.final_url, "kind": departure.kind, "status": departure.status,
+        "fetched_at": _iso(departure.at), "change": departure.state, "payload_digest": None, "content_type": None,
+        "etag": None, "last_modified": None, "content_hash": None, "canonical": None, "title": None,
+        "description": None, "language": None, "jsonld": [], "fields": {}, "hook_error": None, "robots": None,
+        "state": departure.state,
+    }
+
+
+def _write(record: dict[str, Any], out: IO[bytes] | IO[str]) -> None:
+    line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    if isinstance(out, io.TextIOBase):
+        cast("IO[str]", out).write(line)
+    else:
+        cast("IO[bytes]", out).write(line.encode("utf-8"))
 
 
 def page_record(page: StoredPage) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from harvester.frontier.base import Database
 from harvester.frontier.check import Check
 from harvester.frontier.counted import Counted
 from harvester.frontier.cycles import Cycles
+from harvester.frontier.departures import Departures
 from harvester.frontier.discovered import Discovered
 from harvester.frontier.documents import Documents
 from harvester.frontier.holders import Holders
@@ -60,6 +61,7 @@ class FrontierStore:
         self.check = check = Check(db)
         counted = Counted(db)
         self.reports = reports = Reports(db, check)
+        self.iter_departures = Departures(db).iter_departures
 
         # The names callers use, by concern: a caller never needs to know which concern answers.
         self.add_discovered = discovered.add_discovered
