@@ -72,8 +72,13 @@ class Progress:
 
     @property
     def percent(self) -> float:
-        """Share done; below 100 (at most 99) while anything is left, so a rounded figure never says 100% then."""
-        if self.total <= 0 or self.done >= self.total:
+        """Share done; below 100 (at most 99) while anything is left, so a rounded figure never says 100% then.
+        Nothing known yet (a tick while discovery still reads robots.txt and sitemaps, before any page is due) is
+        0%, not 100%: only the run's last snapshot may say all is done with nothing to do (a loaded CI run's
+        first tick said 0 of 0, 100%, with a request in flight)."""
+        if self.total <= 0:
+            return 100.0 if self.final else 0.0
+        if self.done >= self.total:
             return 100.0
         return min(99.0, 100.0 * self.done / self.total)
 

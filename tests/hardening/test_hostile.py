@@ -223,8 +223,13 @@ async def test_a_15_hop_chain_stops_at_the_redirect_cap(harvest: Harvest):
     info = harvest.infos[harvest.url("h", "/hostile/redirect-chain/15")]
     assert info.last_error_class == ErrorClass.TOO_MANY_REDIRECTS.value
     cap = harvest.settings.http.max_redirects
-    chain_hits = [r for r in harvest.records if r.host == "h" and r.path.startswith("/hostile/redirect-chain/")]
-    assert len(chain_hits) == cap + 1  # the first request and `cap` hops, never the 15
+    chain_hits = Counter(r.path for r in harvest.records
+                         if r.host == "h" and r.path.startswith("/hostile/redirect-chain/"))
+    # The first request and `cap` hops, never the 15; each asked once an attempt. A loaded machine (CI at load 30)
+    # may see an attempt cut by its whole-fetch deadline part-way through the hops, and that attempt retried.
+    assert set(chain_hits) == {f"/hostile/redirect-chain/{15 - hop}" for hop in range(cap + 1)}, chain_hits
+    assert chain_hits["/hostile/redirect-chain/15"] <= harvest.settings.politeness.max_attempts, chain_hits
+    assert max(chain_hits.values()) == chain_hits["/hostile/redirect-chain/15"], chain_hits
     assert harvest.errors("h")["too_many_redirects"] >= 2
     # Control: a chain within the cap is followed to its end.
     short = await polite_fetch(harvest.settings, harvest.url("h", f"/hostile/redirect-chain/{cap}"))

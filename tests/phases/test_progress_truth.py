@@ -49,10 +49,20 @@ async def test_progress_stays_below_100_while_pages_are_in_flight_or_due(make_we
         in_flight = sum(host.in_flight for host in progress.hosts.values())
         answered = sum(host.fetched for host in progress.hosts.values())
         assert progress.done <= answered, (progress.done, answered)  # done is what was answered, not claimed
-        if in_flight:
-            assert progress.done < progress.total and progress.percent < 100, (progress.done, progress.total)
+        if in_flight:  # a page's, or (before any page is due) discovery's: nothing known is 0 of 0, never 100%
+            assert progress.percent < 100, (progress.done, progress.total)
+            assert progress.done < progress.total or progress.done == progress.total == 0, (progress.done,
+                                                                                           progress.total)
     final = [progress for progress in seen if progress.final]
     assert len(final) == 1 and final[0].percent == 100.0, final
+
+
+def test_nothing_known_yet_is_0_percent_until_the_last_snapshot() -> None:
+    """A tick before any page is due (discovery reading robots.txt) said 100%: 0 of 0. Only the last snapshot of a
+    run with nothing to do is all done."""
+    assert Progress(done=0, total=0, hosts={}).percent == 0.0
+    assert Progress(done=0, total=0, hosts={}, final=True).percent == 100.0
+    assert Progress(done=3, total=4, hosts={}).percent == 75.0
 
 
 async def test_a_stopped_run_reports_what_it_reached(make_web, sqlite_url):
