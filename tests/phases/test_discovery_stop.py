@@ -311,3 +311,41 @@ async def test_a_host_waiting_out_its_crawl_delay_does_not_hold_the_stop(  # typ
             with pytest.raises(Interrupted):
                 await discovery
     assert slow_asked == Counter({"/robots.txt": 1})
+
+
+class _StoppedWhileHolding:
+    """A host's discovery met by the stop with a listing page claimed and not read (a page whose turn met
+    ``check_stop``, a continuation or a facet variant waiting behind the batch): what ``discover_hosts`` is given."""
+
+    def __init__(self, store: FrontierStore, origin: str) -> None:
+        from harvester.owners import make_owner
+
+        self.origin = origin
+        self.host = type("Host", (), {"owner": make_owner(f"discover:{origin}"), "store": store})()
+
+    def homes(self) -> list[str]:
+        return [self.origin]
+
+    async def run(self) -> None:
+        from harvester.records import UrlKind
+
+        claimed = await asyncio.to_thread(self.host.store.claim, self.host.owner, hosts=[self.origin], per_host=5,
+                                          lease_s=300, kinds=(UrlKind.LISTING,))
+        assert claimed, "control: the listing page is held"
+        raise Interrupted("the test's stop")
+
+
+async def test_a_hosts_discovery_stopped_with_a_listing_page_claimed_hands_its_lease_back(sqlite_url):
+    """The stop says "leases given back", and a SIGINTed harvest left a listing page leased to the discovery owner
+    of its host (tests/test_cli_progress.py under load: {'leased': 1}, the lease's owner ``...:discover:...``)."""
+    from harvester.phases.discover_host import discover_hosts
+    from harvester.records import DiscoveredUrl, UrlKind
+
+    origin = "http://127.0.0.1:9"
+    settings = Settings.load(database_url=sqlite_url)
+    with FrontierStore.open(settings, upgrade=True) as store:
+        store.add_discovered([DiscoveredUrl(f"{origin}/topics/?page=2", UrlKind.LISTING, "listing:x")])
+        item = _StoppedWhileHolding(store, origin)
+        with pytest.raises(Interrupted):
+            await discover_hosts(None, [origin], lambda _: item, lambda _: None, at_once=1)  # type: ignore[arg-type]
+        assert "leased" not in store.state_counts(), store.state_counts()
