@@ -71,7 +71,7 @@ EXTRACT = (
 
 def extract_in_process(db: Path | str, seeds: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", EXTRACT, str(db), *seeds], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)
+                          timeout=300, cwd=cwd)  # a bound, generous: 127 s at load ~35
 
 
 def path_of(url: str) -> str:
