@@ -29,6 +29,12 @@ DAY1 = datetime(2024, 6, 10, 8, 0, tzinfo=UTC)
 DAY2 = DAY1 + timedelta(days=1, hours=1)
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def html(title: str, text: str) -> bytes:
     return (
         f'<html lang="en"><head><title>{title}</title><meta name="description" content="about {title}">'

@@ -28,6 +28,12 @@ FILLER = ("This paragraph is long enough for a main-content extractor to take it
           "clauses and plain words that carry meaning. ")
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def article(title: str, text: str) -> bytes:
     return (f"<!doctype html><html lang='en'><head><title>{title}</title></head><body><main><article>"
             f"<h1>{title}</h1><p>{FILLER}</p><p>{text}</p></article></main></body></html>").encode()

@@ -33,6 +33,12 @@ PRODUCTS = ("/p/1", "/p/2", "/p/3")
 FILLER = "is a sturdy product for daily use, made of leather and tested for years by people who walk a lot. " * 5
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 @dataclass
 class Shop:
     """The shop of one test; ``hold`` is the path whose answer waits for ``until`` (set when ``trigger`` is asked)."""

@@ -26,6 +26,12 @@ from harvester.testing.threaded_site import Answer, Asked, sitemap, threaded_sit
 LASTMOD = (run_at(0)).isoformat()
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 @dataclass
 class Site:
     """A site whose robots.txt disallows ``disallow`` of ``day``, its sitemap listing ``listed``; ``answers`` maps

@@ -29,6 +29,12 @@ FILLER = ("This paragraph is long enough for a main-content extractor to take it
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def page(title: str, text: str) -> bytes:
     return (f"<!doctype html><html lang='en'><head><title>{title}</title></head><body><main><article>"
             f"<h1>{title}</h1><p>{FILLER}</p><p>{text}</p></article></main></body></html>").encode()

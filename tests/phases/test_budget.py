@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from harvester import aharvest, arecrawl
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
@@ -17,6 +19,12 @@ from harvester.testing.sites import HostSpec
 
 SPECS = [HostSpec("a", pages=70, sitemap_children=2), HostSpec("b", pages=45, latency_s=0.002)]
 BUDGET = 20
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
 
 
 def stored_by_host(settings: Settings) -> Counter[str]:

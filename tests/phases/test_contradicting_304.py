@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
 from aiohttp import web
 from test_harvest import settings_for
 
@@ -24,6 +25,12 @@ from harvester.site_profile import SiteProfile
 from harvester.testing.schedule import run_at
 
 PAGES = [f"/articles/{n}" for n in range(8)]
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
 
 
 class Site:

@@ -12,6 +12,12 @@ from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 async def test_a_harvest_records_one_finished_run_per_phase_like_the_flows(make_web, db_url):
     web = make_web([HostSpec("a", pages=20), HostSpec("b", pages=15)], seed=31)
     settings = Settings.load(database_url=db_url)

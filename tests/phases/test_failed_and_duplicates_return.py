@@ -13,6 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+import pytest
 from aiohttp import web
 from test_harvest import settings_for
 
@@ -24,6 +25,12 @@ from harvester.site_profile import SiteProfile
 from harvester.testing.schedule import run_at
 
 LASTMOD = datetime(2026, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
 
 
 def _page(title: str, text: str) -> str:

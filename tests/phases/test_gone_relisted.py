@@ -34,6 +34,12 @@ DEAD = "/articles/3"
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def article(n: int) -> str:
     return (f"<html lang=en><head><title>Article {n}</title></head><body><article><h1>Article {n}</h1><p>"
             + f"Article {n} tells of the harbour, the ferries and the winter timetable. " * 8

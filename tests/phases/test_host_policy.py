@@ -21,6 +21,12 @@ from harvester.testing.sites import HostSpec
 SMALL = (800, 1200)
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def settings_for(db_url: str, **overrides: object) -> Settings:
     return Settings.load(database_url=db_url).with_overrides(**overrides)
 

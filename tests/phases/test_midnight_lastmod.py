@@ -33,6 +33,12 @@ EDITED = {1: (1, 2), 2: (3, 4), 3: (5, 6)}
 """Day -> pages edited overnight before that day's run (lastmod and Last-Modified: that day's midnight)."""
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 class TruthfulSite:
     """``lm_shift_s``: the Last-Modified served is this much later than the sitemap's lastmod (an hour, say: the
     page is rendered after the date column is written); the lastmod is still not newer than our copy."""

@@ -28,6 +28,12 @@ from harvester.testing.schedule import run_at
 LASTMOD = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def _page(title: str, text: str) -> str:
     return (f"<html><head><title>{title}</title></head><body><main><article><h1>{title}</h1><p>{text} "
             + "words of the product page " * 30 + "</p></article></main></body></html>")

@@ -8,11 +8,19 @@ from __future__ import annotations
 from collections import Counter
 from urllib.parse import urlsplit
 
+import pytest
+
 from harvester import aharvest, arecrawl, phases
 from harvester.frontier import FrontierStore
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 from harvester.testing.sites import HostSpec
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
 
 
 def settings_for(db_url: str, **overrides: object) -> Settings:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from aiohttp import web
 from test_harvest import settings_for
 
@@ -26,6 +27,12 @@ from harvester.testing.schedule import run_at
 
 LASTMOD = datetime(2026, 1, 1, 12, tzinfo=UTC)
 PAGES = ("/p/a", "/p/b", "/c/1", "/c/2")
+
+
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
 
 
 def _site(disallow: list[str], changefreq: str, log: list[tuple[int, str, int]], day: list[int]) -> Any:

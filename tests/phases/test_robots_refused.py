@@ -28,6 +28,12 @@ SITEMAPS = {"/a.xml": ("/ok", "/private/x"), "/b.xml": ("/private/x", "/private/
 """/private/x is named by both sitemaps."""
 
 
+@pytest.fixture
+def db_url(migrated_db_url: str) -> str:
+    """No test here is about the migrations: PostgreSQL's case is the session's migrated database, emptied."""
+    return migrated_db_url
+
+
 def refusing_site(disallow: list[str], answers: Counter[tuple[str, int]]) -> Any:
     """robots.txt disallows ``disallow`` (changeable between runs) and names two sitemaps, which answer 304 to their
     ETag; ``answers`` counts (path, status)."""
