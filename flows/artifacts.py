@@ -18,7 +18,7 @@ from prefect.states import Completed
 
 from harvester.flows.events import cycle_event
 from harvester.phases import PhaseResult, site_origins
-from harvester.phases.cycles import Cycle
+from harvester.phases.cycles import Cycle, cycle_failure
 from harvester.runtime import utcnow
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
@@ -166,8 +166,8 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
     """The parent run's page: the cycle's counts (all its attempts), requests by host, and examples."""
     changes: dict[str, Any] = dict(cycle.changes)
     lines = [f"# {kind.capitalize()} of {site}", ""]
-    if cycle.silent:
-        lines += [f"**Failed: {cycle.silent}**", ""]
+    if (failure := cycle_failure(cycle)) is not None:
+        lines += [f"**Failed: {failure}**", ""]
     elif not (cycle.found or changes["fetched"] or changes["deferred"]):
         # A table of zeros read as "broken" (the UI, read once): it is what a re-crawl before anything is due does.
         lines += ["Nothing was due: no known page had reached its revisit time and discovery found no new page, "
@@ -191,6 +191,11 @@ def cycle_markdown(kind: str, site: str, cycle: Cycle[Any]) -> str:
         if urls:
             part = f" (first {len(urls)} of {changes[name]})" if changes[name] > len(urls) else ""
             lines += ["", f"## {name.capitalize()}{part}", ""] + [f"- {url}" for url in urls]
+    failed = (changes.get("failed_urls") or [])[:MAX_EXAMPLES]
+    if failed:
+        total = int(changes.get("failed_url_count") or 0)
+        part = f" (first {len(failed)} of {total})" if total > len(failed) else ""
+        lines += ["", f"## Failed{part}", ""] + [f"- failed: {row['url']} ({row['reason']})" for row in failed]
     return "\n".join(lines) + "\n"
 
 
@@ -216,7 +221,7 @@ async def publish_cycle(kind: str, site: str, cycle: Cycle[Any]) -> None:
     """The parent flow's own artifacts, log summary and event, so its run page tells the cycle without the CLI
     and downstream deployments can react to it without polling."""
     run_logger = get_run_logger()
-    (run_logger.error if cycle.silent else run_logger.info)("%s", cycle_line(kind, site, cycle))
+    (run_logger.error if cycle_failure(cycle) else run_logger.info)("%s", cycle_line(kind, site, cycle))
     started = cycle.started_at or utcnow()
     try:
         emit_event(**cycle_event(kind, site, cycle, totals=cycle_totals(cycle),

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harvester.phases.cycles import Cycle
+from harvester.phases.cycles import Cycle, cycle_failure
 from harvester.store_results import CYCLE_COUNTS
 
 EVENT_CHANGED = "harvester.site.changed"
 """A cycle found new, changed or gone pages: what a downstream automation waits for."""
 EVENT_UNCHANGED = "harvester.site.unchanged"
 EVENT_FAILED = "harvester.site.failed"
-"""No seed host answered anything (``NothingFetched``)."""
+"""No seed host answered anything (``NothingFetched``), or every page request failed (``EveryRequestFailed``)."""
 
 
 def cycle_event(
@@ -28,7 +28,8 @@ def cycle_event(
     numbers the CLI, ``status`` and the artifacts show), failures by class and the duration. A cycle that only
     restyled pages (bytes changed outside their main text) is ``unchanged``; the payload still counts them."""
     changes = cycle.changes
-    if cycle.silent is not None:
+    failure = cycle_failure(cycle)
+    if failure is not None:
         name = EVENT_FAILED
     elif changes["new"] or changes["changed"] or changes["gone"] or changes.get("moved") or changes.get("restored"):
         name = EVENT_CHANGED
@@ -42,6 +43,6 @@ def cycle_event(
             "site": site, "kind": kind, "cycle": changes.get("cycle"),
             **{name: changes.get(name, 0) for name in CYCLE_COUNTS},
             "failures": {key[6:]: n for key, n in sorted(totals.items()) if key.startswith("error:")},
-            "duration_s": round(duration_s, 3), "reason": cycle.silent,
+            "duration_s": round(duration_s, 3), "reason": failure,
         },
     }

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err
-from harvester.cli_process import exit_now, favour_the_loop, loading
+from harvester.cli_process import exit_code, exit_now, favour_the_loop, loading
 from harvester.cli_tables import (
     console,
     json_default,
@@ -29,7 +29,7 @@ from harvester.cli_tables import (
     status_of,
 )
 from harvester.cli_watch import run_with_progress
-from harvester.errors import ConfigError, HarvesterError, NothingFetched
+from harvester.errors import ConfigError, EveryRequestFailed, HarvesterError, NothingFetched
 from harvester.runtime import CLOCK, limit_malloc_arenas, utcnow
 from harvester.settings import DEFAULT_DATABASE_URL, PolitenessSettings, Settings
 from harvester.site_profile import SiteProfile
@@ -96,7 +96,7 @@ def main() -> None:
             app()
         except HarvesterError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width
-            raise SystemExit(2) from None
+            raise SystemExit(exit_code(exc)) from None
     except SystemExit as ended:
         if ended.code is not None and not isinstance(ended.code, int):
             raise  # a message: the ordinary exit prints it
@@ -160,14 +160,18 @@ def _run(
     # A new SQLite file is migrated once, before the progress display and the run open it from two threads at once;
     # an extraction or re-crawl never starts a frontier of its own.
     ready_to_write(settings, kind, existing=kind in ("extract", "recrawl"))
-    if prefect_api_url() is None:
-        return run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
-                                                              refresh=refresh), settle=False)
-    _prepare_prefect(settings)
-    return run_with_progress(settings, kind, run_with_prefect(
-        kind, profile, workers=workers, refresh=refresh, config_file=str(config) if config else None,
-        overrides=_overrides(max_hosts),
-    ))
+    try:
+        if prefect_api_url() is None:
+            return run_with_progress(settings, kind, run_locally(kind, settings, profile, workers=workers,
+                                                                  refresh=refresh), settle=False)
+        _prepare_prefect(settings)
+        return run_with_progress(settings, kind, run_with_prefect(
+            kind, profile, workers=workers, refresh=refresh, config_file=str(config) if config else None,
+            overrides=_overrides(max_hosts),
+        ))
+    except EveryRequestFailed:
+        print_status(settings)  # the frontier and the cycle's counts, with the failed URLs and why (exit 3)
+        raise
 
 
 def _overrides(max_hosts: int | None) -> dict[str, Any]:

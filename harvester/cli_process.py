@@ -53,6 +53,30 @@ def favour_the_loop(switch_s: float = GIL_SWITCH_S) -> None:
     sys.setswitchinterval(switch_s)
 
 
+EXIT_CODES = {
+    0: "the command did what it was asked (a harvest where some pages failed too: the counts name them)",
+    1: "`harvester db check` found the frontier damaged (and did not repair it)",
+    2: "bad input or a run that failed: an invalid setting, seed or option, no database, no seed host answering "
+       "(NothingFetched), the extractor hook failing on every page (ExtractorFailed), any other harvester error",
+    3: "every page request of a harvest or re-crawl failed (EveryRequestFailed): the site answered robots.txt or "
+       "a sitemap but no page was answered with a 2xx, a 304, a 404/410 or a redirect",
+    130: "stopped by SIGINT (Ctrl-C); the same command resumes",
+    143: "stopped by SIGTERM; the same command resumes",
+}
+"""What each exit status of a command means (docs/operations.md shows this table; tests/test_cli_failed_urls.py
+checks they agree)."""
+
+EVERY_REQUEST_FAILED_EXIT = 3
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit status of a command ended by ``error`` (a ``HarvesterError``): 3 when every page request failed,
+    so a cron job or a wrapper tells a harvest that reached the site and got nothing from a bad invocation (2)."""
+    from harvester.errors import EveryRequestFailed
+
+    return EVERY_REQUEST_FAILED_EXIT if isinstance(error, EveryRequestFailed) else 2
+
+
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` without tearing the interpreter down, when nothing else is running.
 

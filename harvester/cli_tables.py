@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.table import Table
 
 from harvester.records import merge_host
@@ -14,7 +14,29 @@ from harvester.runtime import db_sync
 from harvester.settings import Settings
 from harvester.store_results import CYCLE_COUNTS
 
-console = Console()
+OFF_TERMINAL_WIDTH = 1000
+"""Columns the output has when it is not a terminal (cron, systemd, ``> log``) and ``COLUMNS`` does not say: rich's
+80 squeezed the closing tables' cells to a few letters each (the parked reason and the errors column read
+``5 / con / fai / (co``, ops48). A table is as wide as its content needs (none expands), so this only stops
+the cutting; a terminal keeps its own width."""
+
+
+class OutputConsole(Console):
+    """rich's console, as wide as any table needs when its output is not a terminal (``OFF_TERMINAL_WIDTH``)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is None and not self.is_terminal and not self._environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(OFF_TERMINAL_WIDTH, size.height)
+        return size  # type: ignore[no-any-return]
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+console = OutputConsole()
 
 
 def print_counters(title: str, counters: dict[str, Any]) -> None:
@@ -71,6 +93,18 @@ def print_changes(changes: dict[str, Any]) -> None:
             # Within 80 columns, as every line the demo prints (.ci/wheel-demo checks it).
             console.print(f"  ... and {more} more {label}: `harvester export --format jsonl` lists them",
                           soft_wrap=True)
+    print_failed_urls(changes)
+
+
+def print_failed_urls(changes: dict[str, Any]) -> None:
+    """The cycle's URLs whose last request failed, each with its reason (``failed: URL (http_5xx 503)``): the
+    counts alone said how many requests failed, never which pages."""
+    failed = (changes.get("failed_urls") or [])[:MAX_PROBLEMS_SHOWN]
+    for row in failed:
+        console.print(f"  failed: {row['url']} ({row['reason']})", soft_wrap=True, markup=False, highlight=False)
+    if failed and (more := int(changes.get("failed_url_count") or 0) - len(failed)) > 0:
+        console.print(f"  ... and {more} more failed: `harvester status --json` lists more (failed_urls)",
+                      soft_wrap=True)
 
 
 def iso(value: object) -> str | None:

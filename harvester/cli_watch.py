@@ -81,6 +81,16 @@ class ProgressLines:
             lines.append(f"{head} stopping ({reason})")
         return "\n".join(lines)
 
+    def last(self, states: dict[str, int], now: float, answered: dict[str, int] | None, elapsed_s: float) -> str:
+        """The closing reading, always written (the periodic lines may be up to ``every_s`` old): the two lines,
+        then what the bar's last line said on a terminal (done, what waits for a later run, the time taken), with
+        the time of day as every line has it. Off a terminal the bar is not drawn: it repeated this without one."""
+        queued = states.get("queued", 0)
+        spent = int(elapsed_s)
+        return (f"{self.line(states, now, answered)}\n{utcnow():%H:%M:%S} {self.title}: ended after "
+                f"{spent // 3600}:{spent % 3600 // 60:02d}:{spent % 60:02d}, {states.get('done', 0)} done"
+                + (f", {queued} queued for later" if queued else ""))
+
     def maybe(self, states: dict[str, int], now: float | None = None, answered: dict[str, int] | None = None) -> None:
         """Write the line when one is due; the first reading is the baseline of the first line's rates."""
         now = time.monotonic() if now is None else now
@@ -161,6 +171,7 @@ def run_with_progress(
     from harvester.phases import open_store
 
     lines = None if console.is_terminal else ProgressLines(title, _say_out)
+    began = time.monotonic()
 
     async def watch(progress: Progress, task_id: Any, done: asyncio.Event) -> None:
         async with open_store(settings) as store:
@@ -178,9 +189,13 @@ def run_with_progress(
                     total = finished
                     description += " for later" if states.get("queued") else ""
                 progress.update(task_id, total=max(total, 1), completed=finished, description=description)
-                if lines is not None and not finishing:
+                if lines is not None:
                     now = answered()  # this process's own requests, from memory: no scan of the fetch log
-                    lines.maybe(states, answered={k: n - mark.get(k, 0) for k, n in now.items()})
+                    own = {k: n - mark.get(k, 0) for k, n in now.items()}
+                    if finishing:
+                        lines.write(lines.last(states, time.monotonic(), own, time.monotonic() - began))
+                    else:
+                        lines.maybe(states, answered=own)
                 if finishing:
                     return
                 with contextlib.suppress(TimeoutError):
@@ -188,11 +203,12 @@ def run_with_progress(
 
     async def run() -> Any:
         done = asyncio.Event()
-        # Off a terminal the bar is drawn once, when it stops: rich's refresh thread would still build it ten
-        # times a second for nothing, holding the GIL the event loop waits for (issue 31).
+        # Off a terminal the bar is not drawn at all: the plain lines' closing reading says what its one drawing
+        # said, with the time of day (ops48); and rich's refresh thread would build it ten times a second for
+        # nothing, holding the GIL the event loop waits for (issue 31).
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, transient=False, auto_refresh=console.is_terminal,
+            console=console, transient=False, auto_refresh=console.is_terminal, disable=lines is not None,
         ) as progress:
             task_id = progress.add_task(title, total=None)
             watcher = asyncio.create_task(watch(progress, task_id, done))

@@ -6,6 +6,7 @@
     │   └── NotASitemap              an HTML page came back where a sitemap was asked for (a soft 404)
     ├── NothingFetched               a whole cycle got no answer from any seed host (down, or a placeholder)
     ├── ExtractorFailed              the user's extractor hook failed on every page it was given
+    ├── EveryRequestFailed           a cycle sent page requests and every one failed (5xx, timeouts, refused)
     ├── CrashedTooOften              a scheduled run crashed and was retried too often: not retried again
     └── StoreError                   the frontier database refused a unit of work
         ├── DatabaseUnavailable      the server could not be reached or went away: nothing was written
@@ -53,6 +54,13 @@ class NothingFetched(HarvesterError):
 class ExtractorFailed(HarvesterError):
     """The user's extractor hook raised (or returned no dict) on every page of a run: a broken hook, not broken
     pages. Raised after the run is recorded; each page's URL keeps its ``hook_failed`` error."""
+
+
+class EveryRequestFailed(HarvesterError):
+    """A harvest or re-crawl sent page requests and not one was answered usefully: every one failed (a 5xx, a
+    timeout, a refused connection, a 403, ...), none got a page, a 304, a 404/410 or a redirect. Its seed hosts
+    answered something (robots.txt, a sitemap: not ``NothingFetched``), yet the run harvested nothing; it exited 0
+    with the host parked (ops48). Raised after the cycle is recorded; its message names failed URLs and reasons."""
 
 
 class CrashedTooOften(HarvesterError):

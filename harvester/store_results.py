@@ -184,6 +184,11 @@ class Changes(TypedDict):
     gone_urls: list[str]
     moved_urls: list[str]
     restored_urls: list[str]
+    failed_url_count: int
+    """URLs whose last request of the cycle failed (``failed`` counts requests: a URL retried counts each time)."""
+    failed_urls: list[dict[str, str]]
+    """Examples of those (``EXAMPLES``), each ``{"url", "reason"}``: the error class, and the HTTP status when an
+    answer came back (``http_5xx 503``, ``timeout``)."""
     hosts: dict[str, dict[str, int]]
     """Per host: fetched, not_modified, gone, failed (requests), failures as ``error:<class>``, hook_failed (URLs)."""
 

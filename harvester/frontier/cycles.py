@@ -123,7 +123,7 @@ class Cycles(Part):
             if cycle.counts is not None and cycle.status != "running" and origins is None and examples == EXAMPLES:
                 # Kept by finish_cycle: final (a cycle closed before moved and restored were counted: none of them).
                 return cast("Changes", {"moved": 0, "restored": 0, "moved_urls": [], "restored_urls": [],
-                                        **cycle.counts})
+                                        "failed_url_count": 0, "failed_urls": [], **cycle.counts})
             runs = select(Run.id).where(Run.cycle_id == cycle_id).scalar_subquery()
             mine = [Fetch.run_id.in_(runs)]
             if origins is not None:
@@ -150,6 +150,7 @@ class Cycles(Part):
                     .order_by(Url.id).limit(examples)
                 ).scalars()) if by_rank.get(_RANK[kind]) else []
             moved, restored = _moved_and_restored(conn, mine, examples)
+            failed_urls, failed_examples = _failed_urls(conn, mine, examples)
             # Left behind when the cycle closed (``finish_cycle``); while it runs nothing is left behind yet: 0. What
             # was due now on the hosts asked so far jumped 0 -> 282 as the hosts were first asked, 300 queued.
             deferred = cycle.deferred or 0
@@ -166,6 +167,7 @@ class Cycles(Part):
             "new_urls": urls[ChangeKind.NEW], "changed_urls": urls[ChangeKind.CHANGED],
             "restyled_urls": urls[ChangeKind.RESTYLED], "gone_urls": urls[ChangeKind.GONE],
             "moved_urls": moved[1], "restored_urls": restored[1], "hosts": hosts,
+            "failed_url_count": failed_urls, "failed_urls": failed_examples,
         }
 
     def run_fetch_counts(self, run_id: int) -> dict[str, dict[str, int]]:
@@ -268,6 +270,34 @@ def _moved_and_restored(conn: Connection, where: list[Any], examples: int) -> tu
             .where(Url.id.in_(ids[:examples])).order_by(Url.id)).scalars()) if ids else []
         found.append((len(ids), urls))
     return found[0], found[1]
+
+
+def failure_reason(error_class: str | None, status: int | None) -> str:
+    """How a failed request is named beside its URL: its error class, and the HTTP status when an answer came back
+    (``http_5xx 503``, ``timeout``)."""
+    return f"{error_class or 'failed'} {status}" if status else (error_class or "failed")
+
+
+def _failed_urls(conn: Connection, where: list[Any], examples: int) -> tuple[int, list[dict[str, str]]]:
+    """(how many, examples) of the URLs, detail or listing, whose last request of the fetches ``where`` selects
+    failed, each with its reason (``failure_reason``): what is still failing when the cycle ends. A URL that failed
+    and then answered on a retry is not one (its failed request is still counted in ``failed``, which counts
+    requests: it can exceed the URLs named here)."""
+    last = (
+        select(func.max(Fetch.id).label("fetch_id"))
+        .select_from(Fetch).join(Url, Url.id == Fetch.url_id).join(Host, Host.id == Url.host_id)
+        .where(*where, Fetch.outcome != "unsent").group_by(Fetch.url_id).subquery()
+    )
+    failed = and_(Fetch.id.in_(select(last.c.fetch_id)), Fetch.outcome == "failed")
+    count = int(conn.execute(select(func.count()).select_from(Fetch).where(failed)).scalar_one())
+    if not count:
+        return 0, []
+    rows = conn.execute(
+        select(FULL_URL, Fetch.error_class, Fetch.status).select_from(Fetch).join(Url, Url.id == Fetch.url_id)
+        .join(Host, Host.id == Url.host_id).where(failed).order_by(Url.id).limit(examples)
+    ).all()
+    return count, [{"url": str(url), "reason": failure_reason(error_class, status)}
+                   for url, error_class, status in rows]
 
 
 def _cycle_hosts(conn: Connection, cycle_id: int, origins: Sequence[str]) -> list[str]:

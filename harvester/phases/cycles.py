@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from harvester.errors import ExtractorFailed, HarvesterError, Interrupted, NothingFetched
+from harvester.errors import EveryRequestFailed, ExtractorFailed, HarvesterError, Interrupted, NothingFetched
 from harvester.extraction import ExtractorHook, hook_failed_everywhere, resolve_hook
 from harvester.phases.client import shared_politeness
 from harvester.phases.cycle_state import CycleState
@@ -273,14 +273,44 @@ async def arecrawl(
 
 
 def loud(cycle: Cycle[T]) -> Cycle[T]:
-    """The cycle, unless it fetched nothing (``NothingFetched``) or its extractor hook failed on every page
-    (``ExtractorFailed``); either way its record is already in the frontier."""
+    """The cycle, unless it fetched nothing (``NothingFetched``), its extractor hook failed on every page
+    (``ExtractorFailed``) or every page request it sent failed (``EveryRequestFailed``); its record is already in
+    the frontier."""
     if cycle.silent is not None:
         raise NothingFetched(cycle.silent)
     counters = getattr(cycle.extract, "counters", cycle.extract)  # a PhaseResult, or the flows' counters dict
     if isinstance(counters, Mapping) and (failed := hook_failed_everywhere(counters)) is not None:
         raise ExtractorFailed(failed)
+    if (unanswered := every_request_failed(cycle.changes)) is not None:
+        raise EveryRequestFailed(unanswered)
     return cycle
+
+
+SHOWN_IN_FAILURE = 3
+"""Failed URLs the message of ``EveryRequestFailed`` names (all the cycle's examples: ``status``, the artifact)."""
+
+
+def every_request_failed(changes: Mapping[str, Any]) -> str | None:
+    """Why the cycle failed when it sent page requests (detail and listing pages, every attempt of the cycle) and
+    every one failed (``failed == fetched > 0``); None when none was sent or any was answered usefully: a page
+    (2xx), a 304, a 404/410, a redirect (even one not followed), a page the hook failed on (``ExtractorFailed``'s
+    case). A cycle where some requests failed is the pages' problem, reported by the counts; all of them failing
+    is the run's: the site answered robots.txt or a sitemap but no page (5xx everywhere, timeouts, a 403)."""
+    fetched, failed = int(changes.get("fetched") or 0), int(changes.get("failed") or 0)
+    if not fetched or failed < fetched:
+        return None
+    failures = ", ".join(f"{name}={n}" for name, n in sorted((changes.get("failures") or {}).items()))
+    examples = [f"{row['url']} ({row['reason']})" for row in (changes.get("failed_urls") or [])[:SHOWN_IN_FAILURE]]
+    more = int(changes.get("failed_url_count") or 0) - len(examples)
+    named = "; failed: " + ", ".join(examples) + (f" and {more} more (harvester status)" if more > 0 else "")
+    return (f"every page request failed: {failed} of {fetched}" + (f" ({failures})" if failures else "")
+            + ", none answered with a page, a 304 or a 404/410" + (named if examples else "")
+            + ". Check the site (its logs, whether it blocks this crawler), then run again: the pages are retried")
+
+
+def cycle_failure(cycle: Cycle[Any]) -> str | None:
+    """Why the cycle counts as failed (nothing fetched, or every page request failed); None when it did not."""
+    return cycle.silent if cycle.silent is not None else every_request_failed(cycle.changes)
 
 
 def harvest(
