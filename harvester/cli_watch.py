@@ -87,9 +87,9 @@ class ProgressLines:
         the time of day as every line has it. Off a terminal the bar is not drawn: it repeated this without one."""
         queued = states.get("queued", 0)
         spent = int(elapsed_s)
-        return (f"{self.line(states, now, answered)}\n{utcnow():%H:%M:%S} {self.title}: ended after "
-                f"{spent // 3600}:{spent % 3600 // 60:02d}:{spent % 60:02d}, {states.get('done', 0)} done"
-                + (f", {queued} queued for later" if queued else ""))
+        return (f"{self.line(states, now, answered)}\n{utcnow():%H:%M:%S} {self.title}: {states.get('done', 0)} done"
+                + (f", {queued} queued for later" if queued else "")
+                + f"; ended after {spent // 3600}:{spent % 3600 // 60:02d}:{spent % 60:02d}")
 
     def maybe(self, states: dict[str, int], now: float | None = None, answered: dict[str, int] | None = None) -> None:
         """Write the line when one is due; the first reading is the baseline of the first line's rates."""
