@@ -116,6 +116,7 @@ def _child() -> None:
     signal.signal(signal.SIGTERM, remember)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     sys.modules.setdefault(MODULE, sys.modules[__name__])  # the TOLD ``lifeline`` reads is this one
+    outlive_the_readers()  # after the signals: it imports rich (~70 ms), which Prefect imports anyway
     home = os.environ.get("HARVESTER_HOME", "").strip()
     if home and os.path.isdir(home):
         # The worker starts us in a temporary directory it deletes when it stops: Prefect's loading of the pull step
@@ -128,6 +129,34 @@ def _child() -> None:
         if ended.code not in (0, None):
             _report_unfinished(f"its process ended (exit {ended.code}) before the run reported a final state")
         raise
+    except BaseException as ended:  # a CancelledError out of Prefect's loop thread ended it, unreported (ops48)
+        _report_unfinished(f"its process ended ({type(ended).__name__}: {ended or 'no message'}) before the run "
+                           f"reported a final state")
+        raise
+
+
+def outlive_the_readers() -> None:
+    """Let this process outlive whoever reads its stdout and stderr: the worker (or ``harvester serve``'s runner)
+    pipes them, and once it is gone the next console log line (Prefect's console handler is rich) met a broken
+    pipe, on which rich raises ``SystemExit``. Raised in whatever was logging, it ended the process: in a flow, the
+    event loop ended at once, before the stop could drain (the host workers cancelled mid-answer); before the flow
+    began, in Prefect's loop thread as it ran the pull step ("Running 1 deployment pull step(s)"), which ended the
+    engine with a ``CancelledError`` before it had proposed any state, and the run stayed Pending (Submitting) for
+    ever (ops48: a worker killed with ``kill -9`` a few seconds after it started the run). Now a broken pipe sends
+    both streams to /dev/null and the run goes on (its logs still reach the Prefect API): its flow begins, and its
+    ``lifeline`` sees the worker gone and ends it Crashed, saying so, which the retry automation retries."""
+    from rich.console import Console
+
+    def on_broken_pipe(console: Console) -> None:
+        console.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            for fd in (1, 2):
+                os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign, assignment]
 
 
 def _report_unfinished(message: str) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -43,11 +44,10 @@ from prefect import State, get_client, get_run_logger
 from prefect._internal.control_listener import get_intent
 from prefect.client.schemas.actions import LogCreate
 from prefect.context import FlowRunContext
-from prefect.states import Cancelled
-from rich.console import Console
+from prefect.states import Cancelled, Crashed
 
 from harvester.errors import Interrupted
-from harvester.flows.engine import LIFELINES, PARENT_PID, told_before
+from harvester.flows.engine import LIFELINES, PARENT_PID, outlive_the_readers, told_before
 from harvester.runtime import request_stop
 
 POLL_S = 0.5
@@ -68,10 +68,11 @@ def started_by_runner() -> bool:
     return bool(os.environ.get("PREFECT__FLOW_RUN_ID"))
 
 
-class RunCancelled(BaseException):
-    """The run stopped because it was cancelled from Prefect; its flow returns ``state`` (a flow's returned state is
-    its final state) instead of raising, which Prefect would record as a crash. Raised from the stop's
-    ``Interrupted``: what the crawl kept (answers written, the runs row stopped) is as after a SIGTERM."""
+class RunStopped(Interrupted):
+    """The run stopped gracefully (``parent_lifeline``); its flow returns ``state`` (a flow's returned state is its
+    final state) instead of raising. Raised, Prefect made the crash's message itself: "Execution was interrupted by
+    an unexpected exception: Interrupted: the process that started this run (pid N) is gone", which read as a bug
+    of the run, not as a worker stopped, and said nothing of the retry. Raised from the stop's ``Interrupted``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -79,26 +80,22 @@ class RunCancelled(BaseException):
 
     @property
     def state(self) -> State[Any]:
+        return Crashed(message=self.message)  # retried by ``harvester.flows.healing``, as any crash
+
+
+class RunCancelled(RunStopped):
+    """The run stopped because it was cancelled from Prefect: ``Cancelled``, never retried. What the crawl kept
+    (answers written, the runs row stopped) is as after a SIGTERM."""
+
+    @property
+    def state(self) -> State[Any]:
         return Cancelled(message=self.message)
 
 
-def _outlive_the_readers() -> None:
-    """Let this process outlive whoever reads its stdout and stderr: the runner pipes them, and when the runner
-    dies the next console log line (Prefect's console handler is rich) met a broken pipe, on which rich raises
-    ``SystemExit``. Raised in whatever task was logging, it ended the event loop at once, before the stop could
-    drain: the host workers were cancelled mid-answer and their pages fetched again by the rerun. Now a broken
-    pipe sends both streams to /dev/null and the run goes on (its logs still reach the Prefect API)."""
-
-    def on_broken_pipe(console: Console) -> None:
-        console.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            for fd in (1, 2):
-                os.dup2(devnull, fd)
-        finally:
-            os.close(devnull)
-
-    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign, assignment]
+def stopped_message(reason: str) -> str:
+    """The final state's message of a run the lifeline stopped: why, what the stop kept, and what comes next."""
+    return (f"Stopped: {reason}. No new request was sent, answers in flight were written and leases went back; "
+            f"harvester's retry automation schedules the run again and the rerun resumes from the frontier")
 
 
 @contextmanager
@@ -181,12 +178,26 @@ def _gone(pid: int, who: str) -> str:
     return f"the process that started this run (pid {pid}) is gone"
 
 
-def _lifelines() -> tuple[list[tuple[int, str]], str | None, bool]:
+WORKER_STOPPING = ("its worker is stopping (a SIGTERM or SIGINT to it: `systemctl stop`, Ctrl-C, a deploy) and ended "
+                   "the process that started this run (pid {pid})")
+"""The reason when the worker's command ends while the worker is still there: what a worker told to stop does to
+its runs' processes (Prefect 3.9 kills them). Before, the run said only that this process "is gone"."""
+
+
+def _has_ended(fd: int) -> bool:
+    """Whether the process of this pidfd has ended (readable), without waiting."""
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
+
+
+def _lifelines() -> tuple[list[tuple[int, str, int, str]], str | None, bool]:
     """The pidfds whose process's end stops this run, each with the reason it gives; a reason already (one of them
     had ended before it could be watched); whether the fds were opened here (closed with the lifeline). Those
     ``harvester.flows.engine`` passed on (its worker's, its own), else the parent's. Empty, with no reason: no
     pidfds on this system (``POLL_S``)."""
-    watched: list[tuple[int, str]] = []
+    watched: list[tuple[int, str, int, str]] = []
     gone: str | None = None
     for entry in filter(None, os.environ.get(LIFELINES, "").split(",")):
         number, pid, who = entry.split(":", 2)
@@ -194,7 +205,7 @@ def _lifelines() -> tuple[list[tuple[int, str]], str | None, bool]:
             gone = gone or _gone(int(pid), who)
         elif _is_pidfd(int(number)):
             os.set_inheritable(int(number), False)
-            watched.append((int(number), _gone(int(pid), who)))
+            watched.append((int(number), _gone(int(pid), who), int(pid), who))
     if watched or gone:
         return watched, gone, False
     parent = _parent()
@@ -209,7 +220,7 @@ def _lifelines() -> tuple[list[tuple[int, str]], str | None, bool]:
     if os.getppid() != parent:  # it ended as the fd was opened: the fd may name a stranger given its pid
         os.close(fd)
         return [], _gone(parent, "command"), False
-    return [(fd, _gone(parent, "command"))], None, True
+    return [(fd, _gone(parent, "command"), parent, "command")], None, True
 
 
 @asynccontextmanager
@@ -221,7 +232,7 @@ async def parent_lifeline() -> AsyncIterator[None]:
     parent = _parent()
     body = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    _outlive_the_readers()
+    outlive_the_readers()  # the engine's first lines did it too; a runner's child (``harvester serve``) not
     told = asyncio.Event()
     said = asyncio.Event()
     reasons: list[str] = []
@@ -275,15 +286,19 @@ async def parent_lifeline() -> AsyncIterator[None]:
     watched, ended, opened = _lifelines()
     if ended is not None:
         gone(ended)
-    def ended_now(fd: int, reason: str) -> None:
+    workers = [fd for fd, _reason, _pid, who in watched if who == "worker"]
+
+    def ended_now(fd: int, reason: str, pid: int, who: str) -> None:
         # A pidfd stays readable once its process has ended, and the loop's readers are level-triggered: left
         # registered, this ran on every turn of the loop (~140,000 times a second), spinning a core through the
         # drain the stop waits for.
         loop.remove_reader(fd)
+        if who == "command" and workers and not any(_has_ended(worker) for worker in workers):
+            reason = WORKER_STOPPING.format(pid=pid)  # the worker lives on and ended its command: it is stopping
         gone(reason)
 
-    for fd, reason in watched:  # readable once its process has ended
-        loop.add_reader(fd, ended_now, fd, reason)
+    for fd, reason, pid, who in watched:  # readable once its process has ended
+        loop.add_reader(fd, ended_now, fd, reason, pid, who)
     watchers = [asyncio.create_task(stop_when_told(), name="graceful stop")]
     if not watched and ended is None:  # no pidfds here
         watchers.append(asyncio.create_task(watch_parent(), name="parent lifeline"))
@@ -294,9 +309,11 @@ async def parent_lifeline() -> AsyncIterator[None]:
         if cancelled == [True]:  # the run ends Cancelled, saying so; what the stop kept is as after a SIGTERM
             raise RunCancelled(f"{CANCELLED}: stopped (answers in flight written, leases back); a new run resumes "
                                f"from the frontier") from stopped
+        if reasons:  # the lifeline's stop: the run ends Crashed with its reason, not Prefect's "unexpected exception"
+            raise RunStopped(stopped_message(reasons[0])) from stopped
         raise
     finally:
-        for fd, _reason in watched:
+        for fd, *_about in watched:
             loop.remove_reader(fd)
             if opened:
                 os.close(fd)

@@ -8,7 +8,7 @@ from prefect import State, flow
 
 from harvester.flows.artifacts import ended_with, publish_cycle
 from harvester.flows.guards import run_name, tidy_stored_parameters
-from harvester.flows.lifeline import RunCancelled
+from harvester.flows.lifeline import RunStopped
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.start import cycle_run
 from harvester.phases.cycles import loud, recrawl_steps
@@ -29,8 +29,8 @@ async def recrawl_flow(
     try:
         async with cycle_run(profile, workers, config_file, overrides) as (settings, profile, steps):
             cycle = await recrawl_steps(steps, settings, profile, refresh=refresh)
-    except RunCancelled as cancelled:  # stopped as a SIGTERM stops it, and Cancelled, never retried
-        return cancelled.state
+    except RunStopped as stopped:  # the lifeline's stop: Crashed saying why (retried), or Cancelled (never)
+        return stopped.state
     await publish_cycle("recrawl", profile.name, cycle)
     loud(cycle)  # NothingFetched when no seed host answered, ExtractorFailed when the hook failed on every page
     return ended_with(cycle, {"discover": cycle.discover, "extract": cycle.extract, "changes": cycle.changes})

@@ -128,8 +128,22 @@ def _settings(db: str | None, config: Path | None, **overrides: Any) -> Settings
     return settings.with_overrides(**overrides)
 
 
+RUN_PAGE_LOGGING = {
+    "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
+}
+"""With the quiet default, the runs' own loggers still at INFO (their lines reach the run's page in the UI, as a
+deployment run's do) and the terminal's handler at WARNING (the terminal as quiet as before). The quiet level alone
+set the ``prefect`` logger to WARNING, under which the run loggers' INFO lines were dropped before any handler: a
+harvest run from the CLI had no summary line and no "Finished in state" on its page (ops48)."""
+
+
 def _prepare_prefect(settings: Settings) -> None:
     """Environment for in-process flow runs: quiet Prefect, and the DB URL handed to tasks by env, not params."""
+    if "PREFECT_LOGGING_LEVEL" not in os.environ:  # a level the user set is theirs, for the terminal and the page
+        for key, value in RUN_PAGE_LOGGING.items():
+            os.environ.setdefault(key, value)
     for key, value in PREFECT_QUIET_DEFAULTS.items():
         os.environ.setdefault(key, value)
     # Tasks load Settings at their edge; passing the URL by environment keeps passwords out of Prefect's DB.
