@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from harvester.cli_db import DAMAGE_ADVICE, err_console, open_frontier, ready_to_write, say_err
 from harvester.cli_process import exit_code, exit_now, favour_the_loop, loading
@@ -95,7 +96,8 @@ def main() -> None:
                 raise ConfigError(CLOCK.invalid)
             app()
         except HarvesterError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)  # one line, whatever the width
+            # One line, whatever the width; the message as written (a "[sites.<name>]" in it is not markup).
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise SystemExit(exit_code(exc)) from None
     except SystemExit as ended:
         if ended.code is not None and not isinstance(ended.code, int):
