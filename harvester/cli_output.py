@@ -78,13 +78,8 @@ def replaced_on_success(output: Path, *, gzipped: bool = False) -> Iterator[IO[b
     /dev/stdout``, a named pipe) is written directly: it holds nothing to lose, and a rename would replace the
     device node itself."""
     if output.exists() and not output.is_file():
-        with output.open("wb") as raw:
-            if gzipped:
-                with gzip.GzipFile(filename=output.name.removesuffix(".gz"), mode="wb", fileobj=raw,
-                                   mtime=0) as zipped:
-                    yield zipped  # type: ignore[misc]
-            else:
-                yield raw
+        with output.open("wb") as raw, _encoded(raw, output.name, gzipped) as out:
+            yield out
         return
     if output.is_symlink():
         output = output.resolve()
@@ -98,17 +93,22 @@ def replaced_on_success(output: Path, *, gzipped: bool = False) -> Iterator[IO[b
     temp_path = Path(temp)
     try:
         os.fchmod(fd, _mode_for(output))  # mkstemp's 0600: the file gets what an ordinary open would give it
-        with os.fdopen(fd, "wb") as raw:
-            if gzipped:
-                with gzip.GzipFile(filename=output.name.removesuffix(".gz"), mode="wb", fileobj=raw,
-                                   mtime=0) as zipped:
-                    yield zipped  # type: ignore[misc]
-            else:
-                yield raw
+        with os.fdopen(fd, "wb") as raw, _encoded(raw, output.name, gzipped) as out:
+            yield out
         os.replace(temp_path, output)
     except BaseException:
         temp_path.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def _encoded(raw: IO[bytes], name: str, gzipped: bool) -> Iterator[IO[bytes]]:
+    """``raw`` itself, or a gzip stream over it (closed before ``raw``, so its trailer is written)."""
+    if not gzipped:
+        yield raw
+        return
+    with gzip.GzipFile(filename=name.removesuffix(".gz"), mode="wb", fileobj=raw, mtime=0) as zipped:
+        yield zipped  # type: ignore[misc]
 
 
 def _mode_for(output: Path) -> int:
