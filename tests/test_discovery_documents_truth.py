@@ -106,6 +106,7 @@ def slow_site(body: Callable[[str], bytes], rate: int, asked: list[str]) -> Iter
     made: dict[str, bytes] = {}
 
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True  # see harvester.testing.threaded_site
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: object) -> None:

@@ -64,6 +64,7 @@ def site() -> Iterator[Site]:
     state = Site()
 
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True  # see harvester.testing.threaded_site
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: object) -> None:

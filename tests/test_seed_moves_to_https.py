@@ -34,6 +34,7 @@ DAY0 = datetime(2026, 12, 8, 3, 0, tzinfo=UTC)
 def _serve(port: int, answer: Callable[[str], tuple[int, dict[str, str], bytes]], log: list[tuple[str, str]],
            scheme: str, tls: ssl.SSLContext | None = None, host: str = HOST) -> Iterator[None]:
     class Handler(BaseHTTPRequestHandler):
+        disable_nagle_algorithm = True  # see harvester.testing.threaded_site
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: object) -> None:

@@ -48,6 +48,7 @@ class Site:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # see harvester.testing.threaded_site
             def do_GET(self) -> None:
                 status, body, headers = site.answer(self.path)
                 with site.lock:
