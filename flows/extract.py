@@ -7,11 +7,12 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from harvester import phases
-from harvester.errors import Interrupted
+from harvester.errors import EveryRequestFailed, Interrupted
 from harvester.flows.artifacts import publish, site_scope, start_progress
 from harvester.flows.parameters import RunOverrides, Workers
 from harvester.flows.tasks import extract_worker, host_line, load_settings, run_profile
 from harvester.phases.cycle_state import CycleState, find_cycle
+from harvester.phases.cycles import extraction_failure
 from harvester.runtime import shared_as, siblings
 from harvester.site_profile import SiteProfile
 
@@ -54,4 +55,8 @@ async def extract_flow(
         logger.info("%s", host_line(origin, host))
     await publish(result, title=f"Extraction of {profile.name}", run_id=run_id, stats=stats,
                   hosts=await site_scope(settings, profile))
+    # Started alone, it fails as a harvest does when every page request it sent failed; within a cycle, the cycle
+    # judges all of its requests (a harvest's flow raises that after closing the cycle).
+    if handover is None and (unanswered := await extraction_failure(settings, run_id)) is not None:
+        raise EveryRequestFailed(unanswered)
     return result.counters

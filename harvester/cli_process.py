@@ -58,8 +58,8 @@ EXIT_CODES = {
     1: "`harvester db check` found the frontier damaged (and did not repair it)",
     2: "bad input or a run that failed: an invalid setting, seed or option, no database, no seed host answering "
        "(NothingFetched), the extractor hook failing on every page (ExtractorFailed), any other harvester error",
-    3: "every page request of a harvest or re-crawl failed (EveryRequestFailed): the site answered robots.txt or "
-       "a sitemap but no page was answered with a 2xx, a 304, a 404/410 or a redirect",
+    3: "every page request of a harvest, a re-crawl or an extraction failed (EveryRequestFailed): the site answered "
+       "robots.txt or a sitemap but no page was answered with a 2xx, a 304, a 404/410 or a redirect",
     130: "stopped by SIGINT (Ctrl-C); the same command resumes",
     143: "stopped by SIGTERM; the same command resumes",
 }

@@ -14,9 +14,9 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from harvester.errors import ExtractorFailed, Interrupted
+from harvester.errors import EveryRequestFailed, ExtractorFailed, Interrupted
 from harvester.extraction import hook_failed_everywhere, resolve_hook
-from harvester.phases.cycles import Cycle, LocalSteps, harvest_steps, loud, recrawl_steps
+from harvester.phases.cycles import Cycle, LocalSteps, extraction_failure, harvest_steps, loud, recrawl_steps
 from harvester.settings import Settings
 from harvester.site_profile import SiteProfile
 
@@ -62,6 +62,8 @@ async def run_locally(
     counters: dict[str, Any] = dict(extracted.counters)
     if (failed := hook_failed_everywhere(counters)) is not None:
         raise ExtractorFailed(failed)
+    if extracted.run_id is not None and (unanswered := await extraction_failure(settings, extracted.run_id)):
+        raise EveryRequestFailed(unanswered)
     return {**counters, "extract_run": extracted.run_id}
 
 

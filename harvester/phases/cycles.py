@@ -308,6 +308,20 @@ def every_request_failed(changes: Mapping[str, Any]) -> str | None:
             + ". Check the site (its logs, whether it blocks this crawler), then run again: the pages are retried")
 
 
+async def extraction_failure(settings: Settings, run_id: int) -> str | None:
+    """``every_request_failed`` for one extraction run on its own (``harvester extract``, the extract flow started
+    alone), from its fetch log: the rule harvest and recrawl follow. It exited 0 when every page request failed."""
+    async with open_store(settings) as store:
+        per_host = await db(store.run_fetch_counts, run_id)
+    totals: dict[str, int] = {}
+    for counts in per_host.values():
+        for key, n in counts.items():
+            totals[key] = totals.get(key, 0) + n
+    failures = {key[len("error:"):]: n for key, n in totals.items() if key.startswith("error:")}
+    return every_request_failed({"fetched": totals.get("fetched", 0), "failed": totals.get("failed", 0),
+                                 "failures": failures})
+
+
 def cycle_failure(cycle: Cycle[Any]) -> str | None:
     """Why the cycle counts as failed (nothing fetched, or every page request failed); None when it did not."""
     return cycle.silent if cycle.silent is not None else every_request_failed(cycle.changes)

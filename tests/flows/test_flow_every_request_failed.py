@@ -50,3 +50,22 @@ async def test_every_page_request_failing_fails_the_flow_with_its_event_and_name
     assert "**Failed: every page request failed" in summary, summary
     for path in ["/", *PATHS]:
         assert f"- failed: {origin}{path} (http_5xx 503)" in summary, summary
+
+
+async def test_an_extract_flow_started_alone_whose_page_requests_all_fail_ends_failed(
+    prefect_api, sqlite_url, monkeypatch: pytest.MonkeyPatch
+):
+    """The extract flow run on its own (a deployment of its own, or from the UI) follows the harvest's rule: it
+    ended Completed when every page request it sent failed."""
+    from harvester.flows.discover import discover_flow
+    from harvester.flows.extract import extract_flow
+
+    monkeypatch.setenv("HARVESTER_POLITENESS__BACKOFF_BASE_S", "0.05")
+    monkeypatch.setenv("HARVESTER_POLITENESS__BACKOFF_MAX_S", "0.2")
+    with threaded_site(answer) as origin:
+        profile = SiteProfile.build(seeds=(f"{origin}/",), name="alldown-extract")
+        await discover_flow(profile, overrides=prepared(sqlite_url))
+        state = await extract_flow(profile, overrides=prepared(sqlite_url), return_state=True)
+    assert state.is_failed(), state
+    assert "every page request failed" in (state.message or ""), state.message
+    assert "http_5xx" in (state.message or ""), state.message
