@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.owners import retire_owner
 from harvester.records import Completion, DiscoveredUrl, UrlState
-from harvester.runtime import db
+from harvester.runtime import db, deferred_writes
 from harvester.store_results import CompleteResult
 
 if TYPE_CHECKING:
@@ -160,8 +160,9 @@ class CompletionBatcher:
             # completions of the next one.
             reasks, self._reasks = self._reasks, {}
             try:
-                items, demoted = await self._mark_duplicates(items)
-                result = await self._write(items, demoted, reasks)
+                with deferred_writes():  # no request waits for it: discovery's records and the claims go first
+                    items, demoted = await self._mark_duplicates(items)
+                    result = await self._write(items, demoted, reasks)
             except BaseException:
                 self._pending[:0] = items
                 for host, (asked, changed, tested) in reasks.items():
