@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import ctypes
 import fcntl
-import functools
 import logging
 import os
 import random
@@ -16,12 +14,11 @@ import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from harvester.errors import ConfigError, DatabaseUnavailable, Interrupted, WriteConflict
+from harvester.write_turns import off_loop
 
 logger = logging.getLogger(__name__)
 
@@ -164,50 +161,6 @@ def _outage_delays() -> Iterator[float]:
         delay = min(delay * 2, 5.0)
 
 
-_DEFERRED: ContextVar[bool] = ContextVar("harvester_deferred_writes", default=False)
-
-
-@contextlib.contextmanager
-def deferred_writes() -> Iterator[None]:
-    """The store calls made in this block (by this task, in the threads ``db`` runs them in, which copy its
-    context) write behind every other writer of their SQLite file (``frontier.base.WriteLock``): extraction's
-    completion batches, which no request waits for, behind discovery's records and the claims that hosts' next
-    requests wait for."""
-    token = _DEFERRED.set(True)
-    try:
-        yield
-    finally:
-        _DEFERRED.reset(token)
-
-
-def writes_deferred() -> bool:
-    """Whether this thread's or task's writes are deferred (``deferred_writes``)."""
-    return _DEFERRED.get()
-
-
-DEFERRED_THREADS = 2
-"""Threads that run deferred store calls (``deferred_writes``): their own, so a batch waiting for its turn at the
-write lock never holds one of the threads discovery's records and reads run in."""
-
-_deferred_pool: ThreadPoolExecutor | None = None
-_DEFERRED_POOL_LOCK = threading.Lock()
-
-
-async def _off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn`` in a thread: the loop's default pool, or the deferred calls' own (``DEFERRED_THREADS``). Held by
-    deferred batches waiting for the write lock, the default pool's six threads (two cores) made every other
-    store call and parse wait 20-60 ms for a thread in seed4 (issue 31)."""
-    if not _DEFERRED.get():
-        return await asyncio.to_thread(fn, *args, **kwargs)
-    global _deferred_pool
-    with _DEFERRED_POOL_LOCK:
-        if _deferred_pool is None:
-            _deferred_pool = ThreadPoolExecutor(DEFERRED_THREADS, thread_name_prefix="deferred-writes")
-        pool = _deferred_pool
-    call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(pool, call)
-
-
 CONFLICT_RETRIES = 5
 """How often a store call PostgreSQL rolled back to break a deadlock is asked again (after 0-50, 0-100, ... ms)."""
 
@@ -223,7 +176,7 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     conflicts = 0
     for delay in _outage_delays():
         try:
-            return await _off_loop(fn, *args, **kwargs)
+            return await off_loop(fn, *args, **kwargs)
         except DatabaseUnavailable as exc:
             if delay == 0.25:
                 logger.warning("database unavailable, waiting up to %.0f s for it: %s", OUTAGE_WAIT_S, exc,
@@ -234,7 +187,7 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
             if conflicts > CONFLICT_RETRIES:
                 raise
             await asyncio.sleep(random.uniform(0, 0.05 * 2**conflicts))  # jitter: the two retry apart
-    return await _off_loop(fn, *args, **kwargs)
+    return await off_loop(fn, *args, **kwargs)
 
 
 def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

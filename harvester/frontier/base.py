@@ -13,8 +13,6 @@ import contextlib
 import logging
 import os
 import sqlite3
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,8 +30,8 @@ from harvester.frontier.dialects import Dialect, dialect_for, disk_full, make_en
 from harvester.frontier.models import Host, Url
 from harvester.frontier.rows import split_url
 from harvester.owners import LOCAL_LIVENESS, Liveness
-from harvester.runtime import writes_deferred
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
+from harvester.write_turns import WriteLock, writer_lock
 
 logger = logging.getLogger(__name__)
 
@@ -85,68 +83,14 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parsed.database)
 
 
-DEFER_AT_MOST_S = 0.5
-"""How long a deferred write (``runtime.deferred_writes``) lets other writers of its file go first, at most."""
-
-class WriteLock:
-    """The one writer of a SQLite file in this process at a time (re-entrant), the next one taking it the moment
-    the last lets it go; a deferred writer lets the others waiting go first, for ``DEFER_AT_MOST_S`` at most.
-
-    Each store had its own lock: a harvest's discovery, extraction, cycle and client stores then met only at
-    SQLite's own lock, whose busy handler sleeps in steps of up to 100 ms. And first come was not first served:
-    seed4's slow host waited 0.1-0.5 s for each record its discovery writes before its next document (robots.txt
-    saved 137 ms after its answer, its sitemaps' URLs 200-280 ms), behind the fast hosts' completion batches that
-    kept the lock busy, which delayed its first page by ~1.4 s: the run's whole excess over its politeness limit
-    (issue 31). The batches go last now (``runtime.deferred_writes``); the bound keeps them from starving."""
-
-    def __init__(self) -> None:
-        self._turn = threading.Condition()
-        self._owner: int | None = None
-        self._depth = 0
-        self._prompt = 0  # writers waiting that are not deferred
-
-    def __enter__(self) -> Self:
-        me = threading.get_ident()
-        with self._turn:
-            if self._owner == me:
-                self._depth += 1
-                return self
-            if writes_deferred():
-                until = time.monotonic() + DEFER_AT_MOST_S
-                while self._owner is not None or (self._prompt and time.monotonic() < until):
-                    self._turn.wait(None if self._owner is not None else until - time.monotonic())
-            else:
-                self._prompt += 1
-                try:
-                    while self._owner is not None:
-                        self._turn.wait()
-                finally:
-                    self._prompt -= 1
-            self._owner, self._depth = me, 1
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        with self._turn:
-            self._depth -= 1
-            if not self._depth:
-                self._owner = None
-                self._turn.notify_all()
-
-
-_WRITERS: dict[str, WriteLock] = {}
-"""SQLite file (its real path) -> the write lock of this process's stores on it (``sqlite_writer``)."""
-_WRITERS_LOCK = threading.Lock()
-
-
 def sqlite_writer(engine: Engine) -> WriteLock:
     """The write lock of ``engine``'s SQLite file, one per file in this process, shared by every store opened on it
-    (see ``WriteLock``). Another database, or SQLite in memory (one database per engine): the engine's own."""
+    (``write_turns.WriteLock``: a harvest opens several, which met only at SQLite's busy handler, with sleeps of up to
+    100 ms). Another database, or SQLite in memory (one database per engine): the engine's own."""
     database = engine.url.database if engine.dialect.name == "sqlite" else None
     if not database or database == ":memory:" or database.startswith("file:"):
         return WriteLock()
-    key = os.path.realpath(database)
-    with _WRITERS_LOCK:
-        return _WRITERS.setdefault(key, WriteLock())
+    return writer_lock(os.path.realpath(database))
 
 
 def read_only_mode(path: Path) -> str | None:
@@ -240,7 +184,7 @@ class Database:
         last lets it go. Left to SQLite's busy handler, a writer behind a long transaction slept in steps of up
         to 100 ms before it looked again: a discovery document answered meanwhile waited that much longer for its
         record, which a kill then asked again (issue 31). Shared by every store of this process on the same file,
-        completion batches last (``WriteLock``)."""
+        completion batches last (``write_turns``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 

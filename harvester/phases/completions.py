@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING
 from harvester.errors import InvalidRecord, LeaseLost, StoreError
 from harvester.owners import retire_owner
 from harvester.records import Completion, DiscoveredUrl, UrlState
-from harvester.runtime import db, deferred_writes
+from harvester.runtime import db
 from harvester.store_results import CompleteResult
+from harvester.write_turns import deferred_writes
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from harvester.frontier import FrontierStore
-from harvester.frontier.base import WriteLock
-from harvester.runtime import db, deferred_writes, writes_deferred
+from harvester.runtime import db
 from harvester.settings import Settings
+from harvester.write_turns import WriteLock, deferred_writes, writes_deferred
 
 
 def _settings(path: Path, **overrides: object) -> Settings:
@@ -100,9 +100,9 @@ def test_a_deferred_writer_lets_a_waiting_writer_go_first():
 def test_a_deferred_writer_is_not_starved(monkeypatch):
     """A writer that never lets go of its place in line (a record waiting for ever) holds a batch back
     ``DEFER_AT_MOST_S`` at most."""
-    import harvester.frontier.base as base
+    import harvester.write_turns as write_turns
 
-    monkeypatch.setattr(base, "DEFER_AT_MOST_S", 0.05)
+    monkeypatch.setattr(write_turns, "DEFER_AT_MOST_S", 0.05)
     lock = WriteLock()
     lock._prompt = 1  # a record waiting that never takes its turn
     done = threading.Event()
