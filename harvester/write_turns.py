@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ _DEFERRED: ContextVar[bool] = ContextVar("harvester_deferred_writes", default=Fa
 @contextlib.contextmanager
 def deferred_writes() -> Iterator[None]:
     """The store calls made in this block (by this task, in the threads ``db`` runs them in, which copy its
-    context) write behind every other writer of their SQLite file (``frontier.base.WriteLock``): extraction's
+    context) write behind every other writer of their database file (``WriteLock``): extraction's
     completion batches, which no request waits for, behind discovery's records and the claims that hosts' next
     requests wait for."""
     token = _DEFERRED.set(True)
@@ -65,6 +66,7 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 
 DEFER_AT_MOST_S = 0.5
 """How long a deferred write (``deferred_writes``) lets other writers of its file go first, at most."""
+
 
 class WriteLock:
     """The one writer of a database file in this process at a time (re-entrant), the next one taking it the moment
@@ -120,3 +122,15 @@ def writer_lock(path: str) -> WriteLock:
     """This process's one write lock of the database file at ``path`` (a real path: one file, one lock)."""
     with _WRITERS_LOCK:
         return _WRITERS.setdefault(path, WriteLock())
+
+
+def _forget_in_child() -> None:
+    """A forked child starts with no lock held and no threads: a lock copied while a parent's thread held it would
+    never be let go, and the parent's pool has no threads here."""
+    global _deferred_pool, _WRITERS_LOCK, _DEFERRED_POOL_LOCK
+    _WRITERS.clear()
+    _WRITERS_LOCK, _DEFERRED_POOL_LOCK = threading.Lock(), threading.Lock()
+    _deferred_pool = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)

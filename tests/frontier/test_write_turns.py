@@ -9,6 +9,8 @@ started its pages ~1.4 s late (issue 31). Real SQLite files and threads; no timi
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 from harvester.frontier import FrontierStore
 from harvester.runtime import db
 from harvester.settings import Settings
-from harvester.write_turns import WriteLock, deferred_writes, writes_deferred
+from harvester.write_turns import WriteLock, deferred_writes, writer_lock, writes_deferred
 
 
 def _settings(path: Path, **overrides: object) -> Settings:
@@ -148,3 +150,37 @@ def test_deferred_store_calls_run_in_their_own_threads_with_the_mark():
     (plain_thread, plain_mark), (deferred_thread, deferred_mark) = asyncio.run(main())
     assert not plain_mark and deferred_mark
     assert deferred_thread.startswith("deferred-writes") and not plain_thread.startswith("deferred-writes")
+
+
+def test_a_forked_child_starts_with_the_lock_free(tmp_path: Path):
+    """A child forked while a parent's thread writes gets a lock of its own: the copy would never be let go."""
+    path = str(tmp_path / "f.db")
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with writer_lock(path):
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: take the lock and leave
+            code = 1
+            try:
+                with writer_lock(path):
+                    code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 30
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if done[0] == 0:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0, "the child never got the lock"
+    finally:
+        release.set()
+        holder.join(30)
