@@ -67,8 +67,9 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
 DEFER_AT_MOST_S = 0.35
 """How long a deferred write (``deferred_writes``) lets other writers of its file go first, at most. In seed4 the
 lock is busy for the first seconds: the records of the slow host's discovery got it in time only when the fast
-hosts' batches could wait this long (ratio 1.095 at 0.1 s, 1.059 at 0.35 s); with ``completions.FLUSH_EVERY_S``
-before it, a completion is written within about 0.4 s, what a kill -9 may ask again (the kill test allows 0.5 s)."""
+hosts' batches could wait this long (ratio 1.095 at 0.1 s, 1.055-1.072 at 0.35-0.4 s); with
+``completions.FLUSH_EVERY_S`` before it, a completion is written within about 0.4 s, what a kill -9 may ask again
+(the kill test allows 0.5 s)."""
 
 
 class WriteLock:
@@ -79,7 +80,7 @@ class WriteLock:
     SQLite's own lock, whose busy handler sleeps in steps of up to 100 ms. And first come was not first served:
     seed4's slow host waited 0.1-0.5 s for each record its discovery writes before its next document (robots.txt
     saved 137 ms after its answer, its sitemaps' URLs 200-280 ms), behind the fast hosts' completion batches that
-    kept the lock busy, which delayed its first page by ~1.4 s: the run's whole excess over its politeness limit
+    kept the lock busy, which delayed its first page by ~1.4 s: most of the run's excess over its politeness limit
     (issue 31). The batches go last now (``deferred_writes``); the bound keeps them from starving."""
 
     def __init__(self) -> None:

@@ -38,7 +38,7 @@ FLUSH_EVERY_S = 0.05
 to ``write_turns.DEFER_AT_MOST_S`` for its turn at the write lock, and a kill -9 asks again what was answered within
 the two and the write; smaller batches also hold the lock less long at a time, so the records the hosts' next
 requests wait for get it sooner (seed4's slow host, issue 31: ratio 1.077 with 0.25 s here and 0.25 s of deferral,
-1.055-1.059 with 0.05-0.1 s and 0.35-0.4 s; 1.095 with 0.05 s and 0.1 s)."""
+1.055-1.072 with 0.05-0.1 s and 0.35-0.4 s; 1.095 with 0.05 s and 0.1 s)."""
 
 FLUSH_BACKLOG = 4 * FLUSH_ITEMS
 """Completions pending while a write is under way, beyond which ``put`` waits for that write: the database sets
