@@ -18,7 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from harvester.errors import ConfigError, DatabaseUnavailable, Interrupted, WriteConflict
-from harvester.write_turns import off_loop
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +175,7 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     conflicts = 0
     for delay in _outage_delays():
         try:
-            return await off_loop(fn, *args, **kwargs)
+            return await asyncio.to_thread(fn, *args, **kwargs)
         except DatabaseUnavailable as exc:
             if delay == 0.25:
                 logger.warning("database unavailable, waiting up to %.0f s for it: %s", OUTAGE_WAIT_S, exc,
@@ -187,7 +186,7 @@ async def db(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
             if conflicts > CONFLICT_RETRIES:
                 raise
             await asyncio.sleep(random.uniform(0, 0.05 * 2**conflicts))  # jitter: the two retry apart
-    return await off_loop(fn, *args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def db_sync(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -184,7 +184,7 @@ class Database:
         last lets it go. Left to SQLite's busy handler, a writer behind a long transaction slept in steps of up
         to 100 ms before it looked again: a discovery document answered meanwhile waited that much longer for its
         record, which a kill then asked again (issue 31). Shared by every store of this process on the same file,
-        completion batches last (``write_turns``)."""
+        handed on in turn (``write_turns``)."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 

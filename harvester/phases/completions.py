@@ -21,7 +21,6 @@ from harvester.owners import retire_owner
 from harvester.records import Completion, DiscoveredUrl, UrlState
 from harvester.runtime import db
 from harvester.store_results import CompleteResult
-from harvester.write_turns import deferred_writes
 
 if TYPE_CHECKING:
     from harvester.frontier import FrontierStore
@@ -33,12 +32,8 @@ logger = logging.getLogger(__name__)
 FLUSH_ITEMS = 64
 """Completions written per transaction at most: big enough to amortise a commit, small enough to lose little."""
 
-FLUSH_EVERY_S = 0.05
-"""A pending completion waits at most this long before its batch's write starts. Short: the batch may then wait up
-to ``write_turns.DEFER_AT_MOST_S`` for its turn at the write lock, and a kill -9 asks again what was answered within
-the two and the write; smaller batches also hold the lock less long at a time, so the records the hosts' next
-requests wait for get it sooner (seed4's slow host, issue 31: ratio 1.077 with 0.25 s here and 0.25 s of deferral,
-1.055-1.072 with 0.05-0.1 s and 0.35-0.4 s; 1.095 with 0.05 s and 0.1 s)."""
+FLUSH_EVERY_S = 0.25
+"""A pending completion waits at most this long before it is written."""
 
 FLUSH_BACKLOG = 4 * FLUSH_ITEMS
 """Completions pending while a write is under way, beyond which ``put`` waits for that write: the database sets
@@ -165,9 +160,8 @@ class CompletionBatcher:
             # completions of the next one.
             reasks, self._reasks = self._reasks, {}
             try:
-                with deferred_writes():  # no request waits for it: discovery's records and the claims go first
-                    items, demoted = await self._mark_duplicates(items)
-                    result = await self._write(items, demoted, reasks)
+                items, demoted = await self._mark_duplicates(items)
+                result = await self._write(items, demoted, reasks)
             except BaseException:
                 self._pending[:0] = items
                 for host, (asked, changed, tested) in reasks.items():

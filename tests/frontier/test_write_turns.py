@@ -1,14 +1,12 @@
-"""The SQLite writers of one process take turns on one lock per file, and extraction's completion batches go last.
+"""The SQLite writers of one process take turns on one lock per file, handed on in the order they came.
 
 A harvest opens several stores on one file (the cycle's, discovery's, extraction's, the client's). With a lock per
-store they met only at SQLite's busy handler (sleeps of up to 100 ms, then "database is locked"), and with first come
-first served the slow host's discovery records waited behind the fast hosts' completion batches: seed4's slow host
-started its pages ~1.4 s late (issue 31). Real SQLite files and threads; no timing is asserted, only order.
+store they met only at SQLite's busy handler (sleeps of up to 100 ms, then "database is locked"). Real SQLite files
+and threads; no timing is asserted, only order.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -16,9 +14,8 @@ import time
 from pathlib import Path
 
 from harvester.frontier import FrontierStore
-from harvester.runtime import db
 from harvester.settings import Settings
-from harvester.write_turns import WriteLock, deferred_writes, writer_lock, writes_deferred
+from harvester.write_turns import WriteLock, writer_lock
 
 
 def _settings(path: Path, **overrides: object) -> Settings:
@@ -73,50 +70,34 @@ def test_two_stores_on_one_file_take_turns_instead_of_failing_at_the_busy_timeou
     assert written.is_set()
 
 
-def test_a_deferred_writer_lets_a_waiting_writer_go_first():
+def _queued(lock: WriteLock, n: int) -> bool:
+    return len(lock._waiting) == n
+
+
+def _writer(lock: WriteLock, order: list[str], name: str) -> threading.Thread:
+    def run() -> None:
+        with lock:
+            order.append(name)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_a_writer_letting_go_hands_the_lock_to_the_one_waiting():
+    """A thread writing transaction after transaction (``rejudge_urls``' batches) took a lock merely let go
+    straight back, before the waiter it woke could run: every other writer waited for its whole loop."""
     lock = WriteLock()
     order: list[str] = []
-
-    def write(name: str, *, deferred: bool) -> None:
-        def run() -> None:
-            with lock:
-                order.append(name)
-        if deferred:
-            with deferred_writes():
-                run()
-        else:
-            run()
-
-    with lock:  # the current writer
-        batch = threading.Thread(target=write, args=("completions",), kwargs={"deferred": True})
-        batch.start()
-        _wait_until(lambda: batch.is_alive() and lock._turn._waiters, "the batch waits")  # type: ignore[attr-defined]
-        record = threading.Thread(target=write, args=("discovery record",), kwargs={"deferred": False})
-        record.start()
-        _wait_until(lambda: lock._prompt == 1, "the record waits")
-    batch.join(30)
-    record.join(30)
-    assert order == ["discovery record", "completions"]
-
-
-def test_a_deferred_writer_is_not_starved(monkeypatch):
-    """A writer that never lets go of its place in line (a record waiting for ever) holds a batch back
-    ``DEFER_AT_MOST_S`` at most."""
-    import harvester.write_turns as write_turns
-
-    monkeypatch.setattr(write_turns, "DEFER_AT_MOST_S", 0.05)
-    lock = WriteLock()
-    lock._prompt = 1  # a record waiting that never takes its turn
-    done = threading.Event()
-
-    def batch() -> None:
-        with deferred_writes(), lock:
-            done.set()
-
-    thread = threading.Thread(target=batch)
-    thread.start()
-    assert done.wait(30)
-    thread.join(30)
+    other: list[threading.Thread] = []
+    with lock:
+        order.append("loop 1")
+        other.append(_writer(lock, order, "record"))
+        _wait_until(lambda: _queued(lock, 1), "the record waits")
+    with lock:  # at once, in the same thread: the record was handed the lock first
+        order.append("loop 2")
+    other[0].join(30)
+    assert order == ["loop 1", "record", "loop 2"]
 
 
 def test_the_lock_is_reentrant_in_its_thread():
@@ -133,23 +114,6 @@ def test_the_lock_is_reentrant_in_its_thread():
     thread.start()
     assert taken.wait(30)
     thread.join(30)
-
-
-def test_deferred_store_calls_run_in_their_own_threads_with_the_mark():
-    """A batch waiting for its turn holds none of the threads discovery's records and reads run in."""
-
-    def where() -> tuple[str, bool]:
-        return threading.current_thread().name, writes_deferred()
-
-    async def main() -> tuple[tuple[str, bool], tuple[str, bool]]:
-        plain = await db(where)
-        with deferred_writes():
-            deferred = await db(where)
-        return plain, deferred
-
-    (plain_thread, plain_mark), (deferred_thread, deferred_mark) = asyncio.run(main())
-    assert not plain_mark and deferred_mark
-    assert deferred_thread.startswith("deferred-writes") and not plain_thread.startswith("deferred-writes")
 
 
 def test_a_forked_child_starts_with_the_lock_free(tmp_path: Path):
