@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ from harvester.frontier.models import Host, Url
 from harvester.frontier.rows import split_url
 from harvester.owners import LOCAL_LIVENESS, Liveness
 from harvester.settings import DEFAULT_DATABASE_URL, Settings
-from harvester.write_turns import WriteLock, writer_lock
 
 logger = logging.getLogger(__name__)
 
@@ -81,16 +81,6 @@ def sqlite_file(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
         return None
     return Path(parsed.database)
-
-
-def sqlite_writer(engine: Engine) -> WriteLock:
-    """The write lock of ``engine``'s SQLite file, one per file in this process, shared by every store opened on it
-    (``write_turns.WriteLock``: a harvest opens several, which met only at SQLite's busy handler, with sleeps of up to
-    100 ms). Another database, or SQLite in memory (one database per engine): the engine's own."""
-    database = engine.url.database if engine.dialect.name == "sqlite" else None
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return WriteLock()
-    return writer_lock(os.path.realpath(database))
 
 
 def read_only_mode(path: Path) -> str | None:
@@ -179,12 +169,11 @@ class Database:
         """Which owners are alive (``owners.Liveness``; on PostgreSQL ``frontier.liveness``, set by ``open``)."""
         self.read_only = False
         """Opened read-only (``open``): a SQLite file this process cannot write."""
-        self._sqlite_writer = sqlite_writer(engine)
+        self._sqlite_writer = threading.RLock()
         """One SQLite writer of this process at a time, the next one taking the file's write lock the moment the
         last lets it go. Left to SQLite's busy handler, a writer behind a long transaction slept in steps of up
         to 100 ms before it looked again: a discovery document answered meanwhile waited that much longer for its
-        record, which a kill then asked again (issue 31). Shared by every store of this process on the same file,
-        handed on in turn (``write_turns``)."""
+        record, which a kill then asked again (issue 31)."""
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
